@@ -1,0 +1,118 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+)
+
+// tokenBytes is the entropy of a token; its hex form is tokenLen characters.
+const (
+	tokenBytes = 20
+	tokenLen   = 2 * tokenBytes
+)
+
+// A tokenDigest is the SHA-256 of a token's raw bytes: the only form in
+// which a token is ever stored.
+type tokenDigest [sha256.Size]byte
+
+// Errors of parseAuthorization, mapped to 401 not_authenticated and 401
+// invalid_token.
+var (
+	errNoCredentials = errors.New("no token credentials")
+	errBadToken      = errors.New("malformed token")
+)
+
+// newToken returns a fresh token (tokenLen lowercase hex characters from
+// crypto/rand) and its digest.
+func newToken() (string, tokenDigest) {
+	var raw [tokenBytes]byte
+	rand.Read(raw[:]) // never returns an error; crashes the program if the OS cannot supply randomness
+	return hex.EncodeToString(raw[:]), sha256.Sum256(raw[:])
+}
+
+// parseAuthorization extracts the token digest from the request's
+// authorization header, as API.md's "GET /api/auth/info" describes:
+// scheme Token or Bearer (any case), one or more spaces or tabs, exactly one
+// token of tokenLen lowercase hex characters. It returns errNoCredentials when
+// no header or another scheme is present, and errBadToken for everything else
+// that is wrong. It touches no store.
+func parseAuthorization(h http.Header) (tokenDigest, error) {
+	values := h["Authorization"]
+	switch {
+	case len(values) == 0:
+		return tokenDigest{}, errNoCredentials
+	case len(values) > 1:
+		return tokenDigest{}, errBadToken
+	}
+	return parseCredentials(values[0])
+}
+
+// parseCredentials parses one authorization header value.
+func parseCredentials(v string) (tokenDigest, error) {
+	i := 0
+	for i < len(v) && v[i] != ' ' && v[i] != '\t' {
+		i++
+	}
+	if !isTokenScheme(v[:i]) {
+		return tokenDigest{}, errNoCredentials
+	}
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t') {
+		i++
+	}
+	return digestOf(v[i:])
+}
+
+// isTokenScheme reports whether scheme is "Token" or "Bearer", in any case.
+func isTokenScheme(scheme string) bool {
+	return asciiEqualFold(scheme, "token") || asciiEqualFold(scheme, "bearer")
+}
+
+// asciiEqualFold reports whether s equals the lowercase ASCII word lower,
+// ignoring ASCII case; unlike strings.EqualFold it folds no Unicode, so
+// "toKen" with a Kelvin sign is not a scheme.
+func asciiEqualFold(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// digestOf returns the digest of token, or errBadToken unless token is
+// exactly tokenLen lowercase hex characters.
+func digestOf(token string) (tokenDigest, error) {
+	if len(token) != tokenLen {
+		return tokenDigest{}, errBadToken
+	}
+	var raw [tokenBytes]byte
+	for i := 0; i < tokenBytes; i++ {
+		hi, ok1 := fromHexLower(token[2*i])
+		lo, ok2 := fromHexLower(token[2*i+1])
+		if !ok1 || !ok2 {
+			return tokenDigest{}, errBadToken
+		}
+		raw[i] = hi<<4 | lo
+	}
+	return sha256.Sum256(raw[:]), nil
+}
+
+func fromHexLower(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
