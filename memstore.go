@@ -14,7 +14,7 @@ const memShards = 64
 type memoryStore struct {
 	shards [memShards]memShard
 
-	mu     sync.Mutex                // guards byUser; taken before any shard lock, never after
+	mu     sync.Mutex               // guards byUser; taken before any shard lock, never after
 	byUser map[string][]tokenDigest // each user's digests, oldest first
 }
 
