@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+	"text/tabwriter"
+
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/term"
+)
+
+// minSafeCost is the lowest bcrypt cost used without a warning.
+const minSafeCost = 10
+
+// userCommand runs "authsvc user SUBCOMMAND ...".
+func userCommand(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("user: missing subcommand (add, passwd, del, disable, enable, list)")
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("user "+sub, flag.ContinueOnError)
+	usersPath := fs.String("users", "users.json", "users file")
+	var (
+		admin       *bool
+		name, email *string
+		groups      stringList
+		cost        *int
+	)
+	switch sub {
+	case "add":
+		admin = fs.Bool("admin", false, "make the user an admin")
+		name = fs.String("name", "", "full name")
+		email = fs.String("email", "", "email address")
+		fs.Var(&groups, "group", "group (repeatable)")
+		cost = fs.Int("cost", defaultCost, "bcrypt cost")
+	case "passwd":
+		cost = fs.Int("cost", defaultCost, "bcrypt cost")
+	case "del", "disable", "enable", "list":
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return usagef("user: unknown subcommand %q (add, passwd, del, disable, enable, list)", sub)
+	}
+	if err := parseFlags(fs, args, getenv, []string{"users"}, stdout); err != nil {
+		return err
+	}
+	if sub == "list" {
+		if fs.NArg() != 0 {
+			return usagef("user list: unexpected argument %q", fs.Arg(0))
+		}
+		return listUsers(*usersPath, stdout)
+	}
+	if fs.NArg() != 1 {
+		return usagef("user %s: want exactly one USERNAME", sub)
+	}
+	username := fs.Arg(0)
+	if !validUsername(username) {
+		return usagef("user %s: username %q: want 1-%d of A-Z a-z 0-9 @ . + - _", sub, username, maxUsernameLen)
+	}
+
+	switch sub {
+	case "add":
+		hash, err := newPasswordHash(*cost, stdin, stderr)
+		if err != nil {
+			return err
+		}
+		if groups == nil {
+			groups = stringList{}
+		}
+		err = editUsers(*usersPath, true, func(users []User) ([]User, error) {
+			if findUser(users, username) >= 0 {
+				return nil, fmt.Errorf("user add: user %q already exists", username)
+			}
+			return append(users, User{Username: username, PasswordHash: hash, Name: *name, Email: *email, Groups: groups, Admin: *admin}), nil
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "added user %q to %s\n", username, *usersPath)
+		return nil
+	case "passwd":
+		hash, err := newPasswordHash(*cost, stdin, stderr)
+		if err != nil {
+			return err
+		}
+		return changeUser(*usersPath, sub, username, stdout, "changed the password of", func(u *User) { u.PasswordHash = hash })
+	case "del":
+		err := editUsers(*usersPath, false, func(users []User) ([]User, error) {
+			i := findUser(users, username)
+			if i < 0 {
+				return nil, fmt.Errorf("user del: no user %q", username)
+			}
+			return append(users[:i], users[i+1:]...), nil
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "deleted user %q from %s\n", username, *usersPath)
+		return nil
+	case "disable":
+		return changeUser(*usersPath, sub, username, stdout, "disabled", func(u *User) { u.Disabled = true })
+	default: // enable
+		return changeUser(*usersPath, sub, username, stdout, "enabled", func(u *User) { u.Disabled = false })
+	}
+}
+
+// changeUser applies change to username's entry in the users file.
+func changeUser(path, sub, username string, stdout io.Writer, done string, change func(*User)) error {
+	err := editUsers(path, false, func(users []User) ([]User, error) {
+		i := findUser(users, username)
+		if i < 0 {
+			return nil, fmt.Errorf("user %s: no user %q", sub, username)
+		}
+		change(&users[i])
+		return users, nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s user %q in %s\n", done, username, path)
+	return nil
+}
+
+// listUsers prints the users file as a table, without hashes.
+func listUsers(path string, stdout io.Writer) error {
+	users, err := readUsersFile(path)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "USERNAME\tADMIN\tDISABLED\tNAME\tEMAIL\tGROUPS")
+	for _, u := range users {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Username, yesNo(u.Admin), yesNo(u.Disabled), dash(u.Name), dash(u.Email), dash(strings.Join(u.Groups, ",")))
+	}
+	return tw.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// hashCommand prints the bcrypt hash of the password on stdin.
+func hashCommand(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hash", flag.ContinueOnError)
+	cost := fs.Int("cost", defaultCost, "bcrypt cost")
+	if err := parseFlags(fs, args, getenv, nil, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usagef("hash: unexpected argument; the password is read from stdin")
+	}
+	hash, err := newPasswordHash(*cost, stdin, stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, hash)
+	return nil
+}
+
+// newPasswordHash reads a password and returns its bcrypt hash at cost.
+func newPasswordHash(cost int, stdin io.Reader, stderr io.Writer) (string, error) {
+	if cost < bcrypt.MinCost || cost > bcrypt.MaxCost {
+		return "", usagef("--cost %d: want %d to %d", cost, bcrypt.MinCost, bcrypt.MaxCost)
+	}
+	if cost < minSafeCost {
+		fmt.Fprintf(stderr, "authsvc: warning: bcrypt cost %d is below %d; use it only for tests\n", cost, minSafeCost)
+	}
+	password, err := readPassword(stdin, stderr)
+	if err != nil {
+		return "", err
+	}
+	if err := checkNewPassword(password); err != nil {
+		return "", err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), cost)
+	if err != nil {
+		return "", err
+	}
+	return string(hash), nil
+}
+
+// readPassword reads a password: from a terminal without echo, asking
+// twice; from anything else, the first line, silently.
+func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(stderr, "Password: ")
+		first, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprint(stderr, "Password again: ")
+		second, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return "", err
+		}
+		if string(first) != string(second) {
+			return "", errors.New("the passwords differ")
+		}
+		return string(first), nil
+	}
+	// One byte more than a line may hold reveals an over-long password.
+	line, err := bufio.NewReader(io.LimitReader(stdin, maxPasswordLen+3)).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return "", fmt.Errorf("read password: %w", err)
+	}
+	line = strings.TrimSuffix(line, "\n")
+	line = strings.TrimSuffix(line, "\r")
+	return line, nil
+}
+
+// versionCommand prints the module version and VCS revision.
+func versionCommand(args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	if err := parseFlags(fs, args, getenv, nil, stdout); err != nil {
+		return err
+	}
+	b := readBuild()
+	fmt.Fprintf(stdout, "authsvc %s, revision %s, committed %s, built with %s\n", b.version, b.revision, b.time, b.goVersion)
+	return nil
+}
+
+// buildInfo is what the binary knows of its own build.
+type buildInfo struct {
+	version, revision, time, goVersion string
+}
+
+func readBuild() buildInfo {
+	b := buildInfo{version: "(devel)", revision: "unknown", time: "unknown", goVersion: "unknown"}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	b.goVersion = info.GoVersion
+	if info.Main.Version != "" {
+		b.version = info.Main.Version
+	}
+	modified := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.revision = s.Value
+		case "vcs.time":
+			b.time = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if modified {
+		b.revision += "+dirty"
+	}
+	return b
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// A usageError is a mistake on the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// errHelpShown: --help printed the usage; the command succeeds.
+var errHelpShown = errors.New("help shown")
+
+// envName is the variable that gives flag name its default: AUTHSVC_TOKEN_TTL for token-ttl.
+func envName(flagName string) string {
+	return "AUTHSVC_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseFlags parses args into fs. Flags named in fromEnv take their default
+// from their AUTHSVC_* variable; flags on the command line win. Flags may
+// follow positional arguments. --help prints usage to stdout and returns
+// errHelpShown; any mistake is a one-line usageError, without a usage dump.
+func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, fromEnv []string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	for _, name := range fromEnv {
+		v := getenv(envName(name))
+		if v == "" {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return usagef("%s=%q: %v", envName(name), v, err)
+		}
+	}
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stdout, usage)
+				return errHelpShown
+			}
+			return usagef("%s: %v", fs.Name(), err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			positional = append(positional, args[1:]...)
+			break
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+	// Parse again with only the positional arguments so fs.Args returns them.
+	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}

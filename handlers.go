@@ -1,0 +1,286 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// maxLoginBody bounds the login request body (API.md: 16 KiB).
+const maxLoginBody = 16 << 10
+
+// tokenPolicy says how long tokens live and how many a user may hold.
+type tokenPolicy struct {
+	ttl        time.Duration // 0: tokens never expire
+	maxPerUser int           // 0: no limit
+}
+
+// loginRequest is the login body.
+type loginRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// loginReply is the 200 login body; ExpiresAt is null for tokens that never expire.
+type loginReply struct {
+	Token     string     `json:"token"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	User      userInfo   `json:"user"`
+}
+
+// decodeLogin parses a login body: one JSON object, with username and
+// password non-empty strings within API.md's limits. Its errors never quote
+// the body, which holds a password.
+func decodeLogin(body []byte) (loginRequest, error) {
+	var req loginRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && (typeErr.Field == "username" || typeErr.Field == "password") {
+			return loginRequest{}, invalidRequest(typeErr.Field + " must be a string.")
+		}
+		if errors.As(err, &typeErr) {
+			return loginRequest{}, invalidRequest("Body must be a JSON object.")
+		}
+		return loginRequest{}, invalidRequest("Body is not valid JSON.")
+	}
+	switch {
+	case req.Username == "":
+		return loginRequest{}, invalidRequest("username is required.")
+	case req.Password == "":
+		return loginRequest{}, invalidRequest("password is required.")
+	case len(req.Username) > maxUsernameLen:
+		return loginRequest{}, invalidRequest("username is longer than 150 bytes.")
+	case len(req.Password) > maxPasswordLen:
+		return loginRequest{}, invalidRequest("password is longer than 1024 bytes.")
+	}
+	return req, nil
+}
+
+// readLoginBody checks the media type and reads the body within its limit.
+func readLoginBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mediaType != "application/json" {
+		return nil, errUnsupportedMedia
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLoginBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, errTooLarge
+	case err != nil:
+		return nil, invalidRequest("Could not read the request body.")
+	}
+	return body, nil
+}
+
+// handleLogin exchanges a username and password for a new token.
+func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenPolicy, now func() time.Time) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := readLoginBody(w, r)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		req, err := decodeLogin(body)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		dir := users.dir()
+		u, ok := dir.authenticate(req.Username, req.Password)
+		if !ok {
+			auditLogin(log, r, dir, req.Username, "invalid_credentials")
+			writeError(w, r, log, errInvalidCredentials)
+			return
+		}
+		token, digest := newToken()
+		sess := Session{Username: u.info.Username, Stamp: u.stamp}
+		reply := loginReply{Token: token, User: u.info}
+		if policy.ttl > 0 {
+			expires := now().Add(policy.ttl).Truncate(time.Second).UTC()
+			sess.ExpiresAt = expires
+			reply.ExpiresAt = &expires
+		}
+		if err := store.Issue(r.Context(), digest, sess, policy.maxPerUser, now()); err != nil {
+			auditLogin(log, r, dir, req.Username, "unavailable")
+			writeError(w, r, log, err)
+			return
+		}
+		auditLogin(log, r, dir, req.Username, "success")
+		w.Header().Set("Cache-Control", "no-store")
+		encode(w, http.StatusOK, reply)
+	})
+}
+
+// auditLogin logs a login attempt. A username that names no user is not
+// logged: people type passwords into username fields.
+func auditLogin(log *slog.Logger, r *http.Request, dir *directory, username, outcome string) {
+	if _, known := dir.byName[username]; !known {
+		username = "(unknown)"
+	}
+	log.Info("login", "outcome", outcome, "username", username, "client", r.RemoteAddr)
+}
+
+// A principal is who a request's token speaks for.
+type principal struct {
+	digest  tokenDigest
+	session Session
+	user    *dirUser
+}
+
+// authenticated returns the principal of the request's token:
+// errNotAuthenticated or errInvalidToken when there is none, a store error
+// when the store cannot say.
+func authenticated(r *http.Request, users *userSource, store Store, now time.Time) (principal, error) {
+	digest, err := parseAuthorization(r.Header)
+	switch {
+	case errors.Is(err, errNoCredentials):
+		return principal{}, errNotAuthenticated
+	case err != nil:
+		return principal{}, errInvalidToken
+	}
+	sess, err := store.Lookup(r.Context(), digest, now)
+	switch {
+	case errors.Is(err, errTokenNotFound):
+		return principal{}, errInvalidToken
+	case err != nil:
+		return principal{}, err
+	}
+	u := users.dir().sessionUser(sess)
+	if u == nil {
+		return principal{}, errInvalidToken
+	}
+	return principal{digest: digest, session: sess, user: u}, nil
+}
+
+// handleInfo answers with the token's user, or, for admins, any user.
+func handleInfo(log *slog.Logger, users *userSource, store Store, now func() time.Time) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := authenticated(r, users, store, now())
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		u := p.user
+		name, err := usernameParam(r.URL.RawQuery)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		target := u
+		if name != "" && name != u.info.Username {
+			if !u.admin {
+				writeError(w, r, log, errPermissionDenied)
+				return
+			}
+			if target = users.dir().byName[name]; target == nil {
+				writeError(w, r, log, errNotFound)
+				return
+			}
+		}
+		h := w.Header()
+		h.Set("Cache-Control", "no-store")
+		h.Set("Vary", "Authorization")
+		writeJSON(w, http.StatusOK, target.infoJSON)
+	})
+}
+
+// usernameParam returns the value of the query's username parameter, ""
+// when absent, and invalid_request when it is repeated or badly escaped.
+func usernameParam(rawQuery string) (string, error) {
+	var value string
+	found := false
+	for rawQuery != "" {
+		var part string
+		part, rawQuery, _ = strings.Cut(rawQuery, "&")
+		key, val, _ := strings.Cut(part, "=")
+		if key != "username" {
+			if k, err := url.QueryUnescape(key); err != nil || k != "username" {
+				continue
+			}
+		}
+		if found {
+			return "", invalidRequest("username is repeated.")
+		}
+		found = true
+		if strings.ContainsAny(val, "%+") {
+			v, err := url.QueryUnescape(val)
+			if err != nil {
+				return "", invalidRequest("username is badly escaped.")
+			}
+			val = v
+		}
+		value = val
+	}
+	return value, nil
+}
+
+// handleLogout revokes the presented token.
+func handleLogout(log *slog.Logger, users *userSource, store Store, now func() time.Time) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := authenticated(r, users, store, now())
+		if err == nil {
+			err = store.Revoke(r.Context(), p.digest)
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// handleLogoutAll revokes every token of the presented token's user.
+func handleLogoutAll(log *slog.Logger, users *userSource, store Store, now func() time.Time) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := authenticated(r, users, store, now())
+		if err == nil {
+			_, err = store.RevokeUser(r.Context(), p.session.Username)
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// statusReply is the body of /healthz and /readyz.
+type statusReply struct {
+	Status string `json:"status"`
+}
+
+// handleHealthz reports that the process serves HTTP.
+func handleHealthz() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		encode(w, http.StatusOK, statusReply{Status: "ok"})
+	})
+}
+
+// handleReadyz reports whether users are loaded and the store answers.
+func handleReadyz(log *slog.Logger, users *userSource, store Store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if users.dir() == nil {
+			writeError(w, r, log, errUnavailable)
+			return
+		}
+		if err := store.Ping(r.Context()); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		encode(w, http.StatusOK, statusReply{Status: "ready"})
+	})
+}
+
+// handleNotFound answers every path no route claims.
+func handleNotFound(log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, log, errNotFound)
+	})
+}

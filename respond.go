@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+)
+
+// An apiError is an error a client is meant to see: API.md's error table.
+type apiError struct {
+	status     int
+	code       string
+	detail     string
+	retryAfter int // seconds; sent as Retry-After when > 0
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.detail }
+
+// Errors with fixed wording. Details never echo a token or a password.
+var (
+	errInvalidCredentials = &apiError{status: http.StatusUnauthorized, code: "invalid_credentials", detail: "Invalid username or password."}
+	errNotAuthenticated   = &apiError{status: http.StatusUnauthorized, code: "not_authenticated", detail: "Authentication credentials were not provided."}
+	errInvalidToken       = &apiError{status: http.StatusUnauthorized, code: "invalid_token", detail: "Invalid token."}
+	errPermissionDenied   = &apiError{status: http.StatusForbidden, code: "permission_denied", detail: "You do not have permission to perform this action."}
+	errNotFound           = &apiError{status: http.StatusNotFound, code: "not_found", detail: "Not found."}
+	errTooLarge           = &apiError{status: http.StatusRequestEntityTooLarge, code: "request_too_large", detail: "Request body too large."}
+	errUnsupportedMedia   = &apiError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type", detail: "Content-Type must be application/json."}
+	errUnavailable        = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", detail: "Service temporarily unavailable; try again later.", retryAfter: 1}
+	errInternal           = &apiError{status: http.StatusInternalServerError, code: "internal_error", detail: "Internal server error."}
+)
+
+func invalidRequest(detail string) error {
+	return &apiError{status: http.StatusBadRequest, code: "invalid_request", detail: detail}
+}
+
+func methodNotAllowed(allow string) error {
+	return &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", detail: "Method not allowed; allowed: " + allow + "."}
+}
+
+func throttled(retryAfter int) error {
+	return &apiError{status: http.StatusTooManyRequests, code: "throttled", detail: "Too many failed login attempts; try again later.", retryAfter: retryAfter}
+}
+
+// errorBody is the JSON of every error reply.
+type errorBody struct {
+	Detail string `json:"detail"`
+	Code   string `json:"code"`
+}
+
+// writeError maps err to its reply: an apiError as itself, an unreachable
+// store as 503, anything else as 500 — logged here, and shown to nobody.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var e *apiError
+	switch {
+	case errors.As(err, &e):
+	case errors.Is(err, errStoreUnavailable):
+		log.Warn("token store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		e = errUnavailable
+	default:
+		log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		e = errInternal
+	}
+	h := w.Header()
+	if e.status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Token realm="api"`)
+	}
+	if e.retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
+	h.Set("Cache-Control", "no-store")
+	encode(w, e.status, errorBody{Detail: e.detail, Code: e.code})
+}
+
+// encode writes v as the JSON reply with status.
+func encode(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		// Only reply types reach here, and they always marshal.
+		panic("encode: " + err.Error())
+	}
+	writeJSON(w, status, append(data, '\n'))
+}
+
+// writeJSON writes an already encoded JSON reply.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body)
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Server limits. API.md fixes the header timeout (10 s) and the shutdown grace (10 s).
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 20 * time.Second // a trickled 16 KiB body is cut off
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 32 << 10
+	shutdownGrace     = 10 * time.Second
+)
+
+// serveConfig is the serve command's flags.
+type serveConfig struct {
+	addr           string
+	usersPath      string
+	tokenTTL       time.Duration
+	store          string
+	storePrefix    string
+	maxPerUser     int
+	reloadInterval time.Duration
+	logFormat      string
+}
+
+func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer) (serveConfig, error) {
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address")
+	fs.StringVar(&c.usersPath, "users", "users.json", "users file")
+	fs.DurationVar(&c.tokenTTL, "token-ttl", 24*time.Hour, "token lifetime, 0 = never")
+	fs.StringVar(&c.store, "store", "memory", "token store")
+	fs.StringVar(&c.storePrefix, "store-prefix", "authsvc:", "key prefix in Redis")
+	fs.IntVar(&c.maxPerUser, "max-tokens-per-user", 100, "live tokens per user, 0 = no limit")
+	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "users file check interval")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fromEnv := []string{"addr", "users", "token-ttl", "store", "store-prefix", "max-tokens-per-user", "reload-interval", "log-format"}
+	if err := parseFlags(fs, args, getenv, fromEnv, stdout); err != nil {
+		return c, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return c, usagef("serve: unexpected argument %q", fs.Arg(0))
+	case c.tokenTTL < 0:
+		return c, usagef("serve: --token-ttl must not be negative")
+	case c.maxPerUser < 0:
+		return c, usagef("serve: --max-tokens-per-user must not be negative")
+	case c.reloadInterval <= 0:
+		return c, usagef("serve: --reload-interval must be positive")
+	case c.logFormat != "text" && c.logFormat != "json":
+		return c, usagef("serve: --log-format must be text or json")
+	}
+	return c, nil
+}
+
+func newLogger(format string, w io.Writer) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// openStore returns the token store that spec names.
+func openStore(spec, prefix string) (Store, error) {
+	switch {
+	case spec == "memory":
+		return newMemoryStore(), nil
+	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
+		return nil, errors.New("serve: the redis store is not built yet")
+	}
+	return nil, usagef("serve: --store %q: want memory, redis://… or rediss://…", spec)
+}
+
+// serve runs the server until ctx is done, then shuts it down gracefully.
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseServeFlags(args, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.logFormat, stderr)
+	if err := bootstrapUsers(cfg.usersPath, stderr); err != nil {
+		return err
+	}
+	users, err := loadUserSource(cfg.usersPath, log)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(cfg.store, cfg.storePrefix)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler: newServer(serverDeps{
+			log:    log,
+			users:  users,
+			store:  store,
+			policy: tokenPolicy{ttl: cfg.tokenTTL, maxPerUser: cfg.maxPerUser},
+			now:    time.Now,
+		}),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go users.watch(ctx, cfg.reloadInterval, hup)
+	if ms, ok := store.(*memoryStore); ok && cfg.tokenTTL > 0 {
+		go sweepLoop(ctx, ms, min(cfg.tokenTTL, time.Minute))
+	}
+
+	log.Info("listening", "addr", ln.Addr().String(), "users", len(users.dir().byName), "store", storeKind(cfg.store))
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", shutdownGrace)
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancelShutdown()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("grace period over; closing remaining connections", "err", err)
+		srv.Close()
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// storeKind names the store without the URL's credentials.
+func storeKind(spec string) string {
+	if spec == "memory" {
+		return spec
+	}
+	scheme, _, _ := strings.Cut(spec, "://")
+	return scheme
+}
+
+// sweepLoop deletes expired sessions every interval until ctx is done.
+func sweepLoop(ctx context.Context, s *memoryStore, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			s.Sweep(now)
+		}
+	}
+}
+
+// bootstrapUsers creates a missing users file with one admin user, "admin",
+// and prints its random password once to stderr: the one way into a new
+// installation.
+func bootstrapUsers(path string, stderr io.Writer) error {
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil // exists, or unreadable: loading it will say which
+	}
+	var secret [18]byte
+	rand.Read(secret[:])
+	password := base64.RawURLEncoding.EncodeToString(secret[:])
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), defaultCost)
+	if err != nil {
+		return err
+	}
+	created := false
+	err = editUsers(path, true, func(users []User) ([]User, error) {
+		if len(users) > 0 {
+			return users, nil // another process created it meanwhile
+		}
+		created = true
+		return []User{{Username: "admin", PasswordHash: string(hash), Name: "Administrator", Groups: []string{}, Admin: true}}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("create users file: %w", err)
+	}
+	if created {
+		fmt.Fprintf(stderr, "authsvc: created %s with the admin user \"admin\"; change its password with 'authsvc user passwd admin'; password: %s\n", path, password)
+	}
+	return nil
+}

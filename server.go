@@ -1,0 +1,103 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// serverDeps is everything the handlers need.
+type serverDeps struct {
+	log    *slog.Logger
+	users  *userSource
+	store  Store
+	policy tokenPolicy
+	now    func() time.Time
+}
+
+// newServer returns the service's whole HTTP handler.
+func newServer(d serverDeps) http.Handler {
+	mux := http.NewServeMux()
+	addRoutes(mux, d)
+	return accessLog(d.log, mux)
+}
+
+// addRoutes lists every route. The API paths are served with and without
+// their trailing slash alike, and nothing below them.
+func addRoutes(mux *http.ServeMux, d serverDeps) {
+	api := func(path string, h http.Handler) {
+		mux.Handle(path, h)
+		mux.Handle(path+"/{$}", h)
+	}
+	api("/api/auth/login", d.methods("POST", handleLogin(d.log, d.users, d.store, d.policy, d.now)))
+	api("/api/auth/info", d.methods("GET", handleInfo(d.log, d.users, d.store, d.now)))
+	api("/api/auth/logout", d.methods("POST", handleLogout(d.log, d.users, d.store, d.now)))
+	api("/api/auth/logoutall", d.methods("POST", handleLogoutAll(d.log, d.users, d.store, d.now)))
+	mux.Handle("/healthz", d.methods("GET", handleHealthz()))
+	mux.Handle("/readyz", d.methods("GET", handleReadyz(d.log, d.users, d.store)))
+	mux.Handle("/", handleNotFound(d.log))
+}
+
+// methods returns a handler that serves h for method (and HEAD for GET) and
+// answers 405 with Allow otherwise: ServeMux's own 405 is plain text.
+func (d serverDeps) methods(method string, h http.Handler) http.Handler {
+	allowed := []string{method}
+	if method == http.MethodGet {
+		allowed = append(allowed, http.MethodHead)
+	}
+	sort.Strings(allowed)
+	allow := strings.Join(allowed, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == method || (r.Method == http.MethodHead && method == http.MethodGet) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Allow", allow)
+		writeError(w, r, d.log, methodNotAllowed(allow))
+	})
+}
+
+// statusRecorder remembers the status a handler wrote, for the access log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *statusRecorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// accessLog logs one line per request: method, path (never the query or a
+// header, so never a token), status, duration and client address.
+func accessLog(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", rec.status),
+			slog.Duration("duration", time.Since(start)),
+			slog.String("client", r.RemoteAddr),
+		)
+	})
+}

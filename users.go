@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Limits of API.md's login request; a user the CLI creates meets them.
+const (
+	maxUsernameLen = 150
+	maxPasswordLen = 1024
+	// bcryptMaxLen is how much of a password bcrypt reads: a longer password
+	// would match the hash of its prefix, so it never authenticates.
+	bcryptMaxLen = 72
+)
+
+// A User is one entry of the users file.
+type User struct {
+	Username     string   `json:"username"`
+	PasswordHash string   `json:"password_hash"`
+	Name         string   `json:"name"`
+	Email        string   `json:"email"`
+	Groups       []string `json:"groups"`
+	Admin        bool     `json:"admin"`
+	Disabled     bool     `json:"disabled"`
+}
+
+// usersDoc is the users file's top level.
+type usersDoc struct {
+	Users []User `json:"users"`
+}
+
+// userInfo is the public view of a user: the info reply and the login
+// reply's "user". It never holds a hash.
+type userInfo struct {
+	Username string   `json:"username"`
+	Name     string   `json:"name"`
+	Email    string   `json:"email"`
+	Groups   []string `json:"groups"`
+	Admin    bool     `json:"admin"`
+}
+
+func (u *User) info() userInfo {
+	groups := u.Groups
+	if groups == nil {
+		groups = []string{}
+	}
+	return userInfo{Username: u.Username, Name: u.Name, Email: u.Email, Groups: groups, Admin: u.Admin}
+}
+
+// validUsername reports whether name is 1–150 bytes of letters, digits and
+// @ . + - _ (Django's username rule, in ASCII).
+func validUsername(name string) bool {
+	if len(name) == 0 || len(name) > maxUsernameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '@' || c == '.' || c == '+' || c == '-' || c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkNewPassword returns why password cannot be set, or nil.
+func checkNewPassword(password string) error {
+	switch {
+	case password == "":
+		return errors.New("empty password refused")
+	case len(password) > bcryptMaxLen:
+		return fmt.Errorf("password is %d bytes; bcrypt reads only %d", len(password), bcryptMaxLen)
+	}
+	return nil
+}
+
+// hashCost returns the cost of a bcrypt hash, or an error if it is not one
+// of the $2a$, $2b$, $2y$ forms.
+func hashCost(hash string) (int, error) {
+	if !strings.HasPrefix(hash, "$2a$") && !strings.HasPrefix(hash, "$2b$") && !strings.HasPrefix(hash, "$2y$") {
+		return 0, errors.New("not a bcrypt hash ($2a$, $2b$ or $2y$)")
+	}
+	cost, err := bcrypt.Cost([]byte(hash))
+	if err != nil || len(hash) != 60 {
+		return 0, errors.New("malformed bcrypt hash")
+	}
+	return cost, nil
+}
+
+// passwordStamp identifies a password hash without revealing it; a session
+// carries the stamp of the hash it was issued under.
+func passwordStamp(hash string) uint64 {
+	sum := sha256.Sum256([]byte(hash))
+	return binary.BigEndian.Uint64(sum[:8])
+}
+
+// parseUsers decodes and validates a users file. Its errors name the entry
+// and the field at fault.
+func parseUsers(data []byte) ([]User, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var doc usersDoc
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("not a users file: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("not a users file: data after the top-level object")
+	}
+	seen := make(map[string]int, len(doc.Users))
+	for i := range doc.Users {
+		u := &doc.Users[i]
+		at := fmt.Sprintf("users[%d]", i)
+		if !validUsername(u.Username) {
+			return nil, fmt.Errorf("%s: username %q: want 1-%d of A-Z a-z 0-9 @ . + - _", at, u.Username, maxUsernameLen)
+		}
+		at += fmt.Sprintf(" (%q)", u.Username)
+		if j, dup := seen[u.Username]; dup {
+			return nil, fmt.Errorf("%s: username: duplicate of users[%d]", at, j)
+		}
+		seen[u.Username] = i
+		if _, err := hashCost(u.PasswordHash); err != nil {
+			return nil, fmt.Errorf("%s: password_hash: %v", at, err)
+		}
+		if u.Groups == nil {
+			u.Groups = []string{}
+		}
+	}
+	return doc.Users, nil
+}
+
+// readUsersFile reads and validates the users file at path.
+func readUsersFile(path string) ([]User, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	users, err := parseUsers(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return users, nil
+}
+
+// writeUsersFile replaces the users file at path atomically: a temporary
+// file in the same directory, fsync, mode 0600, rename, fsync of the directory.
+func writeUsersFile(path string, users []User) error {
+	if users == nil {
+		users = []User{}
+	}
+	data, err := json.MarshalIndent(usersDoc{Users: users}, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// errNoUsersFile: an edit of a users file that does not exist.
+var errNoUsersFile = errors.New("users file does not exist")
+
+// editUsers runs edit on the users in the file at path and writes the result
+// back, holding an exclusive lock on path+".lock" throughout, so concurrent
+// edits by several processes never lose an entry. A missing file counts as
+// empty when create is set, and is errNoUsersFile otherwise. When edit
+// returns an error nothing is written.
+func editUsers(path string, create bool, edit func(users []User) ([]User, error)) error {
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+
+	users, err := readUsersFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && create:
+		users = nil
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%s: %w", path, errNoUsersFile)
+	case err != nil:
+		return err
+	}
+	users, err = edit(users)
+	if err != nil {
+		return err
+	}
+	return writeUsersFile(path, users)
+}
+
+// findUser returns the index of username in users, or -1.
+func findUser(users []User, username string) int {
+	for i := range users {
+		if users[i].Username == username {
+			return i
+		}
+	}
+	return -1
+}
