@@ -1,0 +1,29 @@
+# authsvc: make build | run | test | cover | fuzz
+GO       ?= go
+FUZZTIME ?= 20s
+FUZZ_TARGETS = FuzzParseCredentials FuzzDecodeLogin FuzzParseUsers FuzzUsernameParam
+
+.PHONY: build run test cover fuzz clean
+
+build:
+	$(GO) build -buildvcs=auto -o authsvc .
+
+run:
+	$(GO) run . serve
+
+test:
+	$(GO) vet ./...
+	$(GO) test -race ./...
+
+cover:
+	$(GO) test -coverprofile=cover.out ./...
+	$(GO) tool cover -func=cover.out | tail -n 1
+
+fuzz:
+	@for target in $(FUZZ_TARGETS); do \
+		echo "== $$target ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) . || exit 1; \
+	done
+
+clean:
+	rm -f authsvc cover.out
