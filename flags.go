@@ -50,19 +50,39 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, fro
 			}
 			return usagef("%s: %v", fs.Name(), err)
 		}
-		args = fs.Args()
-		if len(args) == 0 {
+		rest := fs.Args()
+		if endedByTerminator(fs, args[:len(args)-len(rest)]) {
+			positional = append(positional, rest...)
 			break
 		}
-		if args[0] == "--" {
-			positional = append(positional, args[1:]...)
+		if len(rest) == 0 {
 			break
 		}
-		positional = append(positional, args[0])
-		args = args[1:]
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
 	// Parse again with only the positional arguments so fs.Args returns them.
 	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// endedByTerminator reports whether the flags fs.Parse consumed end with the
+// terminator "--" (which Parse drops), rather than with a flag's value "--".
+func endedByTerminator(fs *flag.FlagSet, consumed []string) bool {
+	for i := 0; i < len(consumed); i++ {
+		if consumed[i] == "--" {
+			return true
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(consumed[i], "-"), "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				i++ // the next argument is the flag's value
+			}
+		}
+	}
+	return false
 }
 
 // stringList is a repeatable string flag.
