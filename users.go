@@ -95,11 +95,14 @@ func hashCost(hash string) (int, error) {
 		return 0, errors.New("not a bcrypt hash ($2a$, $2b$ or $2y$)")
 	}
 	cost, err := bcrypt.Cost([]byte(hash))
-	if err != nil || len(hash) != 60 {
+	if err != nil || len(hash) != 60 || hash[6] != '$' || strings.Trim(hash[7:], bcryptAlphabet) != "" {
 		return 0, errors.New("malformed bcrypt hash")
 	}
 	return cost, nil
 }
+
+// bcryptAlphabet is the base64 alphabet of a bcrypt hash's salt and digest.
+const bcryptAlphabet = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 // passwordStamp identifies a password hash without revealing it; a session
 // carries the stamp of the hash it was issued under.
@@ -113,17 +116,29 @@ func passwordStamp(hash string) uint64 {
 func parseUsers(data []byte) ([]User, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var doc usersDoc
+	// The entries are decoded one by one so that errors can name them.
+	var doc struct {
+		Users []json.RawMessage `json:"users"`
+	}
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("not a users file: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("not a users file: data after the top-level object")
 	}
+	if doc.Users == nil { // null, {} or {"users": null}
+		return nil, errors.New(`not a users file: no "users" array`)
+	}
+	users := make([]User, len(doc.Users))
 	seen := make(map[string]int, len(doc.Users))
-	for i := range doc.Users {
-		u := &doc.Users[i]
+	for i := range users {
+		u := &users[i]
 		at := fmt.Sprintf("users[%d]", i)
+		dec := json.NewDecoder(bytes.NewReader(doc.Users[i]))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(u); err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
 		if !validUsername(u.Username) {
 			return nil, fmt.Errorf("%s: username %q: want 1-%d of A-Z a-z 0-9 @ . + - _", at, u.Username, maxUsernameLen)
 		}
@@ -139,7 +154,7 @@ func parseUsers(data []byte) ([]User, error) {
 			u.Groups = []string{}
 		}
 	}
-	return doc.Users, nil
+	return users, nil
 }
 
 // readUsersFile reads and validates the users file at path.

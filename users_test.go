@@ -1,0 +1,551 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// testHash is bcrypt("pw") at cost 4.
+const testHash = "$2a$04$V8Q8Epg2X6wrj9o4CB/dsOsmSNtQq0PjAZGGWfx2E7GlYRFT2lXVK"
+
+// usersJSON returns a users file holding the given entries, each a JSON object.
+func usersJSON(entries ...string) string {
+	return `{"users": [` + strings.Join(entries, ",\n") + `]}`
+}
+
+// entry returns a users file entry for username with the given extra fields.
+func entry(username string, extra ...string) string {
+	fields := append([]string{fmt.Sprintf("%q: %q", "username", username)}, extra...)
+	return "{" + strings.Join(fields, ", ") + "}"
+}
+
+func hashField(h string) string { return fmt.Sprintf(`"password_hash": %q`, h) }
+
+var okAlice = entry("alice", hashField(testHash))
+
+func TestParseUsersErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name, doc, want string
+	}{
+		{"empty", ``, "not a users file"},
+		{"bad JSON", `{"users": [`, "not a users file"},
+		{"bad JSON in entry", usersJSON(okAlice, `{"username": "bob",}`), "not a users file"},
+		{"array", `[]`, "not a users file"},
+		{"string", `"users"`, "not a users file"},
+		{"null", `null`, "not a users file"},
+		{"no users", `{}`, `not a users file: no "users" array`},
+		{"null users", `{"users": null}`, `not a users file: no "users" array`},
+		{"users not an array", `{"users": {}}`, "not a users file"},
+		{"trailing object", usersJSON(okAlice) + ` {}`, "data after the top-level object"},
+		{"trailing junk", usersJSON(okAlice) + ` x`, "data after the top-level object"},
+		{"unknown top-level field", `{"users": [], "version": 2}`, `unknown field "version"`},
+		{"unknown field", usersJSON(okAlice, entry("bob", `"pasword_hash": "x"`)), `users[1]: json: unknown field "pasword_hash"`},
+		{"wrong type", usersJSON(okAlice, entry("bob", hashField(testHash), `"admin": "yes"`)), `users[1]: json: cannot unmarshal string`},
+		{"groups not strings", usersJSON(entry("bob", hashField(testHash), `"groups": [1]`)), `users[0]: json: cannot unmarshal number`},
+		{"null entry", usersJSON(okAlice, `null`), `users[1]: username "": want 1-150`},
+		{"entry not an object", usersJSON(`"bob"`), `users[0]: json: cannot unmarshal string`},
+		{"missing username", usersJSON(`{"password_hash": "` + testHash + `"}`), `users[0]: username ""`},
+		{"invalid username", usersJSON(okAlice, entry("bob smith", hashField(testHash))), `users[1]: username "bob smith"`},
+		{"long username", usersJSON(entry(strings.Repeat("a", 151), hashField(testHash))), `users[0]: username "aaa`},
+		{"duplicate username", usersJSON(okAlice, entry("bob", hashField(testHash)), entry("bob", hashField(testHash))), `users[2] ("bob"): username: duplicate of users[1]`},
+		{"missing hash", usersJSON(okAlice, entry("bob")), `users[1] ("bob"): password_hash: not a bcrypt hash`},
+		{"empty hash", usersJSON(okAlice, entry("bob", hashField(""))), `users[1] ("bob"): password_hash: not a bcrypt hash`},
+		{"bad hash prefix", usersJSON(okAlice, entry("bob", hashField("$1$"+testHash[3:]))), `users[1] ("bob"): password_hash: not a bcrypt hash`},
+		{"unknown bcrypt version", usersJSON(okAlice, entry("bob", hashField("$2x$"+testHash[4:]))), `users[1] ("bob"): password_hash: not a bcrypt hash`},
+		{"plain password", usersJSON(okAlice, entry("bob", hashField("hunter2"))), `users[1] ("bob"): password_hash: not a bcrypt hash`},
+		{"short hash", usersJSON(okAlice, entry("bob", hashField("$2a$04$short"))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
+		{"long hash", usersJSON(okAlice, entry("bob", hashField(testHash+"x"))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
+		{"cost too high", usersJSON(okAlice, entry("bob", hashField("$2a$32$"+testHash[7:]))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
+		{"cost too low", usersJSON(okAlice, entry("bob", hashField("$2a$03$"+testHash[7:]))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
+		{"no $ after cost", usersJSON(okAlice, entry("bob", hashField("$2a$04x"+testHash[7:]))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
+		{"not bcrypt base64", usersJSON(okAlice, entry("bob", hashField(testHash[:7]+strings.Repeat("!", 53)))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
+	} {
+		users, err := parseUsers([]byte(tt.doc))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: parseUsers(%q) = %v, %v; want error containing %q", tt.name, tt.doc, users, err, tt.want)
+		} else if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: parseUsers(%q) = %q; want a one-line error", tt.name, tt.doc, err)
+		}
+	}
+}
+
+func TestReadUsersFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.json")
+	if err := os.WriteFile(path, []byte(usersJSON(okAlice, entry("bob"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := path + `: users[1] ("bob"): password_hash: not a bcrypt hash ($2a$, $2b$ or $2y$)`
+	if _, err := readUsersFile(path); err == nil || err.Error() != want {
+		t.Errorf("readUsersFile(%q) = %v; want %q", path, err, want)
+	}
+	missing := filepath.Join(dir, "missing.json")
+	if _, err := readUsersFile(missing); !os.IsNotExist(err) {
+		t.Errorf("readUsersFile(%q) = %v; want a not-exist error", missing, err)
+	}
+}
+
+func TestParseUsersGood(t *testing.T) {
+	doc := usersJSON(
+		entry("alice", hashField(testHash), `"name": "Alice"`, `"email": "alice@example.com"`, `"groups": ["dev", "ops"]`, `"admin": true`),
+		entry("bob", hashField("$2b$"+testHash[4:]), `"groups": null`, `"disabled": true`),
+		entry("c.d+e-f_g@h", hashField("$2y$"+testHash[4:])),
+	)
+	want := []User{
+		{Username: "alice", PasswordHash: testHash, Name: "Alice", Email: "alice@example.com", Groups: []string{"dev", "ops"}, Admin: true},
+		{Username: "bob", PasswordHash: "$2b$" + testHash[4:], Groups: []string{}, Disabled: true},
+		{Username: "c.d+e-f_g@h", PasswordHash: "$2y$" + testHash[4:], Groups: []string{}},
+	}
+	got, err := parseUsers([]byte(doc))
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("parseUsers(%s) = %+v, %v; want %+v, nil", doc, got, err, want)
+	}
+	// groups null and missing both become [], never nil.
+	for _, u := range got {
+		if u.Groups == nil {
+			t.Errorf("parseUsers: %s: Groups = nil; want []", u.Username)
+		}
+	}
+	if got, err := parseUsers([]byte(`{"users": []}`)); err != nil || got == nil || len(got) != 0 {
+		t.Errorf(`parseUsers({"users": []}) = %#v, %v; want [], nil`, got, err)
+	}
+}
+
+func TestWriteUsersFileRoundTrip(t *testing.T) {
+	users := []User{
+		{Username: "alice", PasswordHash: testHash, Name: "Alice <A&B>", Email: "alice@example.com", Groups: []string{"dev"}, Admin: true},
+		{Username: "bob", PasswordHash: testHash, Name: "Bøb \u2028", Groups: []string{}, Disabled: true},
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.json")
+	// An existing file is replaced, and its mode with it.
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, list := range [][]User{users, nil, users} {
+		if err := writeUsersFile(path, list); err != nil {
+			t.Fatalf("writeUsersFile(%q, %d users) = %v; want nil", path, len(list), err)
+		}
+		got, err := readUsersFile(path)
+		want := list
+		if want == nil {
+			want = []User{}
+		}
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("readUsersFile after writeUsersFile(%+v) = %+v, %v; want the same", list, got, err)
+		}
+		checkMode(t, path, 0o600)
+		if names := dirNames(t, dir); !reflect.DeepEqual(names, []string{"users.json"}) {
+			t.Errorf("files in dir after writeUsersFile = %q; want only users.json", names)
+		}
+	}
+}
+
+func TestWriteUsersFileError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "users.json")
+	if err := writeUsersFile(path, nil); err == nil {
+		t.Errorf("writeUsersFile(%q) = nil; want an error", path)
+	}
+}
+
+func TestEditUsers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.json")
+	add := func(users []User) ([]User, error) {
+		return append(users, User{Username: "alice", PasswordHash: testHash, Groups: []string{}}), nil
+	}
+	if err := editUsers(path, false, add); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("editUsers(missing file, create=false) = %v; want a does-not-exist error", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("after editUsers(create=false): stat = %v; want not exist", err)
+	}
+	if err := editUsers(path, true, add); err != nil {
+		t.Fatalf("editUsers(missing file, create=true) = %v; want nil", err)
+	}
+	if err := editUsers(path, false, func([]User) ([]User, error) {
+		return nil, fmt.Errorf("refused")
+	}); err == nil || err.Error() != "refused" {
+		t.Errorf("editUsers(edit fails) = %v; want refused", err)
+	}
+	got, err := readUsersFile(path)
+	if err != nil || len(got) != 1 || got[0].Username != "alice" {
+		t.Errorf("readUsersFile after a failed edit = %+v, %v; want alice alone", got, err)
+	}
+	// A broken file is never overwritten by an edit.
+	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := editUsers(path, true, add); err == nil {
+		t.Errorf("editUsers(broken file) = nil; want an error")
+	}
+	if data, _ := os.ReadFile(path); string(data) != "{" {
+		t.Errorf("broken file after editUsers = %q; want it untouched", data)
+	}
+}
+
+func TestMostCommonCost(t *testing.T) {
+	for _, tt := range []struct {
+		counts map[int]int
+		want   int
+	}{
+		{nil, defaultCost},
+		{map[int]int{4: 1}, 4},
+		{map[int]int{4: 1, 5: 2}, 5},
+		{map[int]int{4: 2, 5: 2, 12: 1}, 4},
+		{map[int]int{14: 3, 10: 3}, 10},
+	} {
+		if got := mostCommonCost(tt.counts); got != tt.want {
+			t.Errorf("mostCommonCost(%v) = %d; want %d", tt.counts, got, tt.want)
+		}
+	}
+}
+
+// mustHash returns the bcrypt hash of password at cost.
+func mustHash(t testing.TB, password string, cost int) string {
+	t.Helper()
+	h, err := bcrypt.GenerateFromPassword([]byte(password), cost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(h)
+}
+
+func TestNewDirectoryDummyCost(t *testing.T) {
+	users := []User{
+		{Username: "a", PasswordHash: mustHash(t, "a", 5)},
+		{Username: "b", PasswordHash: mustHash(t, "b", 4)},
+		{Username: "c", PasswordHash: mustHash(t, "c", 5)},
+	}
+	d1, err := newDirectory(users, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1.dummyCost != 5 {
+		t.Errorf("newDirectory(costs 5, 4, 5).dummyCost = %d; want 5", d1.dummyCost)
+	}
+	if cost, err := bcrypt.Cost(d1.dummyHash); cost != 5 || err != nil {
+		t.Errorf("bcrypt.Cost(dummyHash) = %d, %v; want 5, nil", cost, err)
+	}
+
+	// Same cost: the previous dummy hash is reused, not recomputed.
+	d2, err := newDirectory(users[:1], d1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2.dummyCost != 5 || &d2.dummyHash[0] != &d1.dummyHash[0] {
+		t.Errorf("newDirectory(cost 5, prev at 5): dummyCost %d, dummy hash reused %v; want 5, true", d2.dummyCost, &d2.dummyHash[0] == &d1.dummyHash[0])
+	}
+
+	// A new cost: a new dummy hash at that cost.
+	d3, err := newDirectory(users[1:2], d2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cost, _ := bcrypt.Cost(d3.dummyHash); d3.dummyCost != 4 || cost != 4 {
+		t.Errorf("newDirectory(cost 4, prev at 5): dummyCost %d, hash cost %d; want 4, 4", d3.dummyCost, cost)
+	}
+
+	if _, err := newDirectory([]User{{Username: "x", PasswordHash: "nope"}}, nil); err == nil {
+		t.Errorf("newDirectory(bad hash) = nil error; want an error")
+	}
+}
+
+func TestDirectoryAuthenticate(t *testing.T) {
+	p72 := strings.Repeat("p", 72)
+	users := []User{
+		{Username: "alice", PasswordHash: mustHash(t, "right", 4), Name: "Alice", Groups: []string{"dev"}, Admin: true},
+		{Username: "carol", PasswordHash: mustHash(t, "right", 4), Disabled: true},
+		{Username: "dave", PasswordHash: mustHash(t, p72, 4)},
+	}
+	d, err := newDirectory(users, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		username, password string
+		ok                 bool
+	}{
+		{"alice", "right", true},
+		{"alice", "wrong", false},
+		{"alice", "", false},
+		{"alice", "right\n", false},
+		{"Alice", "right", false},
+		{"nobody", "right", false},
+		{"", "", false},
+		{"carol", "right", false}, // disabled
+		{"dave", p72, true},
+		// bcrypt reads 72 bytes: it would accept these; authenticate must not.
+		{"dave", p72 + "x", false},
+		{"dave", p72 + strings.Repeat("y", 1000), false},
+	} {
+		u, ok := d.authenticate(tt.username, tt.password)
+		if ok != tt.ok || (u != nil) != tt.ok {
+			t.Errorf("authenticate(%q, %q) = %v, %v; want ok %v", tt.username, tt.password, u, ok, tt.ok)
+			continue
+		}
+		if ok && u.info.Username != tt.username {
+			t.Errorf("authenticate(%q, %q).info.Username = %q; want %q", tt.username, tt.password, u.info.Username, tt.username)
+		}
+	}
+	u, _ := d.authenticate("alice", "right")
+	wantInfo := `{"username":"alice","name":"Alice","email":"","groups":["dev"],"admin":true}` + "\n"
+	if u == nil || string(u.infoJSON) != wantInfo || !u.admin {
+		t.Errorf("authenticate(alice).infoJSON = %q; want %q", u.infoJSON, wantInfo)
+	}
+	if u != nil && bytes.Contains(u.infoJSON, []byte("$2")) {
+		t.Errorf("infoJSON %q holds a hash", u.infoJSON)
+	}
+}
+
+func TestDirectorySessionUser(t *testing.T) {
+	aliceHash, bobHash := mustHash(t, "a", 4), mustHash(t, "b", 4)
+	before, err := newDirectory([]User{
+		{Username: "alice", PasswordHash: aliceHash},
+		{Username: "bob", PasswordHash: bobHash},
+		{Username: "carol", PasswordHash: aliceHash},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newAlice := mustHash(t, "a2", 4)
+	after, err := newDirectory([]User{
+		{Username: "alice", PasswordHash: newAlice}, // password changed
+		{Username: "carol", PasswordHash: aliceHash, Disabled: true},
+		// bob deleted
+	}, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		d    *directory
+		s    Session
+		want string // "" for nil
+	}{
+		{before, Session{Username: "alice", Stamp: passwordStamp(aliceHash)}, "alice"},
+		{before, Session{Username: "bob", Stamp: passwordStamp(bobHash)}, "bob"},
+		{before, Session{Username: "bob", Stamp: passwordStamp(aliceHash)}, ""},
+		{before, Session{Username: "nobody", Stamp: passwordStamp(aliceHash)}, ""},
+		{after, Session{Username: "alice", Stamp: passwordStamp(aliceHash)}, ""},
+		{after, Session{Username: "alice", Stamp: passwordStamp(newAlice)}, "alice"},
+		{after, Session{Username: "bob", Stamp: passwordStamp(bobHash)}, ""},
+		{after, Session{Username: "carol", Stamp: passwordStamp(aliceHash)}, ""},
+	} {
+		u := tt.d.sessionUser(tt.s)
+		got := ""
+		if u != nil {
+			got = u.info.Username
+		}
+		which := "before"
+		if tt.d == after {
+			which = "after"
+		}
+		if got != tt.want {
+			t.Errorf("%s.sessionUser(%+v) = %q; want %q", which, tt.s, got, tt.want)
+		}
+	}
+}
+
+func TestPasswordStamp(t *testing.T) {
+	a, b := mustHash(t, "a", 4), mustHash(t, "a", 4)
+	if passwordStamp(a) != passwordStamp(a) || passwordStamp(a) == passwordStamp(b) {
+		t.Errorf("passwordStamp: same hash %x, %x; other salt %x; want equal, then different",
+			passwordStamp(a), passwordStamp(a), passwordStamp(b))
+	}
+}
+
+func TestUserSource(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.json")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	if _, err := loadUserSource(path, log); err == nil {
+		t.Errorf("loadUserSource(missing file) = nil error; want an error")
+	}
+	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadUserSource(path, log); err == nil || !strings.Contains(err.Error(), path+": not a users file") {
+		t.Errorf("loadUserSource(broken file) = %v; want an error naming the file and the problem", err)
+	}
+
+	// mtime steps forward by a second at each write, so changed() sees every one.
+	mtime := time.Now().Add(-time.Hour)
+	write := func(doc string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mtime = mtime.Add(time.Second)
+		if err := os.Chtimes(path, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(d *directory) []string {
+		var ns []string
+		for n := range d.byName {
+			ns = append(ns, n)
+		}
+		return ns
+	}
+
+	write(usersJSON(okAlice))
+	s, err := loadUserSource(path, log)
+	if err != nil {
+		t.Fatalf("loadUserSource(good file) = %v", err)
+	}
+	first := s.dir()
+	if got := names(first); !reflect.DeepEqual(got, []string{"alice"}) {
+		t.Errorf("users after load = %q; want [alice]", got)
+	}
+	if s.changed() {
+		t.Errorf("changed() right after load = true; want false")
+	}
+
+	// A broken rewrite is refused; alice stays.
+	write(`{"users": [` + okAlice)
+	if !s.changed() {
+		t.Errorf("changed() after a rewrite = false; want true")
+	}
+	if err := s.reload(); err == nil {
+		t.Errorf("reload(broken file) = nil; want an error")
+	}
+	if s.dir() != first {
+		t.Errorf("dir() after a refused reload changed; want the previous directory")
+	}
+	// logReload logs the refusal once and marks the file seen.
+	s.logReload("test")
+	if s.dir() != first || s.changed() {
+		t.Errorf("after logReload(broken file): dir kept %v, changed() %v; want true, false", s.dir() == first, s.changed())
+	}
+
+	// A good rewrite replaces the users; the dummy hash (cost 4 both times) is kept.
+	write(usersJSON(entry("bob", hashField(testHash))))
+	if !s.changed() {
+		t.Errorf("changed() after a good rewrite = false; want true")
+	}
+	s.logReload("test")
+	if got := names(s.dir()); !reflect.DeepEqual(got, []string{"bob"}) {
+		t.Errorf("users after reload = %q; want [bob]", got)
+	}
+	if &s.dir().dummyHash[0] != &first.dummyHash[0] {
+		t.Errorf("reload at the same cost made a new dummy hash; want the previous one")
+	}
+	if s.changed() {
+		t.Errorf("changed() right after reload = true; want false")
+	}
+
+	// An atomic replace (a new inode) with the same size and mtime is a change too.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := os.Stat(path)
+	tmp := filepath.Join(dir, "new.json")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	if !s.changed() {
+		t.Errorf("changed() after rename over the file = false; want true")
+	}
+	s.logReload("test")
+
+	// A removed file is a change; the reload fails and the users stay.
+	cur := s.dir()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if !s.changed() {
+		t.Errorf("changed() after remove = false; want true")
+	}
+	s.logReload("test")
+	if s.dir() != cur || s.changed() {
+		t.Errorf("after logReload(removed file): dir kept %v, changed() %v; want true, false", s.dir() == cur, s.changed())
+	}
+}
+
+func FuzzParseUsers(f *testing.F) {
+	for _, doc := range []string{
+		usersJSON(),
+		usersJSON(okAlice),
+		usersJSON(entry("alice", hashField(testHash), `"name": "Alice"`, `"email": "a@example.com"`, `"groups": ["dev", "ops"]`, `"admin": true`, `"disabled": true`),
+			entry("bob", hashField("$2b$"+testHash[4:]), `"groups": null`)),
+		usersJSON(okAlice, okAlice),
+		usersJSON(entry("bob")),
+		usersJSON(entry("bob", `"pasword_hash": "x"`)),
+		`{"users": [], "x": 1}`,
+		`{"users": []} {}`,
+		`null`,
+		`{}`,
+		`[`,
+		``,
+	} {
+		f.Add([]byte(doc))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		users, err := parseUsers(data)
+		if err != nil {
+			if users != nil {
+				t.Errorf("parseUsers(%q) = %v, %v; want nil users with an error", data, users, err)
+			}
+			return
+		}
+		if users == nil {
+			t.Fatalf("parseUsers(%q) = nil, nil; want a non-nil list", data)
+		}
+		path := filepath.Join(t.TempDir(), "users.json")
+		if err := writeUsersFile(path, users); err != nil {
+			t.Fatalf("writeUsersFile(parseUsers(%q)) = %v", data, err)
+		}
+		got, err := readUsersFile(path)
+		if err != nil {
+			t.Fatalf("readUsersFile(writeUsersFile(parseUsers(%q))) = %v", data, err)
+		}
+		if !reflect.DeepEqual(got, users) {
+			t.Fatalf("readUsersFile(writeUsersFile(parseUsers(%q))) = %+v; want %+v", data, got, users)
+		}
+	})
+}
+
+// checkMode fails t unless the file at path has permission bits mode.
+func checkMode(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Errorf("os.Stat(%q) = %v", path, err)
+		return
+	}
+	if got := info.Mode().Perm(); got != mode {
+		t.Errorf("mode of %s = %v; want %v", path, got, mode)
+	}
+}
+
+// dirNames returns the sorted names in dir.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
