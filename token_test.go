@@ -1,0 +1,102 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+const sampleToken = "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"
+
+func TestParseAuthorization(t *testing.T) {
+	raw, _ := hex.DecodeString(sampleToken)
+	want := tokenDigest(sha256.Sum256(raw))
+	tests := []struct {
+		header []string // authorization header values
+		err    error    // nil: want the sample token's digest
+	}{
+		{[]string{"Token " + sampleToken}, nil},
+		{[]string{"TOKEN " + sampleToken}, nil},
+		{[]string{"token " + sampleToken}, nil},
+		{[]string{"ToKeN " + sampleToken}, nil},
+		{[]string{"Bearer " + sampleToken}, nil},
+		{[]string{"bearer " + sampleToken}, nil},
+		{[]string{"Token   " + sampleToken}, nil},
+		{[]string{"Token\t" + sampleToken}, nil},
+		{[]string{"Token \t " + sampleToken}, nil},
+		{nil, errNoCredentials},
+		{[]string{""}, errNoCredentials},
+		{[]string{"Basic " + sampleToken}, errNoCredentials},
+		{[]string{"JWT " + sampleToken}, errNoCredentials},
+		{[]string{"Tokens " + sampleToken}, errNoCredentials},
+		{[]string{"Token" + sampleToken}, errNoCredentials},
+		{[]string{"To\u212aen " + sampleToken}, errNoCredentials}, // Kelvin sign folds to k in Unicode
+		{[]string{"Token"}, errBadToken},
+		{[]string{"Token "}, errBadToken},
+		{[]string{"Token " + sampleToken + " " + sampleToken}, errBadToken},
+		{[]string{"Token " + sampleToken + " x"}, errBadToken},
+		{[]string{"Token " + sampleToken[:39]}, errBadToken},
+		{[]string{"Token " + sampleToken + "0"}, errBadToken},
+		{[]string{"Token " + strings.ToUpper(sampleToken)}, errBadToken},
+		{[]string{"Token " + sampleToken[:39] + "g"}, errBadToken},
+		{[]string{"Token " + sampleToken[:39] + "\x00"}, errBadToken},
+		{[]string{"Token " + sampleToken, "Token " + sampleToken}, errBadToken},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		if tt.header != nil {
+			h["Authorization"] = tt.header
+		}
+		got, err := parseAuthorization(h)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("parseAuthorization(%q) error = %v; want %v", tt.header, err, tt.err)
+			continue
+		}
+		if tt.err == nil && got != want {
+			t.Errorf("parseAuthorization(%q) = %x; want %x", tt.header, got, want)
+		}
+	}
+}
+
+func TestNewToken(t *testing.T) {
+	seen := make(map[string]bool)
+	for i := 0; i < 1000; i++ {
+		tok, d := newToken()
+		got, err := digestOf(tok)
+		if err != nil || got != d {
+			t.Fatalf("digestOf(newToken()) = %x, %v; want %x", got, err, d)
+		}
+		if seen[tok] {
+			t.Fatalf("newToken() repeated %s", tok)
+		}
+		seen[tok] = true
+	}
+}
+
+func FuzzParseCredentials(f *testing.F) {
+	for _, s := range []string{"Token " + sampleToken, "bearer\t" + sampleToken, "Token", "Basic abc", "Token  a b", "", "\t", "Token " + sampleToken + " "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		d, err := parseCredentials(v)
+		if err != nil {
+			if !errors.Is(err, errNoCredentials) && !errors.Is(err, errBadToken) {
+				t.Fatalf("parseCredentials(%q) error = %v; want errNoCredentials or errBadToken", v, err)
+			}
+			return
+		}
+		// A success means: a Token/Bearer scheme, blanks, then 40 lowercase hex.
+		scheme, rest, ok := strings.Cut(strings.ReplaceAll(v, "\t", " "), " ")
+		rest = strings.TrimLeft(rest, " ")
+		if !ok || !isTokenScheme(scheme) || len(rest) != tokenLen || strings.ToLower(rest) != rest {
+			t.Fatalf("parseCredentials(%q) accepted a malformed header", v)
+		}
+		raw, err := hex.DecodeString(rest)
+		if err != nil || sha256.Sum256(raw) != d {
+			t.Fatalf("parseCredentials(%q) = %x; want digest of %s", v, d, rest)
+		}
+	})
+}
