@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// errBusy reports that no password-check slot came free in time; the caller
+// answers 503 unavailable with a Retry-After.
+var errBusy = errors.New("password checking at capacity")
+
+// An admission bounds concurrent password checks: at most slots run at
+// once, at most queue callers wait for a slot, each at most wait. A login
+// flood then costs bounded CPU and memory and gets fast 503s instead of
+// ever-growing latency.
+//
+// Choosing the numbers (the caller's defaults; benchmarks will settle them):
+//
+//   - slots: bcrypt is pure CPU, so more than GOMAXPROCS slots only adds
+//     latency. But with slots == GOMAXPROCS a flood keeps every P busy
+//     hashing, and Go preempts a running goroutine only about every 10 ms,
+//     so token checks wait behind bcrypt (FACTS.md: /info at 20% of its
+//     throughput, p99 near 50 ms, with 2 slots on 2 CPUs). slots =
+//     max(1, GOMAXPROCS-1) leaves a P for everything else at the price of
+//     a fraction of login throughput (half of it on 2 CPUs). We cannot make
+//     bcrypt yield: runtime.Gosched cannot be injected into its loop.
+//     Another option to measure: GOMAXPROCS = NumCPU+1 with slots =
+//     NumCPU, which leaves a P free and lets the OS share the CPUs.
+//   - queue = 4×slots: a compare at cost 12 takes about 280 ms, so the last
+//     caller in a full queue finishes after about 5×280 ms = 1.4 s, under
+//     wait. A deeper queue only holds callers who would time out anyway.
+//   - wait = 2s: a backstop for when hashing is slower than expected (CPU
+//     contention, higher cost); beyond it a client is better off retrying.
+type admission struct {
+	slots   chan struct{} // one element per running check: send to acquire, receive to release
+	queue   int64
+	wait    time.Duration
+	waiting atomic.Int64 // callers blocked in acquire, at most queue once they are admitted to wait
+}
+
+// newAdmission returns an admission that allows at most slots (at least 1)
+// password checks at once, and lets at most queue (at least 0) callers wait
+// up to wait each for a slot.
+func newAdmission(slots, queue int, wait time.Duration) *admission {
+	return &admission{
+		slots: make(chan struct{}, max(1, slots)),
+		queue: int64(max(0, queue)),
+		wait:  wait,
+	}
+}
+
+// acquire reserves a slot, waiting for one if the queue has room. It returns
+// errBusy at once if all slots are taken and the queue is full, errBusy after
+// wait if no slot came free, or ctx.Err() if ctx is done first (the client
+// went away or its deadline passed). Waiters get slots in the order they
+// began to wait (a channel serves blocked senders first come, first served).
+// After a nil error the caller must call release once the check is done;
+// calling it more than once is harmless.
+func (a *admission) acquire(ctx context.Context) (release func(), err error) {
+	select {
+	case a.slots <- struct{}{}:
+		return a.releaser(), nil
+	default:
+	}
+
+	if a.waiting.Add(1) > a.queue {
+		a.waiting.Add(-1)
+		return nil, errBusy
+	}
+	defer a.waiting.Add(-1)
+
+	timer := time.NewTimer(a.wait)
+	defer timer.Stop()
+	select {
+	case a.slots <- struct{}{}:
+		return a.releaser(), nil
+	case <-timer.C:
+		return nil, errBusy
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// releaser returns a function that gives back one slot, once.
+func (a *admission) releaser() func() {
+	var once sync.Once
+	return func() { once.Do(func() { <-a.slots }) }
+}
+
+// stats returns how many checks hold a slot and how many callers wait for one.
+func (a *admission) stats() (running, waiting int) {
+	return len(a.slots), int(a.waiting.Load())
+}
