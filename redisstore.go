@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Key layout, under a prefix (default "authsvc:"); only digests and session
+// fields are stored, never a usable token:
+//
+//	{prefix}t:{digest hex}  hash u=username s=stamp [e=expiry Unix ms],
+//	                        PEXPIREAT e (no e, no expiry)
+//	{prefix}u:{username}    sorted set of digest hex, scored by issue time in
+//	                        Unix ms, strictly increasing per user; expires
+//	                        with the user's last session
+//
+// Scripts compute token keys from the index, so the store needs a
+// standalone Redis (or one where all keys share a slot), not a Cluster.
+const defaultRedisPrefix = "authsvc:"
+
+// Client bounds: a call to a Redis that is down or stuck fails within
+// redisCallTimeout, well inside API.md's 503-within-5-s.
+const (
+	redisCallTimeout = 2 * time.Second
+	redisDialTimeout = 1 * time.Second
+	redisIOTimeout   = 500 * time.Millisecond
+)
+
+// redisStore is the Store kept in Redis, shared by every server pointed at
+// the same Redis and prefix.
+type redisStore struct {
+	client *redis.Client
+	prefix string
+}
+
+var _ Store = (*redisStore)(nil)
+
+// newRedisStore returns a store on the Redis at rawURL (redis:// or, for TLS,
+// rediss://), with keys under prefix ("" means defaultRedisPrefix). It does
+// not connect: the first call does, and Ping tells whether Redis answers.
+// Timeouts given in the URL (dial_timeout=, read_timeout=, ...) win.
+func newRedisStore(rawURL, prefix string) (*redisStore, error) {
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis store: %w", err)
+	}
+	if opt.DialTimeout == 0 {
+		opt.DialTimeout = redisDialTimeout
+	}
+	if opt.ReadTimeout == 0 {
+		opt.ReadTimeout = redisIOTimeout
+	}
+	if opt.WriteTimeout == 0 {
+		opt.WriteTimeout = redisIOTimeout
+	}
+	if opt.PoolTimeout == 0 {
+		opt.PoolTimeout = time.Second
+	}
+	if opt.MaxRetries == 0 {
+		opt.MaxRetries = 1
+	}
+	// One dial attempt per try: the default 5 would outlast redisCallTimeout.
+	opt.DialerRetries = 1
+	// Let redisCallTimeout (and the caller's ctx) bound every call.
+	opt.ContextTimeoutEnabled = true
+	if prefix == "" {
+		prefix = defaultRedisPrefix
+	}
+	return &redisStore{client: redis.NewClient(opt), prefix: prefix}, nil
+}
+
+func (s *redisStore) tokenKey(d tokenDigest) string {
+	return s.prefix + "t:" + hex.EncodeToString(d[:])
+}
+
+func (s *redisStore) userKey(username string) string {
+	return s.prefix + "u:" + username
+}
+
+// unavailable wraps err from Redis so that errors.Is(err, errStoreUnavailable)
+// holds and the caller's context error stays visible. Only digests ever reach
+// Redis, so err cannot hold a token.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("redis %s: %w: %w", op, errStoreUnavailable, err)
+}
+
+// issueScript stores a session and indexes it under its user, then drops
+// index entries whose session expired, evicts the oldest sessions beyond
+// the limit, and makes the index expire with its last session.
+// It costs O(user's sessions), which the limit bounds.
+//
+// KEYS[1] token key, KEYS[2] user index key.
+// ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] limit (0 = none),
+// ARGV[5] now (Unix ms), ARGV[6] token key prefix, ARGV[7] expiry (Unix ms; "" = never).
+var issueScript = redis.NewScript(`
+local tkey, ukey = KEYS[1], KEYS[2]
+local digest, limit, now, tprefix = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+-- Start clean, so no stale expiry field survives.
+redis.call('DEL', tkey)
+if ARGV[7] == '' then
+  redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3])
+else
+  redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3], 'e', ARGV[7])
+  redis.call('PEXPIREAT', tkey, ARGV[7])
+end
+
+-- Issue time, bumped past the newest entry so the order is total.
+local score = now
+local newest = redis.call('ZRANGE', ukey, -1, -1, 'WITHSCORES')
+if newest[2] and tonumber(newest[2]) >= score then
+  score = tonumber(newest[2]) + 1
+end
+redis.call('ZADD', ukey, score, digest)
+
+-- Live entries, oldest first; entries whose session expired go.
+local live = {}
+for _, m in ipairs(redis.call('ZRANGE', ukey, 0, -1)) do
+  local f = redis.call('HMGET', tprefix .. m, 'u', 'e')
+  if f[1] then
+    live[#live + 1] = {m, f[2]}
+  else
+    redis.call('ZREM', ukey, m)
+  end
+end
+
+local evict = 0
+if limit > 0 and #live > limit then
+  evict = #live - limit
+end
+local last, never = 0, false
+for i, x in ipairs(live) do
+  if i <= evict then
+    redis.call('DEL', tprefix .. x[1])
+    redis.call('ZREM', ukey, x[1])
+  elseif not x[2] then
+    never = true
+  elseif tonumber(x[2]) > last then
+    last = tonumber(x[2])
+  end
+end
+if never then
+  redis.call('PERSIST', ukey)
+elseif last > 0 then
+  redis.call('PEXPIREAT', ukey, last)
+end
+return 0
+`)
+
+// revokeScript deletes a token key and its index entry.
+//
+// KEYS[1] token key. ARGV[1] digest hex, ARGV[2] user index key prefix.
+var revokeScript = redis.NewScript(`
+local u = redis.call('HGET', KEYS[1], 'u')
+if u then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', ARGV[2] .. u, ARGV[1])
+end
+return 0
+`)
+
+// revokeUserScript deletes a user's token keys and index, and returns how
+// many sessions were live.
+//
+// KEYS[1] user index key. ARGV[1] token key prefix.
+var revokeUserScript = redis.NewScript(`
+local n = 0
+for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  n = n + redis.call('DEL', ARGV[1] .. m)
+end
+redis.call('DEL', KEYS[1])
+return n
+`)
+
+// Issue stores sess under d, atomically with the user index and the limit.
+func (s *redisStore) Issue(ctx context.Context, d tokenDigest, sess Session, limit int, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	expiry := ""
+	if !sess.ExpiresAt.IsZero() {
+		expiry = strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10)
+	}
+	keys := []string{s.tokenKey(d), s.userKey(sess.Username)}
+	err := issueScript.Run(ctx, s.client, keys,
+		hex.EncodeToString(d[:]), sess.Username, strconv.FormatUint(sess.Stamp, 10),
+		max(limit, 0), now.UnixMilli(), s.prefix+"t:", expiry).Err()
+	if err != nil {
+		return unavailable("issue", err)
+	}
+	return nil
+}
+
+// Lookup returns the session under d. Redis expires it by its own clock and
+// Lookup also by now, so the earlier of the two wins.
+//
+// A stored value that does not parse is an error wrapping errStoreUnavailable,
+// not errTokenNotFound: the store is broken, and a 401 would tell the client
+// to log in again rather than report the fault.
+func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	f, err := s.client.HMGet(ctx, s.tokenKey(d), "u", "s", "e").Result()
+	if err != nil {
+		return Session{}, unavailable("lookup", err)
+	}
+	if f[0] == nil {
+		return Session{}, errTokenNotFound
+	}
+	sess, expiresMs, err := parseRedisSession(f)
+	if err != nil {
+		return Session{}, unavailable("lookup", err)
+	}
+	if expiresMs != 0 && expiresMs <= now.UnixMilli() {
+		return Session{}, errTokenNotFound
+	}
+	return sess, nil
+}
+
+// errCorruptSession reports a stored session that does not parse.
+var errCorruptSession = errors.New("corrupt session")
+
+// parseRedisSession decodes the HMGET u s e reply of a present token key, and
+// returns the expiry in Unix ms, 0 for never.
+func parseRedisSession(f []any) (Session, int64, error) {
+	username, ok1 := f[0].(string)
+	stampStr, ok2 := f[1].(string)
+	if !ok1 || !ok2 {
+		return Session{}, 0, errCorruptSession
+	}
+	stamp, err := strconv.ParseUint(stampStr, 10, 64)
+	if err != nil {
+		return Session{}, 0, errCorruptSession
+	}
+	sess := Session{Username: username, Stamp: stamp}
+	if f[2] == nil {
+		return sess, 0, nil
+	}
+	expStr, ok := f[2].(string)
+	if !ok {
+		return Session{}, 0, errCorruptSession
+	}
+	ms, err := strconv.ParseInt(expStr, 10, 64)
+	if err != nil || ms == 0 {
+		return Session{}, 0, errCorruptSession
+	}
+	sess.ExpiresAt = time.UnixMilli(ms).UTC()
+	return sess, ms, nil
+}
+
+// Revoke deletes the session under d and its index entry.
+func (s *redisStore) Revoke(ctx context.Context, d tokenDigest) error {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	err := revokeScript.Run(ctx, s.client, []string{s.tokenKey(d)},
+		hex.EncodeToString(d[:]), s.prefix+"u:").Err()
+	if err != nil {
+		return unavailable("revoke", err)
+	}
+	return nil
+}
+
+// RevokeUser deletes every session of username and reports how many were live.
+func (s *redisStore) RevokeUser(ctx context.Context, username string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	n, err := revokeUserScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:").Int()
+	if err != nil {
+		return 0, unavailable("revoke user", err)
+	}
+	return n, nil
+}
+
+// Ping reports whether Redis answers PING now.
+func (s *redisStore) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// Close closes the connections to Redis.
+func (s *redisStore) Close() error {
+	return s.client.Close()
+}

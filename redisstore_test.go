@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startRedis returns the URL of a Redis for t. With AUTHSVC_TEST_REDIS set it
+// is that URL, and stop and restart are nil. Otherwise it is a redis-server
+// started on a free loopback port and killed when t ends; stop kills it and
+// restart starts it again on the same port, empty. Without redis-server the
+// test is skipped, or fails when AUTHSVC_REQUIRE_REDIS=1.
+func startRedis(t *testing.T) (url string, stop, restart func()) {
+	t.Helper()
+	if url := os.Getenv("AUTHSVC_TEST_REDIS"); url != "" {
+		return url, nil, nil
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("AUTHSVC_REQUIRE_REDIS") == "1" {
+			t.Fatal("redis-server not in PATH and AUTHSVC_REQUIRE_REDIS=1")
+		}
+		t.Skip("redis-server not in PATH: install it, or set AUTHSVC_TEST_REDIS=redis://host:port/db")
+	}
+	port := freePort(t)
+	dir := t.TempDir()
+	addr := net.JoinHostPort("127.0.0.1", port)
+
+	var cmd *exec.Cmd // the running server, nil while stopped
+	start := func() {
+		t.Helper()
+		cmd = exec.Command(bin, "--port", port, "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting redis-server: %v", err)
+		}
+		waitForRedis(t, addr)
+	}
+	stop = func() {
+		t.Helper()
+		if cmd == nil {
+			return
+		}
+		cmd.Process.Kill()
+		cmd.Wait() // the port is free again once the process is gone
+		cmd = nil
+	}
+	start()
+	t.Cleanup(stop)
+	return "redis://" + addr + "/0", stop, start
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+// waitForRedis waits up to 5 s for the Redis at addr to answer PING. It
+// speaks RESP itself, since a go-redis client would log every refused dial.
+func waitForRedis(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := pingRESP(addr)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server at %s: no PING answer within 5s: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pingRESP sends PING to addr and expects +PONG.
+func pingRESP(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	buf := make([]byte, 7)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return err
+	}
+	if string(buf) != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", buf)
+	}
+	return nil
+}
+
+// testPrefix returns a key prefix no other test uses.
+func testPrefix() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "authsvc-test-" + hex.EncodeToString(b[:]) + ":"
+}
+
+// newTestRedisStore returns a store on url under a fresh prefix, closed when
+// t ends.
+func newTestRedisStore(t *testing.T, url string) *redisStore {
+	t.Helper()
+	s, err := newRedisStore(url, testPrefix())
+	if err != nil {
+		t.Fatalf("newRedisStore(%q) = %v", url, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestRedisStore(t *testing.T) {
+	url, _, _ := startRedis(t)
+	testStoreConformance(t, func(t *testing.T) Store {
+		return newTestRedisStore(t, url)
+	})
+}
+
+// TestRedisStoreKeys checks the key layout: expiry by PEXPIREAT on the token
+// key and the index, none for a session that never expires.
+func TestRedisStoreKeys(t *testing.T) {
+	url, _, _ := startRedis(t)
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	now := time.Now()
+
+	expiresAt := now.Add(time.Hour)
+	d := mustIssue(t, s, Session{Username: "alice", Stamp: 1, ExpiresAt: expiresAt}, 0, now)
+	for _, key := range []string{s.tokenKey(d), s.userKey("alice")} {
+		got, err := s.client.PExpireTime(ctx, key).Result()
+		if want := time.Duration(expiresAt.UnixMilli()) * time.Millisecond; got != want || err != nil {
+			t.Errorf("PEXPIRETIME %s = %v, %v; want %v, nil", key, got, err, want)
+		}
+	}
+
+	// A session that never expires keeps the index from expiring.
+	never := mustIssue(t, s, Session{Username: "alice", Stamp: 1}, 0, now)
+	for _, key := range []string{s.tokenKey(never), s.userKey("alice")} {
+		if got, err := s.client.PTTL(ctx, key).Result(); got != -1 || err != nil {
+			t.Errorf("PTTL %s = %v, %v; want -1 (no expiry), nil", key, got, err)
+		}
+	}
+}
+
+// TestRedisStoreExpiredIndex checks that index entries of expired sessions
+// are pruned at the next Issue, and the index key dies with its last session.
+func TestRedisStoreExpiredIndex(t *testing.T) {
+	url, _, _ := startRedis(t)
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	short := mustIssue(t, s, Session{Username: "alice", Stamp: 1, ExpiresAt: time.Now().Add(300 * time.Millisecond)}, 0, time.Now())
+	time.Sleep(400 * time.Millisecond)
+	mustIssue(t, s, Session{Username: "alice", Stamp: 1, ExpiresAt: time.Now().Add(300 * time.Millisecond)}, 0, time.Now())
+	members, err := s.client.ZRange(ctx, s.userKey("alice"), 0, -1).Result()
+	if err != nil || len(members) != 1 || members[0] == hex.EncodeToString(short[:]) {
+		t.Fatalf("ZRANGE index = %q, %v; want only the second session", members, err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		n, err := s.client.Exists(ctx, s.userKey("alice")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("index key still exists 3s after its last session expired")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRedisStoreCorrupt checks that a value that does not parse fails closed
+// as an unavailable store, not as a session or a missing one.
+func TestRedisStoreCorrupt(t *testing.T) {
+	url, _, _ := startRedis(t)
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	d := randomDigest()
+	if err := s.client.HSet(ctx, s.tokenKey(d), "u", "alice", "s", "not a number").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Lookup(ctx, d, time.Now())
+	if !errors.Is(err, errStoreUnavailable) || !strings.Contains(err.Error(), "corrupt session") {
+		t.Fatalf("Lookup(corrupt) = %+v, %v; want a corrupt session error wrapping %v", got, err, errStoreUnavailable)
+	}
+}
+
+// TestRedisStoreKeysHoldNoToken checks that neither key names nor values
+// hold the token, only its digest.
+func TestRedisStoreKeysHoldNoToken(t *testing.T) {
+	url, _, _ := startRedis(t)
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	now := time.Now()
+	token, d := newToken()
+	if err := s.Issue(ctx, d, Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 100, now); err != nil {
+		t.Fatal(err)
+	}
+
+	var dump strings.Builder // every key and value under the prefix
+	iter := s.client.Scan(ctx, 0, s.prefix+"*", 100).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		typ, err := s.client.Type(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var val any
+		switch typ {
+		case "string":
+			val, err = s.client.Get(ctx, key).Result()
+		case "hash":
+			val, err = s.client.HGetAll(ctx, key).Result()
+		case "zset":
+			val, err = s.client.ZRangeWithScores(ctx, key, 0, -1).Result()
+		default:
+			t.Fatalf("key %s has unexpected type %s", key, typ)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&dump, "%s = %v\n", key, val)
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(dump.String(), hex.EncodeToString(d[:])) {
+		t.Fatalf("the store holds no digest; the scan missed its keys:\n%s", dump.String())
+	}
+	if strings.Contains(dump.String(), token) {
+		t.Fatalf("the store holds the token %s:\n%s", token, dump.String())
+	}
+}
+
+// TestRedisStoreUnavailable checks that every call fails closed within 5 s
+// while Redis is down, and that the same store serves again within 5 s of
+// Redis coming back (API.md, "Operations").
+func TestRedisStoreUnavailable(t *testing.T) {
+	url, stop, restart := startRedis(t)
+	if stop == nil {
+		t.Skip("needs a Redis it can stop: unset AUTHSVC_TEST_REDIS")
+	}
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	now := time.Now()
+	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	d := mustIssue(t, s, alice, 10, now)
+	wantFound(t, s, d, now, alice)
+
+	stop()
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"Issue", func() error {
+			_, d := newToken()
+			return s.Issue(ctx, d, alice, 10, now)
+		}},
+		{"Lookup", func() error { _, err := s.Lookup(ctx, d, now); return err }},
+		{"Revoke", func() error { return s.Revoke(ctx, d) }},
+		{"RevokeUser", func() error { _, err := s.RevokeUser(ctx, "alice"); return err }},
+		{"Ping", func() error { return s.Ping(ctx) }},
+	}
+	for _, c := range calls {
+		start := time.Now()
+		err := c.call()
+		if elapsed := time.Since(start); elapsed >= 5*time.Second {
+			t.Errorf("%s with Redis down took %v; want < 5s", c.name, elapsed)
+		}
+		if !errors.Is(err, errStoreUnavailable) {
+			t.Errorf("%s with Redis down = %v; want %v", c.name, err, errStoreUnavailable)
+		}
+	}
+
+	restart()
+	start := time.Now()
+	for {
+		err := s.Ping(ctx)
+		if err == nil {
+			break
+		}
+		if time.Since(start) >= 5*time.Second {
+			t.Fatalf("Ping 5s after Redis came back = %v; want nil", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The restarted Redis is empty: d is gone, new sessions work.
+	wantNotFound(t, s, d, now)
+	d2 := mustIssue(t, s, alice, 10, now)
+	wantFound(t, s, d2, now, alice)
+	if elapsed := time.Since(start); elapsed >= 5*time.Second {
+		t.Errorf("service resumed %v after Redis came back; want < 5s", elapsed)
+	}
+}

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testStoreConformance runs the Store contract (see store.go) against the
+// stores that newStore returns, a fresh and empty one per subtest. newStore
+// registers the store's cleanup with t.
+//
+// Expiry times are compared at millisecond precision: Redis keeps
+// milliseconds, the memory store nanoseconds.
+func testStoreConformance(t *testing.T, newStore func(t *testing.T) Store) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s Store)
+	}{
+		{"IssueLookup", testIssueLookup},
+		{"LookupUnknown", testLookupUnknown},
+		{"ExpiryByNow", testExpiryByNow},
+		{"ExpiryRealTime", testExpiryRealTime},
+		{"NoExpiry", testNoExpiry},
+		{"Revoke", testRevoke},
+		{"RevokeUser", testRevokeUser},
+		{"Limit", testLimit},
+		{"Unlimited", testUnlimited},
+		{"Ping", testPing},
+		{"Concurrent", testConcurrent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.run(t, newStore(t))
+		})
+	}
+}
+
+// randomDigest returns a digest no test has issued.
+func randomDigest() tokenDigest {
+	var d tokenDigest
+	rand.Read(d[:])
+	return d
+}
+
+// mustIssue issues a fresh session for s and returns its digest.
+func mustIssue(t *testing.T, st Store, s Session, limit int, now time.Time) tokenDigest {
+	t.Helper()
+	_, d := newToken()
+	if err := st.Issue(context.Background(), d, s, limit, now); err != nil {
+		t.Fatalf("Issue(%s) = %v; want nil", s.Username, err)
+	}
+	return d
+}
+
+// wantFound checks that d stands for want at now.
+func wantFound(t *testing.T, st Store, d tokenDigest, now time.Time, want Session) {
+	t.Helper()
+	got, err := st.Lookup(context.Background(), d, now)
+	if err != nil {
+		t.Fatalf("Lookup(%x) = %v; want %+v", d[:4], err, want)
+	}
+	if got.Username != want.Username || got.Stamp != want.Stamp ||
+		!got.ExpiresAt.Truncate(time.Millisecond).Equal(want.ExpiresAt.Truncate(time.Millisecond)) {
+		t.Fatalf("Lookup(%x) = %+v; want %+v", d[:4], got, want)
+	}
+}
+
+// wantNotFound checks that d stands for no session at now.
+func wantNotFound(t *testing.T, st Store, d tokenDigest, now time.Time) {
+	t.Helper()
+	got, err := st.Lookup(context.Background(), d, now)
+	if !errors.Is(err, errTokenNotFound) {
+		t.Fatalf("Lookup(%x) = %+v, %v; want %v", d[:4], got, err, errTokenNotFound)
+	}
+}
+
+// found reports whether d stands for a session at now; other errors fail t.
+func found(t *testing.T, st Store, d tokenDigest, now time.Time) bool {
+	t.Helper()
+	_, err := st.Lookup(context.Background(), d, now)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, errTokenNotFound):
+		return false
+	}
+	t.Fatalf("Lookup(%x) = %v; want a session or %v", d[:4], err, errTokenNotFound)
+	return false
+}
+
+func testIssueLookup(t *testing.T, st Store) {
+	now := time.Now()
+	sessions := []Session{
+		{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour + 123456789)}, // sub-millisecond part
+		{Username: "bob:u:x|y ü*", Stamp: math.MaxUint64, ExpiresAt: now.Add(24 * time.Hour).UTC()},
+		{Username: "carol", Stamp: 0, ExpiresAt: now.Add(time.Minute).In(time.FixedZone("X", 3600))},
+	}
+	digests := make([]tokenDigest, len(sessions))
+	for i, s := range sessions {
+		digests[i] = mustIssue(t, st, s, 0, now)
+	}
+	for i, s := range sessions {
+		wantFound(t, st, digests[i], now, s)
+	}
+}
+
+func testLookupUnknown(t *testing.T, st Store) {
+	mustIssue(t, st, Session{Username: "alice", Stamp: 1}, 0, time.Now())
+	wantNotFound(t, st, randomDigest(), time.Now())
+}
+
+// testExpiryByNow checks that the now passed to Lookup decides: a session
+// whose ExpiresAt <= now is not found.
+func testExpiryByNow(t *testing.T, st Store) {
+	now := time.Now().Truncate(time.Millisecond)
+	s := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	d := mustIssue(t, st, s, 0, now)
+	wantFound(t, st, d, s.ExpiresAt.Add(-time.Millisecond), s)
+	wantNotFound(t, st, d, s.ExpiresAt)
+	wantNotFound(t, st, d, s.ExpiresAt.Add(time.Hour))
+}
+
+// testExpiryRealTime checks that a session dies when its time comes, even
+// for a store (Redis) that expires keys by its own clock.
+func testExpiryRealTime(t *testing.T, st Store) {
+	s := Session{Username: "alice", Stamp: 1, ExpiresAt: time.Now().Add(500 * time.Millisecond)}
+	d := mustIssue(t, st, s, 0, time.Now())
+	wantFound(t, st, d, time.Now(), s)
+	deadline := time.Now().Add(3 * time.Second)
+	for found(t, st, d, time.Now()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Lookup(%x) 3s after issue found a session that expired after 500ms", d[:4])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testNoExpiry(t *testing.T, st Store) {
+	now := time.Now()
+	s := Session{Username: "alice", Stamp: 7}
+	d := mustIssue(t, st, s, 0, now)
+	wantFound(t, st, d, now.AddDate(100, 0, 0), s)
+}
+
+func testRevoke(t *testing.T, st Store) {
+	ctx := context.Background()
+	now := time.Now()
+	s := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	d := mustIssue(t, st, s, 0, now)
+	other := mustIssue(t, st, s, 0, now)
+	if err := st.Revoke(ctx, d); err != nil {
+		t.Fatalf("Revoke(%x) = %v; want nil", d[:4], err)
+	}
+	wantNotFound(t, st, d, now)
+	wantFound(t, st, other, now, s)
+	if err := st.Revoke(ctx, d); err != nil {
+		t.Fatalf("Revoke(%x) again = %v; want nil", d[:4], err)
+	}
+	unknown := randomDigest()
+	if err := st.Revoke(ctx, unknown); err != nil {
+		t.Fatalf("Revoke(unknown) = %v; want nil", err)
+	}
+	// The revoked session no longer counts for its user.
+	if n, err := st.RevokeUser(ctx, "alice"); n != 1 || err != nil {
+		t.Fatalf("RevokeUser(alice) = %d, %v; want 1, nil", n, err)
+	}
+}
+
+func testRevokeUser(t *testing.T, st Store) {
+	ctx := context.Background()
+	now := time.Now()
+	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	bob := Session{Username: "bob", Stamp: 2} // never expires
+	var aliceDigests, bobDigests []tokenDigest
+	for range 3 {
+		aliceDigests = append(aliceDigests, mustIssue(t, st, alice, 0, now))
+		bobDigests = append(bobDigests, mustIssue(t, st, bob, 0, now))
+	}
+	if n, err := st.RevokeUser(ctx, "alice"); n != 3 || err != nil {
+		t.Fatalf("RevokeUser(alice) = %d, %v; want 3, nil", n, err)
+	}
+	for _, d := range aliceDigests {
+		wantNotFound(t, st, d, now)
+	}
+	for _, d := range bobDigests {
+		wantFound(t, st, d, now, bob)
+	}
+	if n, err := st.RevokeUser(ctx, "alice"); n != 0 || err != nil {
+		t.Fatalf("RevokeUser(alice) again = %d, %v; want 0, nil", n, err)
+	}
+	if n, err := st.RevokeUser(ctx, "nobody"); n != 0 || err != nil {
+		t.Fatalf("RevokeUser(nobody) = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// testLimit issues limit+k sessions at one instant: the oldest k are gone,
+// the newest limit remain, and other users are untouched.
+func testLimit(t *testing.T, st Store) {
+	const limit, k = 3, 2
+	now := time.Now()
+	s := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	bob := Session{Username: "bob", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	bobDigest := mustIssue(t, st, bob, limit, now)
+	var digests []tokenDigest
+	for range limit + k {
+		digests = append(digests, mustIssue(t, st, s, limit, now))
+	}
+	for i, d := range digests {
+		if i < k {
+			wantNotFound(t, st, d, now)
+		} else {
+			wantFound(t, st, d, now, s)
+		}
+	}
+	wantFound(t, st, bobDigest, now, bob)
+	if n, err := st.RevokeUser(context.Background(), "alice"); n != limit || err != nil {
+		t.Fatalf("RevokeUser(alice) = %d, %v; want %d, nil", n, err, limit)
+	}
+}
+
+// testUnlimited checks that limit 0 evicts nothing.
+func testUnlimited(t *testing.T, st Store) {
+	now := time.Now()
+	s := Session{Username: "alice", Stamp: 1}
+	var digests []tokenDigest
+	for range 20 {
+		digests = append(digests, mustIssue(t, st, s, 0, now))
+	}
+	for _, d := range digests {
+		wantFound(t, st, d, now, s)
+	}
+}
+
+func testPing(t *testing.T, st Store) {
+	if err := st.Ping(context.Background()); err != nil {
+		t.Fatalf("Ping() = %v; want nil", err)
+	}
+}
+
+// testConcurrent has goroutines issue, look up and revoke sessions of a few
+// users with a limit, then checks that each user holds at most limit
+// sessions and that the user index and the sessions agree.
+func testConcurrent(t *testing.T, st Store) {
+	const (
+		users      = 3
+		limit      = 4
+		goroutines = 8
+		rounds     = 40
+	)
+	ctx := context.Background()
+	now := time.Now()
+	session := func(u int) Session {
+		return Session{Username: fmt.Sprintf("user%d", u), Stamp: uint64(u), ExpiresAt: now.Add(time.Hour)}
+	}
+
+	var (
+		mu     sync.Mutex // guards issued
+		issued [users][]tokenDigest
+	)
+	errc := make(chan error, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			errc <- func() error {
+				for i := range rounds {
+					u := (g + i) % users
+					want := session(u)
+					_, d := newToken()
+					if err := st.Issue(ctx, d, want, limit, now); err != nil {
+						return fmt.Errorf("Issue(%s) = %v; want nil", want.Username, err)
+					}
+					mu.Lock()
+					issued[u] = append(issued[u], d)
+					mu.Unlock()
+					// Concurrent logins may have evicted d already.
+					got, err := st.Lookup(ctx, d, now)
+					if err != nil && !errors.Is(err, errTokenNotFound) {
+						return fmt.Errorf("Lookup(%x) = %v; want a session or %v", d[:4], err, errTokenNotFound)
+					}
+					if err == nil && got.Username != want.Username {
+						return fmt.Errorf("Lookup(%x) = %+v; want %+v", d[:4], got, want)
+					}
+					if i%3 == 0 {
+						if err := st.Revoke(ctx, d); err != nil {
+							return fmt.Errorf("Revoke(%x) = %v; want nil", d[:4], err)
+						}
+						if _, err := st.Lookup(ctx, d, now); !errors.Is(err, errTokenNotFound) {
+							return fmt.Errorf("Lookup(%x) after Revoke = %v; want %v", d[:4], err, errTokenNotFound)
+						}
+					}
+				}
+				return nil
+			}()
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for u := range users {
+		name := session(u).Username
+		live := 0
+		for _, d := range issued[u] {
+			if found(t, st, d, now) {
+				live++
+			}
+		}
+		if live > limit {
+			t.Errorf("%s holds %d sessions; want at most %d", name, live, limit)
+		}
+		// The index names exactly the live sessions: no entry without its
+		// session (the count would be higher), no session outside the
+		// index (it would survive RevokeUser).
+		if n, err := st.RevokeUser(ctx, name); n != live || err != nil {
+			t.Errorf("RevokeUser(%s) = %d, %v; want %d, nil", name, n, err, live)
+		}
+		for _, d := range issued[u] {
+			if found(t, st, d, now) {
+				t.Errorf("Lookup(%x) after RevokeUser(%s) found a session; want %v", d[:4], name, errTokenNotFound)
+			}
+		}
+	}
+}
+
+func TestMemoryStore(t *testing.T) {
+	testStoreConformance(t, func(t *testing.T) Store {
+		s := newMemoryStore()
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// TestMemoryStoreSweep checks that Sweep deletes expired sessions and their
+// index entries, and nothing else.
+func TestMemoryStoreSweep(t *testing.T) {
+	ctx := context.Background()
+	s := newMemoryStore()
+	now := time.Now()
+	short := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Minute)}
+	long := Session{Username: "bob", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	never := Session{Username: "carol", Stamp: 1}
+	for range 3 {
+		mustIssue(t, s, short, 0, now)
+	}
+	bobShort := mustIssue(t, s, Session{Username: "bob", Stamp: 1, ExpiresAt: now.Add(time.Minute)}, 0, now)
+	bobLong := mustIssue(t, s, long, 0, now)
+	carol := mustIssue(t, s, never, 0, now)
+	if got := s.Len(); got != 6 {
+		t.Fatalf("Len() = %d; want 6", got)
+	}
+
+	if n := s.Sweep(now); n != 0 {
+		t.Fatalf("Sweep(now) = %d; want 0", n)
+	}
+	if n := s.Sweep(now.Add(time.Minute)); n != 4 {
+		t.Fatalf("Sweep(now+1m) = %d; want 4", n)
+	}
+	if got := s.Len(); got != 2 {
+		t.Fatalf("Len() after Sweep = %d; want 2", got)
+	}
+	wantNotFound(t, s, bobShort, now)
+	wantFound(t, s, bobLong, now, long)
+	wantFound(t, s, carol, now, never)
+
+	// The index forgot the swept sessions too.
+	for _, tt := range []struct {
+		user string
+		want int
+	}{{"alice", 0}, {"bob", 1}, {"carol", 1}} {
+		if n, err := s.RevokeUser(ctx, tt.user); n != tt.want || err != nil {
+			t.Errorf("RevokeUser(%s) after Sweep = %d, %v; want %d, nil", tt.user, n, err, tt.want)
+		}
+	}
+	if got := s.Len(); got != 0 {
+		t.Fatalf("Len() after RevokeUser = %d; want 0", got)
+	}
+}
