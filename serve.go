@@ -85,7 +85,7 @@ func openStore(spec, prefix string) (Store, error) {
 	case spec == "memory":
 		return newMemoryStore(), nil
 	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
-		return nil, errors.New("serve: the redis store is not built yet")
+		return newRedisStore(spec, prefix)
 	}
 	return nil, usagef("serve: --store %q: want memory, redis://… or rediss://…", spec)
 }

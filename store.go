@@ -29,7 +29,7 @@ type Session struct {
 
 // A Store keeps sessions keyed by token digest.
 //
-// The contract every implementation meets, checked by storeConformance:
+// The contract every implementation meets, checked by testStoreConformance:
 //   - Issue stores s under d. If the user then holds more than limit
 //     sessions (limit > 0), the oldest are revoked until limit remain.
 //     Issuing an existing digest is not expected (tokens are 160 random bits).
