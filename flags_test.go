@@ -116,7 +116,6 @@ func TestParseFlagsUsageErrors(t *testing.T) {
 		want string // in the message
 	}{
 		{nil, map[string]string{"AUTHSVC_TTL": "forever"}, `AUTHSVC_TTL="forever"`},
-		{[]string{"--ttl", "1h"}, map[string]string{"AUTHSVC_TTL": "forever"}, `AUTHSVC_TTL="forever"`},
 		{[]string{"--bogus"}, nil, "test: flag provided but not defined: -bogus"},
 		{[]string{"alice", "--bogus"}, nil, "flag provided but not defined: -bogus"},
 		{[]string{"--users"}, nil, "flag needs an argument: -users"},
