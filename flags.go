@@ -25,22 +25,33 @@ func envName(flagName string) string {
 	return "AUTHSVC_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parseFlags parses args into fs. Flags named in fromEnv take their default
-// from their AUTHSVC_* variable; flags on the command line win. Flags may
-// follow positional arguments. --help prints usage to stdout and returns
-// errHelpShown; any mistake is a one-line usageError, without a usage dump.
+// parseFlags parses args into fs. Flags named in fromEnv and absent from
+// args take their value from their AUTHSVC_* variable: flags on the command
+// line win, repeatable ones included. Flags may follow positional arguments.
+// --help prints usage to stdout and returns errHelpShown; any mistake is a
+// one-line usageError, without a usage dump.
 func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, fromEnv []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	if err := parseArgs(fs, args, stdout); err != nil {
+		return err
+	}
+	onCommandLine := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
 	for _, name := range fromEnv {
 		v := getenv(envName(name))
-		if v == "" {
+		if v == "" || onCommandLine[name] {
 			continue
 		}
 		if err := fs.Set(name, v); err != nil {
 			return usagef("%s=%q: %v", envName(name), v, err)
 		}
 	}
+	return nil
+}
+
+// parseArgs parses args into fs, flags and positional arguments interleaved.
+func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {

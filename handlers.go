@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -19,6 +20,14 @@ const maxLoginBody = 16 << 10
 type tokenPolicy struct {
 	ttl        time.Duration // 0: tokens never expire
 	maxPerUser int           // 0: no limit
+}
+
+// loginGuard stands between a login request and bcrypt: the throttle
+// refuses guessing, the admission bounds the CPU spent on passwords.
+type loginGuard struct {
+	throttle  *throttle
+	admission *admission
+	trusted   []netip.Prefix // proxies whose X-Forwarded-For is believed
 }
 
 // loginRequest is the login body.
@@ -80,7 +89,7 @@ func readLoginBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 // handleLogin exchanges a username and password for a new token.
-func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenPolicy, now func() time.Time) http.Handler {
+func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenPolicy, guard loginGuard, now func() time.Time) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := readLoginBody(w, r)
 		if err != nil {
@@ -93,12 +102,27 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 			return
 		}
 		dir := users.dir()
+		client := clientKey(clientIP(r, guard.trusted))
+		if wait, ok := guard.throttle.check(req.Username, client, now()); !ok {
+			auditLogin(log, dir, req.Username, client, "throttled")
+			writeError(w, r, log, throttled(int(wait/time.Second)))
+			return
+		}
+		release, err := guard.admission.acquire(r.Context())
+		if err != nil {
+			auditLogin(log, dir, req.Username, client, "unavailable")
+			writeError(w, r, log, errUnavailable)
+			return
+		}
 		u, ok := dir.authenticate(req.Username, req.Password)
+		release()
 		if !ok {
-			auditLogin(log, r, dir, req.Username, "invalid_credentials")
+			guard.throttle.failure(req.Username, client, now())
+			auditLogin(log, dir, req.Username, client, "invalid_credentials")
 			writeError(w, r, log, errInvalidCredentials)
 			return
 		}
+		guard.throttle.success(req.Username, client, now())
 		token, digest := newToken()
 		sess := Session{Username: u.info.Username, Stamp: u.stamp}
 		reply := loginReply{Token: token, User: u.info}
@@ -108,11 +132,11 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 			reply.ExpiresAt = &expires
 		}
 		if err := store.Issue(r.Context(), digest, sess, policy.maxPerUser, now()); err != nil {
-			auditLogin(log, r, dir, req.Username, "unavailable")
+			auditLogin(log, dir, req.Username, client, "unavailable")
 			writeError(w, r, log, err)
 			return
 		}
-		auditLogin(log, r, dir, req.Username, "success")
+		auditLogin(log, dir, req.Username, client, "success")
 		w.Header().Set("Cache-Control", "no-store")
 		encode(w, http.StatusOK, reply)
 	})
@@ -120,11 +144,11 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 
 // auditLogin logs a login attempt. A username that names no user is not
 // logged: people type passwords into username fields.
-func auditLogin(log *slog.Logger, r *http.Request, dir *directory, username, outcome string) {
+func auditLogin(log *slog.Logger, dir *directory, username, client, outcome string) {
 	if _, known := dir.byName[username]; !known {
 		username = "(unknown)"
 	}
-	log.Info("login", "outcome", outcome, "username", username, "client", r.RemoteAddr)
+	log.Info("login", "outcome", outcome, "username", username, "client", client)
 }
 
 // A principal is who a request's token speaks for.

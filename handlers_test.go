@@ -68,6 +68,15 @@ func testUsers(t testing.TB) []User {
 
 func newTestEnv(t *testing.T, policy tokenPolicy) *testEnv {
 	t.Helper()
+	return newTestEnvGuard(t, policy, loginGuard{
+		// Generous per-address limits: every test request comes from 192.0.2.1.
+		throttle:  newThrottle(throttleConfig{AddrRate: 1000, AddrBurst: 1000}),
+		admission: newAdmission(2, 8, 2*time.Second),
+	})
+}
+
+func newTestEnvGuard(t *testing.T, policy tokenPolicy, guard loginGuard) *testEnv {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "users.json")
 	if err := writeUsersFile(path, testUsers(t)); err != nil {
 		t.Fatal(err)
@@ -84,7 +93,7 @@ func newTestEnv(t *testing.T, policy tokenPolicy) *testEnv {
 		store:     newMemoryStore(),
 		clock:     &testClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)},
 	}
-	e.handler = newServer(serverDeps{log: log, users: users, store: e.store, policy: policy, now: e.clock.Now})
+	e.handler = newServer(serverDeps{log: log, users: users, store: e.store, policy: policy, guard: guard, now: e.clock.Now})
 	return e
 }
 
@@ -564,4 +573,52 @@ func FuzzUsernameParam(f *testing.F) {
 			t.Fatalf("usernameParam(%q) = %q; want %q", raw, got, want.Get("username"))
 		}
 	})
+}
+
+// TestLoginThrottled: after five failures the pair is refused with 429 and
+// a growing Retry-After, the right password included, before any bcrypt work.
+func TestLoginThrottled(t *testing.T) {
+	adm := newAdmission(1, 0, time.Second)
+	e := newTestEnvGuard(t, tokenPolicy{ttl: time.Hour}, loginGuard{
+		throttle:  newThrottle(throttleConfig{AddrRate: 1000, AddrBurst: 1000}),
+		admission: adm,
+	})
+	wrong := `{"username":"alice","password":"wrong"}`
+	right := `{"username":"alice","password":"alice-pw"}`
+	for i := 1; i <= 5; i++ {
+		if w := e.do("POST", "/api/auth/login/", wrong, jsonCT); w.Code != 401 {
+			t.Fatalf("failed login %d = %d; want 401", i, w.Code)
+		}
+	}
+	// Hold the only bcrypt slot: a request that reached bcrypt would get 503.
+	release, err := adm.acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := e.do("POST", "/api/auth/login/", right, jsonCT)
+	if w.Code != 429 || errorCode(t, w) != "throttled" || w.Header().Get("Retry-After") != "1" {
+		t.Errorf("login after 5 failures = %d %s Retry-After %q; want 429 throttled, Retry-After 1", w.Code, w.Body, w.Header().Get("Retry-After"))
+	}
+	// Another user from the same address is not throttled by alice's pair;
+	// with the slot held it reaches admission and gets 503 at once.
+	w = e.do("POST", "/api/auth/login/", `{"username":"bob","password":"bob-pw"}`, jsonCT)
+	if w.Code != 503 || errorCode(t, w) != "unavailable" || w.Header().Get("Retry-After") == "" {
+		t.Errorf("login with bcrypt capacity exhausted = %d %s; want 503 unavailable with Retry-After", w.Code, w.Body)
+	}
+	release()
+	e.clock.Advance(time.Second)
+	if w := e.do("POST", "/api/auth/login/", wrong, jsonCT); w.Code != 401 {
+		t.Fatalf("failed login after the backoff = %d; want 401", w.Code)
+	}
+	w = e.do("POST", "/api/auth/login/", right, jsonCT)
+	if w.Code != 429 || w.Header().Get("Retry-After") != "2" {
+		t.Errorf("login after 6 failures = %d Retry-After %q; want 429, Retry-After 2", w.Code, w.Header().Get("Retry-After"))
+	}
+	e.clock.Advance(2 * time.Second)
+	if w := e.do("POST", "/api/auth/login/", right, jsonCT); w.Code != 200 {
+		t.Errorf("right password after the backoff = %d; want 200", w.Code)
+	}
+	if w := e.do("POST", "/api/auth/login/", right, jsonCT); w.Code != 200 {
+		t.Errorf("right password after a success = %d; want 200 (success clears the pair)", w.Code)
+	}
 }

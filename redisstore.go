@@ -72,8 +72,17 @@ func newRedisStore(rawURL, prefix string) (*redisStore, error) {
 	if prefix == "" {
 		prefix = defaultRedisPrefix
 	}
+	// go-redis logs every failed dial to the process's stderr, outside this
+	// service's log; the failures reach the operator as "token store
+	// unavailable" warnings instead. (SetLogger stores atomically.)
+	redis.SetLogger(quietRedisLog{})
 	return &redisStore{client: redis.NewClient(opt), prefix: prefix}, nil
 }
+
+// quietRedisLog discards go-redis's own log lines.
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
 func (s *redisStore) tokenKey(d tokenDigest) string {
 	return s.prefix + "t:" + hex.EncodeToString(d[:])

@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +42,11 @@ type serveConfig struct {
 	maxPerUser     int
 	reloadInterval time.Duration
 	logFormat      string
+	throttle       throttleConfig
+	trustedProxies []netip.Prefix
+	bcryptSlots    int
+	bcryptQueue    int
+	bcryptWait     time.Duration
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer) (serveConfig, error) {
@@ -53,11 +60,40 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 	fs.IntVar(&c.maxPerUser, "max-tokens-per-user", 100, "live tokens per user, 0 = no limit")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "users file check interval")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
-	fromEnv := []string{"addr", "users", "token-ttl", "store", "store-prefix", "max-tokens-per-user", "reload-interval", "log-format"}
+	t := &c.throttle
+	fs.IntVar(&t.PairFailures, "login-failures", 5, "failed logins per (username, client) before backoff")
+	fs.DurationVar(&t.Window, "login-window", 15*time.Minute, "a failure streak is forgotten after this long without a failure")
+	fs.DurationVar(&t.BaseBackoff, "login-backoff", time.Second, "first backoff, doubled per further failure")
+	fs.DurationVar(&t.MaxBackoff, "login-max-backoff", 5*time.Minute, "backoff cap")
+	fs.IntVar(&t.UserFailures, "user-failures", 100, "failed logins per username over all clients before it is refused everywhere")
+	fs.Float64Var(&t.AddrRate, "login-rate", 1, "login attempts per second per client address")
+	fs.IntVar(&t.AddrBurst, "login-burst", 10, "login attempts a client address may make at once")
+	fs.IntVar(&t.MaxEntries, "throttle-entries", 100000, "keys per throttle table")
+	var trusted stringList
+	fs.Var(&trusted, "trusted-proxy", "CIDR of a proxy whose X-Forwarded-For is believed (repeatable)")
+	slots := runtime.GOMAXPROCS(0)
+	fs.IntVar(&c.bcryptSlots, "bcrypt-slots", slots, "password checks at once")
+	fs.IntVar(&c.bcryptQueue, "bcrypt-queue", 4*slots, "password checks waiting for a slot")
+	fs.DurationVar(&c.bcryptWait, "bcrypt-wait", 2*time.Second, "longest wait for a slot before 503")
+	fromEnv := []string{
+		"addr", "users", "token-ttl", "store", "store-prefix", "max-tokens-per-user", "reload-interval", "log-format",
+		"login-failures", "login-window", "login-backoff", "login-max-backoff", "user-failures", "login-rate", "login-burst",
+		"throttle-entries", "trusted-proxy", "bcrypt-slots", "bcrypt-queue", "bcrypt-wait",
+	}
 	if err := parseFlags(fs, args, getenv, fromEnv, stdout); err != nil {
 		return c, err
 	}
+	var err error
+	if c.trustedProxies, err = parsePrefixes(trusted); err != nil {
+		return c, &usageError{msg: "serve: " + err.Error()}
+	}
 	switch {
+	case t.PairFailures < 1 || t.UserFailures < 1 || t.AddrBurst < 1 || t.MaxEntries < 1:
+		return c, usagef("serve: --login-failures, --user-failures, --login-burst and --throttle-entries must be at least 1")
+	case t.Window <= 0 || t.BaseBackoff <= 0 || t.MaxBackoff <= 0 || t.AddrRate <= 0:
+		return c, usagef("serve: --login-window, --login-backoff, --login-max-backoff and --login-rate must be positive")
+	case c.bcryptSlots < 1 || c.bcryptQueue < 0 || c.bcryptWait <= 0:
+		return c, usagef("serve: --bcrypt-slots must be at least 1, --bcrypt-queue not negative, --bcrypt-wait positive")
 	case fs.NArg() > 0:
 		return c, usagef("serve: unexpected argument %q", fs.Arg(0))
 	case c.tokenTTL < 0:
@@ -119,7 +155,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			users:  users,
 			store:  store,
 			policy: tokenPolicy{ttl: cfg.tokenTTL, maxPerUser: cfg.maxPerUser},
-			now:    time.Now,
+			guard: loginGuard{
+				throttle:  newThrottle(cfg.throttle),
+				admission: newAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait),
+				trusted:   cfg.trustedProxies,
+			},
+			now: time.Now,
 		}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,

@@ -14,6 +14,7 @@ type serverDeps struct {
 	users  *userSource
 	store  Store
 	policy tokenPolicy
+	guard  loginGuard
 	now    func() time.Time
 }
 
@@ -31,7 +32,7 @@ func addRoutes(mux *http.ServeMux, d serverDeps) {
 		mux.Handle(path, h)
 		mux.Handle(path+"/{$}", h)
 	}
-	api("/api/auth/login", d.methods("POST", handleLogin(d.log, d.users, d.store, d.policy, d.now)))
+	api("/api/auth/login", d.methods("POST", handleLogin(d.log, d.users, d.store, d.policy, d.guard, d.now)))
 	api("/api/auth/info", d.methods("GET", handleInfo(d.log, d.users, d.store, d.now)))
 	api("/api/auth/logout", d.methods("POST", handleLogout(d.log, d.users, d.store, d.now)))
 	api("/api/auth/logoutall", d.methods("POST", handleLogoutAll(d.log, d.users, d.store, d.now)))

@@ -132,7 +132,7 @@ func newThrottle(cfg throttleConfig) *throttle {
 // check before any password work, so that a refused attempt costs no bcrypt,
 // and must refuse the attempt even if the password would be right.
 //
-// addr should come from clientKey, not be a raw host:port.
+// addr should come from clientKey.
 // An admitted attempt takes a token from addr's bucket; a refused one does not.
 func (t *throttle) check(username, addr string, now time.Time) (retryAfter time.Duration, ok bool) {
 	t.mu.Lock()
@@ -243,21 +243,14 @@ func ceilSecond(d time.Duration) time.Duration {
 	return max(time.Second, (d + time.Second - 1).Truncate(time.Second))
 }
 
-// clientKey returns the throttle key for a connection's remote address,
-// http.Request.RemoteAddr ("host:port"): the IP without the port, since
-// every connection has a new port; an IPv4-mapped IPv6 address as plain
-// IPv4; and an IPv6 address as its /64 prefix, since one subscriber
-// usually holds a whole /64 and could otherwise rotate addresses for free.
-// A remote address it cannot parse is its own key.
-func clientKey(remoteAddr string) string {
-	ap, err := netip.ParseAddrPort(remoteAddr)
-	if err != nil {
-		return remoteAddr
-	}
-	ip := ap.Addr().Unmap().WithZone("")
+// clientKey returns the throttle key for a client's IP (from clientIP):
+// an IPv4-mapped IPv6 address as plain IPv4, and an IPv6 address as its /64
+// prefix, since one subscriber usually holds a whole /64 and could otherwise
+// rotate addresses for free.
+func clientKey(ip netip.Addr) string {
+	ip = ip.Unmap().WithZone("")
 	if ip.Is6() {
-		ip = netip.PrefixFrom(ip, 64).Masked().Addr()
-		return netip.PrefixFrom(ip, 64).String()
+		return netip.PrefixFrom(ip, 64).Masked().String()
 	}
 	return ip.String()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -328,10 +329,11 @@ func TestClientKey(t *testing.T) {
 		{"[2001:db8:1:2:3:4:5:6]:443", "2001:db8:1:2::/64"},
 		{"[2001:db8:1:2:ffff::1]:443", "2001:db8:1:2::/64"}, // same /64
 		{"[fe80::1%eth0]:80", "fe80::/64"},
-		{"not an address", "not an address"},
+		{"not an address", "invalid IP"},
 	} {
-		if got := clientKey(tt.remoteAddr); got != tt.want {
-			t.Errorf("clientKey(%q) = %q; want %q", tt.remoteAddr, got, tt.want)
+		r := &http.Request{RemoteAddr: tt.remoteAddr}
+		if got := clientKey(clientIP(r, nil)); got != tt.want {
+			t.Errorf("clientKey(clientIP(%q)) = %q; want %q", tt.remoteAddr, got, tt.want)
 		}
 	}
 }

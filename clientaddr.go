@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// clientIP returns the address of the client behind r: the connection's
+// peer, unless that peer is a trusted proxy; then the right-most
+// X-Forwarded-For address that is not a trusted proxy. Entries left of it
+// are the client's to forge, so they are never read. An unparsable entry
+// stops the walk at the last trusted hop.
+func clientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	ip := ap.Addr().Unmap()
+	if !isTrusted(ip, trusted) {
+		return ip
+	}
+	hops := r.Header.Values("X-Forwarded-For")
+	for i := len(hops) - 1; i >= 0; i-- {
+		entries := strings.Split(hops[i], ",")
+		for j := len(entries) - 1; j >= 0; j-- {
+			hop, err := netip.ParseAddr(strings.TrimSpace(entries[j]))
+			if err != nil {
+				return ip
+			}
+			ip = hop.Unmap()
+			if !isTrusted(ip, trusted) {
+				return ip
+			}
+		}
+	}
+	return ip
+}
+
+// isTrusted reports whether ip is in one of the trusted prefixes.
+func isTrusted(ip netip.Addr, trusted []netip.Prefix) bool {
+	for _, p := range trusted {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// parsePrefixes parses --trusted-proxy values: CIDRs, or single addresses.
+func parsePrefixes(values []string) ([]netip.Prefix, error) {
+	var prefixes []netip.Prefix
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" {
+				continue
+			}
+			if p, err := netip.ParsePrefix(s); err == nil {
+				prefixes = append(prefixes, p.Masked())
+				continue
+			}
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("--trusted-proxy %q: not a CIDR or an address", s)
+			}
+			prefixes = append(prefixes, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return prefixes, nil
+}

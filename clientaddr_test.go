@@ -1,0 +1,61 @@
+package main
+
+import (
+	"net/http"
+	"net/netip"
+	"testing"
+)
+
+func TestClientIP(t *testing.T) {
+	trusted, err := parsePrefixes([]string{"10.0.0.0/8", "192.0.2.7,2001:db8::/32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		remote  string
+		xff     []string
+		trusted []netip.Prefix
+		want    string
+	}{
+		{"no proxy configured: XFF ignored", "198.51.100.1:4000", []string{"203.0.113.9"}, nil, "198.51.100.1"},
+		{"untrusted peer: XFF ignored", "198.51.100.1:4000", []string{"203.0.113.9"}, trusted, "198.51.100.1"},
+		{"trusted peer: last XFF hop", "10.1.2.3:4000", []string{"203.0.113.9"}, trusted, "203.0.113.9"},
+		{"forged left entries skipped", "10.1.2.3:4000", []string{"1.1.1.1, 203.0.113.9"}, trusted, "203.0.113.9"},
+		{"chain of trusted proxies", "10.1.2.3:4000", []string{"203.0.113.9, 192.0.2.7, 10.9.9.9"}, trusted, "203.0.113.9"},
+		{"several XFF headers", "10.1.2.3:4000", []string{"1.1.1.1, 203.0.113.9", "10.0.0.2"}, trusted, "203.0.113.9"},
+		{"garbage hop stops at last trusted", "10.1.2.3:4000", []string{"203.0.113.9, bogus"}, trusted, "10.1.2.3"},
+		{"all hops trusted", "10.1.2.3:4000", []string{"10.0.0.1"}, trusted, "10.0.0.1"},
+		{"trusted peer, no XFF", "10.1.2.3:4000", nil, trusted, "10.1.2.3"},
+		{"IPv6 proxy", "[2001:db8::1]:443", []string{"2001:db9::5"}, trusted, "2001:db9::5"},
+		{"mapped IPv4 peer", "[::ffff:10.1.2.3]:80", []string{"203.0.113.9"}, trusted, "203.0.113.9"},
+	}
+	for _, tt := range tests {
+		r := &http.Request{RemoteAddr: tt.remote, Header: http.Header{}}
+		for _, v := range tt.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		if got := clientIP(r, tt.trusted).String(); got != tt.want {
+			t.Errorf("%s: clientIP(%s, XFF %q) = %s; want %s", tt.name, tt.remote, tt.xff, got, tt.want)
+		}
+	}
+}
+
+func TestParsePrefixes(t *testing.T) {
+	got, err := parsePrefixes([]string{"10.1.2.3/8", "192.0.2.1", " 2001:db8::/32 "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.0.0.0/8", "192.0.2.1/32", "2001:db8::/32"}
+	if len(got) != len(want) {
+		t.Fatalf("parsePrefixes = %v; want %v", got, want)
+	}
+	for i := range want {
+		if got[i].String() != want[i] {
+			t.Errorf("parsePrefixes[%d] = %s; want %s", i, got[i], want[i])
+		}
+	}
+	if _, err := parsePrefixes([]string{"10.0.0.0/33"}); err == nil {
+		t.Errorf("parsePrefixes(10.0.0.0/33) = nil error; want one")
+	}
+}
