@@ -25,20 +25,33 @@ func newServer(d serverDeps) http.Handler {
 	return accessLog(d.log, mux)
 }
 
-// addRoutes lists every route. The API paths are served with and without
-// their trailing slash alike, and nothing below them.
-func addRoutes(mux *http.ServeMux, d serverDeps) {
-	api := func(path string, h http.Handler) {
-		mux.Handle(path, h)
-		mux.Handle(path+"/{$}", h)
+// addRoutes lists every route and returns them as "METHOD /canonical/path"
+// (for the OpenAPI test). The API paths are served with and without their
+// trailing slash alike, and nothing below them.
+func addRoutes(mux *http.ServeMux, d serverDeps) []string {
+	var routes []string
+	handle := func(method, path string, h http.Handler) {
+		routes = append(routes, method+" "+path)
+		h = d.methods(method, h)
+		switch trimmed, ok := strings.CutSuffix(path, "/"); {
+		case ok:
+			mux.Handle(path+"{$}", h)
+			mux.Handle(trimmed, h)
+		case strings.HasPrefix(path, "/api/auth/"):
+			mux.Handle(path, h)
+			mux.Handle(path+"/{$}", h)
+		default:
+			mux.Handle(path, h)
+		}
 	}
-	api("/api/auth/login", d.methods("POST", handleLogin(d.log, d.users, d.store, d.policy, d.guard, d.now)))
-	api("/api/auth/info", d.methods("GET", handleInfo(d.log, d.users, d.store, d.now)))
-	api("/api/auth/logout", d.methods("POST", handleLogout(d.log, d.users, d.store, d.now)))
-	api("/api/auth/logoutall", d.methods("POST", handleLogoutAll(d.log, d.users, d.store, d.now)))
-	mux.Handle("/healthz", d.methods("GET", handleHealthz()))
-	mux.Handle("/readyz", d.methods("GET", handleReadyz(d.log, d.users, d.store)))
+	handle("POST", "/api/auth/login/", handleLogin(d.log, d.users, d.store, d.policy, d.guard, d.now))
+	handle("GET", "/api/auth/info", handleInfo(d.log, d.users, d.store, d.now))
+	handle("POST", "/api/auth/logout/", handleLogout(d.log, d.users, d.store, d.now))
+	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.log, d.users, d.store, d.now))
+	handle("GET", "/healthz", handleHealthz())
+	handle("GET", "/readyz", handleReadyz(d.log, d.users, d.store))
 	mux.Handle("/", handleNotFound(d.log))
+	return routes
 }
 
 // methods returns a handler that serves h for method (and HEAD for GET) and
