@@ -125,6 +125,8 @@ type userSource struct {
 
 	mu   sync.Mutex  // serializes reloads; guards seen
 	seen os.FileInfo // the file as last loaded, to notice changes
+
+	onReload func(error) // if set, told of every reload after the first; set before watch
 }
 
 // loadUserSource loads the users file at path; an error stops start-up.
@@ -193,7 +195,11 @@ func (s *userSource) watch(ctx context.Context, interval time.Duration, hup <-ch
 }
 
 func (s *userSource) logReload(why string) {
-	if err := s.reload(); err != nil {
+	err := s.reload()
+	if s.onReload != nil {
+		s.onReload(err)
+	}
+	if err != nil {
 		s.log.Error("users file refused; previous users stay in force", "reason", why, "err", err)
 		s.markSeen()
 		return

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -104,13 +105,13 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 		dir := users.dir()
 		client := clientKey(clientIP(r, guard.trusted))
 		if wait, ok := guard.throttle.check(req.Username, client, now()); !ok {
-			auditLogin(log, dir, req.Username, client, "throttled")
+			auditLogin(r.Context(), log, dir, req.Username, client, "throttled")
 			writeError(w, r, log, throttled(int(wait/time.Second)))
 			return
 		}
 		release, err := guard.admission.acquire(r.Context())
 		if err != nil {
-			auditLogin(log, dir, req.Username, client, "unavailable")
+			auditLogin(r.Context(), log, dir, req.Username, client, "unavailable")
 			writeError(w, r, log, errUnavailable)
 			return
 		}
@@ -118,7 +119,7 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 		release()
 		if !ok {
 			guard.throttle.failure(req.Username, client, now())
-			auditLogin(log, dir, req.Username, client, "invalid_credentials")
+			auditLogin(r.Context(), log, dir, req.Username, client, "invalid_credentials")
 			writeError(w, r, log, errInvalidCredentials)
 			return
 		}
@@ -132,11 +133,11 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 			reply.ExpiresAt = &expires
 		}
 		if err := store.Issue(r.Context(), digest, sess, policy.maxPerUser, now()); err != nil {
-			auditLogin(log, dir, req.Username, client, "unavailable")
+			auditLogin(r.Context(), log, dir, req.Username, client, "unavailable")
 			writeError(w, r, log, err)
 			return
 		}
-		auditLogin(log, dir, req.Username, client, "success")
+		auditLogin(r.Context(), log, dir, req.Username, client, "success")
 		w.Header().Set("Cache-Control", "no-store")
 		encode(w, http.StatusOK, reply)
 	})
@@ -144,11 +145,11 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 
 // auditLogin logs a login attempt. A username that names no user is not
 // logged: people type passwords into username fields.
-func auditLogin(log *slog.Logger, dir *directory, username, client, outcome string) {
+func auditLogin(ctx context.Context, log *slog.Logger, dir *directory, username, client, outcome string) {
 	if _, known := dir.byName[username]; !known {
 		username = "(unknown)"
 	}
-	log.Info("login", "outcome", outcome, "username", username, "client", client)
+	log.LogAttrs(ctx, slog.LevelInfo, "login", slog.String("outcome", outcome), slog.String("username", username), slog.String("client", client))
 }
 
 // A principal is who a request's token speaks for.
@@ -246,7 +247,7 @@ func usernameParam(rawQuery string) (string, error) {
 }
 
 // handleLogout revokes the presented token.
-func handleLogout(log *slog.Logger, users *userSource, store Store, now func() time.Time) http.Handler {
+func handleLogout(log *slog.Logger, users *userSource, store Store, m *metrics, now func() time.Time) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := authenticated(r, users, store, now())
 		if err == nil {
@@ -256,21 +257,24 @@ func handleLogout(log *slog.Logger, users *userSource, store Store, now func() t
 			writeError(w, r, log, err)
 			return
 		}
+		m.revoked(1)
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
 
 // handleLogoutAll revokes every token of the presented token's user.
-func handleLogoutAll(log *slog.Logger, users *userSource, store Store, now func() time.Time) http.Handler {
+func handleLogoutAll(log *slog.Logger, users *userSource, store Store, m *metrics, now func() time.Time) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := authenticated(r, users, store, now())
+		n := 0
 		if err == nil {
-			_, err = store.RevokeUser(r.Context(), p.session.Username)
+			n, err = store.RevokeUser(r.Context(), p.session.Username)
 		}
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
+		m.revoked(n)
 		w.WriteHeader(http.StatusNoContent)
 	})
 }

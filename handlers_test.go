@@ -45,7 +45,10 @@ type testEnv struct {
 	users     *userSource
 	store     *memoryStore
 	clock     *testClock
+	metrics   *metrics
 	handler   http.Handler
+
+	corsOrigins []string // set through newTestEnvCORS
 }
 
 // testUsers: alice (dev), bob (admin), carol (disabled). Each password is
@@ -93,7 +96,11 @@ func newTestEnvGuard(t *testing.T, policy tokenPolicy, guard loginGuard) *testEn
 		store:     newMemoryStore(),
 		clock:     &testClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)},
 	}
-	e.handler = newServer(serverDeps{log: log, users: users, store: e.store, policy: policy, guard: guard, now: e.clock.Now})
+	e.metrics = newMetrics(metricsSources{users: users, store: e.store, admission: guard.admission})
+	e.handler = newServer(serverDeps{
+		log: log, users: users, store: e.store, policy: policy, guard: guard, now: e.clock.Now,
+		metrics: e.metrics, metricsOnMain: true, corsOrigins: e.corsOrigins,
+	})
 	return e
 }
 

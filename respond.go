@@ -56,11 +56,14 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	switch {
 	case errors.As(err, &e):
 	case errors.Is(err, errStoreUnavailable):
-		log.Warn("token store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.WarnContext(r.Context(), "token store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = errUnavailable
 	default:
-		log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = errInternal
+	}
+	if rec, ok := w.(interface{ setErrorCode(string) }); ok {
+		rec.setErrorCode(e.code)
 	}
 	h := w.Header()
 	if e.status == http.StatusUnauthorized {

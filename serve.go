@@ -47,6 +47,8 @@ type serveConfig struct {
 	bcryptSlots    int
 	bcryptQueue    int
 	bcryptWait     time.Duration
+	metricsAddr    string
+	corsOrigins    []string
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer) (serveConfig, error) {
@@ -75,10 +77,13 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 	fs.IntVar(&c.bcryptSlots, "bcrypt-slots", slots, "password checks at once")
 	fs.IntVar(&c.bcryptQueue, "bcrypt-queue", 4*slots, "password checks waiting for a slot")
 	fs.DurationVar(&c.bcryptWait, "bcrypt-wait", 2*time.Second, "longest wait for a slot before 503")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --addr")
+	var corsOrigins stringList
+	fs.Var(&corsOrigins, "cors-origin", "origin whose pages may call the API, e.g. https://app.example.com (repeatable)")
 	fromEnv := []string{
 		"addr", "users", "token-ttl", "store", "store-prefix", "max-tokens-per-user", "reload-interval", "log-format",
 		"login-failures", "login-window", "login-backoff", "login-max-backoff", "user-failures", "login-rate", "login-burst",
-		"throttle-entries", "trusted-proxy", "bcrypt-slots", "bcrypt-queue", "bcrypt-wait",
+		"throttle-entries", "trusted-proxy", "bcrypt-slots", "bcrypt-queue", "bcrypt-wait", "metrics-addr", "cors-origin",
 	}
 	if err := parseFlags(fs, args, getenv, fromEnv, stdout); err != nil {
 		return c, err
@@ -86,6 +91,9 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 	var err error
 	if c.trustedProxies, err = parsePrefixes(trusted); err != nil {
 		return c, &usageError{msg: "serve: " + err.Error()}
+	}
+	if c.corsOrigins, err = normalizeOrigins(corsOrigins); err != nil {
+		return c, err
 	}
 	switch {
 	case t.PairFailures < 1 || t.UserFailures < 1 || t.AddrBurst < 1 || t.MaxEntries < 1:
@@ -108,11 +116,13 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 	return c, nil
 }
 
+// newLogger returns the service's logger; lines logged with a request's
+// context name its request id.
 func newLogger(format string, w io.Writer) *slog.Logger {
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
+		return slog.New(requestLogHandler{slog.NewJSONHandler(w, nil)})
 	}
-	return slog.New(slog.NewTextHandler(w, nil))
+	return slog.New(requestLogHandler{slog.NewTextHandler(w, nil)})
 }
 
 // openStore returns the token store that spec names.
@@ -133,6 +143,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	log := newLogger(cfg.logFormat, stderr)
+	start := time.Now()
 	if err := bootstrapUsers(cfg.usersPath, stderr); err != nil {
 		return err
 	}
@@ -149,25 +160,38 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler: newServer(serverDeps{
-			log:    log,
-			users:  users,
-			store:  store,
-			policy: tokenPolicy{ttl: cfg.tokenTTL, maxPerUser: cfg.maxPerUser},
-			guard: loginGuard{
-				throttle:  newThrottle(cfg.throttle),
-				admission: newAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait),
-				trusted:   cfg.trustedProxies,
-			},
-			now: time.Now,
-		}),
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	adm := newAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
+	m := newMetrics(metricsSources{users: users, store: store, admission: adm})
+	m.reloaded(nil, start)
+	users.onReload = func(err error) { m.reloaded(err, time.Now()) }
+	srv := newHTTPServer(log, newServer(serverDeps{
+		log:    log,
+		users:  users,
+		store:  store,
+		policy: tokenPolicy{ttl: cfg.tokenTTL, maxPerUser: cfg.maxPerUser},
+		guard: loginGuard{
+			throttle:  newThrottle(cfg.throttle),
+			admission: adm,
+			trusted:   cfg.trustedProxies,
+		},
+		now:           time.Now,
+		metrics:       m,
+		metricsOnMain: cfg.metricsAddr == "",
+		corsOrigins:   cfg.corsOrigins,
+	}))
+	servers := []*http.Server{srv}
+	listeners := []net.Listener{ln}
+	if cfg.metricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.metricsAddr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.handler())
+		servers = append(servers, newHTTPServer(log, mux))
+		listeners = append(listeners, mln)
+		log.Info("metrics listening", "addr", mln.Addr().String())
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -181,22 +205,42 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	log.Info("listening", "addr", ln.Addr().String(), "users", len(users.dir().byName), "store", storeKind(cfg.store))
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	serveErr := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() { serveErr <- srv.Serve(listeners[i]) }()
+	}
 	select {
 	case err := <-serveErr:
+		for _, srv := range servers {
+			srv.Close()
+		}
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "grace", shutdownGrace)
 	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancelShutdown()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		log.Warn("grace period over; closing remaining connections", "err", err)
-		srv.Close()
+	for _, srv := range servers {
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			log.Warn("grace period over; closing remaining connections", "err", err)
+			srv.Close()
+		}
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newHTTPServer returns a server with every limit set.
+func newHTTPServer(log *slog.Logger, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // storeKind names the store without the URL's credentials.

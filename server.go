@@ -16,13 +16,17 @@ type serverDeps struct {
 	policy tokenPolicy
 	guard  loginGuard
 	now    func() time.Time
+
+	metrics       *metrics
+	metricsOnMain bool     // serve /metrics here, not on --metrics-addr
+	corsOrigins   []string // origins whose pages may call the API
 }
 
 // newServer returns the service's whole HTTP handler.
 func newServer(d serverDeps) http.Handler {
 	mux := http.NewServeMux()
 	addRoutes(mux, d)
-	return accessLog(d.log, mux)
+	return observe(d.log, d.metrics, cors(d.corsOrigins, mux))
 }
 
 // addRoutes lists every route and returns them as "METHOD /canonical/path"
@@ -46,10 +50,14 @@ func addRoutes(mux *http.ServeMux, d serverDeps) []string {
 	}
 	handle("POST", "/api/auth/login/", handleLogin(d.log, d.users, d.store, d.policy, d.guard, d.now))
 	handle("GET", "/api/auth/info", handleInfo(d.log, d.users, d.store, d.now))
-	handle("POST", "/api/auth/logout/", handleLogout(d.log, d.users, d.store, d.now))
-	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.log, d.users, d.store, d.now))
+	handle("POST", "/api/auth/logout/", handleLogout(d.log, d.users, d.store, d.metrics, d.now))
+	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.log, d.users, d.store, d.metrics, d.now))
+	handle("GET", "/api/openapi.json", handleOpenAPI())
 	handle("GET", "/healthz", handleHealthz())
 	handle("GET", "/readyz", handleReadyz(d.log, d.users, d.store))
+	if d.metricsOnMain {
+		handle("GET", "/metrics", d.metrics.handler())
+	}
 	mux.Handle("/", handleNotFound(d.log))
 	return routes
 }
@@ -70,48 +78,5 @@ func (d serverDeps) methods(method string, h http.Handler) http.Handler {
 		}
 		w.Header().Set("Allow", allow)
 		writeError(w, r, d.log, methodNotAllowed(allow))
-	})
-}
-
-// statusRecorder remembers the status a handler wrote, for the access log.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
-	}
-	r.ResponseWriter.WriteHeader(status)
-}
-
-func (r *statusRecorder) Write(p []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(p)
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// accessLog logs one line per request: method, path (never the query or a
-// header, so never a token), status, duration and client address.
-func accessLog(log *slog.Logger, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		if rec.status == 0 {
-			rec.status = http.StatusOK
-		}
-		log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", rec.status),
-			slog.Duration("duration", time.Since(start)),
-			slog.String("client", r.RemoteAddr),
-		)
 	})
 }

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the service's Prometheus metrics, in a registry of their own
+// (no process-wide default registry, so several servers can share a test
+// binary). Label values come from fixed sets: routes and outcome codes,
+// never a username, an address or a token.
+type metrics struct {
+	registry       *prometheus.Registry
+	requests       *prometheus.HistogramVec // by route
+	logins         *prometheus.CounterVec   // by outcome
+	infos          *prometheus.CounterVec   // by outcome
+	tokensIssued   prometheus.Counter
+	tokensRevoked  prometheus.Counter
+	reloads        *prometheus.CounterVec // by result
+	lastGoodReload prometheus.Gauge
+}
+
+// Outcomes of login and info: API.md's error codes, folded into a fixed set.
+var (
+	loginOutcomes = []string{"success", "invalid_credentials", "throttled", "unavailable", "invalid_request", "internal_error"}
+	infoOutcomes  = []string{"success", "not_authenticated", "invalid_token", "permission_denied", "not_found", "unavailable", "invalid_request", "internal_error"}
+)
+
+// outcomeOf folds a reply's status and error code into one of outcomes.
+func outcomeOf(status int, code string, outcomes []string) string {
+	if status < 400 {
+		return "success"
+	}
+	for _, o := range outcomes {
+		if o == code {
+			return o
+		}
+	}
+	if status >= 500 {
+		return "internal_error"
+	}
+	return "invalid_request" // 405, 413, 415: the request was malformed
+}
+
+// metricsSources are the gauges read at scrape time.
+type metricsSources struct {
+	users     *userSource
+	store     Store
+	admission *admission
+}
+
+func newMetrics(src metricsSources) *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		registry: reg,
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "authsvc_http_request_duration_seconds",
+			Help:    "Time to serve a request, by route.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route"}),
+		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_login_total", Help: "Login attempts by outcome.",
+		}, []string{"outcome"}),
+		infos: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_info_total", Help: "Info requests by outcome.",
+		}, []string{"outcome"}),
+		tokensIssued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "authsvc_tokens_issued_total", Help: "Tokens issued.",
+		}),
+		tokensRevoked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "authsvc_tokens_revoked_total", Help: "Tokens revoked by logout and logoutall.",
+		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_users_reloads_total", Help: "Users file reloads by result.",
+		}, []string{"result"}),
+		lastGoodReload: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "authsvc_users_last_reload_success_timestamp_seconds", Help: "When the users file was last loaded successfully.",
+		}),
+	}
+	for _, o := range loginOutcomes {
+		m.logins.WithLabelValues(o)
+	}
+	for _, o := range infoOutcomes {
+		m.infos.WithLabelValues(o)
+	}
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("error")
+	b := readBuild()
+	reg.MustRegister(
+		m.requests, m.logins, m.infos, m.tokensIssued, m.tokensRevoked, m.reloads, m.lastGoodReload,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsvc_build_info", Help: "Build information; always 1.",
+			ConstLabels: prometheus.Labels{"version": b.version, "revision": b.revision, "goversion": b.goVersion},
+		}, func() float64 { return 1 }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsvc_users_loaded", Help: "Users in force.",
+		}, func() float64 { return float64(len(src.users.dir().byName)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsvc_bcrypt_running", Help: "Password checks running.",
+		}, func() float64 { running, _ := src.admission.stats(); return float64(running) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsvc_bcrypt_waiting", Help: "Password checks waiting for a slot.",
+		}, func() float64 { _, waiting := src.admission.stats(); return float64(waiting) }),
+	)
+	if ms, ok := src.store.(*memoryStore); ok {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsvc_live_tokens", Help: "Sessions in the memory store, expired ones not yet swept included.",
+		}, func() float64 { return float64(ms.Len()) }))
+	}
+	return m
+}
+
+// observe records one served request on route.
+func (m *metrics) observe(route string, status int, code string, d time.Duration) {
+	m.requests.WithLabelValues(route).Observe(d.Seconds())
+	switch route {
+	case "/api/auth/login":
+		m.logins.WithLabelValues(outcomeOf(status, code, loginOutcomes)).Inc()
+		if status == http.StatusOK {
+			m.tokensIssued.Inc()
+		}
+	case "/api/auth/info":
+		m.infos.WithLabelValues(outcomeOf(status, code, infoOutcomes)).Inc()
+	}
+}
+
+// revoked counts n revoked tokens.
+func (m *metrics) revoked(n int) { m.tokensRevoked.Add(float64(n)) }
+
+// reloaded records a reload of the users file.
+func (m *metrics) reloaded(err error, now time.Time) {
+	if err != nil {
+		m.reloads.WithLabelValues("error").Inc()
+		return
+	}
+	m.reloads.WithLabelValues("ok").Inc()
+	m.lastGoodReload.Set(float64(now.Unix()))
+}
+
+// handler serves the metrics in Prometheus text format.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
