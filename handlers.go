@@ -211,7 +211,7 @@ func handleInfo(log *slog.Logger, users *userSource, store Store, now func() tim
 		}
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
-		h.Set("Vary", "Authorization")
+		h.Add("Vary", "Authorization")
 		writeJSON(w, http.StatusOK, target.infoJSON)
 	})
 }
