@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 20s
 FUZZ_TARGETS = FuzzParseCredentials FuzzDecodeLogin FuzzParseUsers FuzzUsernameParam
 
-.PHONY: build run test cover fuzz clean
+.PHONY: build run test cover fuzz clean e2e
 
 build:
 	$(GO) build -buildvcs=auto -o authsvc .
@@ -14,6 +14,10 @@ run:
 test:
 	$(GO) vet ./...
 	$(GO) test -race ./...
+
+# e2e: a page from another origin logs in through headless Chromium (CORS); needs /usr/bin/chromium.
+e2e:
+	AUTHSVC_REQUIRE_E2E=1 $(GO) test -tags e2e -run Browser -count=1 -v .
 
 cover:
 	$(GO) test -coverprofile=cover.out ./...
