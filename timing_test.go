@@ -1,0 +1,93 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// timingUsers are alice and a disabled carol hashed at the production cost
+// (12), built once per process: each hash takes about 0.3 s.
+var timingUsers = sync.OnceValues(func() ([]User, error) {
+	var users []User
+	for _, u := range []User{
+		{Username: "alice", Name: "Alice", Groups: []string{"dev"}},
+		{Username: "carol", Groups: []string{}, Disabled: true},
+	} {
+		hash, err := bcrypt.GenerateFromPassword([]byte(u.Username+"-pw"), defaultCost)
+		if err != nil {
+			return nil, err
+		}
+		u.PasswordHash = string(hash)
+		users = append(users, u)
+	}
+	return users, nil
+})
+
+// BenchmarkLoginTiming times the real login handler for each way a login
+// can end, at bcrypt cost 12. Unknown user, disabled user and wrong
+// password must take the same time (API.md): compare their ns/op, side by
+// side in one run, e.g.
+//
+//	go test -run '^$' -bench LoginTiming -benchtime 20x -count 5 .
+func BenchmarkLoginTiming(b *testing.B) {
+	users, err := timingUsers()
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "users.json")
+	if err := writeUsersFile(path, users); err != nil {
+		b.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	source, err := loadUserSource(path, log) // computes the cost-12 dummy hash
+	if err != nil {
+		b.Fatal(err)
+	}
+	if cost := source.dir().dummyCost; cost != defaultCost {
+		b.Fatalf("dummy hash cost = %d; want %d", cost, defaultCost)
+	}
+	store := newMemoryStore()
+	guard := loginGuard{
+		// A throttle that never refuses, and a slot always free.
+		throttle:  newThrottle(throttleConfig{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}),
+		admission: newAdmission(2, 8, time.Minute),
+	}
+	handler := newServer(serverDeps{
+		log:     log,
+		users:   source,
+		store:   store,
+		policy:  tokenPolicy{ttl: time.Hour, maxPerUser: 100},
+		guard:   guard,
+		now:     time.Now,
+		metrics: newMetrics(metricsSources{users: source, store: store, admission: guard.admission}),
+	})
+	for _, c := range []struct {
+		name, body string
+		want       int
+	}{
+		{"wrong-password", `{"username":"alice","password":"wrong-pw"}`, 401},
+		{"unknown-user", `{"username":"nobody","password":"alice-pw"}`, 401},
+		{"disabled-user", `{"username":"carol","password":"carol-pw"}`, 401},
+		{"right-password", `{"username":"alice","password":"alice-pw"}`, 200},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				req := httptest.NewRequest("POST", "/api/auth/login/", strings.NewReader(c.body))
+				req.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				handler.ServeHTTP(w, req)
+				if w.Code != c.want {
+					b.Fatalf("login = %d %s; want %d", w.Code, w.Body, c.want)
+				}
+			}
+		})
+	}
+}
