@@ -110,6 +110,12 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 			id = ids.next()
 		}
 		w.Header()["X-Request-Id"] = []string{id}
+		if len(r.TransferEncoding) > 0 {
+			// net/http keeps a connection open after a request that had both
+			// Transfer-Encoding and Content-Length; RFC 9112 §6.1 says close,
+			// lest a proxy framing by Content-Length let a request be smuggled.
+			w.Header()["Connection"] = []string{"close"}
+		}
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
