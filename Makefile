@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 20s
 FUZZ_TARGETS = FuzzParseCredentials FuzzDecodeLogin FuzzParseUsers FuzzUsernameParam
 
-.PHONY: build run test cover fuzz clean e2e
+.PHONY: build run test cover fuzz clean bench e2e
 
 build:
 	$(GO) build -buildvcs=auto -o authsvc .
@@ -31,3 +31,7 @@ fuzz:
 
 clean:
 	rm -f authsvc cover.out
+
+# bench: authsvc against a bare net/http baseline, side by side (about 5 min).
+bench:
+	GO=$(GO) bash bench/run.sh

@@ -1,0 +1,421 @@
+package main
+
+// Benchmarks and measurement helpers for `make bench` (bench/run.sh). Nothing
+// here asserts a timing: the benchmarks report, and TestBenchServe skips
+// unless the harness asks for it.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// benchTokensPerUser spreads bench sessions over users as a server at the
+// default --max-tokens-per-user (100) would hold them: N tokens, N/100 users.
+const benchTokensPerUser = 100
+
+// benchUserSource loads a users file holding one user, "bench", in dir.
+func benchUserSource(tb testing.TB, dir string, log *slog.Logger) *userSource {
+	tb.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte("bench-pw"), bcrypt.MinCost)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path := filepath.Join(dir, "users.json")
+	u := User{Username: "bench", PasswordHash: string(hash), Name: "Bench", Email: "bench@example.com", Groups: []string{"bench"}}
+	if err := writeUsersFile(path, []User{u}); err != nil {
+		tb.Fatal(err)
+	}
+	users, err := loadUserSource(path, log)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return users
+}
+
+// benchUsernames returns the synthetic owners of n bench sessions, made
+// before a heap measurement starts: their strings belong to the users
+// directory, not to the sessions.
+func benchUsernames(n int) []string {
+	names := make([]string, max(1, n/benchTokensPerUser))
+	for i := range names {
+		names[i] = fmt.Sprintf("user%07d", i)
+	}
+	return names
+}
+
+// fillStore issues n sessions round-robin over names, the way the login
+// handler issues them: a fresh token's digest, a 24 h expiry, the default
+// per-user limit.
+func fillStore(tb testing.TB, s Store, names []string, n int, now time.Time) {
+	tb.Helper()
+	ctx := context.Background()
+	expires := now.Add(24 * time.Hour).Truncate(time.Second).UTC()
+	for i := range n {
+		_, digest := newToken()
+		sess := Session{Username: names[i%len(names)], Stamp: uint64(i % len(names)), ExpiresAt: expires}
+		if err := s.Issue(ctx, digest, sess, benchTokensPerUser, now); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// issueBenchToken issues a live token for the user "bench" and returns it.
+func issueBenchToken(tb testing.TB, s Store, users *userSource, now time.Time) string {
+	tb.Helper()
+	token, digest := newToken()
+	u := users.dir().byName["bench"]
+	sess := Session{Username: u.info.Username, Stamp: u.stamp, ExpiresAt: now.Add(24 * time.Hour).Truncate(time.Second).UTC()}
+	if err := s.Issue(context.Background(), digest, sess, benchTokensPerUser, now); err != nil {
+		tb.Fatal(err)
+	}
+	return token
+}
+
+func countLabel(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return strconv.Itoa(n/1_000_000) + "M"
+	case n >= 1000 && n%1000 == 0:
+		return strconv.Itoa(n/1000) + "k"
+	}
+	return strconv.Itoa(n)
+}
+
+// benchDeps is serverDeps as serve builds them (metrics included), with the
+// bench's throttle raised (all load comes from one address). logTo is where
+// the log goes; nil drops every log line before it is formatted, to measure
+// what the access log costs.
+func benchDeps(users *userSource, store Store, logTo io.Writer) serverDeps {
+	log := slog.New(slog.DiscardHandler)
+	if logTo != nil {
+		log = newLogger("text", logTo)
+	}
+	procs := runtime.GOMAXPROCS(0)
+	adm := newAdmission(procs, 4*procs, 2*time.Second)
+	return serverDeps{
+		log:    log,
+		users:  users,
+		store:  store,
+		policy: tokenPolicy{ttl: 24 * time.Hour, maxPerUser: benchTokensPerUser},
+		guard: loginGuard{
+			throttle:  newThrottle(throttleConfig{PairFailures: 1e8, UserFailures: 1e8, AddrRate: 1e5, AddrBurst: 1e5}),
+			admission: adm,
+		},
+		now:           time.Now,
+		metrics:       newMetrics(metricsSources{users: users, store: store, admission: adm}),
+		metricsOnMain: true,
+	}
+}
+
+const benchAuthorization = "Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"
+
+// BenchmarkParseAuthorization: the authorization header to a token digest
+// (scheme, separator, hex decode, SHA-256).
+func BenchmarkParseAuthorization(b *testing.B) {
+	h := http.Header{"Authorization": {benchAuthorization}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseAuthorization(h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDigestLookup: a token's digest and its memory-store look-up, with
+// 1k and 1M live sessions.
+func BenchmarkDigestLookup(b *testing.B) {
+	for _, n := range []int{1000, 1_000_000} {
+		b.Run("tokens="+countLabel(n), func(b *testing.B) {
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			users := benchUserSource(b, b.TempDir(), log)
+			store := newMemoryStore()
+			now := time.Now()
+			fillStore(b, store, benchUsernames(n-1), n-1, now)
+			token := issueBenchToken(b, store, users, now)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				d, err := digestOf(token)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := store.Lookup(ctx, d, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// discardResponse is a reusable ResponseWriter that keeps nothing: the
+// allocations left are the handler's own.
+type discardResponse struct {
+	h      http.Header
+	status int
+}
+
+func (d *discardResponse) Header() http.Header         { return d.h }
+func (d *discardResponse) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardResponse) WriteHeader(status int)      { d.status = status }
+
+// BenchmarkInfoHandler: GET /api/auth/info through the whole handler as
+// serve builds it (request id, metrics, access log formatted to io.Discard,
+// routing, method check, header parse, digest, memory-store look-up, user
+// check, reply). The request is built once and
+// reused: building one per operation would only count httptest's work.
+//
+//	httptest: an httptest.ResponseRecorder per operation, as tests use it;
+//	discard: a reused ResponseWriter, so allocs/op is the handler's own;
+//	discard-nolog: the same with a logger that drops every line before
+//	formatting it: the difference is the access log's cost.
+func BenchmarkInfoHandler(b *testing.B) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	users := benchUserSource(b, b.TempDir(), log)
+	store := newMemoryStore()
+	now := time.Now()
+	fillStore(b, store, benchUsernames(999), 999, now)
+	token := issueBenchToken(b, store, users, now)
+	req := httptest.NewRequest("GET", "/api/auth/info", nil)
+	req.Header.Set("Authorization", "Token "+token)
+	req.RemoteAddr = "192.0.2.1:40000"
+
+	logged := newServer(benchDeps(users, store, io.Discard))
+	unlogged := newServer(benchDeps(users, store, nil))
+
+	b.Run("httptest", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			w := httptest.NewRecorder()
+			logged.ServeHTTP(w, req)
+			if w.Code != http.StatusOK {
+				b.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+		}
+	})
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"discard", logged}, {"discard-nolog", unlogged}} {
+		b.Run(c.name, func(b *testing.B) {
+			w := &discardResponse{h: make(http.Header)}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				w.status = 0
+				c.h.ServeHTTP(w, req)
+				if w.status != http.StatusOK {
+					b.Fatalf("status %d", w.status)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHeapPerToken reports the live heap a memory store holds per
+// session (B/token), filled as the login handler fills it: N tokens over
+// N/100 users at the default per-user limit of 100, 24 h expiry. Run it with
+// -benchtime 1x.
+func BenchmarkHeapPerToken(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run("tokens="+countLabel(n), func(b *testing.B) {
+			names := benchUsernames(n)
+			now := time.Now()
+			var perToken float64
+			for range b.N {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				store := newMemoryStore()
+				fillStore(b, store, names, n, now)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				if store.Len() != n {
+					b.Fatalf("store holds %d sessions; want %d", store.Len(), n)
+				}
+				perToken = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
+				runtime.KeepAlive(store)
+			}
+			b.ReportMetric(perToken, "B/token")
+		})
+	}
+}
+
+// TestBenchServe is make bench's in-process server: the real handler and
+// memory store, preloaded with $AUTHSVC_BENCH_TOKENS live sessions (authsvc
+// has no preload hook, and logging in a million times at bcrypt cost 12 would
+// take a day and a half). It listens on 127.0.0.1:0, writes "ADDR TOKEN" to
+// the file $AUTHSVC_BENCH_SERVE once it serves, and runs until SIGTERM or
+// SIGINT, or for at most $AUTHSVC_BENCH_SERVE_FOR (default 9m).
+// $AUTHSVC_BENCH_ACCESS_LOG=off drops every log line before it is formatted,
+// to measure what the access log costs. The log goes to stderr, as authsvc's does.
+func TestBenchServe(t *testing.T) {
+	out := os.Getenv("AUTHSVC_BENCH_SERVE")
+	if out == "" {
+		t.Skip("make bench's in-process server; set AUTHSVC_BENCH_SERVE=FILE to run it")
+	}
+	n := 1000
+	if v := os.Getenv("AUTHSVC_BENCH_TOKENS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("AUTHSVC_BENCH_TOKENS=%q: want a positive integer", v)
+		}
+	}
+	life := 9 * time.Minute
+	if v := os.Getenv("AUTHSVC_BENCH_SERVE_FOR"); v != "" {
+		var err error
+		if life, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("AUTHSVC_BENCH_SERVE_FOR=%q: %v", v, err)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	var logTo io.Writer = os.Stderr
+	if os.Getenv("AUTHSVC_BENCH_ACCESS_LOG") == "off" {
+		logTo = nil
+	}
+	users := benchUserSource(t, t.TempDir(), slog.New(slog.DiscardHandler))
+	store := newMemoryStore()
+	now := time.Now()
+	fillStore(t, store, benchUsernames(n-1), n-1, now)
+	token := issueBenchToken(t, store, users, now)
+	deps := benchDeps(users, store, logTo)
+	srv := newHTTPServer(deps.log, newServer(deps))
+	runtime.GC()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	go sweepLoop(ctx, store, time.Minute) // as serve runs it with a 24h TTL
+
+	tmp := out + ".tmp"
+	if err := os.WriteFile(tmp, []byte(ln.Addr().String()+" "+token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(life):
+	case err := <-serveErr:
+		t.Fatal(err)
+	}
+	srv.Close()
+}
+
+// TestInfoAllocSites is make bench's allocation census of GET
+// /api/auth/info: with every allocation sampled, it serves
+// $AUTHSVC_BENCH_ALLOCS requests through the whole handler (as
+// BenchmarkInfoHandler/discard does) and prints one line per allocation site
+// on stdout: "ALLOC <per request> <product line> <allocating function>".
+// The product line is the innermost frame in this package's non-test files,
+// the allocating function the innermost frame outside the runtime.
+func TestInfoAllocSites(t *testing.T) {
+	v := os.Getenv("AUTHSVC_BENCH_ALLOCS")
+	if v == "" {
+		t.Skip("make bench's allocation census; set AUTHSVC_BENCH_ALLOCS=REQUESTS to run it")
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("AUTHSVC_BENCH_ALLOCS=%q: want a positive integer", v)
+	}
+	users := benchUserSource(t, t.TempDir(), slog.New(slog.DiscardHandler))
+	store := newMemoryStore()
+	now := time.Now()
+	fillStore(t, store, benchUsernames(999), 999, now)
+	token := issueBenchToken(t, store, users, now)
+	h := newServer(benchDeps(users, store, io.Discard))
+	req := httptest.NewRequest("GET", "/api/auth/info", nil)
+	req.Header.Set("Authorization", "Token "+token)
+	req.RemoteAddr = "192.0.2.1:40000"
+	w := &discardResponse{h: make(http.Header)}
+	serve := func(requests int) {
+		for range requests {
+			clear(w.h)
+			w.status = 0
+			h.ServeHTTP(w, req)
+			if w.status != http.StatusOK {
+				t.Fatalf("status %d", w.status)
+			}
+		}
+	}
+	serve(1000) // warm up: lazily built state is not per request
+
+	_, self, _, _ := runtime.Caller(0)
+	moduleDir := filepath.Dir(self) + string(filepath.Separator)
+	const loop = "authsvc.TestInfoAllocSites.func"
+
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	runtime.MemProfileRate = 1
+	snapshot := func() map[[2]string]int64 {
+		runtime.GC() // the profile is published at the end of a GC cycle
+		runtime.GC()
+		var recs []runtime.MemProfileRecord
+		for {
+			k, ok := runtime.MemProfile(nil, true)
+			recs = make([]runtime.MemProfileRecord, k+64)
+			if k, ok = runtime.MemProfile(recs, true); ok {
+				recs = recs[:k]
+				break
+			}
+		}
+		sites := make(map[[2]string]int64)
+		for _, rec := range recs {
+			var site, origin string
+			inLoop := false
+			frames := runtime.CallersFrames(rec.Stack())
+			for {
+				f, more := frames.Next()
+				switch {
+				case strings.HasPrefix(f.Function, "runtime."):
+				case site == "":
+					site = f.Function
+				}
+				if origin == "" && strings.HasPrefix(f.File, moduleDir) && !strings.HasSuffix(f.File, "_test.go") && !strings.Contains(f.File[len(moduleDir):], string(filepath.Separator)) {
+					origin = fmt.Sprintf("%s:%d", filepath.Base(f.File), f.Line)
+				}
+				if strings.HasPrefix(f.Function, loop) {
+					inLoop = true
+				}
+				if !more {
+					break
+				}
+			}
+			if inLoop && rec.AllocObjects > 0 {
+				if origin == "" {
+					origin = "(outside the product)"
+				}
+				sites[[2]string{origin, site}] += rec.AllocObjects
+			}
+		}
+		return sites
+	}
+	before := snapshot()
+	serve(n)
+	after := snapshot()
+	for k, c := range after {
+		if d := c - before[k]; d > 0 {
+			fmt.Printf("ALLOC\t%.3f\t%s\t%s\n", float64(d)/float64(n), k[0], k[1])
+		}
+	}
+}
