@@ -84,6 +84,13 @@ func (a *admission) acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
+// full reports whether acquire would now return errBusy at once: every
+// slot taken and the queue full. The login handler asks before it reads the
+// body, so a flood beyond capacity costs as little as possible.
+func (a *admission) full() bool {
+	return len(a.slots) == cap(a.slots) && a.waiting.Load() >= a.queue
+}
+
 // releaser returns a function that gives back one slot, once.
 func (a *admission) releaser() func() {
 	var once sync.Once
@@ -93,4 +100,42 @@ func (a *admission) releaser() func() {
 // stats returns how many checks hold a slot and how many callers wait for one.
 func (a *admission) stats() (running, waiting int) {
 	return len(a.slots), int(a.waiting.Load())
+}
+
+// A tarpit holds refused logins (429, and 503 at capacity) for a moment
+// before their reply. A flooding client waits for each reply before it sends
+// again, so its connections idle instead of cycling through instant refusals
+// that would take the CPU from token checks; a held request costs a parked
+// goroutine, no CPU. At most max are held at once; beyond that refusals are
+// immediate, so the tarpit's memory stays bounded.
+type tarpit struct {
+	delay time.Duration
+	held  chan struct{} // one element per held request
+}
+
+// newTarpit returns a tarpit, or nil (refusals immediate) when delay is 0.
+func newTarpit(delay time.Duration, max int) *tarpit {
+	if delay <= 0 || max <= 0 {
+		return nil
+	}
+	return &tarpit{delay: delay, held: make(chan struct{}, max)}
+}
+
+// hold waits for the delay, or less if ctx ends or too many are held.
+func (t *tarpit) hold(ctx context.Context) {
+	if t == nil {
+		return
+	}
+	select {
+	case t.held <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-t.held }()
+	timer := time.NewTimer(t.delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
 }

@@ -235,3 +235,64 @@ func TestNewAdmissionClamps(t *testing.T) {
 		t.Errorf("newAdmission(0, -1, 1s) has %d slots, queue %d; want 1, 0", c, q)
 	}
 }
+
+func TestAdmissionFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newAdmission(1, 1, time.Second)
+		if a.full() {
+			t.Fatalf("full() with a free slot = true; want false")
+		}
+		release := mustAcquire(t, a)
+		if a.full() {
+			t.Errorf("full() with the slot taken and the queue empty = true; want false")
+		}
+		releaseQueued := make(chan struct{})
+		close(releaseQueued)
+		done := acquireAsync(context.Background(), a, releaseQueued)
+		synctest.Wait()
+		if !a.full() {
+			t.Errorf("full() with the slot taken and the queue full = false; want true")
+		}
+		release()
+		if err := <-done; err != nil {
+			t.Errorf("queued acquire = %v; want a slot", err)
+		}
+	})
+}
+
+func TestTarpit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tp := newTarpit(250*time.Millisecond, 2)
+		start := time.Now()
+		tp.hold(context.Background())
+		if d := time.Since(start); d != 250*time.Millisecond {
+			t.Errorf("hold() took %v; want 250ms", d)
+		}
+
+		// Two held at once fill it: a third is refused at once.
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { tp.hold(context.Background()) })
+		}
+		synctest.Wait()
+		start = time.Now()
+		tp.hold(context.Background())
+		if d := time.Since(start); d != 0 {
+			t.Errorf("hold() with the tarpit full took %v; want 0", d)
+		}
+		wg.Wait()
+
+		ctx, cancel := context.WithCancel(context.Background())
+		start = time.Now()
+		go func() { time.Sleep(10 * time.Millisecond); cancel() }()
+		tp.hold(ctx)
+		if d := time.Since(start); d != 10*time.Millisecond {
+			t.Errorf("hold() with ctx cancelled after 10ms took %v; want 10ms", d)
+		}
+	})
+	if newTarpit(0, 10) != nil {
+		t.Errorf("newTarpit(0, 10) != nil; want nil (refusals immediate)")
+	}
+	var off *tarpit
+	off.hold(context.Background()) // a nil tarpit holds nothing
+}

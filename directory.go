@@ -91,17 +91,18 @@ func mostCommonCost(counts map[int]int) int {
 	return best
 }
 
-// authenticate returns the user if password is theirs. Unknown and disabled
+// authenticate returns the user if password is theirs, checked with compare
+// (bcrypt.CompareHashAndPassword or a hasherPool's). Unknown and disabled
 // users, and passwords bcrypt would truncate, cost one dummy compare so that
 // every failure takes the same time.
-func (d *directory) authenticate(username, password string) (*dirUser, bool) {
+func (d *directory) authenticate(username, password string, compare func(hash, password []byte) error) (*dirUser, bool) {
 	u := d.byName[username]
 	usable := u != nil && !u.disabled && len(password) <= bcryptMaxLen
 	hash := d.dummyHash
 	if usable {
 		hash = u.hash
 	}
-	if err := bcrypt.CompareHashAndPassword(hash, []byte(password)); err != nil || !usable {
+	if err := compare(hash, []byte(password)); err != nil || !usable {
 		return nil, false
 	}
 	return u, true

@@ -28,6 +28,8 @@ type tokenPolicy struct {
 type loginGuard struct {
 	throttle  *throttle
 	admission *admission
+	hasher    *hasherPool
+	tarpit    *tarpit        // nil: refusals are immediate
 	trusted   []netip.Prefix // proxies whose X-Forwarded-For is believed
 }
 
@@ -97,6 +99,14 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 			writeError(w, r, log, err)
 			return
 		}
+		if guard.admission.full() {
+			// Beyond capacity: refuse before decoding, the cheapest 503, with
+			// no audit line (no credentials were read; the access line has
+			// it). The body is read: net/http would close a connection that left it.
+			guard.tarpit.hold(r.Context())
+			writeError(w, r, log, errUnavailable)
+			return
+		}
 		req, err := decodeLogin(body)
 		if err != nil {
 			writeError(w, r, log, err)
@@ -106,16 +116,18 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 		client := clientKey(clientIP(r, guard.trusted))
 		if wait, ok := guard.throttle.check(req.Username, client, now()); !ok {
 			auditLogin(r.Context(), log, dir, req.Username, client, "throttled")
+			guard.tarpit.hold(r.Context())
 			writeError(w, r, log, throttled(int(wait/time.Second)))
 			return
 		}
 		release, err := guard.admission.acquire(r.Context())
 		if err != nil {
 			auditLogin(r.Context(), log, dir, req.Username, client, "unavailable")
+			guard.tarpit.hold(r.Context())
 			writeError(w, r, log, errUnavailable)
 			return
 		}
-		u, ok := dir.authenticate(req.Username, req.Password)
+		u, ok := dir.authenticate(req.Username, req.Password, guard.hasher.compare)
 		release()
 		if !ok {
 			guard.throttle.failure(req.Username, client, now())

@@ -585,7 +585,9 @@ func FuzzUsernameParam(f *testing.F) {
 // TestLoginThrottled: after five failures the pair is refused with 429 and
 // a growing Retry-After, the right password included, before any bcrypt work.
 func TestLoginThrottled(t *testing.T) {
-	adm := newAdmission(1, 0, time.Second)
+	// One slot, one queue place, a short wait: with the slot held, a request
+	// that reached admission would wait 50ms and get 503.
+	adm := newAdmission(1, 1, 50*time.Millisecond)
 	e := newTestEnvGuard(t, tokenPolicy{ttl: time.Hour}, loginGuard{
 		throttle:  newThrottle(throttleConfig{AddrRate: 1000, AddrBurst: 1000}),
 		admission: adm,
@@ -597,7 +599,7 @@ func TestLoginThrottled(t *testing.T) {
 			t.Fatalf("failed login %d = %d; want 401", i, w.Code)
 		}
 	}
-	// Hold the only bcrypt slot: a request that reached bcrypt would get 503.
+	// Hold the only bcrypt slot: a request that reached admission would get 503.
 	release, err := adm.acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -607,7 +609,7 @@ func TestLoginThrottled(t *testing.T) {
 		t.Errorf("login after 5 failures = %d %s Retry-After %q; want 429 throttled, Retry-After 1", w.Code, w.Body, w.Header().Get("Retry-After"))
 	}
 	// Another user from the same address is not throttled by alice's pair;
-	// with the slot held it reaches admission and gets 503 at once.
+	// with the slot held it reaches admission and gets 503 after the wait.
 	w = e.do("POST", "/api/auth/login/", `{"username":"bob","password":"bob-pw"}`, jsonCT)
 	if w.Code != 503 || errorCode(t, w) != "unavailable" || w.Header().Get("Retry-After") == "" {
 		t.Errorf("login with bcrypt capacity exhausted = %d %s; want 503 unavailable with Retry-After", w.Code, w.Body)
@@ -627,5 +629,32 @@ func TestLoginThrottled(t *testing.T) {
 	}
 	if w := e.do("POST", "/api/auth/login/", right, jsonCT); w.Code != 200 {
 		t.Errorf("right password after a success = %d; want 200 (success clears the pair)", w.Code)
+	}
+}
+
+// TestLoginAtCapacity: with every slot taken and the queue full, a login is
+// refused with 503 before its body is decoded — even a malformed one — and
+// the tarpit holds the refusal for its delay.
+func TestLoginAtCapacity(t *testing.T) {
+	adm := newAdmission(1, 0, time.Second)
+	e := newTestEnvGuard(t, tokenPolicy{ttl: time.Hour}, loginGuard{
+		throttle:  newThrottle(throttleConfig{AddrRate: 1000, AddrBurst: 1000}),
+		admission: adm,
+		tarpit:    newTarpit(100*time.Millisecond, 10),
+	})
+	release, err := adm.acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	for _, body := range []string{`{"username":"alice","password":"alice-pw"}`, `not json`} {
+		start := time.Now()
+		w := e.do("POST", "/api/auth/login/", body, jsonCT)
+		if w.Code != 503 || errorCode(t, w) != "unavailable" || w.Header().Get("Retry-After") != "1" {
+			t.Errorf("login(%s) at capacity = %d %s; want 503 unavailable, Retry-After 1", body, w.Code, w.Body)
+		}
+		if d := time.Since(start); d < 100*time.Millisecond {
+			t.Errorf("login(%s) at capacity answered after %v; want the tarpit's 100ms", body, d)
+		}
 	}
 }

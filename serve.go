@@ -30,6 +30,7 @@ const (
 	idleTimeout       = 120 * time.Second
 	maxHeaderBytes    = 32 << 10
 	shutdownGrace     = 10 * time.Second
+	maxHeldRefusals   = 4096 // refused logins held by the tarpit at once: about 40 MB of parked goroutines and connections
 )
 
 // serveConfig is the serve command's flags.
@@ -47,6 +48,7 @@ type serveConfig struct {
 	bcryptSlots    int
 	bcryptQueue    int
 	bcryptWait     time.Duration
+	refusalDelay   time.Duration
 	metricsAddr    string
 	corsOrigins    []string
 }
@@ -77,13 +79,14 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 	fs.IntVar(&c.bcryptSlots, "bcrypt-slots", slots, "password checks at once")
 	fs.IntVar(&c.bcryptQueue, "bcrypt-queue", 4*slots, "password checks waiting for a slot")
 	fs.DurationVar(&c.bcryptWait, "bcrypt-wait", 2*time.Second, "longest wait for a slot before 503")
+	fs.DurationVar(&c.refusalDelay, "refusal-delay", 250*time.Millisecond, "hold a refused login (429, 503) this long before replying; 0 = at once")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --addr")
 	var corsOrigins stringList
 	fs.Var(&corsOrigins, "cors-origin", "origin whose pages may call the API, e.g. https://app.example.com (repeatable)")
 	fromEnv := []string{
 		"addr", "users", "token-ttl", "store", "store-prefix", "max-tokens-per-user", "reload-interval", "log-format",
 		"login-failures", "login-window", "login-backoff", "login-max-backoff", "user-failures", "login-rate", "login-burst",
-		"throttle-entries", "trusted-proxy", "bcrypt-slots", "bcrypt-queue", "bcrypt-wait", "metrics-addr", "cors-origin",
+		"throttle-entries", "trusted-proxy", "bcrypt-slots", "bcrypt-queue", "bcrypt-wait", "refusal-delay", "metrics-addr", "cors-origin",
 	}
 	if err := parseFlags(fs, args, getenv, fromEnv, stdout); err != nil {
 		return c, err
@@ -100,6 +103,8 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: --login-failures, --user-failures, --login-burst and --throttle-entries must be at least 1")
 	case t.Window <= 0 || t.BaseBackoff <= 0 || t.MaxBackoff <= 0 || t.AddrRate <= 0:
 		return c, usagef("serve: --login-window, --login-backoff, --login-max-backoff and --login-rate must be positive")
+	case c.refusalDelay < 0:
+		return c, usagef("serve: --refusal-delay must not be negative")
 	case c.bcryptSlots < 1 || c.bcryptQueue < 0 || c.bcryptWait <= 0:
 		return c, usagef("serve: --bcrypt-slots must be at least 1, --bcrypt-queue not negative, --bcrypt-wait positive")
 	case fs.NArg() > 0:
@@ -161,6 +166,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	adm := newAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
+	hasher := newHasherPool(cfg.bcryptSlots)
+	defer hasher.Close()
+	// The hasher's threads hold a P each while they hash; add as many Ps,
+	// so that token checks keep theirs (see hasherPool).
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + cfg.bcryptSlots)
+	defer runtime.GOMAXPROCS(procs)
 	m := newMetrics(metricsSources{users: users, store: store, admission: adm})
 	m.reloaded(nil, start)
 	users.onReload = func(err error) { m.reloaded(err, time.Now()) }
@@ -172,6 +184,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		guard: loginGuard{
 			throttle:  newThrottle(cfg.throttle),
 			admission: adm,
+			hasher:    hasher,
+			tarpit:    newTarpit(cfg.refusalDelay, maxHeldRefusals),
 			trusted:   cfg.trustedProxies,
 		},
 		now:           time.Now,

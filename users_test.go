@@ -289,7 +289,7 @@ func TestDirectoryAuthenticate(t *testing.T) {
 		{"dave", p72 + "x", false},
 		{"dave", p72 + strings.Repeat("y", 1000), false},
 	} {
-		u, ok := d.authenticate(tt.username, tt.password)
+		u, ok := d.authenticate(tt.username, tt.password, bcrypt.CompareHashAndPassword)
 		if ok != tt.ok || (u != nil) != tt.ok {
 			t.Errorf("authenticate(%q, %q) = %v, %v; want ok %v", tt.username, tt.password, u, ok, tt.ok)
 			continue
@@ -298,7 +298,7 @@ func TestDirectoryAuthenticate(t *testing.T) {
 			t.Errorf("authenticate(%q, %q).info.Username = %q; want %q", tt.username, tt.password, u.info.Username, tt.username)
 		}
 	}
-	u, _ := d.authenticate("alice", "right")
+	u, _ := d.authenticate("alice", "right", bcrypt.CompareHashAndPassword)
 	wantInfo := `{"username":"alice","name":"Alice","email":"","groups":["dev"],"admin":true}` + "\n"
 	if u == nil || string(u.infoJSON) != wantInfo || !u.admin {
 		t.Errorf("authenticate(alice).infoJSON = %q; want %q", u.infoJSON, wantInfo)
