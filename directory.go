@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,12 +31,13 @@ type directory struct {
 
 // dirUser is a user as the handlers need it.
 type dirUser struct {
-	hash     []byte
-	stamp    uint64
-	admin    bool
-	disabled bool
-	info     userInfo
-	infoJSON []byte // the info reply, encoded once per reload
+	hash       []byte
+	stamp      uint64
+	admin      bool
+	disabled   bool
+	info       userInfo
+	infoJSON   []byte   // the info reply, encoded once per reload
+	infoLength []string // its Content-Length header value
 }
 
 // newDirectory builds a directory from validated users, reusing prev's dummy
@@ -56,12 +58,13 @@ func newDirectory(users []User, prev *directory) (*directory, error) {
 			return nil, err
 		}
 		d.byName[u.Username] = &dirUser{
-			hash:     []byte(u.PasswordHash),
-			stamp:    passwordStamp(u.PasswordHash),
-			admin:    u.Admin,
-			disabled: u.Disabled,
-			info:     info,
-			infoJSON: append(infoJSON, '\n'),
+			hash:       []byte(u.PasswordHash),
+			stamp:      passwordStamp(u.PasswordHash),
+			admin:      u.Admin,
+			disabled:   u.Disabled,
+			info:       info,
+			infoJSON:   append(infoJSON, '\n'),
+			infoLength: []string{strconv.Itoa(len(infoJSON) + 1)},
 		}
 	}
 	d.dummyCost = mostCommonCost(costs)

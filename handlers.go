@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -115,14 +114,14 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 		dir := users.dir()
 		client := clientKey(clientIP(r, guard.trusted))
 		if wait, ok := guard.throttle.check(req.Username, client, now()); !ok {
-			auditLogin(r.Context(), log, dir, req.Username, client, "throttled")
+			auditLogin(w, r, log, dir, req.Username, client, "throttled")
 			guard.tarpit.hold(r.Context())
 			writeError(w, r, log, throttled(int(wait/time.Second)))
 			return
 		}
 		release, err := guard.admission.acquire(r.Context())
 		if err != nil {
-			auditLogin(r.Context(), log, dir, req.Username, client, "unavailable")
+			auditLogin(w, r, log, dir, req.Username, client, "unavailable")
 			guard.tarpit.hold(r.Context())
 			writeError(w, r, log, errUnavailable)
 			return
@@ -131,7 +130,7 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 		release()
 		if !ok {
 			guard.throttle.failure(req.Username, client, now())
-			auditLogin(r.Context(), log, dir, req.Username, client, "invalid_credentials")
+			auditLogin(w, r, log, dir, req.Username, client, "invalid_credentials")
 			writeError(w, r, log, errInvalidCredentials)
 			return
 		}
@@ -145,11 +144,11 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 			reply.ExpiresAt = &expires
 		}
 		if err := store.Issue(r.Context(), digest, sess, policy.maxPerUser, now()); err != nil {
-			auditLogin(r.Context(), log, dir, req.Username, client, "unavailable")
+			auditLogin(w, r, log, dir, req.Username, client, "unavailable")
 			writeError(w, r, log, err)
 			return
 		}
-		auditLogin(r.Context(), log, dir, req.Username, client, "success")
+		auditLogin(w, r, log, dir, req.Username, client, "success")
 		w.Header().Set("Cache-Control", "no-store")
 		encode(w, http.StatusOK, reply)
 	})
@@ -157,11 +156,12 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 
 // auditLogin logs a login attempt. A username that names no user is not
 // logged: people type passwords into username fields.
-func auditLogin(ctx context.Context, log *slog.Logger, dir *directory, username, client, outcome string) {
+func auditLogin(w http.ResponseWriter, r *http.Request, log *slog.Logger, dir *directory, username, client, outcome string) {
 	if _, known := dir.byName[username]; !known {
 		username = "(unknown)"
 	}
-	log.LogAttrs(ctx, slog.LevelInfo, "login", slog.String("outcome", outcome), slog.String("username", username), slog.String("client", client))
+	log.LogAttrs(r.Context(), slog.LevelInfo, "login", slog.String("outcome", outcome), slog.String("username", username),
+		slog.String("client", client), slog.String("request_id", requestID(w)))
 }
 
 // A principal is who a request's token speaks for.
@@ -198,6 +198,9 @@ func authenticated(r *http.Request, users *userSource, store Store, now time.Tim
 
 // handleInfo answers with the token's user, or, for admins, any user.
 func handleInfo(log *slog.Logger, users *userSource, store Store, now func() time.Time) http.Handler {
+	// Header values shared by every reply (net/http never writes into them):
+	// the hot path allocates no header.
+	noStore, varyAuth, contentType := []string{"no-store"}, []string{"Authorization"}, []string{"application/json"}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := authenticated(r, users, store, now())
 		if err != nil {
@@ -222,9 +225,16 @@ func handleInfo(log *slog.Logger, users *userSource, store Store, now func() tim
 			}
 		}
 		h := w.Header()
-		h.Set("Cache-Control", "no-store")
-		h.Add("Vary", "Authorization")
-		writeJSON(w, http.StatusOK, target.infoJSON)
+		h["Cache-Control"] = noStore
+		if _, ok := h["Vary"]; ok {
+			h.Add("Vary", "Authorization") // after CORS's Origin
+		} else {
+			h["Vary"] = varyAuth
+		}
+		h["Content-Type"] = contentType
+		h["Content-Length"] = target.infoLength
+		w.WriteHeader(http.StatusOK)
+		w.Write(target.infoJSON)
 	})
 }
 

@@ -22,7 +22,23 @@ type metrics struct {
 	tokensRevoked  prometheus.Counter
 	reloads        *prometheus.CounterVec // by result
 	lastGoodReload prometheus.Gauge
+
+	// routes holds each known route's series, resolved once: label hashing
+	// per request would cost the hot path.
+	routes map[string]*routeMetrics
 }
+
+// routeMetrics are one route's series.
+type routeMetrics struct {
+	duration prometheus.Observer
+	outcomes []string                      // the route's outcome set; nil when it has none
+	counts   map[string]prometheus.Counter // by outcome
+}
+
+// metricRoutes are the route labels: routeLabel of every pattern addRoutes
+// registers, and "other".
+var metricRoutes = []string{"/api/auth/login", "/api/auth/info", "/api/auth/logout", "/api/auth/logoutall",
+	"/api/openapi.json", "/healthz", "/readyz", "/metrics", "other"}
 
 // Outcomes of login and info: API.md's error codes, folded into a fixed set.
 var (
@@ -81,11 +97,16 @@ func newMetrics(src metricsSources) *metrics {
 			Name: "authsvc_users_last_reload_success_timestamp_seconds", Help: "When the users file was last loaded successfully.",
 		}),
 	}
-	for _, o := range loginOutcomes {
-		m.logins.WithLabelValues(o)
-	}
-	for _, o := range infoOutcomes {
-		m.infos.WithLabelValues(o)
+	m.routes = make(map[string]*routeMetrics, len(metricRoutes))
+	for _, route := range metricRoutes {
+		rm := &routeMetrics{duration: m.requests.WithLabelValues(route)}
+		switch route {
+		case "/api/auth/login":
+			rm.outcomes, rm.counts = loginOutcomes, outcomeCounters(m.logins, loginOutcomes)
+		case "/api/auth/info":
+			rm.outcomes, rm.counts = infoOutcomes, outcomeCounters(m.infos, infoOutcomes)
+		}
+		m.routes[route] = rm
 	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
@@ -116,17 +137,27 @@ func newMetrics(src metricsSources) *metrics {
 	return m
 }
 
+// outcomeCounters resolves the counter of every outcome.
+func outcomeCounters(vec *prometheus.CounterVec, outcomes []string) map[string]prometheus.Counter {
+	counts := make(map[string]prometheus.Counter, len(outcomes))
+	for _, o := range outcomes {
+		counts[o] = vec.WithLabelValues(o)
+	}
+	return counts
+}
+
 // observe records one served request on route.
 func (m *metrics) observe(route string, status int, code string, d time.Duration) {
-	m.requests.WithLabelValues(route).Observe(d.Seconds())
-	switch route {
-	case "/api/auth/login":
-		m.logins.WithLabelValues(outcomeOf(status, code, loginOutcomes)).Inc()
-		if status == http.StatusOK {
-			m.tokensIssued.Inc()
-		}
-	case "/api/auth/info":
-		m.infos.WithLabelValues(outcomeOf(status, code, infoOutcomes)).Inc()
+	rm, ok := m.routes[route]
+	if !ok {
+		rm = m.routes["other"]
+	}
+	rm.duration.Observe(d.Seconds())
+	if rm.outcomes != nil {
+		rm.counts[outcomeOf(status, code, rm.outcomes)].Inc()
+	}
+	if route == "/api/auth/login" && status == http.StatusOK {
+		m.tokensIssued.Inc()
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 func TestRequestID(t *testing.T) {
 	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
 	var logBuf bytes.Buffer
-	log := slog.New(requestLogHandler{slog.NewTextHandler(&logBuf, nil)})
+	log := slog.New(slog.NewTextHandler(&logBuf, nil))
 	e.handler = newServer(serverDeps{
 		log: log, users: e.users, store: e.store, policy: tokenPolicy{ttl: time.Hour},
 		guard: loginGuard{throttle: newThrottle(throttleConfig{}), admission: newAdmission(1, 1, time.Second)},

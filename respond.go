@@ -56,10 +56,10 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	switch {
 	case errors.As(err, &e):
 	case errors.Is(err, errStoreUnavailable):
-		log.WarnContext(r.Context(), "token store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.WarnContext(r.Context(), "token store unavailable", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
 		e = errUnavailable
 	default:
-		log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
 		e = errInternal
 	}
 	if rec, ok := w.(interface{ setErrorCode(string) }); ok {
@@ -86,11 +86,10 @@ func encode(w http.ResponseWriter, status int, v any) {
 	writeJSON(w, status, append(data, '\n'))
 }
 
-// writeJSON writes an already encoded JSON reply.
+// writeJSON writes an already encoded JSON reply; net/http adds its
+// Content-Length.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.Header()["Content-Type"] = []string{"application/json"}
 	w.WriteHeader(status)
 	w.Write(body)
 }

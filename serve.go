@@ -121,13 +121,12 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 	return c, nil
 }
 
-// newLogger returns the service's logger; lines logged with a request's
-// context name its request id.
+// newLogger returns the service's logger.
 func newLogger(format string, w io.Writer) *slog.Logger {
 	if format == "json" {
-		return slog.New(requestLogHandler{slog.NewJSONHandler(w, nil)})
+		return slog.New(slog.NewJSONHandler(w, nil))
 	}
-	return slog.New(requestLogHandler{slog.NewTextHandler(w, nil)})
+	return slog.New(slog.NewTextHandler(w, nil))
 }
 
 // openStore returns the token store that spec names.
