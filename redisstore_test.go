@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -313,4 +314,52 @@ func TestRedisStoreUnavailable(t *testing.T) {
 	if elapsed := time.Since(start); elapsed >= 5*time.Second {
 		t.Errorf("service resumed %v after Redis came back; want < 5s", elapsed)
 	}
+}
+
+// TestRedisStoreHung: a Redis that accepts connections and never answers
+// (a frozen server) fails every call closed within API.md's 5 s, including
+// 32 look-ups at once queued behind each other's pipelines.
+func TestRedisStoreHung(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held sync.WaitGroup
+	defer held.Wait()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held.Add(1)
+			go func() { defer held.Done(); io.Copy(io.Discard, conn); conn.Close() }()
+		}
+	}()
+	s, err := newRedisStore("redis://"+ln.Addr().String()+"/0", "hung:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() {
+			start := time.Now()
+			_, err := s.Lookup(context.Background(), tokenDigest{byte(i)}, now)
+			if d := time.Since(start); !errors.Is(err, errStoreUnavailable) || d >= 5*time.Second {
+				t.Errorf("Lookup on a hung Redis = %v after %v; want errStoreUnavailable within 5s", err, d)
+			}
+		})
+	}
+	wg.Go(func() {
+		start := time.Now()
+		err := s.Issue(context.Background(), tokenDigest{1}, Session{Username: "alice"}, 10, now)
+		if d := time.Since(start); !errors.Is(err, errStoreUnavailable) || d >= 5*time.Second {
+			t.Errorf("Issue on a hung Redis = %v after %v; want errStoreUnavailable within 5s", err, d)
+		}
+	})
+	wg.Wait()
+	ln.Close()
 }
