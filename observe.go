@@ -112,11 +112,12 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}
-		d := time.Since(start)
+		end := time.Now()
+		d := end.Sub(start)
 		m.observe(routeLabel(r.Pattern), rec.status, rec.code, d) // the mux set r.Pattern
 		if h := log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
 			// A record without a caller's pc: runtime.Callers costs more than the rest.
-			line := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+			line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
 			line.AddAttrs(
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),

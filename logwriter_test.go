@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestLogWriter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out syncBuffer
+		l := newLogWriter(&out, 100*time.Millisecond)
+		fmt.Fprintln(l, "first")
+		if got := out.String(); got != "" {
+			t.Errorf("output before the flush interval = %q; want nothing yet", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if got := out.String(); got != "first\n" {
+			t.Errorf("output after the flush interval = %q; want %q", got, "first\n")
+		}
+		fmt.Fprintln(l, "last")
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := out.String(); got != "first\nlast\n" {
+			t.Errorf("output after Close = %q; want both lines", got)
+		}
+	})
+}
+
+// TestLogWriterConcurrentLines: lines written at once come out whole, none lost.
+func TestLogWriterConcurrentLines(t *testing.T) {
+	var out syncBuffer
+	l := newLogWriter(&out, time.Millisecond)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				fmt.Fprintf(l, "goroutine=%d line=%d %s\n", g, i, strings.Repeat("x", i%100))
+			}
+		})
+	}
+	wg.Wait()
+	l.Close()
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 8*2000 {
+		t.Fatalf("got %d lines; want %d", len(lines), 8*2000)
+	}
+	for _, line := range lines {
+		var g, i int
+		var pad string
+		if n, _ := fmt.Sscanf(line, "goroutine=%d line=%d %s", &g, &i, &pad); n < 2 || (i%100 != 0 && len(pad) != i%100) {
+			t.Fatalf("line %q is not whole", line)
+		}
+	}
+}
