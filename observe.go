@@ -92,6 +92,7 @@ func requestID(w http.ResponseWriter) string {
 // access line — method, path (never the query or a header, so never a
 // token), status, duration, client, request id — and records the route's
 // metrics. Handlers find the id with requestID(w).
+// A nil log writes no access lines.
 func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 	ids := newRequestIDs()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -115,6 +116,9 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 		end := time.Now()
 		d := end.Sub(start)
 		m.observe(routeLabel(r.Pattern), rec.status, rec.code, d) // the mux set r.Pattern
+		if log == nil {
+			return
+		}
 		if h := log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
 			// A record without a caller's pc: runtime.Callers costs more than the rest.
 			line := slog.NewRecord(end, slog.LevelInfo, "request", 0)

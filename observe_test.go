@@ -208,3 +208,19 @@ func writeTestUsers(t *testing.T) string {
 	}
 	return path
 }
+
+// TestNoAccessLog: --access-log=false drops the per-request line and keeps the audit line.
+func TestNoAccessLog(t *testing.T) {
+	path := writeTestUsers(t)
+	base, log, stop := startServer(t, nil, "--users", path, "--access-log=false")
+	loginToken(t, base, "alice", "alice-pw")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), `msg=login outcome=success username=alice`) {
+		t.Errorf("log lacks the audit line:\n%s", log)
+	}
+	if strings.Contains(log.String(), "msg=request ") {
+		t.Errorf("log has an access line with --access-log=false:\n%s", log)
+	}
+}

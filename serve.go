@@ -52,6 +52,7 @@ type serveConfig struct {
 	refusalDelay   time.Duration
 	metricsAddr    string
 	corsOrigins    []string
+	accessLog      bool
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer) (serveConfig, error) {
@@ -81,13 +82,14 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 	fs.IntVar(&c.bcryptQueue, "bcrypt-queue", 4*slots, "password checks waiting for a slot")
 	fs.DurationVar(&c.bcryptWait, "bcrypt-wait", 2*time.Second, "longest wait for a slot before 503")
 	fs.DurationVar(&c.refusalDelay, "refusal-delay", 250*time.Millisecond, "hold a refused login (429, 503) this long before replying; 0 = at once")
+	fs.BoolVar(&c.accessLog, "access-log", true, "log one line per request (audit and error lines are always logged)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --addr")
 	var corsOrigins stringList
 	fs.Var(&corsOrigins, "cors-origin", "origin whose pages may call the API, e.g. https://app.example.com (repeatable)")
 	fromEnv := []string{
 		"addr", "users", "token-ttl", "store", "store-prefix", "max-tokens-per-user", "reload-interval", "log-format",
 		"login-failures", "login-window", "login-backoff", "login-max-backoff", "user-failures", "login-rate", "login-burst",
-		"throttle-entries", "trusted-proxy", "bcrypt-slots", "bcrypt-queue", "bcrypt-wait", "refusal-delay", "metrics-addr", "cors-origin",
+		"throttle-entries", "trusted-proxy", "bcrypt-slots", "bcrypt-queue", "bcrypt-wait", "refusal-delay", "access-log", "metrics-addr", "cors-origin",
 	}
 	if err := parseFlags(fs, args, getenv, fromEnv, stdout); err != nil {
 		return c, err
@@ -195,6 +197,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		metrics:       m,
 		metricsOnMain: cfg.metricsAddr == "",
 		corsOrigins:   cfg.corsOrigins,
+		noAccessLog:   !cfg.accessLog,
 	}))
 	servers := []*http.Server{srv}
 	listeners := []net.Listener{ln}

@@ -20,13 +20,18 @@ type serverDeps struct {
 	metrics       *metrics
 	metricsOnMain bool     // serve /metrics here, not on --metrics-addr
 	corsOrigins   []string // origins whose pages may call the API
+	noAccessLog   bool     // log no line per request (audit and error lines stay)
 }
 
 // newServer returns the service's whole HTTP handler.
 func newServer(d serverDeps) http.Handler {
 	mux := http.NewServeMux()
 	addRoutes(mux, d)
-	return observe(d.log, d.metrics, cors(d.corsOrigins, mux))
+	accessLog := d.log
+	if d.noAccessLog {
+		accessLog = nil
+	}
+	return observe(accessLog, d.metrics, cors(d.corsOrigins, mux))
 }
 
 // addRoutes lists every route and returns them as "METHOD /canonical/path"
