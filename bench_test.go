@@ -100,11 +100,20 @@ func countLabel(n int) string {
 // benchDeps is serverDeps as serve builds them (metrics included), with the
 // bench's throttle raised (all load comes from one address). logTo is where
 // the log goes; nil drops every log line before it is formatted, to measure
-// what the access log costs.
-func benchDeps(users *userSource, store Store, logTo io.Writer) serverDeps {
+// what the access log costs. A real destination (stderr) is written through
+// newLogWriter, batched and flushed every logFlushInterval as serve writes
+// its log, and closed (flushed) when tb ends; io.Discard is used as is, so
+// that the micro-benchmarks and the allocation census measure the handler.
+func benchDeps(tb testing.TB, users *userSource, store Store, logTo io.Writer) serverDeps {
 	log := slog.New(slog.DiscardHandler)
-	if logTo != nil {
+	switch logTo {
+	case nil:
+	case io.Discard:
 		log = newLogger("text", logTo)
+	default:
+		w := newLogWriter(logTo, logFlushInterval)
+		tb.Cleanup(func() { w.Close() })
+		log = newLogger("text", w)
 	}
 	procs := runtime.GOMAXPROCS(0)
 	adm := newAdmission(procs, 4*procs, 2*time.Second)
@@ -195,8 +204,8 @@ func BenchmarkInfoHandler(b *testing.B) {
 	req.Header.Set("Authorization", "Token "+token)
 	req.RemoteAddr = "192.0.2.1:40000"
 
-	logged := newServer(benchDeps(users, store, io.Discard))
-	unlogged := newServer(benchDeps(users, store, nil))
+	logged := newServer(benchDeps(b, users, store, io.Discard))
+	unlogged := newServer(benchDeps(b, users, store, nil))
 
 	b.Run("httptest", func(b *testing.B) {
 		b.ReportAllocs()
@@ -263,7 +272,8 @@ func BenchmarkHeapPerToken(b *testing.B) {
 // the file $AUTHSVC_BENCH_SERVE once it serves, and runs until SIGTERM or
 // SIGINT, or for at most $AUTHSVC_BENCH_SERVE_FOR (default 9m).
 // $AUTHSVC_BENCH_ACCESS_LOG=off drops every log line before it is formatted,
-// to measure what the access log costs. The log goes to stderr, as authsvc's does.
+// to measure what the access log costs. The log goes to stderr through
+// newLogWriter, as authsvc's does.
 func TestBenchServe(t *testing.T) {
 	out := os.Getenv("AUTHSVC_BENCH_SERVE")
 	if out == "" {
@@ -295,7 +305,7 @@ func TestBenchServe(t *testing.T) {
 	now := time.Now()
 	fillStore(t, store, benchUsernames(n-1), n-1, now)
 	token := issueBenchToken(t, store, users, now)
-	deps := benchDeps(users, store, logTo)
+	deps := benchDeps(t, users, store, logTo)
 	srv := newHTTPServer(deps.log, newServer(deps))
 	runtime.GC()
 
@@ -344,7 +354,7 @@ func TestInfoAllocSites(t *testing.T) {
 	now := time.Now()
 	fillStore(t, store, benchUsernames(999), 999, now)
 	token := issueBenchToken(t, store, users, now)
-	h := newServer(benchDeps(users, store, io.Discard))
+	h := newServer(benchDeps(t, users, store, io.Discard))
 	req := httptest.NewRequest("GET", "/api/auth/info", nil)
 	req.Header.Set("Authorization", "Token "+token)
 	req.RemoteAddr = "192.0.2.1:40000"

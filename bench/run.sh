@@ -141,16 +141,18 @@ fi
 # --- authsvc and the baseline --------------------------------------------------------
 # The login throttle is raised: all the load comes from 127.0.0.1.
 AUTHSVC_FLAGS=(--login-rate 100000 --login-burst 100000 --login-failures 100000000 --user-failures 100000000)
-start_authsvc() { # name store
-	local port pid
+start_authsvc() { # name store [more serve flags]
+	local name=$1 store=$2 port pid
+	shift 2
 	port=$(free_port)
-	"$OUT/authsvc" serve --addr "127.0.0.1:$port" --users "$USERS" --store "$2" "${AUTHSVC_FLAGS[@]}" >/dev/null 2>&1 &
+	"$OUT/authsvc" serve --addr "127.0.0.1:$port" --users "$USERS" --store "$store" "${AUTHSVC_FLAGS[@]}" "$@" >/dev/null 2>&1 &
 	pid=$!
 	pids+=("$pid")
 	wait_http "http://127.0.0.1:$port/healthz" "$pid"
-	echo "$1 http://127.0.0.1:$port $(login "http://127.0.0.1:$port")" >>"$SERVERS"
+	echo "$name http://127.0.0.1:$port $(login "http://127.0.0.1:$port")" >>"$SERVERS"
 }
 start_authsvc authsvc memory
+start_authsvc authsvc-noaccess memory --access-log=false
 if [ -n "$redis_url" ]; then start_authsvc authsvc-redis "$redis_url"; fi
 
 bport=$(free_port)
