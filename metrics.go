@@ -113,8 +113,6 @@ func newMetrics(src metricsSources) *metrics {
 	b := readBuild()
 	reg.MustRegister(
 		m.requests, m.logins, m.infos, m.tokensIssued, m.tokensRevoked, m.reloads, m.lastGoodReload,
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_build_info", Help: "Build information; always 1.",
 			ConstLabels: prometheus.Labels{"version": b.version, "revision": b.revision, "goversion": b.goVersion},
@@ -128,6 +126,11 @@ func newMetrics(src metricsSources) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_bcrypt_waiting", Help: "Password checks waiting for a slot.",
 		}, func() float64 { _, waiting := src.admission.stats(); return float64(waiting) }),
+	)
+	// API.md: every metric name starts with authsvc_, the runtime's too.
+	prometheus.WrapRegistererWithPrefix("authsvc_", reg).MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	if ms, ok := src.store.(*memoryStore); ok {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

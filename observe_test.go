@@ -96,6 +96,16 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	for _, line := range strings.Split(body, "\n") {
+		name := strings.TrimPrefix(strings.TrimPrefix(line, "# HELP "), "# TYPE ")
+		if line != "" && !strings.HasPrefix(name, "authsvc_") {
+			t.Errorf("/metrics line %q: API.md wants every metric name to start with authsvc_", line)
+			break
+		}
+	}
+	if !strings.Contains(body, "authsvc_go_goroutines ") {
+		t.Errorf("/metrics lacks the Go runtime's metrics (authsvc_go_goroutines)")
+	}
 	for _, secret := range []string{tok, "alice", "192.0.2.1"} {
 		if strings.Contains(body, secret) {
 			t.Errorf("/metrics contains %q: labels must come from fixed sets", secret)
