@@ -26,6 +26,25 @@ const usage = `usage:
     --reload-interval DURATION  how often to check the users file for changes
                                 (default 1s; env AUTHSVC_RELOAD_INTERVAL)
     --log-format text|json      log format (default text; env AUTHSVC_LOG_FORMAT)
+    --access-log BOOL           one log line per request (default true; env AUTHSVC_ACCESS_LOG)
+    --metrics-addr ADDR         serve /metrics there instead of on --addr (env AUTHSVC_METRICS_ADDR)
+    --cors-origin ORIGIN        let pages from ORIGIN call the API; repeatable (env AUTHSVC_CORS_ORIGIN)
+    --trusted-proxy CIDR        believe X-Forwarded-For from these proxies; repeatable
+                                (env AUTHSVC_TRUSTED_PROXY)
+  login throttling (env AUTHSVC_<FLAG>, e.g. AUTHSVC_LOGIN_FAILURES):
+    --login-failures N          failures per (username, client) before backoff (default 5)
+    --login-backoff DURATION    first backoff, doubled per further failure (default 1s)
+    --login-max-backoff DURATION  backoff cap (default 5m)
+    --login-window DURATION     a failure streak is forgotten after this long (default 15m)
+    --user-failures N           failures per username over all clients before it is refused (default 100)
+    --login-rate R              login attempts per second per client address (default 1)
+    --login-burst N             ... at once (default 10)
+    --throttle-entries N        cap on each throttle table (default 100000)
+  password checking (env AUTHSVC_<FLAG>):
+    --bcrypt-slots N            checks at once (default GOMAXPROCS)
+    --bcrypt-queue N            checks waiting for a slot (default 4 x slots)
+    --bcrypt-wait DURATION      longest wait for a slot before 503 (default 2s)
+    --refusal-delay DURATION    hold a refused login this long before replying (default 250ms)
   authsvc user add    [--users F] [--admin] [--name N] [--email E] [--group G]... [--cost C] USERNAME
   authsvc user passwd [--users F] [--cost C] USERNAME
   authsvc user del    [--users F] USERNAME

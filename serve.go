@@ -57,43 +57,14 @@ type serveConfig struct {
 
 func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer) (serveConfig, error) {
 	var c serveConfig
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address")
-	fs.StringVar(&c.usersPath, "users", "users.json", "users file")
-	fs.DurationVar(&c.tokenTTL, "token-ttl", 24*time.Hour, "token lifetime, 0 = never")
-	fs.StringVar(&c.store, "store", "memory", "token store")
-	fs.StringVar(&c.storePrefix, "store-prefix", "authsvc:", "key prefix in Redis")
-	fs.IntVar(&c.maxPerUser, "max-tokens-per-user", 100, "live tokens per user, 0 = no limit")
-	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "users file check interval")
-	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
-	t := &c.throttle
-	fs.IntVar(&t.PairFailures, "login-failures", 5, "failed logins per (username, client) before backoff")
-	fs.DurationVar(&t.Window, "login-window", 15*time.Minute, "a failure streak is forgotten after this long without a failure")
-	fs.DurationVar(&t.BaseBackoff, "login-backoff", time.Second, "first backoff, doubled per further failure")
-	fs.DurationVar(&t.MaxBackoff, "login-max-backoff", 5*time.Minute, "backoff cap")
-	fs.IntVar(&t.UserFailures, "user-failures", 100, "failed logins per username over all clients before it is refused everywhere")
-	fs.Float64Var(&t.AddrRate, "login-rate", 1, "login attempts per second per client address")
-	fs.IntVar(&t.AddrBurst, "login-burst", 10, "login attempts a client address may make at once")
-	fs.IntVar(&t.MaxEntries, "throttle-entries", 100000, "keys per throttle table")
-	var trusted stringList
-	fs.Var(&trusted, "trusted-proxy", "CIDR of a proxy whose X-Forwarded-For is believed (repeatable)")
-	slots := runtime.GOMAXPROCS(0)
-	fs.IntVar(&c.bcryptSlots, "bcrypt-slots", slots, "password checks at once")
-	fs.IntVar(&c.bcryptQueue, "bcrypt-queue", 4*slots, "password checks waiting for a slot")
-	fs.DurationVar(&c.bcryptWait, "bcrypt-wait", 2*time.Second, "longest wait for a slot before 503")
-	fs.DurationVar(&c.refusalDelay, "refusal-delay", 250*time.Millisecond, "hold a refused login (429, 503) this long before replying; 0 = at once")
-	fs.BoolVar(&c.accessLog, "access-log", true, "log one line per request (audit and error lines are always logged)")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --addr")
-	var corsOrigins stringList
-	fs.Var(&corsOrigins, "cors-origin", "origin whose pages may call the API, e.g. https://app.example.com (repeatable)")
-	fromEnv := []string{
-		"addr", "users", "token-ttl", "store", "store-prefix", "max-tokens-per-user", "reload-interval", "log-format",
-		"login-failures", "login-window", "login-backoff", "login-max-backoff", "user-failures", "login-rate", "login-burst",
-		"throttle-entries", "trusted-proxy", "bcrypt-slots", "bcrypt-queue", "bcrypt-wait", "refusal-delay", "access-log", "metrics-addr", "cors-origin",
-	}
+	var trusted, corsOrigins stringList
+	fs := serveFlagSet(&c, &trusted, &corsOrigins)
+	var fromEnv []string // every serve flag has its AUTHSVC_* variable
+	fs.VisitAll(func(f *flag.Flag) { fromEnv = append(fromEnv, f.Name) })
 	if err := parseFlags(fs, args, getenv, fromEnv, stdout); err != nil {
 		return c, err
 	}
+	t := &c.throttle
 	var err error
 	if c.trustedProxies, err = parsePrefixes(trusted); err != nil {
 		return c, &usageError{msg: "serve: " + err.Error()}
@@ -122,6 +93,38 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: --log-format must be text or json")
 	}
 	return c, nil
+}
+
+// serveFlagSet defines every serve flag on c and the two repeatable lists.
+func serveFlagSet(c *serveConfig, trusted, corsOrigins *stringList) *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address")
+	fs.StringVar(&c.usersPath, "users", "users.json", "users file")
+	fs.DurationVar(&c.tokenTTL, "token-ttl", 24*time.Hour, "token lifetime, 0 = never")
+	fs.StringVar(&c.store, "store", "memory", "token store")
+	fs.StringVar(&c.storePrefix, "store-prefix", "authsvc:", "key prefix in Redis")
+	fs.IntVar(&c.maxPerUser, "max-tokens-per-user", 100, "live tokens per user, 0 = no limit")
+	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "users file check interval")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	t := &c.throttle
+	fs.IntVar(&t.PairFailures, "login-failures", 5, "failed logins per (username, client) before backoff")
+	fs.DurationVar(&t.Window, "login-window", 15*time.Minute, "a failure streak is forgotten after this long without a failure")
+	fs.DurationVar(&t.BaseBackoff, "login-backoff", time.Second, "first backoff, doubled per further failure")
+	fs.DurationVar(&t.MaxBackoff, "login-max-backoff", 5*time.Minute, "backoff cap")
+	fs.IntVar(&t.UserFailures, "user-failures", 100, "failed logins per username over all clients before it is refused everywhere")
+	fs.Float64Var(&t.AddrRate, "login-rate", 1, "login attempts per second per client address")
+	fs.IntVar(&t.AddrBurst, "login-burst", 10, "login attempts a client address may make at once")
+	fs.IntVar(&t.MaxEntries, "throttle-entries", 100000, "keys per throttle table")
+	fs.Var(trusted, "trusted-proxy", "CIDR of a proxy whose X-Forwarded-For is believed (repeatable)")
+	slots := runtime.GOMAXPROCS(0)
+	fs.IntVar(&c.bcryptSlots, "bcrypt-slots", slots, "password checks at once")
+	fs.IntVar(&c.bcryptQueue, "bcrypt-queue", 4*slots, "password checks waiting for a slot")
+	fs.DurationVar(&c.bcryptWait, "bcrypt-wait", 2*time.Second, "longest wait for a slot before 503")
+	fs.DurationVar(&c.refusalDelay, "refusal-delay", 250*time.Millisecond, "hold a refused login (429, 503) this long before replying; 0 = at once")
+	fs.BoolVar(&c.accessLog, "access-log", true, "log one line per request (audit and error lines are always logged)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --addr")
+	fs.Var(corsOrigins, "cors-origin", "origin whose pages may call the API, e.g. https://app.example.com (repeatable)")
+	return fs
 }
 
 // newLogger returns the service's logger.
