@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -77,7 +78,12 @@ var _ Store = (*redisStore)(nil)
 func newRedisStore(rawURL, prefix string) (*redisStore, error) {
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis store: %w", err)
+		// A *url.Error quotes the whole URL, password included: keep only its reason.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
+		return nil, fmt.Errorf("redis store URL: %w", err)
 	}
 	if opt.DialTimeout == 0 {
 		opt.DialTimeout = redisDialTimeout

@@ -363,3 +363,18 @@ func TestRedisStoreHung(t *testing.T) {
 	wg.Wait()
 	ln.Close()
 }
+
+// TestRedisStoreURLErrorHidesPassword: a bad --store URL is refused without
+// quoting its password.
+func TestRedisStoreURLErrorHidesPassword(t *testing.T) {
+	for _, raw := range []string{"redis://:s3cret@127.0.0.1:xx/0", "redis://user:s3cret@127.0.0.1:6379/abc", "rediss://:s3cret@[::1/0"} {
+		_, err := newRedisStore(raw, "")
+		if err == nil {
+			t.Errorf("newRedisStore(%q) = nil error; want one", raw)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("newRedisStore(%q) error %q quotes the password", raw, err)
+		}
+	}
+}

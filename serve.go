@@ -141,7 +141,11 @@ func openStore(spec, prefix string) (Store, error) {
 	case spec == "memory":
 		return newMemoryStore(), nil
 	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
-		return newRedisStore(spec, prefix)
+		s, err := newRedisStore(spec, prefix)
+		if err != nil {
+			return nil, &usageError{msg: "serve: --store: " + err.Error()}
+		}
+		return s, nil
 	}
 	return nil, usagef("serve: --store %q: want memory, redis://… or rediss://…", spec)
 }
