@@ -59,7 +59,9 @@ func BenchmarkLoginTiming(b *testing.B) {
 		// A throttle that never refuses, and a slot always free.
 		throttle:  newThrottle(throttleConfig{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}),
 		admission: newAdmission(2, 8, time.Minute),
+		hasher:    newHasherPool(2), // the niced compare threads, as serve runs them
 	}
+	defer guard.hasher.Close()
 	handler := newServer(serverDeps{
 		log:     log,
 		users:   source,
