@@ -313,13 +313,11 @@ func handleHealthz() http.Handler {
 	})
 }
 
-// handleReadyz reports whether users are loaded and the store answers.
-func handleReadyz(log *slog.Logger, users *userSource, store Store) http.Handler {
+// handleReadyz reports whether the store answers. Users are always loaded:
+// serve does not listen before the users file loads, and a reload that fails
+// keeps the previous users.
+func handleReadyz(log *slog.Logger, store Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if users.dir() == nil {
-			writeError(w, r, log, errUnavailable)
-			return
-		}
 		if err := store.Ping(r.Context()); err != nil {
 			writeError(w, r, log, err)
 			return

@@ -59,7 +59,7 @@ func addRoutes(mux *http.ServeMux, d serverDeps) []string {
 	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.log, d.users, d.store, d.metrics, d.now))
 	handle("GET", "/api/openapi.json", handleOpenAPI())
 	handle("GET", "/healthz", handleHealthz())
-	handle("GET", "/readyz", handleReadyz(d.log, d.users, d.store))
+	handle("GET", "/readyz", handleReadyz(d.log, d.store))
 	if d.metricsOnMain {
 		handle("GET", "/metrics", d.metrics.handler())
 	}
