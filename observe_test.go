@@ -234,3 +234,23 @@ func TestNoAccessLog(t *testing.T) {
 		t.Errorf("log has an access line with --access-log=false:\n%s", log)
 	}
 }
+
+// TestMetricRoutesMatchAddRoutes: every registered route has its series
+// resolved in advance, and metricRoutes names no route that does not exist.
+func TestMetricRoutesMatchAddRoutes(t *testing.T) {
+	e := newTestEnv(t, tokenPolicy{})
+	registered := map[string]bool{"other": true}
+	for _, rt := range addRoutes(http.NewServeMux(), serverDeps{log: slog.New(slog.DiscardHandler), users: e.users, store: e.store, metrics: e.metrics, metricsOnMain: true}) {
+		_, path, _ := strings.Cut(rt, " ")
+		label := routeLabel(path)
+		registered[label] = true
+		if _, ok := e.metrics.routes[label]; !ok {
+			t.Errorf("route %s (label %q) is missing from metricRoutes", rt, label)
+		}
+	}
+	for _, label := range metricRoutes {
+		if !registered[label] {
+			t.Errorf("metricRoutes has %q, which addRoutes does not register", label)
+		}
+	}
+}
