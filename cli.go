@@ -43,7 +43,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		cost = fs.Int("cost", defaultCost, "bcrypt cost")
 	case "del", "disable", "enable", "list":
 	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return nil
 	default:
 		return usagef("user: unknown subcommand %q (add, passwd, del, disable, enable, list)", sub)

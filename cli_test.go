@@ -239,7 +239,7 @@ func TestCLIHelp(t *testing.T) {
 		{"user", "list", "--help"}, {"hash", "--help"}, {"version", "--help"},
 	} {
 		code, stdout, stderr := runCLI(t, "", nil, args...)
-		if code != 0 || stdout != usage || stderr != "" {
+		if code != 0 || stdout != usage() || stderr != "" {
 			t.Errorf("authsvc %s = exit %d, stdout %.30q…, stderr %q; want exit 0, the usage, nothing", strings.Join(args, " "), code, stdout, stderr)
 		}
 	}

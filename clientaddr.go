@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -46,27 +45,4 @@ func isTrusted(ip netip.Addr, trusted []netip.Prefix) bool {
 		}
 	}
 	return false
-}
-
-// parsePrefixes parses --trusted-proxy values: CIDRs, or single addresses.
-func parsePrefixes(values []string) ([]netip.Prefix, error) {
-	var prefixes []netip.Prefix
-	for _, v := range values {
-		for _, s := range strings.Split(v, ",") {
-			s = strings.TrimSpace(s)
-			if s == "" {
-				continue
-			}
-			if p, err := netip.ParsePrefix(s); err == nil {
-				prefixes = append(prefixes, p.Masked())
-				continue
-			}
-			a, err := netip.ParseAddr(s)
-			if err != nil {
-				return nil, fmt.Errorf("--trusted-proxy %q: not a CIDR or an address", s)
-			}
-			prefixes = append(prefixes, netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
-	return prefixes, nil
 }

@@ -33,22 +33,3 @@ func cors(origins []string, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-// normalizeOrigins checks --cors-origin values: scheme://host[:port], no path.
-func normalizeOrigins(values []string) ([]string, error) {
-	var origins []string
-	for _, v := range values {
-		for _, o := range strings.Split(v, ",") {
-			o = strings.TrimSuffix(strings.TrimSpace(o), "/")
-			if o == "" {
-				continue
-			}
-			scheme, host, ok := strings.Cut(o, "://")
-			if !ok || (scheme != "http" && scheme != "https") || host == "" || strings.ContainsAny(host, "/*?#") {
-				return nil, usagef("serve: --cors-origin %q: want scheme://host[:port], e.g. https://app.example.com", o)
-			}
-			origins = append(origins, o)
-		}
-	}
-	return origins, nil
-}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 )
 
@@ -56,7 +57,7 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, usage)
+				fmt.Fprint(stdout, usage())
 				return errHelpShown
 			}
 			return usagef("%s: %v", fs.Name(), err)
@@ -104,4 +105,46 @@ func (l *stringList) String() string { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error {
 	*l = append(*l, v)
 	return nil
+}
+
+// parsePrefixes parses --trusted-proxy values: CIDRs, or single addresses.
+func parsePrefixes(values []string) ([]netip.Prefix, error) {
+	var prefixes []netip.Prefix
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" {
+				continue
+			}
+			if p, err := netip.ParsePrefix(s); err == nil {
+				prefixes = append(prefixes, p.Masked())
+				continue
+			}
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, usagef("serve: --trusted-proxy %q: not a CIDR or an address", s)
+			}
+			prefixes = append(prefixes, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return prefixes, nil
+}
+
+// normalizeOrigins checks --cors-origin values: scheme://host[:port], no path.
+func normalizeOrigins(values []string) ([]string, error) {
+	var origins []string
+	for _, v := range values {
+		for _, o := range strings.Split(v, ",") {
+			o = strings.TrimSuffix(strings.TrimSpace(o), "/")
+			if o == "" {
+				continue
+			}
+			scheme, host, ok := strings.Cut(o, "://")
+			if !ok || (scheme != "http" && scheme != "https") || host == "" || strings.ContainsAny(host, "/*?#") {
+				return nil, usagef("serve: --cors-origin %q: want scheme://host[:port], e.g. https://app.example.com", o)
+			}
+			origins = append(origins, o)
+		}
+	}
+	return origins, nil
 }

@@ -146,7 +146,7 @@ func TestParseFlagsHelp(t *testing.T) {
 		if !errors.Is(err, errHelpShown) {
 			t.Errorf("parseFlags(%q) = %v; want errHelpShown", args, err)
 		}
-		if stdout != usage {
+		if stdout != usage() {
 			t.Errorf("parseFlags(%q) printed %q; want the usage", args, stdout)
 		}
 	}

@@ -5,13 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -33,99 +31,6 @@ const (
 	logFlushInterval  = 100 * time.Millisecond // how late a log line may be written
 	maxHeldRefusals   = 4096                   // refused logins held by the tarpit at once: about 40 MB of parked goroutines and connections
 )
-
-// serveConfig is the serve command's flags.
-type serveConfig struct {
-	addr           string
-	usersPath      string
-	tokenTTL       time.Duration
-	store          string
-	storePrefix    string
-	maxPerUser     int
-	reloadInterval time.Duration
-	logFormat      string
-	throttle       throttleConfig
-	trustedProxies []netip.Prefix
-	bcryptSlots    int
-	bcryptQueue    int
-	bcryptWait     time.Duration
-	refusalDelay   time.Duration
-	metricsAddr    string
-	corsOrigins    []string
-	accessLog      bool
-}
-
-func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer) (serveConfig, error) {
-	var c serveConfig
-	var trusted, corsOrigins stringList
-	fs := serveFlagSet(&c, &trusted, &corsOrigins)
-	var fromEnv []string // every serve flag has its AUTHSVC_* variable
-	fs.VisitAll(func(f *flag.Flag) { fromEnv = append(fromEnv, f.Name) })
-	if err := parseFlags(fs, args, getenv, fromEnv, stdout); err != nil {
-		return c, err
-	}
-	t := &c.throttle
-	var err error
-	if c.trustedProxies, err = parsePrefixes(trusted); err != nil {
-		return c, &usageError{msg: "serve: " + err.Error()}
-	}
-	if c.corsOrigins, err = normalizeOrigins(corsOrigins); err != nil {
-		return c, err
-	}
-	switch {
-	case t.PairFailures < 1 || t.UserFailures < 1 || t.AddrBurst < 1 || t.MaxEntries < 1:
-		return c, usagef("serve: --login-failures, --user-failures, --login-burst and --throttle-entries must be at least 1")
-	case t.Window <= 0 || t.BaseBackoff <= 0 || t.MaxBackoff <= 0 || t.AddrRate <= 0:
-		return c, usagef("serve: --login-window, --login-backoff, --login-max-backoff and --login-rate must be positive")
-	case c.refusalDelay < 0:
-		return c, usagef("serve: --refusal-delay must not be negative")
-	case c.bcryptSlots < 1 || c.bcryptQueue < 0 || c.bcryptWait <= 0:
-		return c, usagef("serve: --bcrypt-slots must be at least 1, --bcrypt-queue not negative, --bcrypt-wait positive")
-	case fs.NArg() > 0:
-		return c, usagef("serve: unexpected argument %q", fs.Arg(0))
-	case c.tokenTTL < 0:
-		return c, usagef("serve: --token-ttl must not be negative")
-	case c.maxPerUser < 0:
-		return c, usagef("serve: --max-tokens-per-user must not be negative")
-	case c.reloadInterval <= 0:
-		return c, usagef("serve: --reload-interval must be positive")
-	case c.logFormat != "text" && c.logFormat != "json":
-		return c, usagef("serve: --log-format must be text or json")
-	}
-	return c, nil
-}
-
-// serveFlagSet defines every serve flag on c and the two repeatable lists.
-func serveFlagSet(c *serveConfig, trusted, corsOrigins *stringList) *flag.FlagSet {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address")
-	fs.StringVar(&c.usersPath, "users", "users.json", "users file")
-	fs.DurationVar(&c.tokenTTL, "token-ttl", 24*time.Hour, "token lifetime, 0 = never")
-	fs.StringVar(&c.store, "store", "memory", "token store")
-	fs.StringVar(&c.storePrefix, "store-prefix", "authsvc:", "key prefix in Redis")
-	fs.IntVar(&c.maxPerUser, "max-tokens-per-user", 100, "live tokens per user, 0 = no limit")
-	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "users file check interval")
-	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
-	t := &c.throttle
-	fs.IntVar(&t.PairFailures, "login-failures", 5, "failed logins per (username, client) before backoff")
-	fs.DurationVar(&t.Window, "login-window", 15*time.Minute, "a failure streak is forgotten after this long without a failure")
-	fs.DurationVar(&t.BaseBackoff, "login-backoff", time.Second, "first backoff, doubled per further failure")
-	fs.DurationVar(&t.MaxBackoff, "login-max-backoff", 5*time.Minute, "backoff cap")
-	fs.IntVar(&t.UserFailures, "user-failures", 100, "failed logins per username over all clients before it is refused everywhere")
-	fs.Float64Var(&t.AddrRate, "login-rate", 1, "login attempts per second per client address")
-	fs.IntVar(&t.AddrBurst, "login-burst", 10, "login attempts a client address may make at once")
-	fs.IntVar(&t.MaxEntries, "throttle-entries", 100000, "keys per throttle table")
-	fs.Var(trusted, "trusted-proxy", "CIDR of a proxy whose X-Forwarded-For is believed (repeatable)")
-	slots := runtime.GOMAXPROCS(0)
-	fs.IntVar(&c.bcryptSlots, "bcrypt-slots", slots, "password checks at once")
-	fs.IntVar(&c.bcryptQueue, "bcrypt-queue", 4*slots, "password checks waiting for a slot")
-	fs.DurationVar(&c.bcryptWait, "bcrypt-wait", 2*time.Second, "longest wait for a slot before 503")
-	fs.DurationVar(&c.refusalDelay, "refusal-delay", 250*time.Millisecond, "hold a refused login (429, 503) this long before replying; 0 = at once")
-	fs.BoolVar(&c.accessLog, "access-log", true, "log one line per request (audit and error lines are always logged)")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics on this address instead of --addr")
-	fs.Var(corsOrigins, "cors-origin", "origin whose pages may call the API, e.g. https://app.example.com (repeatable)")
-	return fs
-}
 
 // newLogger returns the service's logger.
 func newLogger(format string, w io.Writer) *slog.Logger {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,20 +13,48 @@ import (
 // TestUsageListsEveryServeFlag keeps --help and the serve flags in step, both ways.
 func TestUsageListsEveryServeFlag(t *testing.T) {
 	var c serveConfig
-	var trusted, cors stringList
-	fs := serveFlagSet(&c, &trusted, &cors)
+	fs := serveFlagSet(&c)
 	defined := make(map[string]bool)
+	text := usage()
 	fs.VisitAll(func(f *flag.Flag) {
 		defined[f.Name] = true
-		if !strings.Contains(usage, "--"+f.Name+" ") {
+		if !strings.Contains(text, "--"+f.Name+" ") {
 			t.Errorf("usage does not list serve flag --%s", f.Name)
 		}
 	})
-	serveSection := usage[:strings.Index(usage, "authsvc user add")]
+	serveSection := text[:strings.Index(text, "authsvc user add")]
 	for _, m := range regexp.MustCompile(`(?m)^\s+--([a-z-]+)`).FindAllStringSubmatch(serveSection, -1) {
 		if !defined[m[1]] {
 			t.Errorf("usage lists --%s, which serve does not define", m[1])
 		}
+	}
+}
+
+// TestREADMEFlagTable keeps the README's table of server flags and
+// serveSettings in step: every row's flag, default and variable, both ways.
+func TestREADMEFlagTable(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make(map[string][2]string) // flag → default, variable
+	row := regexp.MustCompile("(?m)^\\| `--([a-z-]+)` \\| ([^|]+) \\| `(AUTHSVC_[A-Z_]+)`[^|]* \\|")
+	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+		rows[m[1]] = [2]string{strings.Trim(strings.TrimSpace(m[2]), "`"), m[3]}
+	}
+	for _, s := range serveSettings() {
+		got, ok := rows[s.name]
+		if !ok {
+			t.Errorf("README's flag table lacks --%s", s.name)
+			continue
+		}
+		delete(rows, s.name)
+		if want := [2]string{s.defaultText(), envName(s.name)}; got != want {
+			t.Errorf("README row --%s = default %q, variable %s; want %q, %s", s.name, got[0], got[1], want[0], want[1])
+		}
+	}
+	for name := range rows {
+		t.Errorf("README's flag table lists --%s, which is no serve setting", name)
 	}
 }
 

@@ -10,45 +10,37 @@ import (
 )
 
 // throttleConfig sets the login throttle's limits. A zero or negative field
-// takes its default.
+// takes its default, the serve setting's (settings.go).
 type throttleConfig struct {
-	PairFailures int           // failures per (username, client address) before backoff; default 5
-	Window       time.Duration // a failure streak is forgotten after this long without a failure; default 15m
-	BaseBackoff  time.Duration // first backoff once PairFailures is reached; doubles per further failure; default 1s
-	MaxBackoff   time.Duration // backoff cap; default 15m
-	UserFailures int           // failures per username over all addresses before it is refused everywhere; default 100
-	AddrRate     float64       // login attempts per second per client address; default 1
-	AddrBurst    int           // attempts a client address may make at once; default 10
-	MaxEntries   int           // keys per table (pairs, users, addresses); default 100000, about 60 MB in all when full of 150-byte usernames
+	PairFailures int           // failures per (username, client address) before backoff
+	Window       time.Duration // a failure streak is forgotten after this long without a failure
+	BaseBackoff  time.Duration // first backoff once PairFailures is reached; doubles per further failure
+	MaxBackoff   time.Duration // backoff cap
+	UserFailures int           // failures per username over all addresses before it is refused everywhere
+	AddrRate     float64       // login attempts per second per client address
+	AddrBurst    int           // attempts a client address may make at once
+	MaxEntries   int           // keys per table (pairs, users, addresses); 100000 is about 60 MB in all when full of 150-byte usernames
 }
 
-// withDefaults returns c with every unset field at its default.
+// withDefaults returns c with every unset field at its serve setting's default.
 func (c throttleConfig) withDefaults() throttleConfig {
-	if c.PairFailures <= 0 {
-		c.PairFailures = 5
-	}
-	if c.Window <= 0 {
-		c.Window = 15 * time.Minute
-	}
-	if c.BaseBackoff <= 0 {
-		c.BaseBackoff = time.Second
-	}
-	if c.MaxBackoff <= 0 {
-		c.MaxBackoff = 15 * time.Minute
-	}
-	if c.UserFailures <= 0 {
-		c.UserFailures = 100
-	}
-	if c.AddrRate <= 0 {
-		c.AddrRate = 1
-	}
-	if c.AddrBurst <= 0 {
-		c.AddrBurst = 10
-	}
-	if c.MaxEntries <= 0 {
-		c.MaxEntries = 100000
-	}
+	d := defaultServeConfig().throttle
+	setDefault(&c.PairFailures, d.PairFailures)
+	setDefault(&c.Window, d.Window)
+	setDefault(&c.BaseBackoff, d.BaseBackoff)
+	setDefault(&c.MaxBackoff, d.MaxBackoff)
+	setDefault(&c.UserFailures, d.UserFailures)
+	setDefault(&c.AddrRate, d.AddrRate)
+	setDefault(&c.AddrBurst, d.AddrBurst)
+	setDefault(&c.MaxEntries, d.MaxEntries)
 	return c
+}
+
+// setDefault sets *v to def unless *v is positive.
+func setDefault[T int | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // A throttle decides whether a login attempt may proceed. It keeps three
@@ -58,7 +50,7 @@ func (c throttleConfig) withDefaults() throttleConfig {
 //     holds n >= PairFailures failures, attempts are refused until
 //     BaseBackoff·2^(n-PairFailures), capped at MaxBackoff, after the last
 //     failure: with the defaults, attempts 1–5 proceed and then the waits
-//     are 1s, 2s, 4s … 15m. Success clears the pair.
+//     are 1s, 2s, 4s … 5m. Success clears the pair.
 //   - users, per username over all addresses: a streak of failures. Once it
 //     holds UserFailures failures, every address is refused until Window
 //     after the last failure. This stops credential stuffing from many

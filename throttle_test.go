@@ -27,7 +27,7 @@ func TestThrottleDefaults(t *testing.T) {
 		PairFailures: 5,
 		Window:       15 * time.Minute,
 		BaseBackoff:  time.Second,
-		MaxBackoff:   15 * time.Minute,
+		MaxBackoff:   5 * time.Minute, // the --login-max-backoff default, not the 15m withDefaults once had
 		UserFailures: 100,
 		AddrRate:     1,
 		AddrBurst:    10,
@@ -69,6 +69,8 @@ func TestThrottleBackoffGrows(t *testing.T) {
 		waits []time.Duration // seconds, after the PairFailures-th failure and each further one
 	}{
 		{"defaults", throttleConfig{},
+			[]time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300}},
+		{"cap 15m", throttleConfig{MaxBackoff: 15 * time.Minute},
 			[]time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 900}},
 		{"cap 30s", throttleConfig{MaxBackoff: 30 * time.Second, AddrRate: fastAddrs, AddrBurst: fastBurst},
 			[]time.Duration{1, 2, 4, 8, 16, 30, 30, 30}},
@@ -94,7 +96,7 @@ func TestThrottleBackoffGrows(t *testing.T) {
 }
 
 func TestThrottleBackoffCap(t *testing.T) {
-	th := newThrottle(throttleConfig{})
+	th := newThrottle(throttleConfig{MaxBackoff: 15 * time.Minute})
 	for _, tt := range []struct {
 		n    int
 		want time.Duration
@@ -134,7 +136,7 @@ func TestThrottleSuccessClearsPair(t *testing.T) {
 }
 
 func TestThrottlePairIsolation(t *testing.T) {
-	th := newThrottle(throttleConfig{})
+	th := newThrottle(throttleConfig{MaxBackoff: 15 * time.Minute})
 	for range 20 {
 		th.failure("alice", "203.0.113.66", t0)
 	}
@@ -208,9 +210,9 @@ func TestThrottleWindowForgets(t *testing.T) {
 		fail(th, 0, 14*time.Minute, 28*time.Minute, 42*time.Minute, 56*time.Minute)
 		wantCheck(t, th, "alice", "192.0.2.1", t0.Add(56*time.Minute), time.Second, false)
 	})
-	t.Run("waiting out the default cap forgets", func(t *testing.T) {
-		// MaxBackoff defaults to Window: the capped wait ends the streak.
-		th := newThrottle(throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst})
+	t.Run("waiting out a cap equal to the window forgets", func(t *testing.T) {
+		// MaxBackoff at Window: the capped wait ends the streak.
+		th := newThrottle(throttleConfig{MaxBackoff: 15 * time.Minute, AddrRate: fastAddrs, AddrBurst: fastBurst})
 		fail(th, make([]time.Duration, 15)...)
 		wantCheck(t, th, "alice", "192.0.2.1", t0, w, false)
 		now := t0.Add(w)

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// serveConfig is the serve command's settings, parsed.
+type serveConfig struct {
+	addr           string
+	usersPath      string
+	tokenTTL       time.Duration
+	store          string
+	storePrefix    string
+	maxPerUser     int
+	reloadInterval time.Duration
+	logFormat      string
+	throttle       throttleConfig
+	trustedProxies []netip.Prefix
+	bcryptSlots    int
+	bcryptQueue    int
+	bcryptWait     time.Duration
+	refusalDelay   time.Duration
+	metricsAddr    string
+	corsOrigins    []string
+	accessLog      bool
+
+	// The repeatable flags as given, before parsing into the fields above.
+	trustedRaw, corsRaw stringList
+}
+
+// A setting is one serve flag, written once: the FlagSet, the AUTHSVC_*
+// variable that gives its default, --help and the README's flag table all
+// derive from it (TestREADMEFlagTable keeps the README in step).
+type setting struct {
+	name    string // the flag; its variable is envName(name)
+	arg     string // the value's name in --help; "" for a bool
+	def     any    // the default, of the field's type; nil for none
+	defText string // the default as --help and the README show it, when not def's own text
+	help    string
+	section string                 // the --help heading it is listed under; "" for the first
+	field   func(*serveConfig) any // a pointer to the field it sets
+}
+
+// Sections of --help, in order.
+const (
+	sectionThrottle = "login throttling"
+	sectionHashing  = "password checking"
+)
+
+// serveSettings returns every serve setting. A function, not a variable:
+// the hashing defaults follow GOMAXPROCS at the time of the call.
+func serveSettings() []setting {
+	slots := runtime.GOMAXPROCS(0)
+	return []setting{
+		{name: "addr", arg: "ADDR", def: "127.0.0.1:8080", help: "listen address",
+			field: func(c *serveConfig) any { return &c.addr }},
+		{name: "users", arg: "FILE", def: "users.json", help: "users file (also for the user commands)",
+			field: func(c *serveConfig) any { return &c.usersPath }},
+		{name: "token-ttl", arg: "DURATION", def: 24 * time.Hour, help: "token lifetime; 0 = never expires",
+			field: func(c *serveConfig) any { return &c.tokenTTL }},
+		{name: "store", arg: "STORE", def: "memory", help: "token store: memory, redis://[user:pass@]host:port/db or rediss://… (TLS)",
+			field: func(c *serveConfig) any { return &c.store }},
+		{name: "store-prefix", arg: "PREFIX", def: defaultRedisPrefix, help: "key prefix in a shared Redis",
+			field: func(c *serveConfig) any { return &c.storePrefix }},
+		{name: "max-tokens-per-user", arg: "N", def: 100, help: "live tokens per user; a new login evicts the oldest; 0 = no limit",
+			field: func(c *serveConfig) any { return &c.maxPerUser }},
+		{name: "reload-interval", arg: "DURATION", def: time.Second, help: "how often the users file is checked for changes",
+			field: func(c *serveConfig) any { return &c.reloadInterval }},
+		{name: "log-format", arg: "FORMAT", def: "text", help: "text or json",
+			field: func(c *serveConfig) any { return &c.logFormat }},
+		{name: "access-log", def: true, help: "one log line per request; false keeps only audit and error lines",
+			field: func(c *serveConfig) any { return &c.accessLog }},
+		{name: "metrics-addr", arg: "ADDR", help: "serve /metrics on this address instead of --addr",
+			field: func(c *serveConfig) any { return &c.metricsAddr }},
+		{name: "cors-origin", arg: "ORIGIN", help: "origin whose pages may call the API, e.g. https://app.example.com; repeatable",
+			field: func(c *serveConfig) any { return &c.corsRaw }},
+		{name: "trusted-proxy", arg: "CIDR", help: "CIDR of a proxy whose X-Forwarded-For is believed; repeatable",
+			field: func(c *serveConfig) any { return &c.trustedRaw }},
+
+		{section: sectionThrottle, name: "login-failures", arg: "N", def: 5, help: "failed logins per (username, client) before backoff",
+			field: func(c *serveConfig) any { return &c.throttle.PairFailures }},
+		{section: sectionThrottle, name: "login-backoff", arg: "DURATION", def: time.Second, help: "first backoff; doubles with each further failure",
+			field: func(c *serveConfig) any { return &c.throttle.BaseBackoff }},
+		{section: sectionThrottle, name: "login-max-backoff", arg: "DURATION", def: 5 * time.Minute, help: "backoff cap",
+			field: func(c *serveConfig) any { return &c.throttle.MaxBackoff }},
+		{section: sectionThrottle, name: "login-window", arg: "DURATION", def: 15 * time.Minute, help: "a failure streak is forgotten after this long without a failure",
+			field: func(c *serveConfig) any { return &c.throttle.Window }},
+		{section: sectionThrottle, name: "user-failures", arg: "N", def: 100, help: "failed logins per username over all clients before it is refused everywhere",
+			field: func(c *serveConfig) any { return &c.throttle.UserFailures }},
+		{section: sectionThrottle, name: "login-rate", arg: "R", def: 1.0, help: "login attempts per second per client address (token bucket)",
+			field: func(c *serveConfig) any { return &c.throttle.AddrRate }},
+		{section: sectionThrottle, name: "login-burst", arg: "N", def: 10, help: "bucket depth",
+			field: func(c *serveConfig) any { return &c.throttle.AddrBurst }},
+		{section: sectionThrottle, name: "throttle-entries", arg: "N", def: 100000, help: "cap on each throttle table (least recently used evicted)",
+			field: func(c *serveConfig) any { return &c.throttle.MaxEntries }},
+
+		{section: sectionHashing, name: "bcrypt-slots", arg: "N", def: slots, defText: "GOMAXPROCS", help: "password checks running at once",
+			field: func(c *serveConfig) any { return &c.bcryptSlots }},
+		{section: sectionHashing, name: "bcrypt-queue", arg: "N", def: 4 * slots, defText: "4 × slots", help: "password checks waiting for a slot; beyond it 503 at once",
+			field: func(c *serveConfig) any { return &c.bcryptQueue }},
+		{section: sectionHashing, name: "bcrypt-wait", arg: "DURATION", def: 2 * time.Second, help: "longest wait for a slot before 503",
+			field: func(c *serveConfig) any { return &c.bcryptWait }},
+		{section: sectionHashing, name: "refusal-delay", arg: "DURATION", def: 250 * time.Millisecond, help: "hold a refused login (429, or 503 at capacity) this long before replying; 0 = at once",
+			field: func(c *serveConfig) any { return &c.refusalDelay }},
+	}
+}
+
+// defaultText is s's default as --help and the README show it.
+func (s setting) defaultText() string {
+	switch d := s.def.(type) {
+	case nil:
+		return "none"
+	case time.Duration:
+		return shortDuration(d)
+	default:
+		if s.defText != "" {
+			return s.defText
+		}
+		return fmt.Sprint(d)
+	}
+}
+
+// shortDuration formats d as a person writes it: 24h, not 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// define adds s to fs, bound to its field of c and set to its default.
+func (s setting) define(fs *flag.FlagSet, c *serveConfig) {
+	switch p := s.field(c).(type) {
+	case *string:
+		def, _ := s.def.(string)
+		fs.StringVar(p, s.name, def, s.help)
+	case *int:
+		fs.IntVar(p, s.name, s.def.(int), s.help)
+	case *float64:
+		fs.Float64Var(p, s.name, s.def.(float64), s.help)
+	case *bool:
+		fs.BoolVar(p, s.name, s.def.(bool), s.help)
+	case *time.Duration:
+		fs.DurationVar(p, s.name, s.def.(time.Duration), s.help)
+	case *stringList:
+		fs.Var(p, s.name, s.help)
+	default:
+		panic(fmt.Sprintf("setting %s: field of unsupported type %T", s.name, p))
+	}
+}
+
+// serveFlagSet defines every serve setting on c.
+func serveFlagSet(c *serveConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	for _, s := range serveSettings() {
+		s.define(fs, c)
+	}
+	return fs
+}
+
+// defaultServeConfig is serve's configuration with every setting at its default.
+func defaultServeConfig() serveConfig {
+	c, err := parseServeFlags(nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		panic("the default serve settings do not parse: " + err.Error())
+	}
+	return c
+}
+
+// writeServeUsage writes serve's part of --help, one line per setting.
+func writeServeUsage(w io.Writer) {
+	section := ""
+	for _, s := range serveSettings() {
+		if s.section != section {
+			section = s.section
+			fmt.Fprintf(w, "  %s:\n", section)
+		}
+		flagText := "--" + s.name
+		if s.arg != "" {
+			flagText += " " + s.arg
+		}
+		fmt.Fprintf(w, "    %-29s %s (default %s; env %s)\n", flagText, s.help, s.defaultText(), envName(s.name))
+	}
+}
+
+// parseServeFlags parses serve's command line, with every setting's
+// AUTHSVC_* variable as its default, and checks the values.
+func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer) (serveConfig, error) {
+	var c serveConfig
+	fs := serveFlagSet(&c)
+	var fromEnv []string
+	fs.VisitAll(func(f *flag.Flag) { fromEnv = append(fromEnv, f.Name) })
+	if err := parseFlags(fs, args, getenv, fromEnv, stdout); err != nil {
+		return c, err
+	}
+	t := &c.throttle
+	var err error
+	if c.trustedProxies, err = parsePrefixes(c.trustedRaw); err != nil {
+		return c, err
+	}
+	if c.corsOrigins, err = normalizeOrigins(c.corsRaw); err != nil {
+		return c, err
+	}
+	switch {
+	case t.PairFailures < 1 || t.UserFailures < 1 || t.AddrBurst < 1 || t.MaxEntries < 1:
+		return c, usagef("serve: --login-failures, --user-failures, --login-burst and --throttle-entries must be at least 1")
+	case t.Window <= 0 || t.BaseBackoff <= 0 || t.MaxBackoff <= 0 || t.AddrRate <= 0:
+		return c, usagef("serve: --login-window, --login-backoff, --login-max-backoff and --login-rate must be positive")
+	case c.refusalDelay < 0:
+		return c, usagef("serve: --refusal-delay must not be negative")
+	case c.bcryptSlots < 1 || c.bcryptQueue < 0 || c.bcryptWait <= 0:
+		return c, usagef("serve: --bcrypt-slots must be at least 1, --bcrypt-queue not negative, --bcrypt-wait positive")
+	case fs.NArg() > 0:
+		return c, usagef("serve: unexpected argument %q", fs.Arg(0))
+	case c.tokenTTL < 0:
+		return c, usagef("serve: --token-ttl must not be negative")
+	case c.maxPerUser < 0:
+		return c, usagef("serve: --max-tokens-per-user must not be negative")
+	case c.reloadInterval <= 0:
+		return c, usagef("serve: --reload-interval must be positive")
+	case c.logFormat != "text" && c.logFormat != "json":
+		return c, usagef("serve: --log-format must be text or json")
+	}
+	return c, nil
+}
