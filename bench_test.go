@@ -30,7 +30,7 @@ import (
 const benchTokensPerUser = 100
 
 // benchUserSource loads a users file holding one user, "bench", in dir.
-func benchUserSource(tb testing.TB, dir string, log *slog.Logger) *userSource {
+func benchUserSource(tb testing.TB, dir string, log *slog.Logger) *fileDirectory {
 	tb.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte("bench-pw"), bcrypt.MinCost)
 	if err != nil {
@@ -41,7 +41,7 @@ func benchUserSource(tb testing.TB, dir string, log *slog.Logger) *userSource {
 	if err := writeUsersFile(path, []User{u}); err != nil {
 		tb.Fatal(err)
 	}
-	users, err := loadUserSource(path, log)
+	users, err := openFileDirectory(path, log)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -76,10 +76,10 @@ func fillStore(tb testing.TB, s Store, names []string, n int, now time.Time) {
 }
 
 // issueBenchToken issues a live token for the user "bench" and returns it.
-func issueBenchToken(tb testing.TB, s Store, users *userSource, now time.Time) string {
+func issueBenchToken(tb testing.TB, s Store, users *fileDirectory, now time.Time) string {
 	tb.Helper()
 	token, digest := newToken()
-	u := users.dir().byName["bench"]
+	u := users.index().byName["bench"]
 	sess := Session{Username: u.info.Username, Stamp: u.stamp, ExpiresAt: now.Add(24 * time.Hour).Truncate(time.Second).UTC()}
 	if err := s.Issue(context.Background(), digest, sess, benchTokensPerUser, now); err != nil {
 		tb.Fatal(err)
@@ -104,7 +104,7 @@ func countLabel(n int) string {
 // newLogWriter, batched and flushed every logFlushInterval as serve writes
 // its log, and closed (flushed) when tb ends; io.Discard is used as is, so
 // that the micro-benchmarks and the allocation census measure the handler.
-func benchDeps(tb testing.TB, users *userSource, store Store, logTo io.Writer) serverDeps {
+func benchDeps(tb testing.TB, users *fileDirectory, store Store, logTo io.Writer) serverDeps {
 	log := slog.New(slog.DiscardHandler)
 	switch logTo {
 	case nil:
@@ -315,7 +315,7 @@ func TestBenchServe(t *testing.T) {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	go sweepLoop(ctx, store, time.Minute) // as serve runs it with a 24h TTL
+	go runEvery(ctx, time.Minute, func(now time.Time) { store.Sweep(now) }) // as serve runs it with a 24h TTL
 
 	tmp := out + ".tmp"
 	if err := os.WriteFile(tmp, []byte(ln.Addr().String()+" "+token+"\n"), 0o600); err != nil {

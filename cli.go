@@ -2,12 +2,12 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 
@@ -51,11 +51,13 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	if err := parseFlags(fs, args, getenv, []string{"users"}, stdout); err != nil {
 		return err
 	}
+	ctx := context.Background()
+	dir := newFileDirectory(*usersPath, nil)
 	if sub == "list" {
 		if fs.NArg() != 0 {
 			return usagef("user list: unexpected argument %q", fs.Arg(0))
 		}
-		return listUsers(*usersPath, stdout)
+		return listUsers(ctx, dir, stdout)
 	}
 	if fs.NArg() != 1 {
 		return usagef("user %s: want exactly one USERNAME", sub)
@@ -74,12 +76,10 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if groups == nil {
 			groups = stringList{}
 		}
-		err = editUsers(*usersPath, true, func(users []User) ([]User, error) {
-			if findUser(users, username) >= 0 {
-				return nil, fmt.Errorf("user add: user %q already exists", username)
-			}
-			return append(users, User{Username: username, PasswordHash: hash, Name: *name, Email: *email, Groups: groups, Admin: *admin}), nil
-		})
+		err = dir.Add(ctx, User{Username: username, PasswordHash: hash, Name: *name, Email: *email, Groups: groups, Admin: *admin})
+		if errors.Is(err, errUserExists) {
+			return fmt.Errorf("user add: user %q already exists", username)
+		}
 		if err != nil {
 			return err
 		}
@@ -90,47 +90,44 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if err != nil {
 			return err
 		}
-		return changeUser(*usersPath, sub, username, stdout, "changed the password of", func(u *User) { u.PasswordHash = hash })
+		return changeUser(ctx, dir, sub, username, stdout, "changed the password of", func(u *User) { u.PasswordHash = hash })
 	case "del":
-		err := editUsers(*usersPath, false, func(users []User) ([]User, error) {
-			i := findUser(users, username)
-			if i < 0 {
-				return nil, fmt.Errorf("user del: no user %q", username)
-			}
-			return append(users[:i], users[i+1:]...), nil
-		})
-		if err != nil {
-			return err
+		if err := dir.Delete(ctx, username); err != nil {
+			return userError(sub, username, err)
 		}
 		fmt.Fprintf(stdout, "deleted user %q from %s\n", username, *usersPath)
 		return nil
 	case "disable":
-		return changeUser(*usersPath, sub, username, stdout, "disabled", func(u *User) { u.Disabled = true })
+		return changeUser(ctx, dir, sub, username, stdout, "disabled", func(u *User) { u.Disabled = true })
 	default: // enable
-		return changeUser(*usersPath, sub, username, stdout, "enabled", func(u *User) { u.Disabled = false })
+		return changeUser(ctx, dir, sub, username, stdout, "enabled", func(u *User) { u.Disabled = false })
 	}
 }
 
-// changeUser applies change to username's entry in the users file.
-func changeUser(path, sub, username string, stdout io.Writer, done string, change func(*User)) error {
-	err := editUsers(path, false, func(users []User) ([]User, error) {
-		i := findUser(users, username)
-		if i < 0 {
-			return nil, fmt.Errorf("user %s: no user %q", sub, username)
-		}
-		change(&users[i])
-		return users, nil
+// changeUser applies change to username's entry in dir.
+func changeUser(ctx context.Context, dir Directory, sub, username string, stdout io.Writer, done string, change func(*User)) error {
+	err := dir.Update(ctx, username, func(u *User) error {
+		change(u)
+		return nil
 	})
 	if err != nil {
-		return err
+		return userError(sub, username, err)
 	}
-	fmt.Fprintf(stdout, "%s user %q in %s\n", done, username, path)
+	fmt.Fprintf(stdout, "%s user %q in %s\n", done, username, dir)
 	return nil
 }
 
+// userError words a directory error of "user sub" in one line.
+func userError(sub, username string, err error) error {
+	if errors.Is(err, errUserNotFound) {
+		return fmt.Errorf("user %s: no user %q", sub, username)
+	}
+	return err
+}
+
 // listUsers prints the users file as a table, without hashes.
-func listUsers(path string, stdout io.Writer) error {
-	users, err := readUsersFile(path)
+func listUsers(ctx context.Context, dir Directory, stdout io.Writer) error {
+	users, err := dir.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -236,36 +233,4 @@ func versionCommand(args []string, getenv func(string) string, stdout io.Writer)
 	b := readBuild()
 	fmt.Fprintf(stdout, "authsvc %s, revision %s, committed %s, built with %s\n", b.version, b.revision, b.time, b.goVersion)
 	return nil
-}
-
-// buildInfo is what the binary knows of its own build.
-type buildInfo struct {
-	version, revision, time, goVersion string
-}
-
-func readBuild() buildInfo {
-	b := buildInfo{version: "(devel)", revision: "unknown", time: "unknown", goVersion: "unknown"}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return b
-	}
-	b.goVersion = info.GoVersion
-	if info.Main.Version != "" {
-		b.version = info.Main.Version
-	}
-	modified := false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			b.revision = s.Value
-		case "vcs.time":
-			b.time = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
-	if modified {
-		b.revision += "+dirty"
-	}
-	return b
 }

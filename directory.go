@@ -5,23 +5,64 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"os"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 )
 
 // defaultCost is the bcrypt cost of new hashes, and of the dummy hash when
-// the users file has none to copy.
+// the directory has none to copy.
 const defaultCost = 12
 
-// A directory is an immutable snapshot of the users file as the server uses
-// it; a reload builds a new one and swaps it in whole.
-type directory struct {
+// Sentinel errors of the Directory contract; callers test them with errors.Is.
+var (
+	// errUserNotFound: no user of that name.
+	errUserNotFound = errors.New("no such user")
+	// errUserExists: Add of a name that is taken.
+	errUserExists = errors.New("user already exists")
+)
+
+// A Directory is where users live: the users file (fileDirectory), or any
+// other backing that keeps the same promises.
+//
+// The contract every implementation meets, checked by testDirectoryConformance:
+//   - Lookup returns the user named username as the server uses it, or
+//     errUserNotFound. It answers from what was last loaded, so the token
+//     check on the hot path never waits for the backing.
+//   - Len reports how many users Lookup knows; DummyHash is a hash to
+//     compare against for unknown and disabled users, as slow as a typical
+//     user's, so that they take as long as a wrong password.
+//   - Add, Update and Delete write one user through to the backing under
+//     the backing's own lock (concurrent writers, in this process or
+//     another, never lose an entry) and are visible to this Directory's
+//     Lookup when they return. Add of a taken name is errUserExists;
+//     Update and Delete of a missing one, errUserNotFound. When change or
+//     the backing fails, nothing is written.
+//   - List returns every user from the backing, in its stored order.
+//   - Reload loads the backing's current state now. A backing that cannot
+//     be read or does not validate is an error, and the previous users stay
+//     in force (fail closed: nothing is half-loaded).
+//   - Watch reloads when the backing changes, within interval (and on
+//     every value from hup), telling reloaded of each attempt, until ctx
+//     is done: writes from other processes reach Lookup within 5 s.
+//   - All methods are safe for concurrent use. No method logs or returns
+//     a password or a hash outside the dirUser and User values it is asked for.
+type Directory interface {
+	userReader
+	Len() int
+	Add(ctx context.Context, u User) error
+	Update(ctx context.Context, username string, change func(*User) error) error
+	Delete(ctx context.Context, username string) error
+	List(ctx context.Context) ([]User, error)
+	Reload(ctx context.Context) error
+	Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, reloaded func(error))
+}
+
+// A userIndex is an immutable snapshot of a directory's users as the server
+// uses them; a reload builds a new one and swaps it in whole.
+type userIndex struct {
 	byName map[string]*dirUser
 	// dummyHash is compared against for unknown and disabled users, at the
 	// users file's most common cost, so they take as long as a wrong password.
@@ -40,10 +81,10 @@ type dirUser struct {
 	infoLength []string // its Content-Length header value
 }
 
-// newDirectory builds a directory from validated users, reusing prev's dummy
+// newUserIndex builds an index of validated users, reusing prev's dummy
 // hash when its cost still matches.
-func newDirectory(users []User, prev *directory) (*directory, error) {
-	d := &directory{byName: make(map[string]*dirUser, len(users))}
+func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
+	d := &userIndex{byName: make(map[string]*dirUser, len(users))}
 	costs := make(map[int]int)
 	for i := range users {
 		u := &users[i]
@@ -94,14 +135,21 @@ func mostCommonCost(counts map[int]int) int {
 	return best
 }
 
+// A userReader answers the questions a login and a token check ask: a
+// Directory, or one index of one.
+type userReader interface {
+	Lookup(ctx context.Context, username string) (*dirUser, error)
+	DummyHash() []byte
+}
+
 // authenticate returns the user if password is theirs, checked with compare
 // (bcrypt.CompareHashAndPassword or a hasherPool's). Unknown and disabled
 // users, and passwords bcrypt would truncate, cost one dummy compare so that
 // every failure takes the same time.
-func (d *directory) authenticate(username, password string, compare func(hash, password []byte) error) (*dirUser, bool) {
-	u := d.byName[username]
+func authenticate(ctx context.Context, d userReader, username, password string, compare func(hash, password []byte) error) (*dirUser, bool) {
+	u, _ := d.Lookup(ctx, username)
 	usable := u != nil && !u.disabled && len(password) <= bcryptMaxLen
-	hash := d.dummyHash
+	hash := d.DummyHash()
 	if usable {
 		hash = u.hash
 	}
@@ -113,114 +161,21 @@ func (d *directory) authenticate(username, password string, compare func(hash, p
 
 // sessionUser returns the user a session belongs to, or nil when the token
 // has died with its user: deleted, disabled, or password changed.
-func (d *directory) sessionUser(s Session) *dirUser {
-	u := d.byName[s.Username]
-	if u == nil || u.disabled || u.stamp != s.Stamp {
+func sessionUser(ctx context.Context, d userReader, s Session) *dirUser {
+	u, err := d.Lookup(ctx, s.Username)
+	if err != nil || u.disabled || u.stamp != s.Stamp {
 		return nil
 	}
 	return u
 }
 
-// userSource holds the current directory and reloads it from the users file.
-type userSource struct {
-	path string
-	log  *slog.Logger
-	cur  atomic.Pointer[directory]
-
-	mu   sync.Mutex  // serializes reloads; guards seen
-	seen os.FileInfo // the file as last loaded, to notice changes
-
-	onReload func(error) // if set, told of every reload after the first; set before watch
+// Lookup returns the user named username, or errUserNotFound.
+func (x *userIndex) Lookup(_ context.Context, username string) (*dirUser, error) {
+	if u := x.byName[username]; u != nil {
+		return u, nil
+	}
+	return nil, errUserNotFound
 }
 
-// loadUserSource loads the users file at path; an error stops start-up.
-func loadUserSource(path string, log *slog.Logger) (*userSource, error) {
-	s := &userSource{path: path, log: log}
-	if err := s.reload(); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// dir returns the current snapshot.
-func (s *userSource) dir() *directory { return s.cur.Load() }
-
-// reload replaces the directory with the file's current content. On any
-// error the previous users stay in force.
-func (s *userSource) reload() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	info, err := os.Stat(s.path)
-	if err != nil {
-		return err
-	}
-	users, err := readUsersFile(s.path)
-	if err != nil {
-		return err
-	}
-	d, err := newDirectory(users, s.cur.Load())
-	if err != nil {
-		return err
-	}
-	s.cur.Store(d)
-	s.seen = info
-	return nil
-}
-
-// changed reports whether the file differs from the one last loaded.
-func (s *userSource) changed() bool {
-	info, err := os.Stat(s.path)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err != nil {
-		return s.seen != nil // vanished: try, fail and log once per change
-	}
-	return s.seen == nil || !os.SameFile(info, s.seen) ||
-		!info.ModTime().Equal(s.seen.ModTime()) || info.Size() != s.seen.Size()
-}
-
-// watch reloads on every value from hup and whenever the file changes,
-// checking every interval, until ctx is done.
-func (s *userSource) watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			s.logReload("SIGHUP")
-		case <-tick.C:
-			if s.changed() {
-				s.logReload("file changed")
-			}
-		}
-	}
-}
-
-func (s *userSource) logReload(why string) {
-	err := s.reload()
-	if s.onReload != nil {
-		s.onReload(err)
-	}
-	if err != nil {
-		s.log.Error("users file refused; previous users stay in force", "reason", why, "err", err)
-		s.markSeen()
-		return
-	}
-	s.log.Info("users file reloaded", "reason", why, "users", len(s.dir().byName))
-}
-
-// markSeen records the file's current state after a refused reload, so a
-// broken file is reported once rather than every interval.
-func (s *userSource) markSeen() {
-	info, err := os.Stat(s.path)
-	if errors.Is(err, os.ErrNotExist) {
-		info = nil
-	} else if err != nil {
-		return
-	}
-	s.mu.Lock()
-	s.seen = info
-	s.mu.Unlock()
-}
+// DummyHash returns the hash unknown and disabled users are checked against.
+func (x *userIndex) DummyHash() []byte { return x.dummyHash }

@@ -91,7 +91,7 @@ func readLoginBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 // handleLogin exchanges a username and password for a new token.
-func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenPolicy, guard loginGuard, now func() time.Time) http.Handler {
+func handleLogin(log *slog.Logger, users Directory, store Store, policy tokenPolicy, guard loginGuard, now func() time.Time) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := readLoginBody(w, r)
 		if err != nil {
@@ -111,26 +111,25 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 			writeError(w, r, log, err)
 			return
 		}
-		dir := users.dir()
 		client := clientKey(clientIP(r, guard.trusted))
 		if wait, ok := guard.throttle.check(req.Username, client, now()); !ok {
-			auditLogin(w, r, log, dir, req.Username, client, "throttled")
+			auditLogin(w, r, log, users, req.Username, client, "throttled")
 			guard.tarpit.hold(r.Context())
 			writeError(w, r, log, throttled(int(wait/time.Second)))
 			return
 		}
 		release, err := guard.admission.acquire(r.Context())
 		if err != nil {
-			auditLogin(w, r, log, dir, req.Username, client, "unavailable")
+			auditLogin(w, r, log, users, req.Username, client, "unavailable")
 			guard.tarpit.hold(r.Context())
 			writeError(w, r, log, errUnavailable)
 			return
 		}
-		u, ok := dir.authenticate(req.Username, req.Password, guard.hasher.compare)
+		u, ok := authenticate(r.Context(), users, req.Username, req.Password, guard.hasher.compare)
 		release()
 		if !ok {
 			guard.throttle.failure(req.Username, client, now())
-			auditLogin(w, r, log, dir, req.Username, client, "invalid_credentials")
+			auditLogin(w, r, log, users, req.Username, client, "invalid_credentials")
 			writeError(w, r, log, errInvalidCredentials)
 			return
 		}
@@ -144,11 +143,11 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 			reply.ExpiresAt = &expires
 		}
 		if err := store.Issue(r.Context(), digest, sess, policy.maxPerUser, now()); err != nil {
-			auditLogin(w, r, log, dir, req.Username, client, "unavailable")
+			auditLogin(w, r, log, users, req.Username, client, "unavailable")
 			writeError(w, r, log, err)
 			return
 		}
-		auditLogin(w, r, log, dir, req.Username, client, "success")
+		auditLogin(w, r, log, users, req.Username, client, "success")
 		w.Header().Set("Cache-Control", "no-store")
 		encode(w, http.StatusOK, reply)
 	})
@@ -156,8 +155,8 @@ func handleLogin(log *slog.Logger, users *userSource, store Store, policy tokenP
 
 // auditLogin logs a login attempt. A username that names no user is not
 // logged: people type passwords into username fields.
-func auditLogin(w http.ResponseWriter, r *http.Request, log *slog.Logger, dir *directory, username, client, outcome string) {
-	if _, known := dir.byName[username]; !known {
+func auditLogin(w http.ResponseWriter, r *http.Request, log *slog.Logger, users Directory, username, client, outcome string) {
+	if _, err := users.Lookup(r.Context(), username); err != nil {
 		username = "(unknown)"
 	}
 	log.LogAttrs(r.Context(), slog.LevelInfo, "login", slog.String("outcome", outcome), slog.String("username", username),
@@ -174,7 +173,7 @@ type principal struct {
 // authenticated returns the principal of the request's token:
 // errNotAuthenticated or errInvalidToken when there is none, a store error
 // when the store cannot say.
-func authenticated(r *http.Request, users *userSource, store Store, now time.Time) (principal, error) {
+func authenticated(r *http.Request, users Directory, store Store, now time.Time) (principal, error) {
 	digest, err := parseAuthorization(r.Header)
 	switch {
 	case errors.Is(err, errNoCredentials):
@@ -189,7 +188,7 @@ func authenticated(r *http.Request, users *userSource, store Store, now time.Tim
 	case err != nil:
 		return principal{}, err
 	}
-	u := users.dir().sessionUser(sess)
+	u := sessionUser(r.Context(), users, sess)
 	if u == nil {
 		return principal{}, errInvalidToken
 	}
@@ -197,7 +196,7 @@ func authenticated(r *http.Request, users *userSource, store Store, now time.Tim
 }
 
 // handleInfo answers with the token's user, or, for admins, any user.
-func handleInfo(log *slog.Logger, users *userSource, store Store, now func() time.Time) http.Handler {
+func handleInfo(log *slog.Logger, users Directory, store Store, now func() time.Time) http.Handler {
 	// Header values shared by every reply (net/http never writes into them):
 	// the hot path allocates no header.
 	noStore, varyAuth, contentType := []string{"no-store"}, []string{"Authorization"}, []string{"application/json"}
@@ -219,8 +218,8 @@ func handleInfo(log *slog.Logger, users *userSource, store Store, now func() tim
 				writeError(w, r, log, errPermissionDenied)
 				return
 			}
-			if target = users.dir().byName[name]; target == nil {
-				writeError(w, r, log, errNotFound)
+			if target, err = users.Lookup(r.Context(), name); err != nil {
+				writeError(w, r, log, err)
 				return
 			}
 		}
@@ -269,7 +268,7 @@ func usernameParam(rawQuery string) (string, error) {
 }
 
 // handleLogout revokes the presented token.
-func handleLogout(log *slog.Logger, users *userSource, store Store, m *metrics, now func() time.Time) http.Handler {
+func handleLogout(log *slog.Logger, users Directory, store Store, m *metrics, now func() time.Time) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := authenticated(r, users, store, now())
 		if err == nil {
@@ -285,7 +284,7 @@ func handleLogout(log *slog.Logger, users *userSource, store Store, m *metrics, 
 }
 
 // handleLogoutAll revokes every token of the presented token's user.
-func handleLogoutAll(log *slog.Logger, users *userSource, store Store, m *metrics, now func() time.Time) http.Handler {
+func handleLogoutAll(log *slog.Logger, users Directory, store Store, m *metrics, now func() time.Time) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := authenticated(r, users, store, now())
 		n := 0

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -42,7 +43,7 @@ func (c *testClock) Advance(d time.Duration) {
 type testEnv struct {
 	t         *testing.T
 	usersPath string
-	users     *userSource
+	users     *fileDirectory
 	store     *memoryStore
 	clock     *testClock
 	metrics   *metrics
@@ -85,7 +86,7 @@ func newTestEnvGuard(t *testing.T, policy tokenPolicy, guard loginGuard) *testEn
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	users, err := loadUserSource(path, log)
+	users, err := openFileDirectory(path, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +470,7 @@ func TestTokensDieWithUser(t *testing.T) {
 			if err := writeUsersFile(e.usersPath, tt.change(users)); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.users.reload(); err != nil {
+			if err := e.users.Reload(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+alice); w.Code != 401 || errorCode(t, w) != "invalid_token" {

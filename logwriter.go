@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"sync"
 	"time"
@@ -14,14 +15,18 @@ type logWriter struct {
 	mu  sync.Mutex    // guards buf
 	buf *bufio.Writer // writes through to the destination when full
 
-	stop chan struct{}
-	done chan struct{}
+	stop context.CancelFunc // ends the periodic flush
+	done chan struct{}      // closed once it has ended
 }
 
 // newLogWriter returns a logWriter onto w, flushed every interval.
 func newLogWriter(w io.Writer, interval time.Duration) *logWriter {
-	l := &logWriter{buf: bufio.NewWriterSize(w, 64<<10), stop: make(chan struct{}), done: make(chan struct{})}
-	go l.flushEvery(interval)
+	ctx, stop := context.WithCancel(context.Background())
+	l := &logWriter{buf: bufio.NewWriterSize(w, 64<<10), stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		runEvery(ctx, interval, func(time.Time) { l.flush() })
+	}()
 	return l
 }
 
@@ -37,23 +42,9 @@ func (l *logWriter) flush() error {
 	return l.buf.Flush()
 }
 
-func (l *logWriter) flushEvery(interval time.Duration) {
-	defer close(l.done)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-			l.flush()
-		case <-l.stop:
-			return
-		}
-	}
-}
-
 // Close stops the periodic flush and writes every buffered line.
 func (l *logWriter) Close() error {
-	close(l.stop)
+	l.stop()
 	<-l.done
 	return l.flush()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,7 +66,7 @@ func outcomeOf(status int, code string, outcomes []string) string {
 
 // metricsSources are the gauges read at scrape time.
 type metricsSources struct {
-	users     *userSource
+	users     interface{ Len() int }
 	store     Store
 	admission *admission
 }
@@ -120,7 +121,7 @@ func newMetrics(src metricsSources) *metrics {
 		}, func() float64 { return 1 }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_users_loaded", Help: "Users in force.",
-		}, func() float64 { return float64(len(src.users.dir().byName)) }),
+		}, func() float64 { return float64(src.users.Len()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_bcrypt_running", Help: "Password checks running.",
 		}, func() float64 { running, _ := src.admission.stats(); return float64(running) }),
@@ -133,7 +134,7 @@ func newMetrics(src metricsSources) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	if ms, ok := src.store.(*memoryStore); ok {
+	if ms, ok := src.store.(interface{ Len() int }); ok { // stores that count their sessions cheaply
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_live_tokens", Help: "Sessions in the memory store, expired ones not yet swept included.",
 		}, func() float64 { return float64(ms.Len()) }))
@@ -183,4 +184,15 @@ func (m *metrics) reloaded(err error, now time.Time) {
 // handler serves the metrics in Prometheus text format.
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// routeLabel names the route of a mux pattern for the metrics: the path
+// without a trailing slash, so both forms of a path count as one route;
+// "other" for paths no route claims.
+func routeLabel(pattern string) string {
+	pattern = strings.TrimSuffix(strings.TrimSuffix(pattern, "{$}"), "/")
+	if pattern == "" {
+		return "other"
+	}
+	return pattern
 }

@@ -307,7 +307,7 @@ func routeDeps(t *testing.T, metricsOnMain bool) serverDeps {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	users, err := loadUserSource(path, log)
+	users, err := openFileDirectory(path, log)
 	if err != nil {
 		t.Fatal(err)
 	}

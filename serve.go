@@ -68,7 +68,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := bootstrapUsers(cfg.usersPath, stderr); err != nil {
 		return err
 	}
-	users, err := loadUserSource(cfg.usersPath, log)
+	users, err := openFileDirectory(cfg.usersPath, log)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer runtime.GOMAXPROCS(procs)
 	m := newMetrics(metricsSources{users: users, store: store, admission: adm})
 	m.reloaded(nil, start)
-	users.onReload = func(err error) { m.reloaded(err, time.Now()) }
 	srv := newHTTPServer(log, newServer(serverDeps{
 		log:    log,
 		users:  users,
@@ -131,12 +130,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go users.watch(ctx, cfg.reloadInterval, hup)
+	go users.Watch(ctx, cfg.reloadInterval, hup, func(err error) { m.reloaded(err, time.Now()) })
 	if ms, ok := store.(*memoryStore); ok && cfg.tokenTTL > 0 {
-		go sweepLoop(ctx, ms, min(cfg.tokenTTL, time.Minute))
+		go runEvery(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { ms.Sweep(now) })
 	}
 
-	log.Info("listening", "addr", ln.Addr().String(), "users", len(users.dir().byName), "store", storeKind(cfg.store))
+	log.Info("listening", "addr", ln.Addr().String(), "users", users.Len(), "store", storeKind(cfg.store))
 	serveErr := make(chan error, len(servers))
 	for i, srv := range servers {
 		go func() { serveErr <- srv.Serve(listeners[i]) }()
@@ -184,19 +183,6 @@ func storeKind(spec string) string {
 	return scheme
 }
 
-// sweepLoop deletes expired sessions every interval until ctx is done.
-func sweepLoop(ctx context.Context, s *memoryStore, interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			s.Sweep(now)
-		}
-	}
-}
 
 // bootstrapUsers creates a missing users file with one admin user, "admin",
 // and prints its random password once to stderr: the one way into a new

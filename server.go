@@ -11,7 +11,7 @@ import (
 // serverDeps is everything the handlers need.
 type serverDeps struct {
 	log    *slog.Logger
-	users  *userSource
+	users  Directory
 	store  Store
 	policy tokenPolicy
 	guard  loginGuard
@@ -83,5 +83,34 @@ func (d serverDeps) methods(method string, h http.Handler) http.Handler {
 		}
 		w.Header().Set("Allow", allow)
 		writeError(w, r, d.log, methodNotAllowed(allow))
+	})
+}
+
+// observe wraps the mux: it gives every request an id (requestid.go) and
+// echoes it, closes connections a request could be smuggled on
+// (smuggling.go), then records the route's metrics (metrics.go) and writes
+// the access line (accesslog.go). One wrapper, one recorder: the hot path
+// pays for a single indirection. Handlers find the id with requestID(w).
+func observe(accessLog *slog.Logger, m *metrics, next http.Handler) http.Handler {
+	ids := newRequestIDs()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		rec.id[0] = r.Header.Get("X-Request-Id")
+		if !validRequestID(rec.id[0]) {
+			rec.id[0] = ids.next()
+		}
+		w.Header()["X-Request-Id"] = rec.id[:]
+		if mustClose(r) {
+			w.Header()["Connection"] = []string{"close"}
+		}
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		end := time.Now()
+		d := end.Sub(start)
+		m.observe(routeLabel(r.Pattern), rec.status, rec.code, d) // the mux set r.Pattern
+		logAccess(accessLog, r, rec, end, d)
 	})
 }

@@ -47,11 +47,11 @@ func BenchmarkLoginTiming(b *testing.B) {
 		b.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	source, err := loadUserSource(path, log) // computes the cost-12 dummy hash
+	source, err := openFileDirectory(path, log) // computes the cost-12 dummy hash
 	if err != nil {
 		b.Fatal(err)
 	}
-	if cost := source.dir().dummyCost; cost != defaultCost {
+	if cost := source.index().dummyCost; cost != defaultCost {
 		b.Fatalf("dummy hash cost = %d; want %d", cost, defaultCost)
 	}
 	store := newMemoryStore()

@@ -62,19 +62,7 @@ func (u *User) info() userInfo {
 // validUsername reports whether name is 1–150 bytes of letters, digits and
 // @ . + - _ (Django's username rule, in ASCII).
 func validUsername(name string) bool {
-	if len(name) == 0 || len(name) > maxUsernameLen {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '@' || c == '.' || c == '+' || c == '-' || c == '_':
-		default:
-			return false
-		}
-	}
-	return true
+	return asciiWord(name, maxUsernameLen, "@.+-_")
 }
 
 // checkNewPassword returns why password cannot be set, or nil.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -227,37 +228,37 @@ func TestNewDirectoryDummyCost(t *testing.T) {
 		{Username: "b", PasswordHash: mustHash(t, "b", 4)},
 		{Username: "c", PasswordHash: mustHash(t, "c", 5)},
 	}
-	d1, err := newDirectory(users, nil)
+	d1, err := newUserIndex(users, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d1.dummyCost != 5 {
-		t.Errorf("newDirectory(costs 5, 4, 5).dummyCost = %d; want 5", d1.dummyCost)
+		t.Errorf("newUserIndex(costs 5, 4, 5).dummyCost = %d; want 5", d1.dummyCost)
 	}
 	if cost, err := bcrypt.Cost(d1.dummyHash); cost != 5 || err != nil {
 		t.Errorf("bcrypt.Cost(dummyHash) = %d, %v; want 5, nil", cost, err)
 	}
 
 	// Same cost: the previous dummy hash is reused, not recomputed.
-	d2, err := newDirectory(users[:1], d1)
+	d2, err := newUserIndex(users[:1], d1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d2.dummyCost != 5 || &d2.dummyHash[0] != &d1.dummyHash[0] {
-		t.Errorf("newDirectory(cost 5, prev at 5): dummyCost %d, dummy hash reused %v; want 5, true", d2.dummyCost, &d2.dummyHash[0] == &d1.dummyHash[0])
+		t.Errorf("newUserIndex(cost 5, prev at 5): dummyCost %d, dummy hash reused %v; want 5, true", d2.dummyCost, &d2.dummyHash[0] == &d1.dummyHash[0])
 	}
 
 	// A new cost: a new dummy hash at that cost.
-	d3, err := newDirectory(users[1:2], d2)
+	d3, err := newUserIndex(users[1:2], d2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cost, _ := bcrypt.Cost(d3.dummyHash); d3.dummyCost != 4 || cost != 4 {
-		t.Errorf("newDirectory(cost 4, prev at 5): dummyCost %d, hash cost %d; want 4, 4", d3.dummyCost, cost)
+		t.Errorf("newUserIndex(cost 4, prev at 5): dummyCost %d, hash cost %d; want 4, 4", d3.dummyCost, cost)
 	}
 
-	if _, err := newDirectory([]User{{Username: "x", PasswordHash: "nope"}}, nil); err == nil {
-		t.Errorf("newDirectory(bad hash) = nil error; want an error")
+	if _, err := newUserIndex([]User{{Username: "x", PasswordHash: "nope"}}, nil); err == nil {
+		t.Errorf("newUserIndex(bad hash) = nil error; want an error")
 	}
 }
 
@@ -268,7 +269,7 @@ func TestDirectoryAuthenticate(t *testing.T) {
 		{Username: "carol", PasswordHash: mustHash(t, "right", 4), Disabled: true},
 		{Username: "dave", PasswordHash: mustHash(t, p72, 4)},
 	}
-	d, err := newDirectory(users, nil)
+	d, err := newUserIndex(users, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +290,7 @@ func TestDirectoryAuthenticate(t *testing.T) {
 		{"dave", p72 + "x", false},
 		{"dave", p72 + strings.Repeat("y", 1000), false},
 	} {
-		u, ok := d.authenticate(tt.username, tt.password, bcrypt.CompareHashAndPassword)
+		u, ok := authenticate(context.Background(), d, tt.username, tt.password, bcrypt.CompareHashAndPassword)
 		if ok != tt.ok || (u != nil) != tt.ok {
 			t.Errorf("authenticate(%q, %q) = %v, %v; want ok %v", tt.username, tt.password, u, ok, tt.ok)
 			continue
@@ -298,7 +299,7 @@ func TestDirectoryAuthenticate(t *testing.T) {
 			t.Errorf("authenticate(%q, %q).info.Username = %q; want %q", tt.username, tt.password, u.info.Username, tt.username)
 		}
 	}
-	u, _ := d.authenticate("alice", "right", bcrypt.CompareHashAndPassword)
+	u, _ := authenticate(context.Background(), d, "alice", "right", bcrypt.CompareHashAndPassword)
 	wantInfo := `{"username":"alice","name":"Alice","email":"","groups":["dev"],"admin":true}` + "\n"
 	if u == nil || string(u.infoJSON) != wantInfo || !u.admin {
 		t.Errorf("authenticate(alice).infoJSON = %q; want %q", u.infoJSON, wantInfo)
@@ -310,7 +311,7 @@ func TestDirectoryAuthenticate(t *testing.T) {
 
 func TestDirectorySessionUser(t *testing.T) {
 	aliceHash, bobHash := mustHash(t, "a", 4), mustHash(t, "b", 4)
-	before, err := newDirectory([]User{
+	before, err := newUserIndex([]User{
 		{Username: "alice", PasswordHash: aliceHash},
 		{Username: "bob", PasswordHash: bobHash},
 		{Username: "carol", PasswordHash: aliceHash},
@@ -319,7 +320,7 @@ func TestDirectorySessionUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	newAlice := mustHash(t, "a2", 4)
-	after, err := newDirectory([]User{
+	after, err := newUserIndex([]User{
 		{Username: "alice", PasswordHash: newAlice}, // password changed
 		{Username: "carol", PasswordHash: aliceHash, Disabled: true},
 		// bob deleted
@@ -328,7 +329,7 @@ func TestDirectorySessionUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		d    *directory
+		d    *userIndex
 		s    Session
 		want string // "" for nil
 	}{
@@ -341,7 +342,7 @@ func TestDirectorySessionUser(t *testing.T) {
 		{after, Session{Username: "bob", Stamp: passwordStamp(bobHash)}, ""},
 		{after, Session{Username: "carol", Stamp: passwordStamp(aliceHash)}, ""},
 	} {
-		u := tt.d.sessionUser(tt.s)
+		u := sessionUser(context.Background(), tt.d, tt.s)
 		got := ""
 		if u != nil {
 			got = u.info.Username
@@ -369,14 +370,14 @@ func TestUserSource(t *testing.T) {
 	path := filepath.Join(dir, "users.json")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	if _, err := loadUserSource(path, log); err == nil {
-		t.Errorf("loadUserSource(missing file) = nil error; want an error")
+	if _, err := openFileDirectory(path, log); err == nil {
+		t.Errorf("openFileDirectory(missing file) = nil error; want an error")
 	}
 	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadUserSource(path, log); err == nil || !strings.Contains(err.Error(), path+": not a users file") {
-		t.Errorf("loadUserSource(broken file) = %v; want an error naming the file and the problem", err)
+	if _, err := openFileDirectory(path, log); err == nil || !strings.Contains(err.Error(), path+": not a users file") {
+		t.Errorf("openFileDirectory(broken file) = %v; want an error naming the file and the problem", err)
 	}
 
 	// mtime steps forward by a second at each write, so changed() sees every one.
@@ -391,7 +392,7 @@ func TestUserSource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	names := func(d *directory) []string {
+	names := func(d *userIndex) []string {
 		var ns []string
 		for n := range d.byName {
 			ns = append(ns, n)
@@ -400,11 +401,11 @@ func TestUserSource(t *testing.T) {
 	}
 
 	write(usersJSON(okAlice))
-	s, err := loadUserSource(path, log)
+	s, err := openFileDirectory(path, log)
 	if err != nil {
-		t.Fatalf("loadUserSource(good file) = %v", err)
+		t.Fatalf("openFileDirectory(good file) = %v", err)
 	}
-	first := s.dir()
+	first := s.index()
 	if got := names(first); !reflect.DeepEqual(got, []string{"alice"}) {
 		t.Errorf("users after load = %q; want [alice]", got)
 	}
@@ -417,16 +418,16 @@ func TestUserSource(t *testing.T) {
 	if !s.changed() {
 		t.Errorf("changed() after a rewrite = false; want true")
 	}
-	if err := s.reload(); err == nil {
+	if err := s.Reload(context.Background()); err == nil {
 		t.Errorf("reload(broken file) = nil; want an error")
 	}
-	if s.dir() != first {
+	if s.index() != first {
 		t.Errorf("dir() after a refused reload changed; want the previous directory")
 	}
 	// logReload logs the refusal once and marks the file seen.
-	s.logReload("test")
-	if s.dir() != first || s.changed() {
-		t.Errorf("after logReload(broken file): dir kept %v, changed() %v; want true, false", s.dir() == first, s.changed())
+	s.logReload("test", nil)
+	if s.index() != first || s.changed() {
+		t.Errorf("after logReload(broken file): dir kept %v, changed() %v; want true, false", s.index() == first, s.changed())
 	}
 
 	// A good rewrite replaces the users; the dummy hash (cost 4 both times) is kept.
@@ -434,11 +435,11 @@ func TestUserSource(t *testing.T) {
 	if !s.changed() {
 		t.Errorf("changed() after a good rewrite = false; want true")
 	}
-	s.logReload("test")
-	if got := names(s.dir()); !reflect.DeepEqual(got, []string{"bob"}) {
+	s.logReload("test", nil)
+	if got := names(s.index()); !reflect.DeepEqual(got, []string{"bob"}) {
 		t.Errorf("users after reload = %q; want [bob]", got)
 	}
-	if &s.dir().dummyHash[0] != &first.dummyHash[0] {
+	if &s.index().dummyHash[0] != &first.dummyHash[0] {
 		t.Errorf("reload at the same cost made a new dummy hash; want the previous one")
 	}
 	if s.changed() {
@@ -464,19 +465,19 @@ func TestUserSource(t *testing.T) {
 	if !s.changed() {
 		t.Errorf("changed() after rename over the file = false; want true")
 	}
-	s.logReload("test")
+	s.logReload("test", nil)
 
 	// A removed file is a change; the reload fails and the users stay.
-	cur := s.dir()
+	cur := s.index()
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	if !s.changed() {
 		t.Errorf("changed() after remove = false; want true")
 	}
-	s.logReload("test")
-	if s.dir() != cur || s.changed() {
-		t.Errorf("after logReload(removed file): dir kept %v, changed() %v; want true, false", s.dir() == cur, s.changed())
+	s.logReload("test", nil)
+	if s.index() != cur || s.changed() {
+		t.Errorf("after logReload(removed file): dir kept %v, changed() %v; want true, false", s.index() == cur, s.changed())
 	}
 }
 

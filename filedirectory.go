@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A fileDirectory is the Directory kept in a JSON users file (users.go has
+// the format): Lookup answers from an index of the file as last loaded, and
+// writes go through editUsers, under the file's lock.
+type fileDirectory struct {
+	path string
+	log  *slog.Logger
+	cur  atomic.Pointer[userIndex] // nil until the first load
+
+	mu   sync.Mutex  // serializes loads; guards seen
+	seen os.FileInfo // the file as last loaded, to notice changes
+}
+
+var _ Directory = (*fileDirectory)(nil)
+
+// newFileDirectory returns the directory in the users file at path, not
+// yet loaded: the CLI writes through it without reading every user first.
+func newFileDirectory(path string, log *slog.Logger) *fileDirectory {
+	return &fileDirectory{path: path, log: log}
+}
+
+// openFileDirectory loads the users file at path; an error stops start-up.
+func openFileDirectory(path string, log *slog.Logger) (*fileDirectory, error) {
+	s := newFileDirectory(path, log)
+	if err := s.Reload(context.Background()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// index returns the current snapshot, empty before the first load.
+func (s *fileDirectory) index() *userIndex {
+	if x := s.cur.Load(); x != nil {
+		return x
+	}
+	return emptyIndex
+}
+
+// emptyIndex is the index of a directory not yet loaded.
+var emptyIndex = &userIndex{byName: map[string]*dirUser{}}
+
+func (s *fileDirectory) Lookup(_ context.Context, username string) (*dirUser, error) {
+	return s.index().Lookup(context.Background(), username)
+}
+
+// String names the directory for messages: the file's path.
+func (s *fileDirectory) String() string { return s.path }
+
+func (s *fileDirectory) Len() int { return len(s.index().byName) }
+
+func (s *fileDirectory) DummyHash() []byte {
+	x := s.index()
+	if x.dummyHash == nil {
+		x, _ = newUserIndex(nil, nil) // an unloaded directory still costs a compare
+	}
+	return x.dummyHash
+}
+
+func (s *fileDirectory) Add(ctx context.Context, u User) error {
+	return s.edit(true, func(users []User) ([]User, error) {
+		if findUser(users, u.Username) >= 0 {
+			return nil, fmt.Errorf("user %q: %w", u.Username, errUserExists)
+		}
+		if u.Groups == nil {
+			u.Groups = []string{}
+		}
+		return append(users, u), nil
+	})
+}
+
+func (s *fileDirectory) Update(ctx context.Context, username string, change func(*User) error) error {
+	return s.edit(false, func(users []User) ([]User, error) {
+		i := findUser(users, username)
+		if i < 0 {
+			return nil, fmt.Errorf("user %q: %w", username, errUserNotFound)
+		}
+		if err := change(&users[i]); err != nil {
+			return nil, err
+		}
+		return users, nil
+	})
+}
+
+func (s *fileDirectory) Delete(ctx context.Context, username string) error {
+	return s.edit(false, func(users []User) ([]User, error) {
+		i := findUser(users, username)
+		if i < 0 {
+			return nil, fmt.Errorf("user %q: %w", username, errUserNotFound)
+		}
+		return append(users[:i], users[i+1:]...), nil
+	})
+}
+
+// edit runs editUsers and, when this directory has been loaded, reloads it,
+// so that its own writes are visible to Lookup when they return.
+func (s *fileDirectory) edit(create bool, change func([]User) ([]User, error)) error {
+	if err := editUsers(s.path, create, change); err != nil {
+		return err
+	}
+	if s.cur.Load() == nil {
+		return nil
+	}
+	return s.Reload(context.Background())
+}
+
+func (s *fileDirectory) List(context.Context) ([]User, error) {
+	return readUsersFile(s.path)
+}
+
+// Reload replaces the index with the file's current content. On any error
+// the previous users stay in force.
+func (s *fileDirectory) Reload(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info, err := os.Stat(s.path)
+	if err != nil {
+		return err
+	}
+	users, err := readUsersFile(s.path)
+	if err != nil {
+		return err
+	}
+	x, err := newUserIndex(users, s.cur.Load())
+	if err != nil {
+		return err
+	}
+	s.cur.Store(x)
+	s.seen = info
+	return nil
+}
+
+// changed reports whether the file differs from the one last loaded.
+func (s *fileDirectory) changed() bool {
+	info, err := os.Stat(s.path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		return s.seen != nil // vanished: try, fail and log once per change
+	}
+	return s.seen == nil || !os.SameFile(info, s.seen) ||
+		!info.ModTime().Equal(s.seen.ModTime()) || info.Size() != s.seen.Size()
+}
+
+// Watch reloads on every value from hup and whenever the file changes,
+// checking every interval, until ctx is done. reloaded, if not nil, is
+// told of every attempt.
+func (s *fileDirectory) Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, reloaded func(error)) {
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				s.logReload("SIGHUP", reloaded)
+			}
+		}
+	}()
+	runEvery(ctx, interval, func(time.Time) {
+		if s.changed() {
+			s.logReload("file changed", reloaded)
+		}
+	})
+}
+
+func (s *fileDirectory) logReload(why string, reloaded func(error)) {
+	err := s.Reload(context.Background())
+	if reloaded != nil {
+		reloaded(err)
+	}
+	if err != nil {
+		s.log.Error("users file refused; previous users stay in force", "reason", why, "err", err)
+		s.markSeen()
+		return
+	}
+	s.log.Info("users file reloaded", "reason", why, "users", s.Len())
+}
+
+// markSeen records the file's current state after a refused reload, so a
+// broken file is reported once rather than every interval.
+func (s *fileDirectory) markSeen() {
+	info, err := os.Stat(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		info = nil
+	} else if err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.seen = info
+	s.mu.Unlock()
+}

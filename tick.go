@@ -1,0 +1,21 @@
+package main
+
+import (
+	"context"
+	"time"
+)
+
+// runEvery calls f every interval until ctx is done: the one ticker loop
+// behind the directory's watch, the store's sweep and the log's flush.
+func runEvery(ctx context.Context, interval time.Duration, f func(now time.Time)) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			f(now)
+		}
+	}
+}
