@@ -183,7 +183,6 @@ func storeKind(spec string) string {
 	return scheme
 }
 
-
 // bootstrapUsers creates a missing users file with one admin user, "admin",
 // and prints its random password once to stderr: the one way into a new
 // installation.
