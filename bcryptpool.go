@@ -63,7 +63,8 @@ func (p *hasherPool) compare(hash, password []byte) error {
 }
 
 // Close stops the workers once they finish their compares.
-func (p *hasherPool) Close() {
+func (p *hasherPool) Close() error {
 	close(p.stop)
 	p.wg.Wait()
+	return nil
 }

@@ -115,21 +115,16 @@ func benchDeps(tb testing.TB, users *fileDirectory, store Store, logTo io.Writer
 		tb.Cleanup(func() { w.Close() })
 		log = newLogger("text", w)
 	}
-	procs := runtime.GOMAXPROCS(0)
-	adm := newAdmission(procs, 4*procs, 2*time.Second)
-	return serverDeps{
-		log:    log,
-		users:  users,
-		store:  store,
-		policy: tokenPolicy{ttl: 24 * time.Hour, maxPerUser: benchTokensPerUser},
-		guard: loginGuard{
-			throttle:  newThrottle(throttleConfig{PairFailures: 1e8, UserFailures: 1e8, AddrRate: 1e5, AddrBurst: 1e5}),
-			admission: adm,
-		},
-		now:           time.Now,
-		metrics:       newMetrics(metricsSources{users: users, store: store, admission: adm}),
-		metricsOnMain: true,
+	cfg := defaultServeConfig()
+	cfg.maxPerUser = benchTokensPerUser
+	cfg.throttle = throttleConfig{PairFailures: 1e8, UserFailures: 1e8, AddrRate: 1e5, AddrBurst: 1e5, MaxEntries: cfg.throttle.MaxEntries,
+		Window: cfg.throttle.Window, BaseBackoff: cfg.throttle.BaseBackoff, MaxBackoff: cfg.throttle.MaxBackoff}
+	d, closeDeps, err := buildDeps(cfg, log, withDirectory(users), withStore(store))
+	tb.Cleanup(closeDeps)
+	if err != nil {
+		tb.Fatal(err)
 	}
+	return d
 }
 
 const benchAuthorization = "Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"

@@ -1,13 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -20,16 +20,6 @@ const maxLoginBody = 16 << 10
 type tokenPolicy struct {
 	ttl        time.Duration // 0: tokens never expire
 	maxPerUser int           // 0: no limit
-}
-
-// loginGuard stands between a login request and bcrypt: the throttle
-// refuses guessing, the admission bounds the CPU spent on passwords.
-type loginGuard struct {
-	throttle  *throttle
-	admission *admission
-	hasher    *hasherPool
-	tarpit    *tarpit        // nil: refusals are immediate
-	trusted   []netip.Prefix // proxies whose X-Forwarded-For is believed
 }
 
 // loginRequest is the login body.
@@ -90,77 +80,57 @@ func readLoginBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-// handleLogin exchanges a username and password for a new token.
-func handleLogin(log *slog.Logger, users Directory, store Store, policy tokenPolicy, guard loginGuard, now func() time.Time) http.Handler {
+// handleLogin exchanges a username and password for a new token, in
+// API.md's order of checks.
+func handleLogin(log *slog.Logger, users Directory, store Store, policy tokenPolicy, guard *loginGuard, now func() time.Time) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The media type (415) and size (413). The body is read even at
+		// capacity: net/http would close a connection that left it.
 		body, err := readLoginBody(w, r)
+		if err == nil && guard.atCapacity(r.Context()) {
+			err = errUnavailable // before decoding, and with no audit line: no credentials were read
+		}
+		// The body's shape and field limits (400).
+		var req loginRequest
+		if err == nil {
+			req, err = decodeLogin(body)
+		}
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		if guard.admission.full() {
-			// Beyond capacity: refuse before decoding, the cheapest 503, with
-			// no audit line (no credentials were read; the access line has
-			// it). The body is read: net/http would close a connection that left it.
-			guard.tarpit.hold(r.Context())
-			writeError(w, r, log, errUnavailable)
-			return
+		// The throttle (429), a hasher slot (503), the password (401).
+		attempt := guard.attempt(w, r, users, req.Username)
+		u, err := attempt.verify(req.Password)
+		// A new token (503 when the store cannot keep it).
+		var reply loginReply
+		if err == nil {
+			reply, err = issueToken(r.Context(), store, policy, u, now())
 		}
-		req, err := decodeLogin(body)
+		attempt.audit(err)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		client := clientKey(clientIP(r, guard.trusted))
-		if wait, ok := guard.throttle.check(req.Username, client, now()); !ok {
-			auditLogin(w, r, log, users, req.Username, client, "throttled")
-			guard.tarpit.hold(r.Context())
-			writeError(w, r, log, throttled(int(wait/time.Second)))
-			return
-		}
-		release, err := guard.admission.acquire(r.Context())
-		if err != nil {
-			auditLogin(w, r, log, users, req.Username, client, "unavailable")
-			guard.tarpit.hold(r.Context())
-			writeError(w, r, log, errUnavailable)
-			return
-		}
-		u, ok := authenticate(r.Context(), users, req.Username, req.Password, guard.hasher.compare)
-		release()
-		if !ok {
-			guard.throttle.failure(req.Username, client, now())
-			auditLogin(w, r, log, users, req.Username, client, "invalid_credentials")
-			writeError(w, r, log, errInvalidCredentials)
-			return
-		}
-		guard.throttle.success(req.Username, client, now())
-		token, digest := newToken()
-		sess := Session{Username: u.info.Username, Stamp: u.stamp}
-		reply := loginReply{Token: token, User: u.info}
-		if policy.ttl > 0 {
-			expires := now().Add(policy.ttl).Truncate(time.Second).UTC()
-			sess.ExpiresAt = expires
-			reply.ExpiresAt = &expires
-		}
-		if err := store.Issue(r.Context(), digest, sess, policy.maxPerUser, now()); err != nil {
-			auditLogin(w, r, log, users, req.Username, client, "unavailable")
-			writeError(w, r, log, err)
-			return
-		}
-		auditLogin(w, r, log, users, req.Username, client, "success")
 		w.Header().Set("Cache-Control", "no-store")
 		encode(w, http.StatusOK, reply)
 	})
 }
 
-// auditLogin logs a login attempt. A username that names no user is not
-// logged: people type passwords into username fields.
-func auditLogin(w http.ResponseWriter, r *http.Request, log *slog.Logger, users Directory, username, client, outcome string) {
-	if _, err := users.Lookup(r.Context(), username); err != nil {
-		username = "(unknown)"
+// issueToken stores a new session of u and returns the login reply with its token.
+func issueToken(ctx context.Context, store Store, policy tokenPolicy, u *dirUser, now time.Time) (loginReply, error) {
+	token, digest := newToken()
+	sess := Session{Username: u.info.Username, Stamp: u.stamp}
+	reply := loginReply{Token: token, User: u.info}
+	if policy.ttl > 0 {
+		expires := now.Add(policy.ttl).Truncate(time.Second).UTC()
+		sess.ExpiresAt = expires
+		reply.ExpiresAt = &expires
 	}
-	log.LogAttrs(r.Context(), slog.LevelInfo, "login", slog.String("outcome", outcome), slog.String("username", username),
-		slog.String("client", client), slog.String("request_id", requestID(w)))
+	if err := store.Issue(ctx, digest, sess, policy.maxPerUser, now); err != nil {
+		return loginReply{}, err
+	}
+	return reply, nil
 }
 
 // A principal is who a request's token speaks for.

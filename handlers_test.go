@@ -48,6 +48,7 @@ type testEnv struct {
 	clock     *testClock
 	metrics   *metrics
 	handler   http.Handler
+	deps      serverDeps
 
 	corsOrigins []string // set through newTestEnvCORS
 }
@@ -72,36 +73,55 @@ func testUsers(t testing.TB) []User {
 
 func newTestEnv(t *testing.T, policy tokenPolicy) *testEnv {
 	t.Helper()
-	return newTestEnvGuard(t, policy, loginGuard{
-		// Generous per-address limits: every test request comes from 192.0.2.1.
-		throttle:  newThrottle(throttleConfig{AddrRate: 1000, AddrBurst: 1000}),
-		admission: newAdmission(2, 8, 2*time.Second),
+	return newTestEnvConfig(t, nil, func(c *serveConfig) {
+		c.tokenTTL, c.maxPerUser = policy.ttl, policy.maxPerUser
 	})
 }
 
-func newTestEnvGuard(t *testing.T, policy tokenPolicy, guard loginGuard) *testEnv {
+// testConfig is serve's default configuration for a test, with the users
+// file at usersPath, generous per-address limits (every test request comes
+// from 192.0.2.1), two hasher slots and refusals answered at once.
+func testConfig(usersPath string) serveConfig {
+	c := defaultServeConfig()
+	c.usersPath = usersPath
+	c.throttle.AddrRate, c.throttle.AddrBurst = 1000, 1000
+	c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 2, 8, 2*time.Second
+	c.refusalDelay = 0
+	return c
+}
+
+// newTestEnvConfig is a server wired by buildDeps, as serve wires it, from
+// testConfig with change applied, on testUsers and the test's clock. A nil
+// log discards its lines.
+func newTestEnvConfig(t *testing.T, log *slog.Logger, change func(c *serveConfig)) *testEnv {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "users.json")
 	if err := writeUsersFile(path, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	users, err := openFileDirectory(path, log)
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg := testConfig(path)
+	if change != nil {
+		change(&cfg)
+	}
+	e := &testEnv{
+		t:           t,
+		usersPath:   path,
+		clock:       &testClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)},
+		corsOrigins: cfg.corsOrigins,
+	}
+	d, closeDeps, err := buildDeps(cfg, log, withClock(e.clock.Now))
+	t.Cleanup(closeDeps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &testEnv{
-		t:         t,
-		usersPath: path,
-		users:     users,
-		store:     newMemoryStore(),
-		clock:     &testClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)},
-	}
-	e.metrics = newMetrics(metricsSources{users: users, store: e.store, admission: guard.admission})
-	e.handler = newServer(serverDeps{
-		log: log, users: users, store: e.store, policy: policy, guard: guard, now: e.clock.Now,
-		metrics: e.metrics, metricsOnMain: true, corsOrigins: e.corsOrigins,
-	})
+	e.deps = d
+	e.users = d.users.(*fileDirectory)
+	e.store = d.store.(*memoryStore)
+	e.metrics = d.metrics
+	e.handler = newServer(d)
 	return e
 }
 
@@ -588,11 +608,11 @@ func FuzzUsernameParam(f *testing.F) {
 func TestLoginThrottled(t *testing.T) {
 	// One slot, one queue place, a short wait: with the slot held, a request
 	// that reached admission would wait 50ms and get 503.
-	adm := newAdmission(1, 1, 50*time.Millisecond)
-	e := newTestEnvGuard(t, tokenPolicy{ttl: time.Hour}, loginGuard{
-		throttle:  newThrottle(throttleConfig{AddrRate: 1000, AddrBurst: 1000}),
-		admission: adm,
+	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+		c.tokenTTL = time.Hour
+		c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 1, 1, 50*time.Millisecond
 	})
+	adm := e.deps.guard.admission
 	wrong := `{"username":"alice","password":"wrong"}`
 	right := `{"username":"alice","password":"alice-pw"}`
 	for i := 1; i <= 5; i++ {
@@ -637,12 +657,12 @@ func TestLoginThrottled(t *testing.T) {
 // refused with 503 before its body is decoded — even a malformed one — and
 // the tarpit holds the refusal for its delay.
 func TestLoginAtCapacity(t *testing.T) {
-	adm := newAdmission(1, 0, time.Second)
-	e := newTestEnvGuard(t, tokenPolicy{ttl: time.Hour}, loginGuard{
-		throttle:  newThrottle(throttleConfig{AddrRate: 1000, AddrBurst: 1000}),
-		admission: adm,
-		tarpit:    newTarpit(100*time.Millisecond, 10),
+	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+		c.tokenTTL = time.Hour
+		c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 1, 0, time.Second
+		c.refusalDelay = 100 * time.Millisecond
 	})
+	adm := e.deps.guard.admission
 	release, err := adm.acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)

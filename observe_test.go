@@ -12,13 +12,12 @@ import (
 )
 
 func TestRequestID(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
 	var logBuf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logBuf, nil))
-	e.handler = newServer(serverDeps{
-		log: log, users: e.users, store: e.store, policy: tokenPolicy{ttl: time.Hour},
-		guard: loginGuard{throttle: newThrottle(throttleConfig{}), admission: newAdmission(1, 1, time.Second)},
-		now:   e.clock.Now, metrics: e.metrics,
+	e := newTestEnvConfig(t, log, func(c *serveConfig) {
+		c.tokenTTL = time.Hour
+		c.throttle = defaultServeConfig().throttle
+		c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 1, 1, time.Second
 	})
 	long := strings.Repeat("a", 129)
 	tests := []struct {
@@ -115,14 +114,12 @@ func TestMetrics(t *testing.T) {
 
 // newTestEnvCORS is newTestEnv with CORS on for origins.
 func newTestEnvCORS(t *testing.T, origins ...string) *testEnv {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
-	e.corsOrigins = origins
-	e.handler = newServer(serverDeps{
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), users: e.users, store: e.store, policy: tokenPolicy{ttl: time.Hour},
-		guard: loginGuard{throttle: newThrottle(throttleConfig{AddrRate: 100, AddrBurst: 100}), admission: newAdmission(1, 1, time.Second)},
-		now:   e.clock.Now, metrics: e.metrics, corsOrigins: origins,
+	return newTestEnvConfig(t, nil, func(c *serveConfig) {
+		c.tokenTTL = time.Hour
+		c.throttle.AddrRate, c.throttle.AddrBurst = 100, 100
+		c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 1, 1, time.Second
+		c.corsOrigins = origins
 	})
-	return e
 }
 
 func TestCORS(t *testing.T) {
@@ -240,7 +237,7 @@ func TestNoAccessLog(t *testing.T) {
 func TestMetricRoutesMatchAddRoutes(t *testing.T) {
 	e := newTestEnv(t, tokenPolicy{})
 	registered := map[string]bool{"other": true}
-	for _, rt := range addRoutes(http.NewServeMux(), serverDeps{log: slog.New(slog.DiscardHandler), users: e.users, store: e.store, metrics: e.metrics, metricsOnMain: true}) {
+	for _, rt := range addRoutes(http.NewServeMux(), e.deps) {
 		_, path, _ := strings.Cut(rt, " ")
 		label := routeLabel(path)
 		registered[label] = true

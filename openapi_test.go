@@ -306,26 +306,19 @@ func routeDeps(t *testing.T, metricsOnMain bool) serverDeps {
 	if err := writeUsersFile(path, []User{{Username: "alice", PasswordHash: string(hash), Groups: []string{}}}); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	users, err := openFileDirectory(path, log)
+	cfg := defaultServeConfig()
+	cfg.usersPath = path
+	cfg.tokenTTL, cfg.maxPerUser = time.Hour, 10
+	cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait = 1, 1, time.Second
+	if !metricsOnMain {
+		cfg.metricsAddr = "127.0.0.1:0"
+	}
+	d, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(closeDeps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := newMemoryStore()
-	adm := newAdmission(1, 1, time.Second)
-	return serverDeps{
-		log:    log,
-		users:  users,
-		store:  store,
-		policy: tokenPolicy{ttl: time.Hour, maxPerUser: 10},
-		guard: loginGuard{
-			throttle:  newThrottle(throttleConfig{PairFailures: 5, Window: time.Minute, BaseBackoff: time.Second, MaxBackoff: time.Minute, UserFailures: 100, AddrRate: 1, AddrBurst: 10, MaxEntries: 100}),
-			admission: adm,
-		},
-		now:           time.Now,
-		metrics:       newMetrics(metricsSources{users: users, store: store, admission: adm}),
-		metricsOnMain: metricsOnMain,
-	}
+	return d
 }
 
 // TestOpenAPIRoutes: every registered route is documented, and every

@@ -29,7 +29,6 @@ const (
 	maxHeaderBytes    = 32 << 10
 	shutdownGrace     = 10 * time.Second
 	logFlushInterval  = 100 * time.Millisecond // how late a log line may be written
-	maxHeldRefusals   = 4096                   // refused logins held by the tarpit at once: about 40 MB of parked goroutines and connections
 )
 
 // newLogger returns the service's logger.
@@ -68,49 +67,35 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := bootstrapUsers(cfg.usersPath, stderr); err != nil {
 		return err
 	}
-	users, err := openFileDirectory(cfg.usersPath, log)
+	deps, closeDeps, err := buildDeps(cfg, log)
+	defer closeDeps()
 	if err != nil {
 		return err
 	}
-	store, err := openStore(cfg.store, cfg.storePrefix)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+	deps.metrics.reloaded(nil, start)
+	defer tuneProcs(cfg.bcryptSlots)()
+	return runServers(ctx, cfg, deps)
+}
+
+// tuneProcs raises GOMAXPROCS for the hasher's threads, which hold a P each
+// while they hash, and returns the function that restores it. Half as many
+// Ps as hashers left /info 62% of its throughput under a login flood on 2
+// cores; as many cost 5% unloaded.
+func tuneProcs(hashers int) (restore func()) {
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + max(1, hashers/2))
+	return func() { runtime.GOMAXPROCS(procs) }
+}
+
+// runServers serves the API (and the metrics, on --metrics-addr) with deps,
+// keeps the users and sessions fresh, and shuts down gracefully once ctx is done.
+func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
+	log := deps.log
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
-	adm := newAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
-	hasher := newHasherPool(cfg.bcryptSlots)
-	defer hasher.Close()
-	// The hasher's threads hold a P each while they hash: add Ps for token
-	// checks (see hasherPool). Half as many as the hashers left /info 62% of
-	// its throughput under a login flood on 2 cores; as many cost 5% unloaded.
-	procs := runtime.GOMAXPROCS(0)
-	runtime.GOMAXPROCS(procs + max(1, cfg.bcryptSlots/2))
-	defer runtime.GOMAXPROCS(procs)
-	m := newMetrics(metricsSources{users: users, store: store, admission: adm})
-	m.reloaded(nil, start)
-	srv := newHTTPServer(log, newServer(serverDeps{
-		log:    log,
-		users:  users,
-		store:  store,
-		policy: tokenPolicy{ttl: cfg.tokenTTL, maxPerUser: cfg.maxPerUser},
-		guard: loginGuard{
-			throttle:  newThrottle(cfg.throttle),
-			admission: adm,
-			hasher:    hasher,
-			tarpit:    newTarpit(cfg.refusalDelay, maxHeldRefusals),
-			trusted:   cfg.trustedProxies,
-		},
-		now:           time.Now,
-		metrics:       m,
-		metricsOnMain: cfg.metricsAddr == "",
-		corsOrigins:   cfg.corsOrigins,
-		noAccessLog:   !cfg.accessLog,
-	}))
-	servers := []*http.Server{srv}
+	servers := []*http.Server{newHTTPServer(log, newServer(deps))}
 	listeners := []net.Listener{ln}
 	if cfg.metricsAddr != "" {
 		mln, err := net.Listen("tcp", cfg.metricsAddr)
@@ -119,7 +104,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", m.handler())
+		mux.Handle("GET /metrics", deps.metrics.handler())
 		servers = append(servers, newHTTPServer(log, mux))
 		listeners = append(listeners, mln)
 		log.Info("metrics listening", "addr", mln.Addr().String())
@@ -130,12 +115,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go users.Watch(ctx, cfg.reloadInterval, hup, func(err error) { m.reloaded(err, time.Now()) })
-	if ms, ok := store.(*memoryStore); ok && cfg.tokenTTL > 0 {
-		go runEvery(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { ms.Sweep(now) })
+	go deps.users.Watch(ctx, cfg.reloadInterval, hup, func(err error) { deps.metrics.reloaded(err, time.Now()) })
+	if sweeper, ok := deps.store.(interface{ Sweep(time.Time) int }); ok && cfg.tokenTTL > 0 {
+		go runEvery(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { sweeper.Sweep(now) })
 	}
 
-	log.Info("listening", "addr", ln.Addr().String(), "users", users.Len(), "store", storeKind(cfg.store))
+	log.Info("listening", "addr", ln.Addr().String(), "users", deps.users.Len(), "store", storeKind(cfg.store))
 	serveErr := make(chan error, len(servers))
 	for i, srv := range servers {
 		go func() { serveErr <- srv.Serve(listeners[i]) }()

@@ -14,7 +14,7 @@ type serverDeps struct {
 	users  Directory
 	store  Store
 	policy tokenPolicy
-	guard  loginGuard
+	guard  *loginGuard
 	now    func() time.Time
 
 	metrics       *metrics

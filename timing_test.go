@@ -46,31 +46,21 @@ func BenchmarkLoginTiming(b *testing.B) {
 	if err := writeUsersFile(path, users); err != nil {
 		b.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	source, err := openFileDirectory(path, log) // computes the cost-12 dummy hash
+	cfg := defaultServeConfig()
+	cfg.usersPath = path
+	cfg.tokenTTL = time.Hour
+	// A throttle that never refuses, and a slot always free.
+	cfg.throttle = throttleConfig{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}
+	cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait = 2, 8, time.Minute
+	d, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) // the niced compare threads, as serve runs them
+	defer closeDeps()
 	if err != nil {
 		b.Fatal(err)
 	}
-	if cost := source.index().dummyCost; cost != defaultCost {
-		b.Fatalf("dummy hash cost = %d; want %d", cost, defaultCost)
+	if x := d.users.(*fileDirectory).index(); x.dummyCost != defaultCost { // the cost-12 dummy hash
+		b.Fatalf("dummy hash cost = %d; want %d", x.dummyCost, defaultCost)
 	}
-	store := newMemoryStore()
-	guard := loginGuard{
-		// A throttle that never refuses, and a slot always free.
-		throttle:  newThrottle(throttleConfig{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}),
-		admission: newAdmission(2, 8, time.Minute),
-		hasher:    newHasherPool(2), // the niced compare threads, as serve runs them
-	}
-	defer guard.hasher.Close()
-	handler := newServer(serverDeps{
-		log:     log,
-		users:   source,
-		store:   store,
-		policy:  tokenPolicy{ttl: time.Hour, maxPerUser: 100},
-		guard:   guard,
-		now:     time.Now,
-		metrics: newMetrics(metricsSources{users: source, store: store, admission: guard.admission}),
-	})
+	handler := newServer(d)
 	for _, c := range []struct {
 		name, body string
 		want       int

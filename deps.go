@@ -1,0 +1,79 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"time"
+)
+
+// maxHeldRefusals bounds the refused logins the tarpit holds at once:
+// about 40 MB of parked goroutines and connections.
+const maxHeldRefusals = 4096
+
+// A depsOption changes one dependency buildDeps would otherwise make from
+// the configuration; tests and benchmarks use them.
+type depsOption func(*serverDeps)
+
+// withClock makes the handlers and the throttle read the time from now.
+func withClock(now func() time.Time) depsOption {
+	return func(d *serverDeps) { d.now = now }
+}
+
+// withDirectory serves users from dir instead of the --users file.
+func withDirectory(dir Directory) depsOption {
+	return func(d *serverDeps) { d.users = dir }
+}
+
+// withStore keeps tokens in store instead of the --store one.
+func withStore(store Store) depsOption {
+	return func(d *serverDeps) { d.store = store }
+}
+
+// buildDeps wires the server's dependencies from cfg, the one place where
+// each is made: the user directory, the token store, the login guard and
+// the metrics. closeDeps releases what it started (the hasher's threads,
+// the store); it is safe to call once whatever buildDeps returned.
+func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverDeps, closeDeps func(), err error) {
+	d = serverDeps{
+		log:           log,
+		now:           time.Now,
+		policy:        tokenPolicy{ttl: cfg.tokenTTL, maxPerUser: cfg.maxPerUser},
+		metricsOnMain: cfg.metricsAddr == "",
+		corsOrigins:   cfg.corsOrigins,
+		noAccessLog:   !cfg.accessLog,
+	}
+	for _, opt := range opts {
+		opt(&d)
+	}
+	var closers []io.Closer
+	closeDeps = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i].Close()
+		}
+	}
+	if d.users == nil {
+		if d.users, err = openFileDirectory(cfg.usersPath, log); err != nil {
+			return d, closeDeps, err
+		}
+	}
+	if d.store == nil {
+		if d.store, err = openStore(cfg.store, cfg.storePrefix); err != nil {
+			return d, closeDeps, err
+		}
+		closers = append(closers, d.store)
+	}
+	adm := newAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
+	hasher := newHasherPool(cfg.bcryptSlots)
+	closers = append(closers, hasher)
+	d.guard = &loginGuard{
+		throttle:  newThrottle(cfg.throttle),
+		admission: adm,
+		hasher:    hasher,
+		tarpit:    newTarpit(cfg.refusalDelay, maxHeldRefusals),
+		trusted:   cfg.trustedProxies,
+		log:       log,
+		now:       d.now,
+	}
+	d.metrics = newMetrics(metricsSources{users: d.users, store: d.store, admission: adm})
+	return d, closeDeps, nil
+}
