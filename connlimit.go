@@ -1,0 +1,169 @@
+package main
+
+import (
+	"container/list"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+)
+
+// Descriptors the default connection limit leaves to the rest of the process.
+const (
+	fdReserve       = 64      // at least: users file, Redis pool, log, metrics listener and scrapes, epoll
+	maxDefaultConns = 1 << 16 // at the review's ~23 KB per idle connection, 1.5 GB
+)
+
+// defaultMaxConns returns the connection limit for the process's
+// RLIMIT_NOFILE. Go raises the soft limit to the hard one at startup (Go
+// 1.19+, package syscall), so this is sized from the raised soft limit.
+func defaultMaxConns() int {
+	soft, ok := nofileLimit()
+	if !ok {
+		soft = 1024 // the usual soft limit where there is none to read
+	}
+	return maxConnsFor(soft)
+}
+
+// maxConnsFor returns the connection limit for a soft RLIMIT_NOFILE of soft:
+// it leaves a fifth of the descriptors, and at least fdReserve, to the rest
+// of the process, since its Redis pool grows with GOMAXPROCS and metrics
+// connections are not limited; but it keeps at least half when soft is small,
+// and it stops at maxDefaultConns, where memory binds before descriptors.
+func maxConnsFor(soft uint64) int {
+	soft = min(soft, math.MaxInt32) // RLIM_INFINITY is all ones
+	n := int(soft) - max(fdReserve, int(soft)/5)
+	return min(max(1, int(soft)/2, n), maxDefaultConns)
+}
+
+// connLimiter caps the server's open connections. Without a cap, idle
+// keep-alive connections alone took the process to its descriptor limit
+// (accept4: too many open files) and no new client was served.
+//
+// At the limit a new connection is kept and the connection idle the longest
+// is closed to make room: an idle keep-alive connection costs its client at
+// most a reconnect, while refusing the new client costs it the service. If
+// every connection is busy, Accept holds the new connection unserved until one
+// goes idle or closes; later clients wait in the kernel's listen backlog, where
+// they cost no descriptor. The wait ends when a handler returns or a client
+// stalls past ReadHeaderTimeout or ReadTimeout. So each limited listener holds
+// at most max+1 connections.
+//
+// Use both Listener and ConnState on the same http.Server. A closed idle
+// connection may race a request its client has just sent; the client sees the
+// connection closed, as when IdleTimeout or Shutdown closes it.
+type connLimiter struct {
+	max int
+
+	mu    sync.Mutex                 // guards conns, idle and every limitedListener's closed
+	room  *sync.Cond                 // on mu; broadcast when a connection goes idle or leaves, or a listener closes
+	conns map[net.Conn]*list.Element // every open connection; its element in idle, or nil while new or active
+	idle  list.List                  // of net.Conn: the idle connections, longest idle first
+}
+
+// newConnLimiter returns a limiter of max open connections; max must be at
+// least 1.
+func newConnLimiter(max int) *connLimiter {
+	if max < 1 {
+		panic("newConnLimiter: max must be at least 1")
+	}
+	l := &connLimiter{max: max, conns: make(map[net.Conn]*list.Element)}
+	l.room = sync.NewCond(&l.mu)
+	return l
+}
+
+// Listener returns inner with Accept limited by l.
+func (l *connLimiter) Listener(inner net.Listener) net.Listener {
+	return &limitedListener{Listener: inner, lim: l}
+}
+
+// ConnState tracks which connections are idle; set it as the
+// http.Server's ConnState.
+func (l *connLimiter) ConnState(c net.Conn, s http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.conns[c]
+	if !ok {
+		return // shed already: its server goroutine is only now noticing
+	}
+	switch s {
+	case http.StateActive:
+		if e != nil {
+			l.idle.Remove(e)
+			l.conns[c] = nil
+		}
+	case http.StateIdle:
+		if e == nil {
+			l.conns[c] = l.idle.PushBack(c)
+			l.room.Broadcast()
+		}
+	case http.StateClosed, http.StateHijacked:
+		if e != nil {
+			l.idle.Remove(e)
+		}
+		delete(l.conns, c)
+		l.room.Broadcast()
+	}
+	// StateNew: Accept counted the connection already.
+}
+
+// open returns the number of open connections l counts.
+func (l *connLimiter) open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// add counts c as open, first closing the longest-idle connection if c would
+// exceed the limit. If none is idle, it waits for one to go idle or close. It
+// returns net.ErrClosed if ln is closed meanwhile.
+func (l *connLimiter) add(ln *limitedListener, c net.Conn) error {
+	l.mu.Lock()
+	for !ln.closed && len(l.conns) >= l.max && l.idle.Len() == 0 {
+		l.room.Wait()
+	}
+	if ln.closed {
+		l.mu.Unlock()
+		return net.ErrClosed
+	}
+	var victim net.Conn
+	if len(l.conns) >= l.max {
+		victim = l.idle.Remove(l.idle.Front()).(net.Conn)
+		delete(l.conns, victim)
+	}
+	l.conns[c] = nil
+	l.mu.Unlock()
+	if victim != nil {
+		victim.Close() // outside mu: a close is a system call
+	}
+	return nil
+}
+
+// limitedListener is a net.Listener whose Accept is limited by lim.
+type limitedListener struct {
+	net.Listener
+	lim    *connLimiter
+	closed bool // guarded by lim.mu
+}
+
+// Accept accepts a connection, then waits for room for it under the limit.
+func (ln *limitedListener) Accept() (net.Conn, error) {
+	c, err := ln.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if err := ln.lim.add(ln, c); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close closes the listener and ends an Accept waiting for room.
+func (ln *limitedListener) Close() error {
+	ln.lim.mu.Lock()
+	ln.closed = true
+	ln.lim.room.Broadcast()
+	ln.lim.mu.Unlock()
+	return ln.Listener.Close()
+}
