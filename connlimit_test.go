@@ -140,8 +140,8 @@ func countClosed(conns []*rawConn) int {
 	return int(closed.Load())
 }
 
-// get makes one request on a new connection.
-func get(addr, path string) (int, error) {
+// getOnNewConn makes one request on a new connection.
+func getOnNewConn(addr, path string) (int, error) {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	resp, err := client.Get("http://" + addr + path)
@@ -158,7 +158,7 @@ func TestConnLimitShedsIdleForNewClient(t *testing.T) {
 	s := startLimitedServer(t, max)
 	old := idleConns(t, s.addr, max)
 
-	code, err := get(s.addr, "/")
+	code, err := getOnNewConn(s.addr, "/")
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("new client at the limit: status %d, err %v; want 200", code, err)
 	}
@@ -179,7 +179,7 @@ func TestConnLimitKeepsActive(t *testing.T) {
 	idle := idleConns(t, s.addr, max-1)
 
 	for i := range 3 { // more new clients than idle connections to shed
-		if code, err := get(s.addr, "/"); err != nil || code != http.StatusOK {
+		if code, err := getOnNewConn(s.addr, "/"); err != nil || code != http.StatusOK {
 			t.Fatalf("new client %d: status %d, err %v; want 200", i, code, err)
 		}
 	}
@@ -208,7 +208,7 @@ func TestConnLimitWaitsWhenAllActive(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, err := get(s.addr, "/")
+		code, err := getOnNewConn(s.addr, "/")
 		done <- result{code, err}
 	}()
 	select {
