@@ -8,15 +8,16 @@ import (
 	"sync"
 )
 
-// Descriptors the default connection limit leaves to the rest of the process.
+// Sizing of the default connection limit.
 const (
 	fdReserve       = 64      // at least: users file, Redis pool, log, metrics listener and scrapes, epoll
 	maxDefaultConns = 1 << 16 // at the review's ~23 KB per idle connection, 1.5 GB
 )
 
 // defaultMaxConns returns the connection limit for the process's
-// RLIMIT_NOFILE. Go raises the soft limit to the hard one at startup (Go
-// 1.19+, package syscall), so this is sized from the raised soft limit.
+// RLIMIT_NOFILE. Go raises the soft limit to just below the hard one at
+// startup (Go 1.19+, package syscall; on Linux and macOS), so this is sized
+// from the raised soft limit and need not raise it.
 func defaultMaxConns() int {
 	soft, ok := nofileLimit()
 	if !ok {
