@@ -95,8 +95,15 @@ func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
 	if err != nil {
 		return err
 	}
-	servers := []*http.Server{newHTTPServer(log, newServer(deps))}
-	listeners := []net.Listener{ln}
+	maxConns := cfg.maxConns
+	if maxConns == 0 {
+		maxConns = defaultMaxConns()
+	}
+	conns := newConnLimiter(maxConns)
+	api := newHTTPServer(log, newServer(deps))
+	api.ConnState = conns.ConnState
+	servers := []*http.Server{api}
+	listeners := []net.Listener{conns.Listener(ln)}
 	if cfg.metricsAddr != "" {
 		mln, err := net.Listen("tcp", cfg.metricsAddr)
 		if err != nil {
@@ -120,7 +127,7 @@ func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
 		go runEvery(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { sweeper.Sweep(now) })
 	}
 
-	log.Info("listening", "addr", ln.Addr().String(), "users", deps.users.Len(), "store", storeKind(cfg.store))
+	log.Info("listening", "addr", ln.Addr().String(), "users", deps.users.Len(), "store", storeKind(cfg.store), "max_conns", maxConns)
 	serveErr := make(chan error, len(servers))
 	for i, srv := range servers {
 		go func() { serveErr <- srv.Serve(listeners[i]) }()

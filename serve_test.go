@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"flag"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -82,5 +87,53 @@ func TestParseServeFlags(t *testing.T) {
 		} else if _, ok := err.(*usageError); !ok {
 			t.Errorf("parseServeFlags(%q) = %v; want a *usageError (exit 2)", args, err)
 		}
+	}
+}
+
+// TestServeMaxConns: with --max-conns 4 and four idle keep-alive
+// connections open, a new client is still served, and an idle one is shed.
+func TestServeMaxConns(t *testing.T) {
+	usersPath := filepath.Join(t.TempDir(), "users.json")
+	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	base, _, stop := startServer(t, nil, "--users", usersPath, "--max-conns", "4")
+	defer stop()
+	addr := strings.TrimPrefix(base, "http://")
+	var idle []net.Conn
+	for range 4 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		idle = append(idle, c)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(base + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz with 4 idle connections at --max-conns 4 = %v; want 200", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz at the limit = %d; want 200", resp.StatusCode)
+	}
+	shed := 0
+	deadline := time.Now().Add(2 * time.Second)
+	for _, c := range idle {
+		c.SetReadDeadline(deadline)
+		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+			shed++
+		}
+	}
+	if shed == 0 {
+		t.Errorf("no idle connection was closed for the new client; want at least one")
 	}
 }

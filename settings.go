@@ -29,6 +29,7 @@ type serveConfig struct {
 	metricsAddr    string
 	corsOrigins    []string
 	accessLog      bool
+	maxConns       int
 
 	// The repeatable flags as given, before parsing into the fields above.
 	trustedRaw, corsRaw stringList
@@ -80,6 +81,8 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.metricsAddr }},
 		{name: "cors-origin", arg: "ORIGIN", help: "origin whose pages may call the API, e.g. https://app.example.com; repeatable",
 			field: func(c *serveConfig) any { return &c.corsRaw }},
+		{name: "max-conns", arg: "N", def: 0, help: "open connections at most; at the limit the longest-idle one is closed for a new client; 0 = sized from RLIMIT_NOFILE",
+			field: func(c *serveConfig) any { return &c.maxConns }},
 		{name: "trusted-proxy", arg: "CIDR", help: "CIDR of a proxy whose X-Forwarded-For is believed; repeatable",
 			field: func(c *serveConfig) any { return &c.trustedRaw }},
 
@@ -224,6 +227,8 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: unexpected argument %q", fs.Arg(0))
 	case c.tokenTTL < 0:
 		return c, usagef("serve: --token-ttl must not be negative")
+	case c.maxConns < 0:
+		return c, usagef("serve: --max-conns must not be negative")
 	case c.maxPerUser < 0:
 		return c, usagef("serve: --max-tokens-per-user must not be negative")
 	case c.reloadInterval <= 0:
