@@ -24,8 +24,8 @@ func clientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	for i := len(hops) - 1; i >= 0; i-- {
 		entries := strings.Split(hops[i], ",")
 		for j := len(entries) - 1; j >= 0; j-- {
-			hop, err := netip.ParseAddr(strings.TrimSpace(entries[j]))
-			if err != nil {
+			hop, ok := parseHop(strings.TrimSpace(entries[j]))
+			if !ok {
 				return ip
 			}
 			ip = hop.Unmap()
@@ -45,4 +45,17 @@ func isTrusted(ip netip.Addr, trusted []netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// parseHop parses one X-Forwarded-For entry: an address, or, as some load
+// balancers send it, an address with a port ("192.0.2.1:4711",
+// "[2001:db8::1]:4711"); the port is dropped.
+func parseHop(s string) (netip.Addr, bool) {
+	if ip, err := netip.ParseAddr(s); err == nil {
+		return ip, true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr(), true
+	}
+	return netip.Addr{}, false
 }

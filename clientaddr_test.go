@@ -29,6 +29,10 @@ func TestClientIP(t *testing.T) {
 		{"trusted peer, no XFF", "10.1.2.3:4000", nil, trusted, "10.1.2.3"},
 		{"IPv6 proxy", "[2001:db8::1]:443", []string{"2001:db9::5"}, trusted, "2001:db9::5"},
 		{"mapped IPv4 peer", "[::ffff:10.1.2.3]:80", []string{"203.0.113.9"}, trusted, "203.0.113.9"},
+		{"hop with a port", "10.1.2.3:4000", []string{"203.0.113.9:51234"}, trusted, "203.0.113.9"},
+		{"IPv6 hop with a port", "10.1.2.3:4000", []string{"[2001:db9::5]:443"}, trusted, "2001:db9::5"},
+		{"trusted hop with a port, then the client", "10.1.2.3:4000", []string{"203.0.113.9:1, 10.0.0.2:8080"}, trusted, "203.0.113.9"},
+		{"bracketed IPv6 without a port is garbage", "10.1.2.3:4000", []string{"[2001:db9::5]"}, trusted, "10.1.2.3"},
 	}
 	for _, tt := range tests {
 		r := &http.Request{RemoteAddr: tt.remote, Header: http.Header{}}
