@@ -49,18 +49,20 @@ func (g *loginGuard) attempt(w http.ResponseWriter, r *http.Request, users userR
 	return &loginAttempt{g: g, w: w, r: r, users: users, username: username, client: clientKey(clientIP(r, g.trusted))}
 }
 
-// verify checks password in three steps: admit (the throttle, then a
-// hasher slot: 429 or 503, held in the tarpit), the verdict (the password,
+// verify checks password in three steps: admit (a place in the throttle,
+// reserved before the compare, then a hasher slot: 429 or 503, held in the
+// tarpit), the verdict (the password,
 // against a dummy hash for unknown and disabled users: 401 for all three),
 // and record (the verdict in the throttle). It returns the user on success.
 func (a *loginAttempt) verify(password string) (*dirUser, error) {
 	g, ctx := a.g, a.r.Context()
-	if wait, ok := g.throttle.check(a.username, a.client, g.now()); !ok {
+	if wait, ok := g.throttle.reserve(a.username, a.client, g.now()); !ok {
 		g.tarpit.hold(ctx)
 		return nil, throttled(int(wait / time.Second))
 	}
 	release, err := g.admission.acquire(ctx)
 	if err != nil {
+		g.throttle.release(a.username, a.client)
 		g.tarpit.hold(ctx)
 		return nil, errUnavailable
 	}

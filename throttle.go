@@ -49,8 +49,9 @@ func setDefault[T int | float64 | time.Duration](v *T, def T) {
 //   - pairs, per (username, client address): a streak of failures. Once it
 //     holds n >= PairFailures failures, attempts are refused until
 //     BaseBackoff·2^(n-PairFailures), capped at MaxBackoff, after the last
-//     failure: with the defaults, attempts 1–5 proceed and then the waits
-//     are 1s, 2s, 4s … 5m. Success clears the pair.
+//     failure, and then one attempt at a time is let through: with the
+//     defaults, attempts 1–5 proceed and then the waits are 1s, 2s, 4s …
+//     5m. Success clears the pair.
 //   - users, per username over all addresses: a streak of failures. Once it
 //     holds UserFailures failures, every address is refused until Window
 //     after the last failure. This stops credential stuffing from many
@@ -58,30 +59,34 @@ func setDefault[T int | float64 | time.Duration](v *T, def T) {
 //     failed attempts at a username locks its owner out everywhere for a
 //     Window. Below that ceiling one address's failures never affect
 //     another's. A success does not reset this count.
-//   - addrs, per client address: a token bucket of AddrRate attempts per
-//     second, AddrBurst deep, over all login attempts whatever the username.
+//   - addrs, per client address: a token bucket of AddrRate failures per
+//     second, AddrBurst deep, over all usernames. Only failures take a
+//     token, so people behind one NAT who log in correctly never use up
+//     their address's bucket; an empty bucket refuses every attempt.
+//
+// Reserve before compare: reserve counts an attempt against its pair and
+// its user before the password is checked, as pending, and failure,
+// success or release settles it. With the pair's limit at N, N attempts
+// sent at once take every place, and the (N+1)th is refused before any
+// password work: parallel guesses get no more password checks than serial
+// ones (the class of GHSA-7h8m-vrxx-vr4m). The address bucket counts
+// failures as they complete.
 //
 // A streak is forgotten once Window passes without a new failure, so failures
 // spaced less than Window apart keep accumulating: stricter than a sliding
 // window, and it needs only a count and a time per key. A pair that waits
-// out a backoff of Window or more (the defaults cap backoff at Window) is
-// thereby forgotten and starts afresh with PairFailures free attempts; a
-// MaxBackoff below Window keeps a persistent guesser at one guess per
-// MaxBackoff instead.
+// out a backoff of Window or more is thereby forgotten and starts afresh
+// with PairFailures free attempts; a MaxBackoff below Window (the default)
+// keeps a persistent guesser at one guess per MaxBackoff instead.
 //
 // When a table is full, adding a key evicts its least recently updated key.
-// Pairs and users are updated only on failure, so the evicted key is the one
-// whose streak ends first (an expired one if any). Addresses are updated on
-// every admitted attempt, so the evicted bucket is the one idle the longest.
-// Since a failure costs a bcrypt compare, the server records failures only
-// as fast as it can hash (about 8/s on 2 cores at cost 12, 30k per hour), so
-// flushing a live streak out of a table takes longer than a Window at the
-// default MaxEntries.
-//
-// check and failure are separate calls with a password check in between,
-// so attempts already admitted all count when they fail: a pair or user may
-// overshoot its limit by the number of attempts in flight at once, which the
-// address burst and the password-check admission bound.
+// Pairs and users are updated on reservations and failures, so the evicted
+// key is the one whose streak ends first (an expired one if any).
+// Addresses are updated on failures, so the evicted bucket is the one idle
+// the longest. Since a failure costs a password check, the server records
+// failures only as fast as it can hash (about 8/s on 2 cores at bcrypt
+// cost 12, 30k per hour), so flushing a live streak out of a table takes
+// longer than a Window at the default MaxEntries.
 type throttle struct {
 	cfg throttleConfig
 
@@ -96,10 +101,11 @@ type throttle struct {
 type pairKey struct{ username, addr string }
 
 // A streak counts failures that each came less than a Window after the
-// previous one.
+// previous one, and the attempts reserved but not yet settled.
 type streak struct {
-	n    int
-	last time.Time // of the latest failure
+	n       int
+	last    time.Time // of the latest failure
+	pending int       // reserved attempts whose password check has not ended
 }
 
 // trimPerWrite is how many expired keys a write removes from each table's
@@ -118,62 +124,90 @@ func newThrottle(cfg throttleConfig) *throttle {
 	}
 }
 
-// check reports whether a login attempt for username from addr may proceed
-// at now. If not, retryAfter is how long until it may: a whole number of
-// seconds, at least 1s, ready for a Retry-After header. The caller must call
-// check before any password work, so that a refused attempt costs no bcrypt,
-// and must refuse the attempt even if the password would be right.
+// reserve reports whether a login attempt for username from addr may
+// proceed at now, and if so reserves its place: the caller must then call
+// exactly one of failure, success or release for it. If not, retryAfter is
+// how long until it may: a whole number of seconds, at least 1s, ready for
+// a Retry-After header. The caller must reserve before any password work,
+// so that a refused attempt costs no hashing, and must refuse the attempt
+// even if the password would be right.
 //
 // addr should come from clientKey.
-// An admitted attempt takes a token from addr's bucket; a refused one does not.
-func (t *throttle) check(username, addr string, now time.Time) (retryAfter time.Duration, ok bool) {
+func (t *throttle) reserve(username, addr string, now time.Time) (retryAfter time.Duration, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 
 	// Report the longest of the waits, so a client that honours
 	// Retry-After is not refused again at once for another reason.
 	var wait time.Duration
-	if s, ok := liveStreak(t.pairs, pairKey{username, addr}, now, t.cfg.Window); ok && s.n >= t.cfg.PairFailures {
-		wait = max(wait, s.last.Add(t.backoff(s.n)).Sub(now))
+	pk := pairKey{username, addr}
+	pair, _ := liveStreak(t.pairs, pk, now, t.cfg.Window)
+	switch {
+	case pair.n+pair.pending < t.cfg.PairFailures:
+	case pair.n >= t.cfg.PairFailures && pair.pending == 0:
+		wait = max(wait, pair.last.Add(t.backoff(pair.n)).Sub(now))
+	default: // the last places are taken by attempts in flight
+		wait = max(wait, time.Second)
 	}
-	if s, ok := liveStreak(t.users, username, now, t.cfg.Window); ok && s.n >= t.cfg.UserFailures {
-		wait = max(wait, s.last.Add(t.cfg.Window).Sub(now))
+	user, _ := liveStreak(t.users, username, now, t.cfg.Window)
+	switch {
+	case user.n >= t.cfg.UserFailures:
+		wait = max(wait, user.last.Add(t.cfg.Window).Sub(now))
+	case user.n+user.pending >= t.cfg.UserFailures:
+		wait = max(wait, time.Second)
+	}
+	if lim, ok := t.addrs.get(addr); ok {
+		if tokens := lim.TokensAt(now); tokens < 1 {
+			wait = max(wait, time.Duration(math.Ceil((1-tokens)/t.cfg.AddrRate*float64(time.Second))))
+		}
 	}
 	if wait > 0 {
 		return ceilSecond(wait), false
 	}
-
-	lim, ok := t.addrs.get(addr)
-	if !ok {
-		lim = rate.NewLimiter(rate.Limit(t.cfg.AddrRate), t.cfg.AddrBurst)
-	}
-	if tokens := lim.TokensAt(now); tokens < 1 {
-		return ceilSecond(time.Duration(math.Ceil((1 - tokens) / t.cfg.AddrRate * float64(time.Second)))), false
-	}
-	lim.AllowN(now, 1)
-	t.addrs.put(addr, lim)
-	trim(t.addrs, trimPerWrite, func(lim *rate.Limiter) bool {
-		return lim.TokensAt(now) >= float64(t.cfg.AddrBurst) // a full bucket is as good as none
-	})
+	pair.pending++
+	t.pairs.put(pk, pair)
+	user.pending++
+	t.users.put(username, user)
 	return 0, true
 }
 
-// failure records a failed login for username from addr at now: a wrong
-// password, an unknown user or a disabled one alike.
+// failure settles a reserved attempt that failed at now: a wrong password,
+// an unknown user or a disabled one alike. It extends the pair's and the
+// user's streaks and takes a token from addr's bucket.
 func (t *throttle) failure(username, addr string, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	addFailure(t.pairs, pairKey{username, addr}, now, t.cfg.Window)
 	addFailure(t.users, username, now, t.cfg.Window)
+	lim, ok := t.addrs.get(addr)
+	if !ok {
+		lim = rate.NewLimiter(rate.Limit(t.cfg.AddrRate), t.cfg.AddrBurst)
+	}
+	lim.ReserveN(now, 1) // may go below zero: failures that complete at once all count
+	t.addrs.put(addr, lim)
+	trim(t.addrs, trimPerWrite, func(lim *rate.Limiter) bool {
+		return lim.TokensAt(now) >= float64(t.cfg.AddrBurst) // a full bucket is as good as none
+	})
 }
 
-// success records a successful login for username from addr at now: it
-// clears the pair's failures. The username's count over all addresses stays,
-// or the owner logging in would reset the ceiling in the middle of an attack.
+// success settles a reserved attempt that succeeded: it clears the pair's
+// failures. The username's count over all addresses stays, or the owner
+// logging in would reset the ceiling in the middle of an attack; the
+// address's bucket is not touched.
 func (t *throttle) success(username, addr string, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pairs.remove(pairKey{username, addr})
+	unreserve(t.users, username)
+}
+
+// release settles a reserved attempt whose password was never checked
+// (no hasher slot came free): it counts for nothing.
+func (t *throttle) release(username, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	unreserve(t.pairs, pairKey{username, addr})
+	unreserve(t.users, username)
 }
 
 // sizes returns how many keys each table holds, for tests and metrics.
@@ -200,21 +234,41 @@ func (t *throttle) backoff(n int) time.Duration {
 // deleting it if it has expired.
 func liveStreak[K comparable](l *lru[K, streak], k K, now time.Time, window time.Duration) (streak, bool) {
 	s, ok := l.get(k)
-	if ok && now.Sub(s.last) >= window {
-		l.remove(k)
-		return streak{}, false
+	if ok && s.n > 0 && now.Sub(s.last) >= window {
+		if s.pending == 0 {
+			l.remove(k)
+			return streak{}, false
+		}
+		s.n = 0 // the failures are forgotten; the attempts in flight still count
 	}
 	return s, ok
 }
 
-// addFailure extends k's streak with a failure at now, starting a new streak
-// if the old one has expired, and trims expired streaks from l.
+// unreserve ends one of k's pending attempts, if it still has one (a full
+// table may have evicted it).
+func unreserve[K comparable](l *lru[K, streak], k K) {
+	s, ok := l.get(k)
+	if !ok || s.pending == 0 {
+		return
+	}
+	s.pending--
+	if s.n == 0 && s.pending == 0 {
+		l.remove(k)
+		return
+	}
+	l.put(k, s)
+}
+
+// addFailure settles one of k's pending attempts as a failure at now,
+// starting a new streak if the old one has expired, and trims expired
+// streaks from l.
 func addFailure[K comparable](l *lru[K, streak], k K, now time.Time, window time.Duration) {
 	s, _ := liveStreak(l, k, now, window)
 	s.n++
 	s.last = now
+	s.pending = max(0, s.pending-1)
 	l.put(k, s)
-	trim(l, trimPerWrite, func(s streak) bool { return now.Sub(s.last) >= window })
+	trim(l, trimPerWrite, func(s streak) bool { return s.pending == 0 && now.Sub(s.last) >= window })
 }
 
 // trim removes up to n of l's least recently put keys while expired reports

@@ -14,11 +14,11 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // fastAddrs lifts the per-address rate out of the way of tests about pairs and users.
 const fastAddrs, fastBurst = 1e6, 1 << 20
 
-// wantCheck fails the test unless th.check(username, addr, now) returns (wantRetry, wantOK).
+// wantCheck fails the test unless th.reserve(username, addr, now) returns (wantRetry, wantOK).
 func wantCheck(t *testing.T, th *throttle, username, addr string, now time.Time, wantRetry time.Duration, wantOK bool) {
 	t.Helper()
-	if retry, ok := th.check(username, addr, now); retry != wantRetry || ok != wantOK {
-		t.Errorf("check(%q, %q, t0+%v) = %v, %v; want %v, %v", username, addr, now.Sub(t0), retry, ok, wantRetry, wantOK)
+	if retry, ok := th.reserve(username, addr, now); retry != wantRetry || ok != wantOK {
+		t.Errorf("reserve(%q, %q, t0+%v) = %v, %v; want %v, %v", username, addr, now.Sub(t0), retry, ok, wantRetry, wantOK)
 	}
 }
 
@@ -136,7 +136,7 @@ func TestThrottleSuccessClearsPair(t *testing.T) {
 }
 
 func TestThrottlePairIsolation(t *testing.T) {
-	th := newThrottle(throttleConfig{MaxBackoff: 15 * time.Minute})
+	th := newThrottle(throttleConfig{MaxBackoff: 15 * time.Minute, AddrRate: fastAddrs, AddrBurst: fastBurst})
 	for range 20 {
 		th.failure("alice", "203.0.113.66", t0)
 	}
@@ -223,23 +223,46 @@ func TestThrottleWindowForgets(t *testing.T) {
 }
 
 func TestThrottleAddrRate(t *testing.T) {
-	t.Run("burst then rate", func(t *testing.T) {
+	t.Run("failures: burst then rate", func(t *testing.T) {
 		th := newThrottle(throttleConfig{})
 		for i := range 10 {
-			wantCheck(t, th, fmt.Sprint("user", i), "192.0.2.1", t0, 0, true)
+			user := fmt.Sprint("user", i)
+			wantCheck(t, th, user, "192.0.2.1", t0, 0, true)
+			th.failure(user, "192.0.2.1", t0)
 		}
 		wantCheck(t, th, "user10", "192.0.2.1", t0, time.Second, false)
 		wantCheck(t, th, "user10", "192.0.2.2", t0, 0, true) // another address has its own bucket
-		wantCheck(t, th, "user10", "192.0.2.1", t0.Add(time.Second), 0, true)
-		wantCheck(t, th, "user11", "192.0.2.1", t0.Add(time.Second), time.Second, false)
-		wantCheck(t, th, "user11", "192.0.2.1", t0.Add(1500*time.Millisecond), time.Second, false)
+		wantCheck(t, th, "user11", "192.0.2.1", t0.Add(time.Second), 0, true)
+		th.failure("user11", "192.0.2.1", t0.Add(time.Second))
+		wantCheck(t, th, "user12", "192.0.2.1", t0.Add(time.Second), time.Second, false)
+		wantCheck(t, th, "user12", "192.0.2.1", t0.Add(1500*time.Millisecond), time.Second, false)
 	})
 	t.Run("slow rate", func(t *testing.T) {
 		th := newThrottle(throttleConfig{AddrRate: 0.1, AddrBurst: 1})
 		wantCheck(t, th, "alice", "192.0.2.1", t0, 0, true)
+		th.failure("alice", "192.0.2.1", t0)
 		wantCheck(t, th, "alice", "192.0.2.1", t0, 10*time.Second, false)
 		wantCheck(t, th, "alice", "192.0.2.1", t0.Add(2500*time.Millisecond), 8*time.Second, false)
 		wantCheck(t, th, "alice", "192.0.2.1", t0.Add(10*time.Second), 0, true)
+	})
+	t.Run("successes take no token", func(t *testing.T) {
+		// A NAT: a hundred people log in correctly from one address at once.
+		th := newThrottle(throttleConfig{})
+		for i := range 100 {
+			user := fmt.Sprint("user", i)
+			wantCheck(t, th, user, "192.0.2.1", t0, 0, true)
+			th.success(user, "192.0.2.1", t0)
+		}
+	})
+	t.Run("failures completing at once all count", func(t *testing.T) {
+		th := newThrottle(throttleConfig{AddrRate: 1, AddrBurst: 2})
+		for i := range 4 { // four attempts admitted while the bucket still had tokens
+			wantCheck(t, th, fmt.Sprint("user", i), "192.0.2.1", t0, 0, true)
+		}
+		for i := range 4 {
+			th.failure(fmt.Sprint("user", i), "192.0.2.1", t0)
+		}
+		wantCheck(t, th, "user9", "192.0.2.1", t0, 3*time.Second, false) // two below zero, and one more to take
 	})
 	t.Run("refused attempts take no token", func(t *testing.T) {
 		th := newThrottle(throttleConfig{})
@@ -260,9 +283,9 @@ func TestThrottleBounded(t *testing.T) {
 	th := newThrottle(throttleConfig{MaxEntries: maxEntries})
 	for i := range 10 * maxEntries {
 		user, addr := fmt.Sprint("user", i), fmt.Sprint("198.51.100.", i)
-		th.check(user, addr, t0)
+		th.reserve(user, addr, t0)
 		th.failure(user, addr, t0)
-		th.check(fmt.Sprint("other", i), "192.0.2.1", t0) // rotating usernames from one address too
+		th.reserve(fmt.Sprint("other", i), "192.0.2.1", t0) // rotating usernames from one address too
 		th.failure(fmt.Sprint("other", i), "192.0.2.1", t0)
 		if p, u, a := th.sizes(); p > maxEntries || u > maxEntries || a > maxEntries {
 			t.Fatalf("after %d keys sizes() = %d, %d, %d; want each <= %d", i+1, p, u, a, maxEntries)
@@ -277,7 +300,7 @@ func TestThrottleBounded(t *testing.T) {
 	// Once expired, the flood drains as writes go on.
 	later := t0.Add(time.Hour)
 	for range maxEntries {
-		th.check("alice", "192.0.2.1", later)
+		th.reserve("alice", "192.0.2.1", later)
 		th.failure("alice", "192.0.2.1", later)
 	}
 	if p, u, a := th.sizes(); p != 1 || u != 1 || a != 1 {
@@ -293,7 +316,7 @@ func TestThrottleConcurrent(t *testing.T) {
 			for i := range 1000 {
 				user, addr := fmt.Sprint("user", i%5), fmt.Sprint("192.0.2.", (g+i)%20)
 				now := t0.Add(time.Duration(i) * time.Millisecond)
-				if _, ok := th.check(user, addr, now); ok {
+				if _, ok := th.reserve(user, addr, now); ok {
 					if i%3 == 0 {
 						th.success(user, addr, now)
 					} else {
@@ -338,4 +361,62 @@ func TestClientKey(t *testing.T) {
 			t.Errorf("clientKey(clientIP(%q)) = %q; want %q", tt.remoteAddr, got, tt.want)
 		}
 	}
+}
+
+// TestThrottleReserveBeforeCompare: attempts sent at once take the pair's
+// and the user's places before any password is checked, so with the limit
+// at N no more than N of them are let through.
+func TestThrottleReserveBeforeCompare(t *testing.T) {
+	t.Run("pair", func(t *testing.T) {
+		th := newThrottle(throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst})
+		for range 5 {
+			wantCheck(t, th, "alice", "192.0.2.1", t0, 0, true)
+		}
+		for range 5 {
+			wantCheck(t, th, "alice", "192.0.2.1", t0, time.Second, false) // the places are taken
+		}
+		th.release("alice", "192.0.2.1") // one never reached the hasher
+		wantCheck(t, th, "alice", "192.0.2.1", t0, 0, true)
+		for range 5 {
+			th.failure("alice", "192.0.2.1", t0)
+		}
+		wantCheck(t, th, "alice", "192.0.2.1", t0, time.Second, false) // the backoff, as in series
+		// After the backoff one attempt at a time goes through.
+		now := t0.Add(time.Second)
+		wantCheck(t, th, "alice", "192.0.2.1", now, 0, true)
+		wantCheck(t, th, "alice", "192.0.2.1", now, time.Second, false)
+		th.failure("alice", "192.0.2.1", now)
+		wantCheck(t, th, "alice", "192.0.2.1", now, 2*time.Second, false)
+	})
+	t.Run("user", func(t *testing.T) {
+		th := newThrottle(throttleConfig{UserFailures: 3, AddrRate: fastAddrs, AddrBurst: fastBurst})
+		ok := 0
+		for i := range 10 {
+			if _, admitted := th.reserve("alice", fmt.Sprint("203.0.113.", i), t0); admitted {
+				ok++
+			}
+		}
+		if ok != 3 {
+			t.Errorf("10 parallel attempts from 10 addresses at a ceiling of 3: %d admitted; want 3", ok)
+		}
+	})
+	t.Run("concurrent", func(t *testing.T) {
+		th := newThrottle(throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst})
+		var wg sync.WaitGroup
+		var mu sync.Mutex // guards admitted
+		admitted := 0
+		for range 50 {
+			wg.Go(func() {
+				if _, ok := th.reserve("alice", "192.0.2.1", t0); ok {
+					mu.Lock()
+					admitted++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if admitted != 5 {
+			t.Errorf("50 concurrent reservations at a limit of 5: %d admitted; want 5", admitted)
+		}
+	})
 }
