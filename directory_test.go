@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -205,4 +206,50 @@ func TestFileDirectoryConformance(t *testing.T) {
 			return d
 		}
 	})
+}
+
+// TestFileDirectoryRewrittenWhileRead: a file rewritten in place while a
+// reload reads it (a hand edit, or cat >) is refused half-written, and the
+// finished file is then picked up within 5 s, with no SIGHUP.
+func TestFileDirectoryRewrittenWhileRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	alice := User{Username: "alice", PasswordHash: mustHash(t, "alice-pw", testCost), Groups: []string{}}
+	bob := User{Username: "bob", PasswordHash: mustHash(t, "bob-pw", testCost), Groups: []string{}}
+	if err := writeUsersFile(path, []User{alice}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := openFileDirectory(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeUsersFile(path+".full", []User{alice, bob}); err != nil {
+		t.Fatal(err)
+	}
+	full, err := os.ReadFile(path + ".full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reload reads the first half; the writer finishes before the parse.
+	if err := os.WriteFile(path, full[:len(full)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.afterRead = func() {
+		d.afterRead = nil
+		if err := os.WriteFile(path, full, 0o600); err != nil {
+			t.Error(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.Watch(ctx, 10*time.Millisecond, nil, nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := d.Lookup(ctx, "bob"); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bob, in the finished file, not loaded 5 s after the write completed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -20,7 +19,9 @@ type fileDirectory struct {
 	cur  atomic.Pointer[userIndex] // nil until the first load
 
 	mu   sync.Mutex  // serializes loads; guards seen
-	seen os.FileInfo // the file as last loaded, to notice changes
+	seen os.FileInfo // the file as last loaded or refused, to notice changes
+
+	afterRead func() // a test's hook between reading the file and parsing it
 }
 
 var _ Directory = (*fileDirectory)(nil)
@@ -122,23 +123,37 @@ func (s *fileDirectory) List(context.Context) ([]User, error) {
 // Reload replaces the index with the file's current content. On any error
 // the previous users stay in force.
 func (s *fileDirectory) Reload(context.Context) error {
+	_, err := s.load()
+	return err
+}
+
+// load reads, validates and swaps in the file, and returns the file's state
+// as it was just before the read: what was parsed, even when it was refused.
+func (s *fileDirectory) load() (os.FileInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	info, err := os.Stat(s.path)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	users, err := readUsersFile(s.path)
+	data, err := os.ReadFile(s.path)
 	if err != nil {
-		return err
+		return info, err
+	}
+	if s.afterRead != nil {
+		s.afterRead()
+	}
+	users, err := parseUsers(data)
+	if err != nil {
+		return info, fmt.Errorf("%s: %w", s.path, err)
 	}
 	x, err := newUserIndex(users, s.cur.Load())
 	if err != nil {
-		return err
+		return info, err
 	}
 	s.cur.Store(x)
 	s.seen = info
-	return nil
+	return info, nil
 }
 
 // changed reports whether the file differs from the one last loaded.
@@ -175,28 +190,19 @@ func (s *fileDirectory) Watch(ctx context.Context, interval time.Duration, hup <
 }
 
 func (s *fileDirectory) logReload(why string, reloaded func(error)) {
-	err := s.Reload(context.Background())
+	info, err := s.load()
 	if reloaded != nil {
 		reloaded(err)
 	}
 	if err != nil {
 		s.log.Error("users file refused; previous users stay in force", "reason", why, "err", err)
-		s.markSeen()
+		// Remember the refused state, not the file's state now: a file
+		// rewritten in place while it was read differs from what was
+		// parsed, and is loaded at the next check.
+		s.mu.Lock()
+		s.seen = info
+		s.mu.Unlock()
 		return
 	}
 	s.log.Info("users file reloaded", "reason", why, "users", s.Len())
-}
-
-// markSeen records the file's current state after a refused reload, so a
-// broken file is reported once rather than every interval.
-func (s *fileDirectory) markSeen() {
-	info, err := os.Stat(s.path)
-	if errors.Is(err, os.ErrNotExist) {
-		info = nil
-	} else if err != nil {
-		return
-	}
-	s.mu.Lock()
-	s.seen = info
-	s.mu.Unlock()
 }
