@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -31,9 +34,10 @@ var (
 //   - Lookup returns the user named username as the server uses it, or
 //     errUserNotFound. It answers from what was last loaded, so the token
 //     check on the hot path never waits for the backing.
-//   - Len reports how many users Lookup knows; DummyHash is a hash to
-//     compare against for unknown and disabled users, as slow as a typical
-//     user's, so that they take as long as a wrong password.
+//   - Len reports how many users Lookup knows; Slowest is the check every
+//     failed login is made to cost: against a hash at the slowest
+//     parameters in the directory, so that unknown, disabled and wrong
+//     look alike in time whatever mix of costs the users have.
 //   - Add, Update and Delete write one user through to the backing under
 //     the backing's own lock (concurrent writers, in this process or
 //     another, never lose an entry) and are visible to this Directory's
@@ -63,11 +67,32 @@ type Directory interface {
 // A userIndex is an immutable snapshot of a directory's users as the server
 // uses them; a reload builds a new one and swaps it in whole.
 type userIndex struct {
-	byName map[string]*dirUser
-	// dummyHash is compared against for unknown and disabled users, at the
-	// users file's most common cost, so they take as long as a wrong password.
-	dummyHash []byte
-	dummyCost int
+	byName  map[string]*dirUser
+	slowest *slowestCheck
+}
+
+// A slowestCheck is what every failed login is made to cost: a check
+// against a hash at the slowest parameters in the directory. Unknown and
+// disabled users are checked against its hash; a wrong password against a
+// faster hash is held until the check would have taken as long (a sleep,
+// no CPU), so that mixed costs do not tell which users exist.
+type slowestCheck struct {
+	hash []byte
+	cost int
+	took atomic.Int64 // nanoseconds a check against hash takes: measured when it is made, then a moving average of the dummy checks
+}
+
+// observe folds the duration of a check against the slowest hash into the average.
+func (c *slowestCheck) observe(d time.Duration) {
+	old := c.took.Load()
+	c.took.Store(old + (int64(d)-old)/8) // a lost update between racing logins only delays the average
+}
+
+// pad sleeps until a check that took d has taken as long as a slowest one.
+func (c *slowestCheck) pad(d time.Duration) {
+	if rest := time.Duration(c.took.Load()) - d; rest > 0 {
+		time.Sleep(rest)
+	}
 }
 
 // dirUser is a user as the handlers need it.
@@ -108,55 +133,61 @@ func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
 			infoLength: []string{strconv.Itoa(len(infoJSON) + 1)},
 		}
 	}
-	d.dummyCost = mostCommonCost(costs)
-	if prev != nil && prev.dummyCost == d.dummyCost {
-		d.dummyHash = prev.dummyHash
+	cost := defaultCost
+	if len(costs) > 0 {
+		cost = slices.Max(slices.Collect(maps.Keys(costs)))
+	}
+	if prev != nil && prev.slowest.cost == cost {
+		d.slowest = prev.slowest
 		return d, nil
 	}
 	var secret [16]byte
 	rand.Read(secret[:])
-	hash, err := bcrypt.GenerateFromPassword(secret[:], d.dummyCost)
+	start := time.Now()
+	hash, err := bcrypt.GenerateFromPassword(secret[:], cost)
 	if err != nil {
 		return nil, err
 	}
-	d.dummyHash = hash
+	d.slowest = &slowestCheck{hash: hash, cost: cost}
+	d.slowest.took.Store(int64(time.Since(start))) // hashing costs what checking does
 	return d, nil
-}
-
-// mostCommonCost returns the cost with the highest count, the lower on a tie,
-// or defaultCost when there is none.
-func mostCommonCost(counts map[int]int) int {
-	best, bestN := defaultCost, 0
-	for cost, n := range counts {
-		if n > bestN || (n == bestN && cost < best) {
-			best, bestN = cost, n
-		}
-	}
-	return best
 }
 
 // A userReader answers the questions a login and a token check ask: a
 // Directory, or one index of one.
 type userReader interface {
 	Lookup(ctx context.Context, username string) (*dirUser, error)
-	DummyHash() []byte
+	Slowest() *slowestCheck
 }
 
 // authenticate returns the user if password is theirs, checked with compare
 // (bcrypt.CompareHashAndPassword or a hasherPool's). Unknown and disabled
 // users, and passwords bcrypt would truncate, cost one dummy compare so that
 // every failure takes the same time.
+//
+// Every failure takes as long as a check against the slowest hash in the
+// directory: unknown and disabled users are checked against it, and a wrong
+// password against a faster hash is padded to its time.
 func authenticate(ctx context.Context, d userReader, username, password string, compare func(hash, password []byte) error) (*dirUser, bool) {
 	u, _ := d.Lookup(ctx, username)
 	usable := u != nil && !u.disabled && len(password) <= bcryptMaxLen
-	hash := d.DummyHash()
+	slowest := d.Slowest()
+	hash := slowest.hash
 	if usable {
 		hash = u.hash
 	}
-	if err := compare(hash, []byte(password)); err != nil || !usable {
-		return nil, false
+	start := time.Now()
+	err := compare(hash, []byte(password))
+	took := time.Since(start)
+	switch {
+	case usable && err == nil:
+		return u, true
+	case usable:
+		slowest.pad(took)
+	default:
+		slowest.observe(took)
 	}
-	return u, true
+	return nil, false
 }
 
 // sessionUser returns the user a session belongs to, or nil when the token
@@ -177,5 +208,5 @@ func (x *userIndex) Lookup(_ context.Context, username string) (*dirUser, error)
 	return nil, errUserNotFound
 }
 
-// DummyHash returns the hash unknown and disabled users are checked against.
-func (x *userIndex) DummyHash() []byte { return x.dummyHash }
+// Slowest returns what a failed login against this index costs.
+func (x *userIndex) Slowest() *slowestCheck { return x.slowest }

@@ -61,12 +61,12 @@ func (s *fileDirectory) String() string { return s.path }
 
 func (s *fileDirectory) Len() int { return len(s.index().byName) }
 
-func (s *fileDirectory) DummyHash() []byte {
+func (s *fileDirectory) Slowest() *slowestCheck {
 	x := s.index()
-	if x.dummyHash == nil {
+	if x.slowest == nil {
 		x, _ = newUserIndex(nil, nil) // an unloaded directory still costs a compare
 	}
-	return x.dummyHash
+	return x.slowest
 }
 
 func (s *fileDirectory) Add(ctx context.Context, u User) error {

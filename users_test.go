@@ -195,20 +195,57 @@ func TestEditUsers(t *testing.T) {
 	}
 }
 
-func TestMostCommonCost(t *testing.T) {
+// TestSlowestCheckCost: the check failed logins cost is at the slowest
+// cost in the directory, not the most common one: an admin at cost 6 among
+// users at cost 4 must not be told apart by a wrong password's time.
+func TestSlowestCheckCost(t *testing.T) {
 	for _, tt := range []struct {
-		counts map[int]int
-		want   int
+		costs []int
+		want  int
 	}{
 		{nil, defaultCost},
-		{map[int]int{4: 1}, 4},
-		{map[int]int{4: 1, 5: 2}, 5},
-		{map[int]int{4: 2, 5: 2, 12: 1}, 4},
-		{map[int]int{14: 3, 10: 3}, 10},
+		{[]int{4}, 4},
+		{[]int{4, 5, 5}, 5},
+		{[]int{6, 4, 4, 4}, 6},
 	} {
-		if got := mostCommonCost(tt.counts); got != tt.want {
-			t.Errorf("mostCommonCost(%v) = %d; want %d", tt.counts, got, tt.want)
+		var users []User
+		for i, c := range tt.costs {
+			users = append(users, User{Username: fmt.Sprint("u", i), PasswordHash: mustHash(t, "pw", c)})
 		}
+		x, err := newUserIndex(users, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cost, _ := bcrypt.Cost(x.slowest.hash); x.slowest.cost != tt.want || cost != tt.want {
+			t.Errorf("newUserIndex(costs %v).slowest = cost %d, hash at %d; want %d", tt.costs, x.slowest.cost, cost, tt.want)
+		}
+	}
+}
+
+// TestWrongPasswordPadded: a wrong password against a fast hash takes at
+// least as long as a check against the slowest hash, so a user with a cheap
+// hash cannot be told from an unknown user by time.
+func TestWrongPasswordPadded(t *testing.T) {
+	x, err := newUserIndex([]User{
+		{Username: "admin", PasswordHash: mustHash(t, "admin-pw", 4)},
+		{Username: "alice", PasswordHash: mustHash(t, "alice-pw", 4)},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slow = 80 * time.Millisecond
+	x.slowest.took.Store(int64(slow)) // as if the slowest hash took 80 ms to check
+	start := time.Now()
+	if _, ok := authenticate(context.Background(), x, "alice", "wrong", bcrypt.CompareHashAndPassword); ok {
+		t.Fatal("authenticate(alice, wrong) = ok")
+	}
+	if took := time.Since(start); took < slow {
+		t.Errorf("wrong password against a cost-4 hash took %v; want at least the slowest check's %v", took, slow)
+	}
+	// The right password is not held back.
+	x.slowest.took.Store(int64(time.Hour))
+	if _, ok := authenticate(context.Background(), x, "alice", "alice-pw", bcrypt.CompareHashAndPassword); !ok {
+		t.Errorf("authenticate(alice, right) failed")
 	}
 }
 
@@ -232,10 +269,10 @@ func TestNewDirectoryDummyCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d1.dummyCost != 5 {
-		t.Errorf("newUserIndex(costs 5, 4, 5).dummyCost = %d; want 5", d1.dummyCost)
+	if d1.slowest.cost != 5 {
+		t.Errorf("newUserIndex(costs 5, 4, 5).slowest.cost = %d; want 5", d1.slowest.cost)
 	}
-	if cost, err := bcrypt.Cost(d1.dummyHash); cost != 5 || err != nil {
+	if cost, err := bcrypt.Cost(d1.slowest.hash); cost != 5 || err != nil {
 		t.Errorf("bcrypt.Cost(dummyHash) = %d, %v; want 5, nil", cost, err)
 	}
 
@@ -244,8 +281,8 @@ func TestNewDirectoryDummyCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d2.dummyCost != 5 || &d2.dummyHash[0] != &d1.dummyHash[0] {
-		t.Errorf("newUserIndex(cost 5, prev at 5): dummyCost %d, dummy hash reused %v; want 5, true", d2.dummyCost, &d2.dummyHash[0] == &d1.dummyHash[0])
+	if d2.slowest.cost != 5 || &d2.slowest.hash[0] != &d1.slowest.hash[0] {
+		t.Errorf("newUserIndex(cost 5, prev at 5): dummyCost %d, dummy hash reused %v; want 5, true", d2.slowest.cost, &d2.slowest.hash[0] == &d1.slowest.hash[0])
 	}
 
 	// A new cost: a new dummy hash at that cost.
@@ -253,8 +290,8 @@ func TestNewDirectoryDummyCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cost, _ := bcrypt.Cost(d3.dummyHash); d3.dummyCost != 4 || cost != 4 {
-		t.Errorf("newUserIndex(cost 4, prev at 5): dummyCost %d, hash cost %d; want 4, 4", d3.dummyCost, cost)
+	if cost, _ := bcrypt.Cost(d3.slowest.hash); d3.slowest.cost != 4 || cost != 4 {
+		t.Errorf("newUserIndex(cost 4, prev at 5): dummyCost %d, hash cost %d; want 4, 4", d3.slowest.cost, cost)
 	}
 
 	if _, err := newUserIndex([]User{{Username: "x", PasswordHash: "nope"}}, nil); err == nil {
@@ -439,7 +476,7 @@ func TestUserSource(t *testing.T) {
 	if got := names(s.index()); !reflect.DeepEqual(got, []string{"bob"}) {
 		t.Errorf("users after reload = %q; want [bob]", got)
 	}
-	if &s.index().dummyHash[0] != &first.dummyHash[0] {
+	if s.index().slowest != first.slowest {
 		t.Errorf("reload at the same cost made a new dummy hash; want the previous one")
 	}
 	if s.changed() {
