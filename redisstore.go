@@ -49,9 +49,12 @@ type redisStore struct {
 }
 
 // lookupRequest is one pending look-up; done has room for its answer.
+// After deadline its caller has given up, so the loop skips it rather than
+// spend a round trip on it.
 type lookupRequest struct {
-	key  string
-	done chan lookupAnswer
+	key      string
+	deadline time.Time
+	done     chan lookupAnswer
 }
 
 type lookupAnswer struct {
@@ -61,13 +64,35 @@ type lookupAnswer struct {
 
 // Pipelined look-ups: lookupLoops loops, each sending up to maxLookupBatch
 // look-ups per round trip.
-// A look-up waits for at most one batch before its own, so it fails within
-// 2 × lookupTimeout when Redis hangs.
+//
+// Each look-up gives up after lookupBound, counted from its own start, not
+// from its place in the queue: when Redis hangs, requests pile up faster
+// than batches time out, and a bound per batch would grow with the queue
+// (3,000 waiting look-ups took 13 s to fail). lookupBound is well inside
+// API.md's 503-within-5-s.
 const (
 	lookupLoops    = 2
 	maxLookupBatch = 128
-	lookupTimeout  = time.Second
+	lookupBound    = 2 * time.Second
 )
+
+// errLookupTimeout reports a look-up that Redis did not answer within
+// lookupBound.
+var errLookupTimeout = errors.New("no answer within " + lookupBound.String())
+
+// A lookupWaiter is what one Lookup waits with. Waiters are reused only
+// after their answer arrived, when no loop can still write to done; one
+// whose caller gave up is left to the garbage collector.
+type lookupWaiter struct {
+	done  chan lookupAnswer
+	timer *time.Timer
+}
+
+var lookupWaiters = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &lookupWaiter{done: make(chan lookupAnswer, 1), timer: t}
+}}
 
 var _ Store = (*redisStore)(nil)
 
@@ -125,7 +150,9 @@ func newRedisStore(rawURL, prefix string) (*redisStore, error) {
 }
 
 // lookupLoop takes a look-up, adds every other one already waiting, and
-// sends them in one pipeline, until the store is closed.
+// sends them in one pipeline, until the store is closed. Look-ups whose
+// caller has given up are dropped unsent, so a backlog built up while Redis
+// hung drains at once when it answers again.
 func (s *redisStore) lookupLoop() {
 	defer s.loops.Done()
 	batch := make([]lookupRequest, 0, maxLookupBatch)
@@ -147,7 +174,21 @@ func (s *redisStore) lookupLoop() {
 				break collect
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+		now := time.Now()
+		var latest time.Time
+		live := batch[:0]
+		for _, req := range batch {
+			if req.deadline.After(now) {
+				live = append(live, req)
+				latest = later(latest, req.deadline)
+			}
+		}
+		batch = live
+		if len(batch) == 0 {
+			continue
+		}
+		// The batch may take as long as its most patient caller waits.
+		ctx, cancel := context.WithDeadline(context.Background(), latest)
 		cmds = cmds[:0]
 		pipe := s.client.Pipeline()
 		for _, req := range batch {
@@ -164,6 +205,14 @@ func (s *redisStore) lookupLoop() {
 			req.done <- lookupAnswer{fields: f, err: err}
 		}
 	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // quietRedisLog discards go-redis's own log lines.
@@ -298,18 +347,7 @@ func (s *redisStore) Issue(ctx context.Context, d tokenDigest, sess Session, lim
 // not errTokenNotFound: the store is broken, and a 401 would tell the client
 // to log in again rather than report the fault.
 func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (Session, error) {
-	req := lookupRequest{key: s.tokenKey(d), done: make(chan lookupAnswer, 1)}
-	var ans lookupAnswer
-	select {
-	case s.lookups <- req:
-	case <-ctx.Done():
-		return Session{}, unavailable("lookup", ctx.Err())
-	}
-	select {
-	case ans = <-req.done:
-	case <-ctx.Done():
-		return Session{}, unavailable("lookup", ctx.Err())
-	}
+	ans := s.lookup(ctx, s.tokenKey(d))
 	if ans.err != nil {
 		return Session{}, unavailable("lookup", ans.err)
 	}
@@ -325,6 +363,39 @@ func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (
 		return Session{}, errTokenNotFound
 	}
 	return sess, nil
+}
+
+// lookup hands key to a lookupLoop and waits for its answer for at most
+// lookupBound and while ctx lasts, time in the queue included; if it stops
+// waiting, the answer's error says why.
+func (s *redisStore) lookup(ctx context.Context, key string) lookupAnswer {
+	w := lookupWaiters.Get().(*lookupWaiter)
+	w.timer.Reset(lookupBound)
+	deadline := time.Now().Add(lookupBound)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	select {
+	case s.lookups <- lookupRequest{key: key, deadline: deadline, done: w.done}:
+	case <-w.timer.C:
+		lookupWaiters.Put(w) // never handed out, and its timer is spent
+		return lookupAnswer{err: errLookupTimeout}
+	case <-ctx.Done():
+		w.timer.Stop()
+		lookupWaiters.Put(w)
+		return lookupAnswer{err: ctx.Err()}
+	}
+	select {
+	case ans := <-w.done:
+		w.timer.Stop()
+		lookupWaiters.Put(w)
+		return ans
+	case <-w.timer.C:
+		return lookupAnswer{err: errLookupTimeout}
+	case <-ctx.Done():
+		w.timer.Stop()
+		return lookupAnswer{err: ctx.Err()}
+	}
 }
 
 // errCorruptSession reports a stored session that does not parse.
