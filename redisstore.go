@@ -238,7 +238,9 @@ func unavailable(op string, err error) error {
 // issueScript stores a session and indexes it under its user, then drops
 // index entries whose session expired, evicts the oldest sessions beyond
 // the limit, and makes the index expire with its last session.
-// It costs O(user's sessions), which the limit bounds.
+// It costs O(user's sessions), which the limit bounds. A Redis at its
+// maxmemory under noeviction refuses it whole (an OOM error), so Issue never
+// reports a session stored that is not.
 //
 // KEYS[1] token key, KEYS[2] user index key.
 // ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] limit (0 = none),
@@ -246,10 +248,15 @@ func unavailable(op string, err error) error {
 var issueScript = redis.NewScript(`
 local tkey, ukey = KEYS[1], KEYS[2]
 local digest, limit, now, tprefix = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
--- Start clean, so no stale expiry field survives.
-redis.call('DEL', tkey)
+-- At maxmemory Redis refuses a script's first write if that write is one
+-- that can grow memory, and lets every later write through. So the first
+-- write is HSET: at the limit the script stops here, having written nothing,
+-- instead of storing the session past the limit.
 if ARGV[7] == '' then
   redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3])
+  -- No stale expiry survives (a digest is not expected to come twice).
+  redis.call('HDEL', tkey, 'e')
+  redis.call('PERSIST', tkey)
 else
   redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3], 'e', ARGV[7])
   redis.call('PEXPIREAT', tkey, ARGV[7])

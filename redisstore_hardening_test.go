@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,6 +74,96 @@ func TestRedisStoreLookupBoundUnderPause(t *testing.T) {
 	if slowest >= 5*time.Second {
 		t.Errorf("slowest of %d look-ups on a paused Redis took %v; want < 5s (API.md)", n, slowest)
 	}
+}
+
+// fillRedisPastMaxmemory writes about 1 MiB of filler keys to the Redis
+// behind c, then sets a noeviction memory limit 256 KiB below what it uses,
+// and checks that writes are refused. (Filling up to the limit instead
+// leaves the usage hovering at it, where some writes get through.)
+func fillRedisPastMaxmemory(t *testing.T, c *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	filler := strings.Repeat("x", 4096)
+	for i := range 256 {
+		if err := c.Set(ctx, "filler:"+strconv.Itoa(i), filler, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			used, err = strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO memory: used_memory:%s", v)
+			}
+		}
+	}
+	if used < 1<<20 {
+		t.Fatalf("INFO memory: used_memory %d after 1 MiB of filler", used)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used-256<<10, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, "filler:one-more", filler, 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+		t.Fatalf("SET past maxmemory = %v; want an OOM error", err)
+	}
+}
+
+// TestRedisStoreIssueAtMaxmemory: a Redis at its memory limit under
+// noeviction refuses new sessions, and Issue says so (errStoreUnavailable)
+// instead of storing past the limit. Whatever Issue answers, it never
+// reports success for a session Lookup cannot find, nor leaves half of one.
+func TestRedisStoreIssueAtMaxmemory(t *testing.T) {
+	url, _, _ := startRedis(t)
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	now := time.Now()
+	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	before := mustIssue(t, s, alice, 100, now)
+
+	fillRedisPastMaxmemory(t, s.client)
+	for i := range 5 {
+		sess := alice
+		if i%2 == 1 {
+			sess.ExpiresAt = time.Time{} // the script's no-expiry branch too
+		}
+		_, d := newToken()
+		err := s.Issue(ctx, d, sess, 100, now)
+		if i == 0 {
+			t.Logf("Issue at maxmemory = %v", err)
+		}
+		got, lerr := s.Lookup(ctx, d, now)
+		switch {
+		case err == nil && lerr != nil:
+			t.Fatalf("Issue at maxmemory = nil, but Lookup = %v: a success for a session never stored", lerr)
+		case err == nil:
+			t.Errorf("Issue at maxmemory = nil (session %+v stored past the limit); want an error wrapping %v", got, errStoreUnavailable)
+		case !errors.Is(err, errStoreUnavailable):
+			t.Errorf("Issue at maxmemory = %v; want an error wrapping %v", err, errStoreUnavailable)
+		case !errors.Is(lerr, errTokenNotFound):
+			t.Errorf("after a refused Issue, Lookup = %+v, %v; want %v", got, lerr, errTokenNotFound)
+		}
+		if err != nil {
+			if n, err := s.client.Exists(ctx, s.tokenKey(d)).Result(); n != 0 || err != nil {
+				t.Errorf("after a refused Issue, EXISTS token key = %d, %v; want 0 (nothing half-stored)", n, err)
+			}
+		}
+	}
+	// Sessions stored before the limit was reached still work, and so does
+	// Issue once memory is free again.
+	wantFound(t, s, before, now, alice)
+	if err := s.client.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	after := mustIssue(t, s, alice, 100, now)
+	wantFound(t, s, after, now, alice)
 }
 
 // BenchmarkRedisLookup: concurrent look-ups of one live token through the
