@@ -39,6 +39,9 @@ const (
 type redisStore struct {
 	client *redis.Client
 	prefix string
+	// userPrefix is lookupScript's ARGV[1], as any so that no batch
+	// allocates it again.
+	userPrefix any
 
 	// Look-ups are pipelined: lookupLoop sends all look-ups waiting at once
 	// in one round trip, which saves both processes most of their system
@@ -137,10 +140,11 @@ func newRedisStore(rawURL, prefix string) (*redisStore, error) {
 	// unavailable" warnings instead. (SetLogger stores atomically.)
 	redis.SetLogger(quietRedisLog{})
 	s := &redisStore{
-		client:  redis.NewClient(opt),
-		prefix:  prefix,
-		lookups: make(chan lookupRequest),
-		stop:    make(chan struct{}),
+		client:     redis.NewClient(opt),
+		prefix:     prefix,
+		userPrefix: prefix + "u:",
+		lookups:    make(chan lookupRequest),
+		stop:       make(chan struct{}),
 	}
 	for range lookupLoops {
 		s.loops.Add(1)
@@ -150,13 +154,13 @@ func newRedisStore(rawURL, prefix string) (*redisStore, error) {
 }
 
 // lookupLoop takes a look-up, adds every other one already waiting, and
-// sends them in one pipeline, until the store is closed. Look-ups whose
-// caller has given up are dropped unsent, so a backlog built up while Redis
-// hung drains at once when it answers again.
+// sends them in one call of lookupScript, until the store is closed.
+// Look-ups whose caller has given up are dropped unsent, so a backlog built
+// up while Redis hung drains at once when it answers again.
 func (s *redisStore) lookupLoop() {
 	defer s.loops.Done()
 	batch := make([]lookupRequest, 0, maxLookupBatch)
-	cmds := make([]*redis.SliceCmd, 0, maxLookupBatch)
+	args := make([]any, 0, 4+maxLookupBatch)
 	for {
 		batch = batch[:0]
 		select {
@@ -187,23 +191,38 @@ func (s *redisStore) lookupLoop() {
 		if len(batch) == 0 {
 			continue
 		}
-		// The batch may take as long as its most patient caller waits.
-		ctx, cancel := context.WithDeadline(context.Background(), latest)
-		cmds = cmds[:0]
-		pipe := s.client.Pipeline()
+
+		// EVALSHA hash numkeys key... userPrefix; EVAL with the source
+		// if Redis lost its script cache (a restart, SCRIPT FLUSH).
+		args = append(args[:0], "evalsha", lookupScriptHash, len(batch))
 		for _, req := range batch {
-			cmds = append(cmds, pipe.HMGet(ctx, req.key, "u", "s", "e"))
+			args = append(args, req.key)
 		}
-		_, err := pipe.Exec(ctx)
+		args = append(args, s.userPrefix)
+		// The call may take as long as the batch's most patient caller waits.
+		ctx, cancel := context.WithDeadline(context.Background(), latest)
+		res, err := s.client.Do(ctx, args...).Slice()
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			args[0], args[1] = "eval", lookupScriptSource
+			res, err = s.client.Do(ctx, args...).Slice()
+		}
 		cancel()
+		if err == nil && len(res) != len(batch) {
+			err = errCorruptSession
+		}
 		for i, req := range batch {
 			if err != nil {
 				req.done <- lookupAnswer{err: err}
 				continue
 			}
-			f, err := cmds[i].Result()
-			req.done <- lookupAnswer{fields: f, err: err}
+			f, ok := res[i].([]any)
+			if !ok {
+				req.done <- lookupAnswer{err: errCorruptSession}
+				continue
+			}
+			req.done <- lookupAnswer{fields: f}
 		}
+		clear(args) // let the keys go
 	}
 }
 
@@ -304,6 +323,49 @@ end
 return 0
 `)
 
+// lookupScript looks up a batch of token keys. For each it returns the
+// HMGET u s e reply and then 1 if the user's index still lists the digest,
+// else 0; for a key or an index of the wrong type, 0, so that one corrupt
+// key fails only its own look-up. One script per batch, not per
+// look-up, since Redis spends more on starting a script than on the
+// look-up itself.
+//
+// A session its user's index does not list is dead: RevokeUser finds
+// sessions only through the index, so when Redis evicts an index
+// (volatile-lru and allkeys-lru may), its sessions must die with it rather
+// than outlive a logoutall. The script deletes such a session, since nothing
+// else would find it to delete it; Issue writes a session and its index
+// entry in one script, so none is ever seen between the two.
+//
+// KEYS token keys, each ending in its digest's 64 hex characters.
+// ARGV[1] user index key prefix.
+const lookupScriptSource = `
+local out = {}
+for i, key in ipairs(KEYS) do
+  local f = redis.pcall('HMGET', key, 'u', 's', 'e')
+  if f.err then
+    f = 0
+  elseif f[1] then
+    local listed = redis.pcall('ZSCORE', ARGV[1] .. f[1], string.sub(key, -64))
+    if type(listed) == 'table' and listed.err then
+      f = 0
+    elseif listed then
+      f[4] = 1
+    else
+      f[4] = 0
+      redis.pcall('DEL', key) -- best effort: refused either way
+    end
+  else
+    f[4] = 0
+  end
+  out[i] = f
+end
+return out
+`
+
+// lookupScriptHash is lookupScriptSource's SHA-1, for EVALSHA.
+var lookupScriptHash = redis.NewScript(lookupScriptSource).Hash()
+
 // revokeScript deletes a token key and its index entry.
 //
 // KEYS[1] token key. ARGV[1] digest hex, ARGV[2] user index key prefix.
@@ -317,7 +379,8 @@ return 0
 `)
 
 // revokeUserScript deletes a user's token keys and index, and returns how
-// many sessions were live.
+// many sessions were live. Sessions missing from the index (evicted with
+// it) stay stored, but lookupScript refuses them.
 //
 // KEYS[1] user index key. ARGV[1] token key prefix.
 var revokeUserScript = redis.NewScript(`
@@ -348,7 +411,8 @@ func (s *redisStore) Issue(ctx context.Context, d tokenDigest, sess Session, lim
 }
 
 // Lookup returns the session under d. Redis expires it by its own clock and
-// Lookup also by now, so the earlier of the two wins.
+// Lookup also by now, so the earlier of the two wins. A session its user's
+// index no longer lists is not found (see lookupScript).
 //
 // A stored value that does not parse is an error wrapping errStoreUnavailable,
 // not errTokenNotFound: the store is broken, and a 401 would tell the client
@@ -359,12 +423,18 @@ func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (
 		return Session{}, unavailable("lookup", ans.err)
 	}
 	f := ans.fields
+	if len(f) != 4 {
+		return Session{}, unavailable("lookup", errCorruptSession)
+	}
 	if f[0] == nil {
 		return Session{}, errTokenNotFound
 	}
-	sess, expiresMs, err := parseRedisSession(f)
+	sess, expiresMs, err := parseRedisSession(f[:3])
 	if err != nil {
 		return Session{}, unavailable("lookup", err)
+	}
+	if listed, _ := f[3].(int64); listed != 1 {
+		return Session{}, errTokenNotFound
 	}
 	if expiresMs != 0 && expiresMs <= now.UnixMilli() {
 		return Session{}, errTokenNotFound
@@ -448,7 +518,9 @@ func (s *redisStore) Revoke(ctx context.Context, d tokenDigest) error {
 	return nil
 }
 
-// RevokeUser deletes every session of username and reports how many were live.
+// RevokeUser deletes every session of username and reports how many were
+// live. Sessions whose index entry is gone are not counted; they were
+// already dead to Lookup.
 func (s *redisStore) RevokeUser(ctx context.Context, username string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()

@@ -166,6 +166,119 @@ func TestRedisStoreIssueAtMaxmemory(t *testing.T) {
 	wantFound(t, s, after, now, alice)
 }
 
+// TestRedisStoreRevokeUserEvictedIndex: logoutall must not report success
+// while the user's tokens live on, even when Redis has evicted the user's
+// index (volatile-lru and allkeys-lru may). Other users' tokens stay.
+func TestRedisStoreRevokeUserEvictedIndex(t *testing.T) {
+	url, _, _ := startRedis(t)
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	now := time.Now()
+	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	bob := Session{Username: "bob", Stamp: 2, ExpiresAt: now.Add(time.Hour)}
+	var alices, bobs []tokenDigest
+	for i := range 3 {
+		sess := alice
+		if i == 2 {
+			sess.ExpiresAt = time.Time{}
+		}
+		alices = append(alices, mustIssue(t, s, sess, 100, now))
+		bobs = append(bobs, mustIssue(t, s, bob, 100, now))
+	}
+
+	// Eviction, simulated.
+	if err := s.client.Del(ctx, s.userKey("alice")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.RevokeUser(ctx, "alice")
+	t.Logf("RevokeUser(alice) with its index evicted = %d, %v", n, err)
+	for i, d := range alices {
+		got, err := s.Lookup(ctx, d, now)
+		if err == nil {
+			t.Errorf("after RevokeUser(alice), Lookup(alice's token %d) = %+v; want an error, never a session", i, got)
+		}
+	}
+	for _, d := range bobs {
+		wantFound(t, s, d, now, bob)
+	}
+
+	// Found dead, they are deleted: nothing else would find them.
+	for i, d := range alices {
+		if n, err := s.client.Exists(ctx, s.tokenKey(d)).Result(); n != 0 || err != nil {
+			t.Errorf("EXISTS alice's token key %d after a refused Lookup = %d, %v; want 0", i, n, err)
+		}
+	}
+
+	// Alice can log in again; her old tokens stay dead.
+	fresh := mustIssue(t, s, alice, 100, now)
+	wantFound(t, s, fresh, now, alice)
+	for _, d := range alices {
+		wantNotFound(t, s, d, now)
+	}
+	if _, err := s.RevokeUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	wantNotFound(t, s, fresh, now)
+	for _, d := range bobs {
+		wantFound(t, s, d, now, bob)
+	}
+}
+
+// TestRedisStoreLookupScriptFlushed: look-ups go on when Redis has lost its
+// script cache (a restart, SCRIPT FLUSH).
+func TestRedisStoreLookupScriptFlushed(t *testing.T) {
+	url, _, _ := startRedis(t)
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	now := time.Now()
+	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	d := mustIssue(t, s, alice, 100, now)
+	wantFound(t, s, d, now, alice)
+	if err := s.client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantFound(t, s, d, now, alice)
+	wantNotFound(t, s, randomDigest(), now)
+}
+
+// TestRedisStoreLookupWrongType: a key of the wrong type fails its own
+// look-up closed and no other look-up batched with it.
+func TestRedisStoreLookupWrongType(t *testing.T) {
+	url, _, _ := startRedis(t)
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	now := time.Now()
+	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	good := mustIssue(t, s, alice, 100, now)
+	bad := randomDigest()
+	if err := s.client.Set(ctx, s.tokenKey(bad), "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	badIndex := randomDigest()
+	if err := s.client.HSet(ctx, s.tokenKey(badIndex), "u", "mallory", "s", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.Set(ctx, s.userKey("mallory"), "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if got, err := s.Lookup(ctx, good, now); err != nil || got.Username != "alice" {
+				t.Errorf("Lookup(good) = %+v, %v; want alice's session", got, err)
+			}
+		})
+		for _, d := range []tokenDigest{bad, badIndex} {
+			wg.Go(func() {
+				if got, err := s.Lookup(ctx, d, now); !errors.Is(err, errStoreUnavailable) {
+					t.Errorf("Lookup(wrong type) = %+v, %v; want an error wrapping %v", got, err, errStoreUnavailable)
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
 // BenchmarkRedisLookup: concurrent look-ups of one live token through the
 // pipeline, against a redis-server of its own.
 func BenchmarkRedisLookup(b *testing.B) {
