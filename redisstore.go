@@ -39,6 +39,9 @@ const (
 type redisStore struct {
 	client *redis.Client
 	prefix string
+	// userPrefix is lookupScript's ARGV[1], as any so that no batch
+	// allocates it again.
+	userPrefix any
 
 	// Look-ups are pipelined: lookupLoop sends all look-ups waiting at once
 	// in one round trip, which saves both processes most of their system
@@ -49,9 +52,12 @@ type redisStore struct {
 }
 
 // lookupRequest is one pending look-up; done has room for its answer.
+// After deadline its caller has given up, so the loop skips it rather than
+// spend a round trip on it.
 type lookupRequest struct {
-	key  string
-	done chan lookupAnswer
+	key      string
+	deadline time.Time
+	done     chan lookupAnswer
 }
 
 type lookupAnswer struct {
@@ -61,13 +67,35 @@ type lookupAnswer struct {
 
 // Pipelined look-ups: lookupLoops loops, each sending up to maxLookupBatch
 // look-ups per round trip.
-// A look-up waits for at most one batch before its own, so it fails within
-// 2 × lookupTimeout when Redis hangs.
+//
+// Each look-up gives up after lookupBound, counted from its own start, not
+// from its place in the queue: when Redis hangs, requests pile up faster
+// than batches time out, and a bound per batch would grow with the queue
+// (3,000 waiting look-ups took 13 s to fail). lookupBound is well inside
+// API.md's 503-within-5-s.
 const (
 	lookupLoops    = 2
 	maxLookupBatch = 128
-	lookupTimeout  = time.Second
+	lookupBound    = 2 * time.Second
 )
+
+// errLookupTimeout reports a look-up that Redis did not answer within
+// lookupBound.
+var errLookupTimeout = errors.New("no answer within " + lookupBound.String())
+
+// A lookupWaiter is what one Lookup waits with. Waiters are reused only
+// after their answer arrived, when no loop can still write to done; one
+// whose caller gave up is left to the garbage collector.
+type lookupWaiter struct {
+	done  chan lookupAnswer
+	timer *time.Timer
+}
+
+var lookupWaiters = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &lookupWaiter{done: make(chan lookupAnswer, 1), timer: t}
+}}
 
 var _ Store = (*redisStore)(nil)
 
@@ -112,10 +140,11 @@ func newRedisStore(rawURL, prefix string) (*redisStore, error) {
 	// unavailable" warnings instead. (SetLogger stores atomically.)
 	redis.SetLogger(quietRedisLog{})
 	s := &redisStore{
-		client:  redis.NewClient(opt),
-		prefix:  prefix,
-		lookups: make(chan lookupRequest),
-		stop:    make(chan struct{}),
+		client:     redis.NewClient(opt),
+		prefix:     prefix,
+		userPrefix: prefix + "u:",
+		lookups:    make(chan lookupRequest),
+		stop:       make(chan struct{}),
 	}
 	for range lookupLoops {
 		s.loops.Add(1)
@@ -125,11 +154,13 @@ func newRedisStore(rawURL, prefix string) (*redisStore, error) {
 }
 
 // lookupLoop takes a look-up, adds every other one already waiting, and
-// sends them in one pipeline, until the store is closed.
+// sends them in one call of lookupScript, until the store is closed.
+// Look-ups whose caller has given up are dropped unsent, so a backlog built
+// up while Redis hung drains at once when it answers again.
 func (s *redisStore) lookupLoop() {
 	defer s.loops.Done()
 	batch := make([]lookupRequest, 0, maxLookupBatch)
-	cmds := make([]*redis.SliceCmd, 0, maxLookupBatch)
+	args := make([]any, 0, 4+maxLookupBatch)
 	for {
 		batch = batch[:0]
 		select {
@@ -147,23 +178,60 @@ func (s *redisStore) lookupLoop() {
 				break collect
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
-		cmds = cmds[:0]
-		pipe := s.client.Pipeline()
+		now := time.Now()
+		var latest time.Time
+		live := batch[:0]
 		for _, req := range batch {
-			cmds = append(cmds, pipe.HMGet(ctx, req.key, "u", "s", "e"))
+			if req.deadline.After(now) {
+				live = append(live, req)
+				latest = later(latest, req.deadline)
+			}
 		}
-		_, err := pipe.Exec(ctx)
+		batch = live
+		if len(batch) == 0 {
+			continue
+		}
+
+		// EVALSHA hash numkeys key... userPrefix; EVAL with the source
+		// if Redis lost its script cache (a restart, SCRIPT FLUSH).
+		args = append(args[:0], "evalsha", lookupScriptHash, len(batch))
+		for _, req := range batch {
+			args = append(args, req.key)
+		}
+		args = append(args, s.userPrefix)
+		// The call may take as long as the batch's most patient caller waits.
+		ctx, cancel := context.WithDeadline(context.Background(), latest)
+		res, err := s.client.Do(ctx, args...).Slice()
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			args[0], args[1] = "eval", lookupScriptSource
+			res, err = s.client.Do(ctx, args...).Slice()
+		}
 		cancel()
+		if err == nil && len(res) != len(batch) {
+			err = errCorruptSession
+		}
 		for i, req := range batch {
 			if err != nil {
 				req.done <- lookupAnswer{err: err}
 				continue
 			}
-			f, err := cmds[i].Result()
-			req.done <- lookupAnswer{fields: f, err: err}
+			f, ok := res[i].([]any)
+			if !ok {
+				req.done <- lookupAnswer{err: errCorruptSession}
+				continue
+			}
+			req.done <- lookupAnswer{fields: f}
 		}
+		clear(args) // let the keys go
 	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // quietRedisLog discards go-redis's own log lines.
@@ -189,7 +257,9 @@ func unavailable(op string, err error) error {
 // issueScript stores a session and indexes it under its user, then drops
 // index entries whose session expired, evicts the oldest sessions beyond
 // the limit, and makes the index expire with its last session.
-// It costs O(user's sessions), which the limit bounds.
+// It costs O(user's sessions), which the limit bounds. A Redis at its
+// maxmemory under noeviction refuses it whole (an OOM error), so Issue never
+// reports a session stored that is not.
 //
 // KEYS[1] token key, KEYS[2] user index key.
 // ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] limit (0 = none),
@@ -197,10 +267,15 @@ func unavailable(op string, err error) error {
 var issueScript = redis.NewScript(`
 local tkey, ukey = KEYS[1], KEYS[2]
 local digest, limit, now, tprefix = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
--- Start clean, so no stale expiry field survives.
-redis.call('DEL', tkey)
+-- At maxmemory Redis refuses a script's first write if that write is one
+-- that can grow memory, and lets every later write through. So the first
+-- write is HSET: at the limit the script stops here, having written nothing,
+-- instead of storing the session past the limit.
 if ARGV[7] == '' then
   redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3])
+  -- No stale expiry survives (a digest is not expected to come twice).
+  redis.call('HDEL', tkey, 'e')
+  redis.call('PERSIST', tkey)
 else
   redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3], 'e', ARGV[7])
   redis.call('PEXPIREAT', tkey, ARGV[7])
@@ -248,6 +323,49 @@ end
 return 0
 `)
 
+// lookupScript looks up a batch of token keys. For each it returns the
+// HMGET u s e reply and then 1 if the user's index still lists the digest,
+// else 0; for a key or an index of the wrong type, 0, so that one corrupt
+// key fails only its own look-up. One script per batch, not per
+// look-up, since Redis spends more on starting a script than on the
+// look-up itself.
+//
+// A session its user's index does not list is dead: RevokeUser finds
+// sessions only through the index, so when Redis evicts an index
+// (volatile-lru and allkeys-lru may), its sessions must die with it rather
+// than outlive a logoutall. The script deletes such a session, since nothing
+// else would find it to delete it; Issue writes a session and its index
+// entry in one script, so none is ever seen between the two.
+//
+// KEYS token keys, each ending in its digest's 64 hex characters.
+// ARGV[1] user index key prefix.
+const lookupScriptSource = `
+local out = {}
+for i, key in ipairs(KEYS) do
+  local f = redis.pcall('HMGET', key, 'u', 's', 'e')
+  if f.err then
+    f = 0
+  elseif f[1] then
+    local listed = redis.pcall('ZSCORE', ARGV[1] .. f[1], string.sub(key, -64))
+    if type(listed) == 'table' and listed.err then
+      f = 0
+    elseif listed then
+      f[4] = 1
+    else
+      f[4] = 0
+      redis.pcall('DEL', key) -- best effort: refused either way
+    end
+  else
+    f[4] = 0
+  end
+  out[i] = f
+end
+return out
+`
+
+// lookupScriptHash is lookupScriptSource's SHA-1, for EVALSHA.
+var lookupScriptHash = redis.NewScript(lookupScriptSource).Hash()
+
 // revokeScript deletes a token key and its index entry.
 //
 // KEYS[1] token key. ARGV[1] digest hex, ARGV[2] user index key prefix.
@@ -261,7 +379,8 @@ return 0
 `)
 
 // revokeUserScript deletes a user's token keys and index, and returns how
-// many sessions were live.
+// many sessions were live. Sessions missing from the index (evicted with
+// it) stay stored, but lookupScript refuses them.
 //
 // KEYS[1] user index key. ARGV[1] token key prefix.
 var revokeUserScript = redis.NewScript(`
@@ -292,39 +411,68 @@ func (s *redisStore) Issue(ctx context.Context, d tokenDigest, sess Session, lim
 }
 
 // Lookup returns the session under d. Redis expires it by its own clock and
-// Lookup also by now, so the earlier of the two wins.
+// Lookup also by now, so the earlier of the two wins. A session its user's
+// index no longer lists is not found (see lookupScript).
 //
 // A stored value that does not parse is an error wrapping errStoreUnavailable,
 // not errTokenNotFound: the store is broken, and a 401 would tell the client
 // to log in again rather than report the fault.
 func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (Session, error) {
-	req := lookupRequest{key: s.tokenKey(d), done: make(chan lookupAnswer, 1)}
-	var ans lookupAnswer
-	select {
-	case s.lookups <- req:
-	case <-ctx.Done():
-		return Session{}, unavailable("lookup", ctx.Err())
-	}
-	select {
-	case ans = <-req.done:
-	case <-ctx.Done():
-		return Session{}, unavailable("lookup", ctx.Err())
-	}
+	ans := s.lookup(ctx, s.tokenKey(d))
 	if ans.err != nil {
 		return Session{}, unavailable("lookup", ans.err)
 	}
 	f := ans.fields
+	if len(f) != 4 {
+		return Session{}, unavailable("lookup", errCorruptSession)
+	}
 	if f[0] == nil {
 		return Session{}, errTokenNotFound
 	}
-	sess, expiresMs, err := parseRedisSession(f)
+	sess, expiresMs, err := parseRedisSession(f[:3])
 	if err != nil {
 		return Session{}, unavailable("lookup", err)
+	}
+	if listed, _ := f[3].(int64); listed != 1 {
+		return Session{}, errTokenNotFound
 	}
 	if expiresMs != 0 && expiresMs <= now.UnixMilli() {
 		return Session{}, errTokenNotFound
 	}
 	return sess, nil
+}
+
+// lookup hands key to a lookupLoop and waits for its answer for at most
+// lookupBound and while ctx lasts, time in the queue included; if it stops
+// waiting, the answer's error says why.
+func (s *redisStore) lookup(ctx context.Context, key string) lookupAnswer {
+	w := lookupWaiters.Get().(*lookupWaiter)
+	w.timer.Reset(lookupBound)
+	deadline := time.Now().Add(lookupBound)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	select {
+	case s.lookups <- lookupRequest{key: key, deadline: deadline, done: w.done}:
+	case <-w.timer.C:
+		lookupWaiters.Put(w) // never handed out, and its timer is spent
+		return lookupAnswer{err: errLookupTimeout}
+	case <-ctx.Done():
+		w.timer.Stop()
+		lookupWaiters.Put(w)
+		return lookupAnswer{err: ctx.Err()}
+	}
+	select {
+	case ans := <-w.done:
+		w.timer.Stop()
+		lookupWaiters.Put(w)
+		return ans
+	case <-w.timer.C:
+		return lookupAnswer{err: errLookupTimeout}
+	case <-ctx.Done():
+		w.timer.Stop()
+		return lookupAnswer{err: ctx.Err()}
+	}
 }
 
 // errCorruptSession reports a stored session that does not parse.
@@ -370,7 +518,9 @@ func (s *redisStore) Revoke(ctx context.Context, d tokenDigest) error {
 	return nil
 }
 
-// RevokeUser deletes every session of username and reports how many were live.
+// RevokeUser deletes every session of username and reports how many were
+// live. Sessions whose index entry is gone are not counted; they were
+// already dead to Lookup.
 func (s *redisStore) RevokeUser(ctx context.Context, username string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()

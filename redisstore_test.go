@@ -21,7 +21,7 @@ import (
 // started on a free loopback port and killed when t ends; stop kills it and
 // restart starts it again on the same port, empty. Without redis-server the
 // test is skipped, or fails when AUTHSVC_REQUIRE_REDIS=1.
-func startRedis(t *testing.T) (url string, stop, restart func()) {
+func startRedis(t testing.TB) (url string, stop, restart func()) {
 	t.Helper()
 	if url := os.Getenv("AUTHSVC_TEST_REDIS"); url != "" {
 		return url, nil, nil
@@ -62,7 +62,7 @@ func startRedis(t *testing.T) (url string, stop, restart func()) {
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -75,7 +75,7 @@ func freePort(t *testing.T) string {
 
 // waitForRedis waits up to 5 s for the Redis at addr to answer PING. It
 // speaks RESP itself, since a go-redis client would log every refused dial.
-func waitForRedis(t *testing.T, addr string) {
+func waitForRedis(t testing.TB, addr string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
