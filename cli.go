@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/term"
@@ -21,7 +22,7 @@ const minSafeCost = 10
 // userCommand runs "authsvc user SUBCOMMAND ...".
 func userCommand(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("user: missing subcommand (add, passwd, del, disable, enable, list)")
+		return usagef("user: missing subcommand (add, passwd, del, disable, enable, logout, list)")
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("user "+sub, flag.ContinueOnError)
@@ -41,12 +42,12 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		cost = fs.Int("cost", defaultCost, "bcrypt cost")
 	case "passwd":
 		cost = fs.Int("cost", defaultCost, "bcrypt cost")
-	case "del", "disable", "enable", "list":
+	case "del", "disable", "enable", "logout", "list":
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage())
 		return nil
 	default:
-		return usagef("user: unknown subcommand %q (add, passwd, del, disable, enable, list)", sub)
+		return usagef("user: unknown subcommand %q (add, passwd, del, disable, enable, logout, list)", sub)
 	}
 	if err := parseFlags(fs, args, getenv, []string{"users"}, stdout); err != nil {
 		return err
@@ -76,7 +77,8 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if groups == nil {
 			groups = stringList{}
 		}
-		err = dir.Add(ctx, User{Username: username, PasswordHash: hash, Name: *name, Email: *email, Groups: groups, Admin: *admin})
+		// A cut-off from the start: tokens of an earlier user of that name stay dead.
+		err = dir.Add(ctx, User{Username: username, PasswordHash: hash, Name: *name, Email: *email, Groups: groups, Admin: *admin, TokensAfter: time.Now().UTC()})
 		if errors.Is(err, errUserExists) {
 			return fmt.Errorf("user add: user %q already exists", username)
 		}
@@ -90,7 +92,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if err != nil {
 			return err
 		}
-		return changeUser(ctx, dir, sub, username, stdout, "changed the password of", func(u *User) { u.PasswordHash = hash })
+		return changeUser(ctx, dir, sub, username, stdout, "changed the password of", func(u *User) { u.PasswordHash, u.TokensAfter = hash, time.Now().UTC() })
 	case "del":
 		if err := dir.Delete(ctx, username); err != nil {
 			return userError(sub, username, err)
@@ -98,7 +100,9 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		fmt.Fprintf(stdout, "deleted user %q from %s\n", username, *usersPath)
 		return nil
 	case "disable":
-		return changeUser(ctx, dir, sub, username, stdout, "disabled", func(u *User) { u.Disabled = true })
+		return changeUser(ctx, dir, sub, username, stdout, "disabled", func(u *User) { u.Disabled, u.TokensAfter = true, time.Now().UTC() })
+	case "logout":
+		return changeUser(ctx, dir, sub, username, stdout, "ended every token of", func(u *User) { u.TokensAfter = time.Now().UTC() })
 	default: // enable
 		return changeUser(ctx, dir, sub, username, stdout, "enabled", func(u *User) { u.Disabled = false })
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -96,7 +97,11 @@ func TestCLIUserAdd(t *testing.T) {
 	checkMode(t, path, 0o600)
 	users := mustReadUsers(t, path)
 	alice := users["alice"]
-	want := User{Username: "alice", PasswordHash: alice.PasswordHash, Name: "Alice Liddell", Email: "alice@example.com", Groups: []string{"dev", "ops"}, Admin: true}
+	want := User{Username: "alice", PasswordHash: alice.PasswordHash, Name: "Alice Liddell", Email: "alice@example.com", Groups: []string{"dev", "ops"}, Admin: true,
+		TokensAfter: alice.TokensAfter}
+	if time.Since(alice.TokensAfter) > time.Minute || time.Since(alice.TokensAfter) < 0 {
+		t.Errorf("user add: tokens_after = %v; want the time of the add (no earlier token of an alice lives)", alice.TokensAfter)
+	}
 	if len(users) != 1 || !reflect.DeepEqual(alice, want) {
 		t.Errorf("users after user add = %+v; want alice alone: %+v", users, want)
 	}
@@ -319,6 +324,10 @@ func TestCLIUserPasswd(t *testing.T) {
 	}
 	wantAlice := before["alice"]
 	wantAlice.PasswordHash = alice.PasswordHash
+	wantAlice.TokensAfter = alice.TokensAfter
+	if !alice.TokensAfter.After(before["alice"].TokensAfter) {
+		t.Errorf("user passwd: tokens_after %v, before %v; want it moved on (every earlier token dies)", alice.TokensAfter, before["alice"].TokensAfter)
+	}
 	if !reflect.DeepEqual(alice, wantAlice) || !reflect.DeepEqual(after["bob"], before["bob"]) || len(after) != 2 {
 		t.Errorf("users after user passwd alice = %+v; want only alice's hash changed from %+v", after, before)
 	}

@@ -49,8 +49,11 @@ var (
 //     be read or does not validate is an error, and the previous users stay
 //     in force (fail closed: nothing is half-loaded).
 //   - Watch reloads when the backing changes, within interval (and on
-//     every value from hup), telling reloaded of each attempt, until ctx
-//     is done: writes from other processes reach Lookup within 5 s.
+//     every value from hup), until ctx is done: writes from other
+//     processes reach Lookup within 5 s. It tells hooks.reloaded of each
+//     attempt, and hooks.cut of every user whose tokens the change killed
+//     (deleted, disabled, password changed, a new cut-off), so that the
+//     caller can remove them from the token store for good.
 //   - All methods are safe for concurrent use. No method logs or returns
 //     a password or a hash outside the dirUser and User values it is asked for.
 type Directory interface {
@@ -61,7 +64,33 @@ type Directory interface {
 	Delete(ctx context.Context, username string) error
 	List(ctx context.Context) ([]User, error)
 	Reload(ctx context.Context) error
-	Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, reloaded func(error))
+	Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks watchHooks)
+}
+
+// watchHooks tell Watch's caller what a reload did; either may be nil.
+type watchHooks struct {
+	reloaded func(err error)                         // each reload attempt; nil on success
+	cut      func(username string, before time.Time) // the user's tokens issued before before died in the change
+}
+
+// cutsBetween calls cut for every user of old whose tokens died in new:
+// deleted, newly disabled or with another password (every token issued
+// before now), or with a later cut-off (every token issued before it).
+func cutsBetween(old, new *userIndex, now time.Time, cut func(username string, before time.Time)) {
+	if old == nil || cut == nil {
+		return
+	}
+	for name, was := range old.byName {
+		is := new.byName[name]
+		switch {
+		case is == nil, is.disabled && !was.disabled:
+			cut(name, now)
+		case is.tokensAfter.After(was.tokensAfter):
+			cut(name, is.tokensAfter)
+		case is.stamp != was.stamp:
+			cut(name, now)
+		}
+	}
 }
 
 // A userIndex is an immutable snapshot of a directory's users as the server
@@ -97,13 +126,14 @@ func (c *slowestCheck) pad(d time.Duration) {
 
 // dirUser is a user as the handlers need it.
 type dirUser struct {
-	hash       []byte
-	stamp      uint64
-	admin      bool
-	disabled   bool
-	info       userInfo
-	infoJSON   []byte   // the info reply, encoded once per reload
-	infoLength []string // its Content-Length header value
+	hash        []byte
+	stamp       uint64
+	tokensAfter time.Time // tokens issued before it are dead
+	admin       bool
+	disabled    bool
+	info        userInfo
+	infoJSON    []byte   // the info reply, encoded once per reload
+	infoLength  []string // its Content-Length header value
 }
 
 // newUserIndex builds an index of validated users, reusing prev's dummy
@@ -124,13 +154,14 @@ func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
 			return nil, err
 		}
 		d.byName[u.Username] = &dirUser{
-			hash:       []byte(u.PasswordHash),
-			stamp:      passwordStamp(u.PasswordHash),
-			admin:      u.Admin,
-			disabled:   u.Disabled,
-			info:       info,
-			infoJSON:   append(infoJSON, '\n'),
-			infoLength: []string{strconv.Itoa(len(infoJSON) + 1)},
+			hash:        []byte(u.PasswordHash),
+			stamp:       passwordStamp(u.PasswordHash),
+			tokensAfter: u.TokensAfter,
+			admin:       u.Admin,
+			disabled:    u.Disabled,
+			info:        info,
+			infoJSON:    append(infoJSON, '\n'),
+			infoLength:  []string{strconv.Itoa(len(infoJSON) + 1)},
 		}
 	}
 	cost := defaultCost
@@ -191,10 +222,11 @@ func authenticate(ctx context.Context, d userReader, username, password string, 
 }
 
 // sessionUser returns the user a session belongs to, or nil when the token
-// has died with its user: deleted, disabled, or password changed.
+// has died with its user: deleted, disabled, password changed, or issued
+// before the user's cut-off (TokensAfter).
 func sessionUser(ctx context.Context, d userReader, s Session) *dirUser {
 	u, err := d.Lookup(ctx, s.Username)
-	if err != nil || u.disabled || u.stamp != s.Stamp {
+	if err != nil || u.disabled || u.stamp != s.Stamp || s.IssuedAt.Before(u.tokensAfter) {
 		return nil
 	}
 	return u

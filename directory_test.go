@@ -119,12 +119,12 @@ func testDirectoryConformance(t *testing.T, factory directoryFactory) {
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		reloads := make(chan error, 16)
-		go b.Watch(wctx, 10*time.Millisecond, nil, func(err error) {
+		go b.Watch(wctx, 10*time.Millisecond, nil, watchHooks{reloaded: func(err error) {
 			select {
 			case reloads <- err:
 			default:
 			}
-		})
+		}})
 		if err := a.Add(ctx, alice); err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestFileDirectoryRewrittenWhileRead(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go d.Watch(ctx, 10*time.Millisecond, nil, nil)
+	go d.Watch(ctx, 10*time.Millisecond, nil, watchHooks{})
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if _, err := d.Lookup(ctx, "bob"); err == nil {

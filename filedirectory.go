@@ -123,13 +123,14 @@ func (s *fileDirectory) List(context.Context) ([]User, error) {
 // Reload replaces the index with the file's current content. On any error
 // the previous users stay in force.
 func (s *fileDirectory) Reload(context.Context) error {
-	_, err := s.load()
+	_, err := s.load(nil)
 	return err
 }
 
-// load reads, validates and swaps in the file, and returns the file's state
-// as it was just before the read: what was parsed, even when it was refused.
-func (s *fileDirectory) load() (os.FileInfo, error) {
+// load reads, validates and swaps in the file, tells cut (if not nil) whose
+// tokens the change killed, and returns the file's state as it was just
+// before the read: what was parsed, even when it was refused.
+func (s *fileDirectory) load(cut func(string, time.Time)) (os.FileInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	info, err := os.Stat(s.path)
@@ -147,12 +148,14 @@ func (s *fileDirectory) load() (os.FileInfo, error) {
 	if err != nil {
 		return info, fmt.Errorf("%s: %w", s.path, err)
 	}
-	x, err := newUserIndex(users, s.cur.Load())
+	old := s.cur.Load()
+	x, err := newUserIndex(users, old)
 	if err != nil {
 		return info, err
 	}
 	s.cur.Store(x)
 	s.seen = info
+	cutsBetween(old, x, time.Now(), cut)
 	return info, nil
 }
 
@@ -169,30 +172,29 @@ func (s *fileDirectory) changed() bool {
 }
 
 // Watch reloads on every value from hup and whenever the file changes,
-// checking every interval, until ctx is done. reloaded, if not nil, is
-// told of every attempt.
-func (s *fileDirectory) Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, reloaded func(error)) {
+// checking every interval, until ctx is done, telling hooks what happened.
+func (s *fileDirectory) Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks watchHooks) {
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				s.logReload("SIGHUP", reloaded)
+				s.logReload("SIGHUP", hooks)
 			}
 		}
 	}()
 	runEvery(ctx, interval, func(time.Time) {
 		if s.changed() {
-			s.logReload("file changed", reloaded)
+			s.logReload("file changed", hooks)
 		}
 	})
 }
 
-func (s *fileDirectory) logReload(why string, reloaded func(error)) {
-	info, err := s.load()
-	if reloaded != nil {
-		reloaded(err)
+func (s *fileDirectory) logReload(why string, hooks watchHooks) {
+	info, err := s.load(hooks.cut)
+	if hooks.reloaded != nil {
+		hooks.reloaded(err)
 	}
 	if err != nil {
 		s.log.Error("users file refused; previous users stay in force", "reason", why, "err", err)

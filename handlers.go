@@ -160,6 +160,10 @@ func authenticated(r *http.Request, users Directory, store Store, now time.Time)
 	}
 	u := sessionUser(r.Context(), users, sess)
 	if u == nil {
+		// Dead stays dead: remove it, so that no later change of the user
+		// (enable, a re-add, an older file put back) brings it back, on
+		// this instance or any other sharing the store.
+		store.Revoke(r.Context(), digest)
 		return principal{}, errInvalidToken
 	}
 	return principal{digest: digest, session: sess, user: u}, nil

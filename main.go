@@ -28,6 +28,7 @@ const commandsUsage = `  authsvc user add    [--users F] [--admin] [--name N] [-
   authsvc user passwd [--users F] [--cost C] USERNAME
   authsvc user del    [--users F] USERNAME
   authsvc user disable|enable [--users F] USERNAME
+  authsvc user logout [--users F] USERNAME   end every token of USERNAME
   authsvc user list   [--users F]
   authsvc hash [--cost C]          print the bcrypt hash of the password on stdin
   authsvc version                  print the version and build information

@@ -29,6 +29,7 @@ type memSession struct {
 	username  string
 	stamp     uint64
 	expiresAt int64
+	issuedAt  int64
 }
 
 var _ Store = (*memoryStore)(nil)
@@ -45,8 +46,8 @@ func (s *memoryStore) shard(d tokenDigest) *memShard {
 	return &s.shards[d[0]%memShards]
 }
 
-func (s *memoryStore) Issue(_ context.Context, d tokenDigest, sess Session, limit int, _ time.Time) error {
-	ms := memSession{username: sess.Username, stamp: sess.Stamp}
+func (s *memoryStore) Issue(_ context.Context, d tokenDigest, sess Session, limit int, now time.Time) error {
+	ms := memSession{username: sess.Username, stamp: sess.Stamp, issuedAt: now.UnixNano()}
 	if !sess.ExpiresAt.IsZero() {
 		ms.expiresAt = sess.ExpiresAt.UnixNano()
 	}
@@ -76,7 +77,7 @@ func (s *memoryStore) Lookup(_ context.Context, d tokenDigest, now time.Time) (S
 	if !ok || (ms.expiresAt != 0 && ms.expiresAt <= now.UnixNano()) {
 		return Session{}, errTokenNotFound
 	}
-	sess := Session{Username: ms.username, Stamp: ms.stamp}
+	sess := Session{Username: ms.username, Stamp: ms.stamp, IssuedAt: time.Unix(0, ms.issuedAt)}
 	if ms.expiresAt != 0 {
 		sess.ExpiresAt = time.Unix(0, ms.expiresAt).UTC()
 	}
@@ -101,6 +102,31 @@ func (s *memoryStore) RevokeUser(_ context.Context, username string) (int, error
 		s.deleteSession(d)
 	}
 	return len(digests), nil
+}
+
+func (s *memoryStore) RevokeUserBefore(_ context.Context, username string, before time.Time) (int, error) {
+	cutoff := before.UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept, n := s.byUser[username][:0], 0
+	for _, d := range s.byUser[username] {
+		sh := s.shard(d)
+		sh.mu.RLock()
+		ms := sh.sessions[d]
+		sh.mu.RUnlock()
+		if ms.issuedAt < cutoff {
+			s.deleteSession(d)
+			n++
+			continue
+		}
+		kept = append(kept, d)
+	}
+	if len(kept) == 0 {
+		delete(s.byUser, username)
+	} else {
+		s.byUser[username] = kept
+	}
+	return n, nil
 }
 
 func (s *memoryStore) Ping(context.Context) error { return nil }

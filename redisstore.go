@@ -324,8 +324,8 @@ return 0
 `)
 
 // lookupScript looks up a batch of token keys. For each it returns the
-// HMGET u s e reply and then 1 if the user's index still lists the digest,
-// else 0; for a key or an index of the wrong type, 0, so that one corrupt
+// HMGET u s e reply and then the digest's score in the user's index (its
+// issue time in Unix ms) if the index still lists it, else 0; for a key or an index of the wrong type, 0, so that one corrupt
 // key fails only its own look-up. One script per batch, not per
 // look-up, since Redis spends more on starting a script than on the
 // look-up itself.
@@ -350,7 +350,7 @@ for i, key in ipairs(KEYS) do
     if type(listed) == 'table' and listed.err then
       f = 0
     elseif listed then
-      f[4] = 1
+      f[4] = listed
     else
       f[4] = 0
       redis.pcall('DEL', key) -- best effort: refused either way
@@ -389,6 +389,19 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   n = n + redis.call('DEL', ARGV[1] .. m)
 end
 redis.call('DEL', KEYS[1])
+return n
+`)
+
+// revokeUserBeforeScript deletes a user's sessions whose index score (issue
+// time, Unix ms) is below ARGV[2], and returns how many it deleted.
+//
+// KEYS[1] user index key. ARGV[1] token key prefix, ARGV[2] cut-off (Unix ms).
+var revokeUserBeforeScript = redis.NewScript(`
+local n = 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])) do
+  n = n + redis.call('DEL', ARGV[1] .. m)
+  redis.call('ZREM', KEYS[1], m)
+end
 return n
 `)
 
@@ -433,9 +446,15 @@ func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (
 	if err != nil {
 		return Session{}, unavailable("lookup", err)
 	}
-	if listed, _ := f[3].(int64); listed != 1 {
+	score, listed := f[3].(string)
+	if !listed {
 		return Session{}, errTokenNotFound
 	}
+	issuedMs, err := strconv.ParseInt(score, 10, 64)
+	if err != nil {
+		return Session{}, unavailable("lookup", errCorruptSession)
+	}
+	sess.IssuedAt = time.UnixMilli(issuedMs)
 	if expiresMs != 0 && expiresMs <= now.UnixMilli() {
 		return Session{}, errTokenNotFound
 	}
@@ -525,6 +544,25 @@ func (s *redisStore) RevokeUser(ctx context.Context, username string) (int, erro
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	n, err := revokeUserScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:").Int()
+	if err != nil {
+		return 0, unavailable("revoke user", err)
+	}
+	return n, nil
+}
+
+// RevokeUserBefore deletes the sessions of username issued before before.
+// Issue times are kept to the millisecond, rounded down, so a session
+// issued within the cut-off's millisecond but before it is removed too;
+// one issued in that millisecond after it is kept only if its score was
+// bumped past it (logins of one user in one millisecond).
+func (s *redisStore) RevokeUserBefore(ctx context.Context, username string, before time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	cutoff := before.UnixMilli()
+	if before.Sub(time.UnixMilli(cutoff)) > 0 {
+		cutoff++ // a session issued in before's millisecond may be older than before
+	}
+	n, err := revokeUserBeforeScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:", cutoff).Int()
 	if err != nil {
 		return 0, unavailable("revoke user", err)
 	}

@@ -122,7 +122,10 @@ func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go deps.users.Watch(ctx, cfg.reloadInterval, hup, func(err error) { deps.metrics.reloaded(err, time.Now()) })
+	go deps.users.Watch(ctx, cfg.reloadInterval, hup, watchHooks{
+		reloaded: func(err error) { deps.metrics.reloaded(err, time.Now()) },
+		cut:      func(username string, before time.Time) { endTokens(ctx, deps, username, before) },
+	})
 	if sweeper, ok := deps.store.(interface{ Sweep(time.Time) int }); ok && cfg.tokenTTL > 0 {
 		go runEvery(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { sweeper.Sweep(now) })
 	}
@@ -151,6 +154,21 @@ func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// endTokens removes from the store the tokens of username issued before
+// before, which a change of the user directory killed: then no later change
+// brings them back, on any instance sharing the store. If the store cannot
+// be reached the cut-off still holds wherever the directory says so.
+func endTokens(ctx context.Context, deps serverDeps, username string, before time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := deps.store.RevokeUserBefore(ctx, username, before)
+	if err != nil {
+		deps.log.Warn("could not remove a changed user's tokens from the store", "err", err)
+		return
+	}
+	deps.metrics.revoked(n)
 }
 
 // newHTTPServer returns a server with every limit set.

@@ -25,6 +25,9 @@ type Session struct {
 	Stamp uint64
 	// ExpiresAt is when the session stops being valid; zero means never.
 	ExpiresAt time.Time
+	// IssuedAt is when the token was issued: the now of Issue, which sets
+	// it. A token issued before its user's cut-off is dead.
+	IssuedAt time.Time
 }
 
 // A Store keeps sessions keyed by token digest.
@@ -38,6 +41,12 @@ type Session struct {
 //   - Revoke removes the session under d; revoking an unknown digest is not
 //     an error (logout is idempotent).
 //   - RevokeUser removes every session of username and reports how many.
+//   - RevokeUserBefore removes the sessions of username issued before
+//     before (to the store's precision, erring towards removal) and
+//     reports how many.
+//   - Lookup returns a session's IssuedAt: the now Issue was called with,
+//     rounded down at most to the millisecond (and, for logins of one user
+//     in one millisecond, at most a millisecond per login later).
 //   - Ping reports whether the store can serve requests now.
 //   - Any failure to reach the backing service wraps errStoreUnavailable;
 //     no method ever returns a session it could not confirm (fail closed).
@@ -48,6 +57,7 @@ type Store interface {
 	Lookup(ctx context.Context, d tokenDigest, now time.Time) (Session, error)
 	Revoke(ctx context.Context, d tokenDigest) error
 	RevokeUser(ctx context.Context, username string) (int, error)
+	RevokeUserBefore(ctx context.Context, username string, before time.Time) (int, error)
 	Ping(ctx context.Context) error
 	Close() error
 }

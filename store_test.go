@@ -29,6 +29,8 @@ func testStoreConformance(t *testing.T, newStore func(t *testing.T) Store) {
 		{"NoExpiry", testNoExpiry},
 		{"Revoke", testRevoke},
 		{"RevokeUser", testRevokeUser},
+		{"RevokeUserBefore", testRevokeUserBefore},
+		{"IssuedAt", testIssuedAt},
 		{"Limit", testLimit},
 		{"Unlimited", testUnlimited},
 		{"Ping", testPing},
@@ -169,6 +171,48 @@ func testRevoke(t *testing.T, st Store) {
 	// The revoked session no longer counts for its user.
 	if n, err := st.RevokeUser(ctx, "alice"); n != 1 || err != nil {
 		t.Fatalf("RevokeUser(alice) = %d, %v; want 1, nil", n, err)
+	}
+}
+
+// testIssuedAt: a session's IssuedAt is the now it was issued at.
+func testIssuedAt(t *testing.T, st Store) {
+	now := time.Now().Add(-time.Hour)
+	d := mustIssue(t, st, Session{Username: "alice", Stamp: 1}, 0, now)
+	got, err := st.Lookup(context.Background(), d, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.IssuedAt.After(now) || now.Sub(got.IssuedAt) >= time.Millisecond {
+		t.Errorf("Lookup().IssuedAt = %v; want %v to the millisecond, never later", got.IssuedAt, now)
+	}
+}
+
+// testRevokeUserBefore: only sessions issued before the cut-off go, and
+// only the user's.
+func testRevokeUserBefore(t *testing.T, st Store) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	alice := Session{Username: "alice", Stamp: 1}
+	old1 := mustIssue(t, st, alice, 0, t0)
+	old2 := mustIssue(t, st, alice, 0, t0.Add(time.Second))
+	bobs := mustIssue(t, st, Session{Username: "bob", Stamp: 2}, 0, t0)
+	newer := mustIssue(t, st, alice, 0, t0.Add(3*time.Second))
+	if n, err := st.RevokeUserBefore(ctx, "alice", t0.Add(2*time.Second)); n != 2 || err != nil {
+		t.Fatalf("RevokeUserBefore(alice, t0+2s) = %d, %v; want 2, nil", n, err)
+	}
+	now := time.Now()
+	wantNotFound(t, st, old1, now)
+	wantNotFound(t, st, old2, now)
+	wantFound(t, st, newer, now, alice)
+	wantFound(t, st, bobs, now, Session{Username: "bob", Stamp: 2})
+	// A cut-off inside a session's millisecond, after it: the session goes.
+	inside := mustIssue(t, st, alice, 0, t0.Add(5*time.Second+100*time.Microsecond))
+	if n, err := st.RevokeUserBefore(ctx, "alice", t0.Add(5*time.Second+500*time.Microsecond)); n < 1 || err != nil {
+		t.Fatalf("RevokeUserBefore(alice, just after a session) = %d, %v; want it removed", n, err)
+	}
+	wantNotFound(t, st, inside, now)
+	if n, err := st.RevokeUserBefore(ctx, "nobody", now); n != 0 || err != nil {
+		t.Fatalf("RevokeUserBefore(nobody) = %d, %v; want 0, nil", n, err)
 	}
 }
 

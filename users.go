@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -34,6 +35,11 @@ type User struct {
 	Groups       []string `json:"groups"`
 	Admin        bool     `json:"admin"`
 	Disabled     bool     `json:"disabled"`
+	// TokensAfter is the user's cut-off: tokens issued before it are dead
+	// for good. add, disable, passwd and logout set it to the moment they
+	// run, so that no later change (enable, a re-add, an older file put
+	// back) brings a dead token back. Absent in older files: no cut-off.
+	TokensAfter time.Time `json:"tokens_after,omitzero"`
 }
 
 // usersDoc is the users file's top level.

@@ -462,7 +462,7 @@ func TestUserSource(t *testing.T) {
 		t.Errorf("dir() after a refused reload changed; want the previous directory")
 	}
 	// logReload logs the refusal once and marks the file seen.
-	s.logReload("test", nil)
+	s.logReload("test", watchHooks{})
 	if s.index() != first || s.changed() {
 		t.Errorf("after logReload(broken file): dir kept %v, changed() %v; want true, false", s.index() == first, s.changed())
 	}
@@ -472,7 +472,7 @@ func TestUserSource(t *testing.T) {
 	if !s.changed() {
 		t.Errorf("changed() after a good rewrite = false; want true")
 	}
-	s.logReload("test", nil)
+	s.logReload("test", watchHooks{})
 	if got := names(s.index()); !reflect.DeepEqual(got, []string{"bob"}) {
 		t.Errorf("users after reload = %q; want [bob]", got)
 	}
@@ -502,7 +502,7 @@ func TestUserSource(t *testing.T) {
 	if !s.changed() {
 		t.Errorf("changed() after rename over the file = false; want true")
 	}
-	s.logReload("test", nil)
+	s.logReload("test", watchHooks{})
 
 	// A removed file is a change; the reload fails and the users stay.
 	cur := s.index()
@@ -512,7 +512,7 @@ func TestUserSource(t *testing.T) {
 	if !s.changed() {
 		t.Errorf("changed() after remove = false; want true")
 	}
-	s.logReload("test", nil)
+	s.logReload("test", watchHooks{})
 	if s.index() != cur || s.changed() {
 		t.Errorf("after logReload(removed file): dir kept %v, changed() %v; want true, false", s.index() == cur, s.changed())
 	}
