@@ -96,7 +96,7 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.throttle.Window }},
 		{section: sectionThrottle, name: "user-failures", arg: "N", def: 100, help: "failed logins per username over all clients before it is refused everywhere",
 			field: func(c *serveConfig) any { return &c.throttle.UserFailures }},
-		{section: sectionThrottle, name: "login-rate", arg: "R", def: 1.0, help: "login attempts per second per client address (token bucket)",
+		{section: sectionThrottle, name: "login-rate", arg: "R", def: 1.0, help: "failed logins per second per client address, over all usernames (token bucket; successful logins never count)",
 			field: func(c *serveConfig) any { return &c.throttle.AddrRate }},
 		{section: sectionThrottle, name: "login-burst", arg: "N", def: 10, help: "bucket depth",
 			field: func(c *serveConfig) any { return &c.throttle.AddrBurst }},
