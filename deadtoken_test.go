@@ -86,6 +86,7 @@ func TestDeadStaysDead(t *testing.T) {
 		tok := waitLogin(t, base, "alice", "alice-pw")
 		cli("", "disable", "alice")
 		cli("", "enable", "alice")
+		waitInfo(t, base, tok, 401, "after disable and enable in a row") // whether or not the server saw alice disabled
 		stillDead(t, base, tok, "after disable and enable in a row")
 	})
 

@@ -37,7 +37,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 	d = serverDeps{
 		log:           log,
 		now:           time.Now,
-		policy:        tokenPolicy{ttl: cfg.tokenTTL, maxPerUser: cfg.maxPerUser},
+		policy:        tokenPolicy{ttl: cfg.tokenTTL, idle: cfg.tokenIdle, maxPerUser: cfg.maxPerUser},
 		metricsOnMain: cfg.metricsAddr == "",
 		corsOrigins:   cfg.corsOrigins,
 		noAccessLog:   !cfg.accessLog,
@@ -75,5 +75,8 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 		now:       d.now,
 	}
 	d.metrics = newMetrics(metricsSources{users: d.users, store: d.store, admission: adm})
+	if s, ok := d.store.(interface{ onEvict(func(int)) }); ok {
+		s.onEvict(func(n int) { d.metrics.revoked(revokedEviction, n) })
+	}
 	return d, closeDeps, nil
 }

@@ -19,7 +19,32 @@ const maxLoginBody = 16 << 10
 // tokenPolicy says how long tokens live and how many a user may hold.
 type tokenPolicy struct {
 	ttl        time.Duration // 0: tokens never expire
+	idle       time.Duration // 0: no idle limit
 	maxPerUser int           // 0: no limit
+}
+
+// maxTouchLag is how far a session's recorded last use may lag a real one
+// (API.md: at most 60 s).
+const maxTouchLag = time.Minute
+
+// touchLag is how stale a recorded last use may get before a use records
+// it again: 60 s, or a quarter of the idle limit when that is shorter, so
+// that writing last use costs the hot path at most one store write per
+// token per lag.
+func (p tokenPolicy) touchLag() time.Duration {
+	if p.idle > 0 {
+		return min(maxTouchLag, p.idle/4)
+	}
+	return maxTouchLag
+}
+
+// idleExpired reports whether sess has died of idleness at now. A recorded
+// last use lags a real one by less than touchLag, so a token is refused
+// only once idle + touchLag has passed since it: one used within the idle
+// limit is never refused, and one unused for longer is refused at most
+// touchLag late.
+func (p tokenPolicy) idleExpired(sess Session, now time.Time) bool {
+	return p.idle > 0 && now.Sub(sess.LastUsedAt) > p.idle+p.touchLag()
 }
 
 // loginRequest is the login body.
@@ -105,7 +130,7 @@ func handleLogin(log *slog.Logger, users Directory, store Store, policy tokenPol
 		// A new token (503 when the store cannot keep it).
 		var reply loginReply
 		if err == nil {
-			reply, err = issueToken(r.Context(), store, policy, u, now())
+			reply, err = issueToken(r.Context(), store, policy, u, now(), attempt.client, r.UserAgent())
 		}
 		attempt.audit(err)
 		if err != nil {
@@ -117,10 +142,11 @@ func handleLogin(log *slog.Logger, users Directory, store Store, policy tokenPol
 	})
 }
 
-// issueToken stores a new session of u and returns the login reply with its token.
-func issueToken(ctx context.Context, store Store, policy tokenPolicy, u *dirUser, now time.Time) (loginReply, error) {
+// issueToken stores a new session of u, logged in from client with
+// userAgent, and returns the login reply with its token.
+func issueToken(ctx context.Context, store Store, policy tokenPolicy, u *dirUser, now time.Time, client, userAgent string) (loginReply, error) {
 	token, digest := newToken()
-	sess := Session{Username: u.info.Username, Stamp: u.stamp}
+	sess := Session{Username: u.info.Username, Stamp: u.stamp, ID: newSessionID(), Client: client, UserAgent: cutUTF8(userAgent, maxUserAgent)}
 	reply := loginReply{Token: token, User: u.info}
 	if policy.ttl > 0 {
 		expires := now.Add(policy.ttl).Truncate(time.Second).UTC()
@@ -140,10 +166,20 @@ type principal struct {
 	user    *dirUser
 }
 
-// authenticated returns the principal of the request's token:
+// A tokenCheck authenticates requests by their token: the dependencies
+// every handler behind a token shares.
+type tokenCheck struct {
+	users   Directory
+	store   Store
+	policy  tokenPolicy
+	metrics *metrics
+	now     func() time.Time
+}
+
+// authenticate returns the principal of the request's token:
 // errNotAuthenticated or errInvalidToken when there is none, a store error
-// when the store cannot say.
-func authenticated(r *http.Request, users Directory, store Store, now time.Time) (principal, error) {
+// when the store cannot say. It records the token's use.
+func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
 	digest, err := parseAuthorization(r.Header)
 	switch {
 	case errors.Is(err, errNoCredentials):
@@ -151,51 +187,65 @@ func authenticated(r *http.Request, users Directory, store Store, now time.Time)
 	case err != nil:
 		return principal{}, errInvalidToken
 	}
-	sess, err := store.Lookup(r.Context(), digest, now)
+	now := c.now()
+	sess, err := c.store.Lookup(r.Context(), digest, now)
 	switch {
 	case errors.Is(err, errTokenNotFound):
 		return principal{}, errInvalidToken
 	case err != nil:
 		return principal{}, err
 	}
-	u := sessionUser(r.Context(), users, sess)
+	if c.policy.idleExpired(sess, now) {
+		c.store.Revoke(r.Context(), digest) // dead stays dead
+		c.metrics.revoked(revokedIdle, 1)
+		return principal{}, errInvalidToken
+	}
+	u := sessionUser(r.Context(), c.users, sess)
 	if u == nil {
 		// Dead stays dead: remove it, so that no later change of the user
 		// (enable, a re-add, an older file put back) brings it back, on
 		// this instance or any other sharing the store.
-		store.Revoke(r.Context(), digest)
+		c.store.Revoke(r.Context(), digest)
 		return principal{}, errInvalidToken
+	}
+	if now.Sub(sess.LastUsedAt) >= c.policy.touchLag() {
+		c.store.Touch(r.Context(), digest, now)
 	}
 	return principal{digest: digest, session: sess, user: u}, nil
 }
 
+// target returns the user a request's ?username= names, with info's rules:
+// the principal's own user when absent or their own name; another user for
+// admins (not_found if none); permission_denied for others, whether or not
+// that user exists.
+func (c tokenCheck) target(r *http.Request, p principal) (*dirUser, error) {
+	name, err := usernameParam(r.URL.RawQuery)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" || name == p.user.info.Username {
+		return p.user, nil
+	}
+	if !p.user.admin {
+		return nil, errPermissionDenied
+	}
+	return c.users.Lookup(r.Context(), name)
+}
+
 // handleInfo answers with the token's user, or, for admins, any user.
-func handleInfo(log *slog.Logger, users Directory, store Store, now func() time.Time) http.Handler {
+func handleInfo(log *slog.Logger, tc tokenCheck) http.Handler {
 	// Header values shared by every reply (net/http never writes into them):
 	// the hot path allocates no header.
 	noStore, varyAuth, contentType := []string{"no-store"}, []string{"Authorization"}, []string{"application/json"}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := authenticated(r, users, store, now())
+		p, err := tc.authenticate(r)
+		var target *dirUser
+		if err == nil {
+			target, err = tc.target(r, p)
+		}
 		if err != nil {
 			writeError(w, r, log, err)
 			return
-		}
-		u := p.user
-		name, err := usernameParam(r.URL.RawQuery)
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		target := u
-		if name != "" && name != u.info.Username {
-			if !u.admin {
-				writeError(w, r, log, errPermissionDenied)
-				return
-			}
-			if target, err = users.Lookup(r.Context(), name); err != nil {
-				writeError(w, r, log, err)
-				return
-			}
 		}
 		h := w.Header()
 		h["Cache-Control"] = noStore
@@ -242,34 +292,34 @@ func usernameParam(rawQuery string) (string, error) {
 }
 
 // handleLogout revokes the presented token.
-func handleLogout(log *slog.Logger, users Directory, store Store, m *metrics, now func() time.Time) http.Handler {
+func handleLogout(log *slog.Logger, tc tokenCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := authenticated(r, users, store, now())
+		p, err := tc.authenticate(r)
 		if err == nil {
-			err = store.Revoke(r.Context(), p.digest)
+			err = tc.store.Revoke(r.Context(), p.digest)
 		}
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		m.revoked(1)
+		tc.metrics.revoked(revokedLogout, 1)
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
 
 // handleLogoutAll revokes every token of the presented token's user.
-func handleLogoutAll(log *slog.Logger, users Directory, store Store, m *metrics, now func() time.Time) http.Handler {
+func handleLogoutAll(log *slog.Logger, tc tokenCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := authenticated(r, users, store, now())
+		p, err := tc.authenticate(r)
 		n := 0
 		if err == nil {
-			n, err = store.RevokeUser(r.Context(), p.session.Username)
+			n, err = tc.store.RevokeUser(r.Context(), p.session.Username)
 		}
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		m.revoked(n)
+		tc.metrics.revoked(revokedLogoutAll, n)
 		w.WriteHeader(http.StatusNoContent)
 	})
 }

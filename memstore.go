@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,45 +16,74 @@ const memShards = 64
 type memoryStore struct {
 	shards [memShards]memShard
 
-	mu     sync.Mutex               // guards byUser; taken before any shard lock, never after
+	mu     sync.Mutex               // guards byUser and agents; taken before any shard lock, never after
 	byUser map[string][]tokenDigest // each user's digests, oldest first
+	agents map[string]string        // user agents in use, so equal ones share one string
+
+	evicted func(n int) // told of sessions the per-user limit evicts; nil for none
 }
 
 type memShard struct {
-	mu       sync.RWMutex // guards sessions
-	sessions map[tokenDigest]memSession
+	mu       sync.RWMutex // guards sessions (the map; a session's lastUsed is atomic)
+	sessions map[tokenDigest]*memSession
 }
 
-// memSession is Session without time.Time's 24 bytes: expiry in Unix
-// nanoseconds, 0 for never.
+// memSession is Session without time.Time's 24 bytes: times in Unix
+// nanoseconds (expiry 0 for never).
 type memSession struct {
 	username  string
 	stamp     uint64
 	expiresAt int64
 	issuedAt  int64
+	lastUsed  atomic.Int64 // written by Touch without a lock
+	id        sessionID
+	client    string
+	userAgent string
 }
 
 var _ Store = (*memoryStore)(nil)
 
 func newMemoryStore() *memoryStore {
-	s := &memoryStore{byUser: make(map[string][]tokenDigest)}
+	s := &memoryStore{byUser: make(map[string][]tokenDigest), agents: make(map[string]string)}
 	for i := range s.shards {
-		s.shards[i].sessions = make(map[tokenDigest]memSession)
+		s.shards[i].sessions = make(map[tokenDigest]*memSession)
 	}
 	return s
 }
+
+// onEvict sets the function told how many sessions each Issue evicted.
+func (s *memoryStore) onEvict(f func(n int)) { s.evicted = f }
 
 func (s *memoryStore) shard(d tokenDigest) *memShard {
 	return &s.shards[d[0]%memShards]
 }
 
+// session returns the Session ms stands for.
+func (ms *memSession) session() Session {
+	sess := Session{
+		Username:   ms.username,
+		Stamp:      ms.stamp,
+		IssuedAt:   time.Unix(0, ms.issuedAt),
+		LastUsedAt: time.Unix(0, ms.lastUsed.Load()),
+		ID:         ms.id,
+		Client:     ms.client,
+		UserAgent:  ms.userAgent,
+	}
+	if ms.expiresAt != 0 {
+		sess.ExpiresAt = time.Unix(0, ms.expiresAt).UTC()
+	}
+	return sess
+}
+
 func (s *memoryStore) Issue(_ context.Context, d tokenDigest, sess Session, limit int, now time.Time) error {
-	ms := memSession{username: sess.Username, stamp: sess.Stamp, issuedAt: now.UnixNano()}
+	ms := &memSession{username: sess.Username, stamp: sess.Stamp, issuedAt: now.UnixNano(), id: sess.ID, client: sess.Client}
+	ms.lastUsed.Store(now.UnixNano())
 	if !sess.ExpiresAt.IsZero() {
 		ms.expiresAt = sess.ExpiresAt.UnixNano()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ms.userAgent = s.intern(sess.UserAgent)
 	sh := s.shard(d)
 	sh.mu.Lock()
 	sh.sessions[d] = ms
@@ -64,10 +95,30 @@ func (s *memoryStore) Issue(_ context.Context, d tokenDigest, sess Session, limi
 			s.deleteSession(old)
 		}
 		digests = append(digests[:0], digests[evicted:]...)
+		if s.evicted != nil {
+			s.evicted(evicted)
+		}
 	}
 	s.byUser[sess.Username] = digests
 	return nil
 }
+
+// intern returns the shared copy of user agent ua. The caller holds s.mu.
+// Agents no session uses any more stay: a handful of strings per client
+// kind, bounded by what clients send, and capped below.
+func (s *memoryStore) intern(ua string) string {
+	if shared, ok := s.agents[ua]; ok {
+		return shared
+	}
+	if len(s.agents) >= maxInternedAgents {
+		return ua // a flood of distinct agents is not kept twice
+	}
+	s.agents[ua] = ua
+	return ua
+}
+
+// maxInternedAgents bounds the interned user agents: 10,000 of at most 256 bytes.
+const maxInternedAgents = 10000
 
 func (s *memoryStore) Lookup(_ context.Context, d tokenDigest, now time.Time) (Session, error) {
 	sh := s.shard(d)
@@ -77,11 +128,52 @@ func (s *memoryStore) Lookup(_ context.Context, d tokenDigest, now time.Time) (S
 	if !ok || (ms.expiresAt != 0 && ms.expiresAt <= now.UnixNano()) {
 		return Session{}, errTokenNotFound
 	}
-	sess := Session{Username: ms.username, Stamp: ms.stamp, IssuedAt: time.Unix(0, ms.issuedAt)}
-	if ms.expiresAt != 0 {
-		sess.ExpiresAt = time.Unix(0, ms.expiresAt).UTC()
+	return ms.session(), nil
+}
+
+// Touch records a use of d at now: one atomic store, no lock held.
+func (s *memoryStore) Touch(_ context.Context, d tokenDigest, now time.Time) {
+	sh := s.shard(d)
+	sh.mu.RLock()
+	ms, ok := sh.sessions[d]
+	sh.mu.RUnlock()
+	if ok && now.UnixNano() > ms.lastUsed.Load() {
+		ms.lastUsed.Store(now.UnixNano())
 	}
-	return sess, nil
+}
+
+func (s *memoryStore) List(_ context.Context, username string, now time.Time) ([]listedSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []listedSession
+	for _, d := range s.byUser[username] {
+		sh := s.shard(d)
+		sh.mu.RLock()
+		ms, ok := sh.sessions[d]
+		sh.mu.RUnlock()
+		if ok && (ms.expiresAt == 0 || ms.expiresAt > now.UnixNano()) {
+			out = append(out, listedSession{Digest: d, Session: ms.session()})
+		}
+	}
+	slices.Reverse(out) // byUser is oldest first
+	return out, nil
+}
+
+func (s *memoryStore) RevokeID(_ context.Context, username string, id sessionID) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.byUser[username] {
+		sh := s.shard(d)
+		sh.mu.RLock()
+		ms, ok := sh.sessions[d]
+		sh.mu.RUnlock()
+		if ok && ms.id == id {
+			s.deleteSession(d)
+			s.forget(username, d)
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (s *memoryStore) Revoke(_ context.Context, d tokenDigest) error {
@@ -112,9 +204,9 @@ func (s *memoryStore) RevokeUserBefore(_ context.Context, username string, befor
 	for _, d := range s.byUser[username] {
 		sh := s.shard(d)
 		sh.mu.RLock()
-		ms := sh.sessions[d]
+		ms, ok := sh.sessions[d]
 		sh.mu.RUnlock()
-		if ms.issuedAt < cutoff {
+		if ok && ms.issuedAt < cutoff {
 			s.deleteSession(d)
 			n++
 			continue
@@ -184,10 +276,11 @@ func (s *memoryStore) deleteSession(d tokenDigest) (string, bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	ms, ok := sh.sessions[d]
-	if ok {
-		delete(sh.sessions, d)
+	if !ok {
+		return "", false
 	}
-	return ms.username, ok
+	delete(sh.sessions, d)
+	return ms.username, true
 }
 
 // forget removes d from username's index. The caller holds s.mu.

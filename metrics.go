@@ -20,7 +20,7 @@ type metrics struct {
 	logins         *prometheus.CounterVec   // by outcome
 	infos          *prometheus.CounterVec   // by outcome
 	tokensIssued   prometheus.Counter
-	tokensRevoked  prometheus.Counter
+	revocations    *prometheus.CounterVec // by kind
 	reloads        *prometheus.CounterVec // by result
 	lastGoodReload prometheus.Gauge
 
@@ -40,6 +40,7 @@ type routeMetrics struct {
 // pattern addRoutes registers, and "other" (TestMetricRoutesMatchAddRoutes
 // keeps the two in step).
 var metricRoutes = []string{"/api/auth/login", "/api/auth/info", "/api/auth/logout", "/api/auth/logoutall",
+	"/api/auth/sessions", "/api/auth/sessions/{id}",
 	"/api/openapi.json", "/healthz", "/readyz", "/metrics", "other"}
 
 // Outcomes of login and info: API.md's error codes, folded into a fixed set.
@@ -89,9 +90,9 @@ func newMetrics(src metricsSources) *metrics {
 		tokensIssued: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "authsvc_tokens_issued_total", Help: "Tokens issued.",
 		}),
-		tokensRevoked: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "authsvc_tokens_revoked_total", Help: "Tokens revoked by logout and logoutall.",
-		}),
+		revocations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_sessions_revoked_total", Help: "Sessions ended before their expiry, by kind.",
+		}, []string{"kind"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsvc_users_reloads_total", Help: "Users file reloads by result.",
 		}, []string{"result"}),
@@ -110,11 +111,14 @@ func newMetrics(src metricsSources) *metrics {
 		}
 		m.routes[route] = rm
 	}
+	for _, kind := range revocationKinds {
+		m.revocations.WithLabelValues(kind)
+	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	b := readBuild()
 	reg.MustRegister(
-		m.requests, m.logins, m.infos, m.tokensIssued, m.tokensRevoked, m.reloads, m.lastGoodReload,
+		m.requests, m.logins, m.infos, m.tokensIssued, m.revocations, m.reloads, m.lastGoodReload,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_build_info", Help: "Build information; always 1.",
 			ConstLabels: prometheus.Labels{"version": b.version, "revision": b.revision, "goversion": b.goVersion},
@@ -168,14 +172,33 @@ func (m *metrics) observe(route string, status int, code string, d time.Duration
 	}
 }
 
-// revoked counts n revoked tokens.
-func (m *metrics) revoked(n int) { m.tokensRevoked.Add(float64(n)) }
+// Kinds of session revocation, the label values of authsvc_sessions_revoked_total.
+const (
+	revokedLogout     = "logout"      // POST /api/auth/logout/
+	revokedLogoutAll  = "logoutall"   // POST /api/auth/logoutall/
+	revokedByID       = "revoke"      // DELETE /api/auth/sessions/{id}
+	revokedIdle       = "idle"        // unused for --token-idle
+	revokedEviction   = "eviction"    // the per-user limit
+	revokedUserChange = "user_change" // deleted, disabled, password changed, user logout
+)
+
+var revocationKinds = []string{revokedLogout, revokedLogoutAll, revokedByID, revokedIdle, revokedEviction, revokedUserChange}
+
+// revoked counts n sessions ended by kind.
+func (m *metrics) revoked(kind string, n int) {
+	if n > 0 {
+		m.revocations.WithLabelValues(kind).Add(float64(n))
+	}
+}
 
 // reloaded records a reload of the users file.
 func (m *metrics) reloaded(err error, now time.Time) {
 	if err != nil {
 		m.reloads.WithLabelValues("error").Inc()
 		return
+	}
+	for _, kind := range revocationKinds {
+		m.revocations.WithLabelValues(kind)
 	}
 	m.reloads.WithLabelValues("ok").Inc()
 	m.lastGoodReload.Set(float64(now.Unix()))

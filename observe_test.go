@@ -82,7 +82,7 @@ func TestMetrics(t *testing.T) {
 		`authsvc_info_total{outcome="success"} 2`,
 		`authsvc_info_total{outcome="invalid_token"} 1`,
 		`authsvc_tokens_issued_total 1`,
-		`authsvc_tokens_revoked_total 1`,
+		`authsvc_sessions_revoked_total{kind="logout"} 1`,
 		`authsvc_live_tokens 0`,
 		`authsvc_users_loaded 3`,
 		`authsvc_bcrypt_running 0`,

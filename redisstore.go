@@ -49,7 +49,27 @@ type redisStore struct {
 	lookups chan lookupRequest
 	stop    chan struct{}
 	loops   sync.WaitGroup
+
+	// Touches are written off the request path: Touch queues them without
+	// blocking (dropping them when the queue is full) and touchLoop writes
+	// each batch with one script call.
+	touches chan touchRequest
+
+	evicted func(n int) // told of sessions the per-user limit evicts; nil for none
 }
+
+// touchRequest is one recorded use of a token key, at Unix ms.
+type touchRequest struct {
+	key string
+	ms  int64
+}
+
+// Touches: at most maxTouchBatch per script call, queued up to
+// touchQueue; a full queue drops uses, which only makes last use lag.
+const (
+	maxTouchBatch = 256
+	touchQueue    = 4096
+)
 
 // lookupRequest is one pending look-up; done has room for its answer.
 // After deadline its caller has given up, so the loop skips it rather than
@@ -145,11 +165,14 @@ func newRedisStore(rawURL, prefix string) (*redisStore, error) {
 		userPrefix: prefix + "u:",
 		lookups:    make(chan lookupRequest),
 		stop:       make(chan struct{}),
+		touches:    make(chan touchRequest, touchQueue),
 	}
 	for range lookupLoops {
 		s.loops.Add(1)
 		go s.lookupLoop()
 	}
+	s.loops.Add(1)
+	go s.touchLoop()
 	return s, nil
 }
 
@@ -263,7 +286,9 @@ func unavailable(op string, err error) error {
 //
 // KEYS[1] token key, KEYS[2] user index key.
 // ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] limit (0 = none),
-// ARGV[5] now (Unix ms), ARGV[6] token key prefix, ARGV[7] expiry (Unix ms; "" = never).
+// ARGV[5] now (Unix ms), ARGV[6] token key prefix, ARGV[7] expiry (Unix ms; "" = never),
+// ARGV[8] session id hex, ARGV[9] client, ARGV[10] user agent.
+// It returns how many sessions the limit evicted.
 var issueScript = redis.NewScript(`
 local tkey, ukey = KEYS[1], KEYS[2]
 local digest, limit, now, tprefix = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
@@ -272,12 +297,12 @@ local digest, limit, now, tprefix = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5]
 -- write is HSET: at the limit the script stops here, having written nothing,
 -- instead of storing the session past the limit.
 if ARGV[7] == '' then
-  redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3])
+  redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3], 'l', ARGV[5], 'i', ARGV[8], 'a', ARGV[9], 'g', ARGV[10])
   -- No stale expiry survives (a digest is not expected to come twice).
   redis.call('HDEL', tkey, 'e')
   redis.call('PERSIST', tkey)
 else
-  redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3], 'e', ARGV[7])
+  redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3], 'e', ARGV[7], 'l', ARGV[5], 'i', ARGV[8], 'a', ARGV[9], 'g', ARGV[10])
   redis.call('PEXPIREAT', tkey, ARGV[7])
 end
 
@@ -320,11 +345,11 @@ if never then
 elseif last > 0 then
   redis.call('PEXPIREAT', ukey, last)
 end
-return 0
+return evict
 `)
 
 // lookupScript looks up a batch of token keys. For each it returns the
-// HMGET u s e reply and then the digest's score in the user's index (its
+// HMGET u s e l reply and then the digest's score in the user's index (its
 // issue time in Unix ms) if the index still lists it, else 0; for a key or an index of the wrong type, 0, so that one corrupt
 // key fails only its own look-up. One script per batch, not per
 // look-up, since Redis spends more on starting a script than on the
@@ -342,7 +367,7 @@ return 0
 const lookupScriptSource = `
 local out = {}
 for i, key in ipairs(KEYS) do
-  local f = redis.pcall('HMGET', key, 'u', 's', 'e')
+  local f = redis.pcall('HMGET', key, 'u', 's', 'e', 'l')
   if f.err then
     f = 0
   elseif f[1] then
@@ -350,13 +375,13 @@ for i, key in ipairs(KEYS) do
     if type(listed) == 'table' and listed.err then
       f = 0
     elseif listed then
-      f[4] = listed
+      f[5] = listed
     else
-      f[4] = 0
+      f[5] = 0
       redis.pcall('DEL', key) -- best effort: refused either way
     end
   else
-    f[4] = 0
+    f[5] = 0
   end
   out[i] = f
 end
@@ -414,11 +439,15 @@ func (s *redisStore) Issue(ctx context.Context, d tokenDigest, sess Session, lim
 		expiry = strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10)
 	}
 	keys := []string{s.tokenKey(d), s.userKey(sess.Username)}
-	err := issueScript.Run(ctx, s.client, keys,
+	evicted, err := issueScript.Run(ctx, s.client, keys,
 		hex.EncodeToString(d[:]), sess.Username, strconv.FormatUint(sess.Stamp, 10),
-		max(limit, 0), now.UnixMilli(), s.prefix+"t:", expiry).Err()
+		max(limit, 0), now.UnixMilli(), s.prefix+"t:", expiry,
+		sess.ID.String(), sess.Client, sess.UserAgent).Int()
 	if err != nil {
 		return unavailable("issue", err)
+	}
+	if evicted > 0 && s.evicted != nil {
+		s.evicted(evicted)
 	}
 	return nil
 }
@@ -436,7 +465,7 @@ func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (
 		return Session{}, unavailable("lookup", ans.err)
 	}
 	f := ans.fields
-	if len(f) != 4 {
+	if len(f) != 5 {
 		return Session{}, unavailable("lookup", errCorruptSession)
 	}
 	if f[0] == nil {
@@ -446,7 +475,7 @@ func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (
 	if err != nil {
 		return Session{}, unavailable("lookup", err)
 	}
-	score, listed := f[3].(string)
+	score, listed := f[4].(string)
 	if !listed {
 		return Session{}, errTokenNotFound
 	}
@@ -455,6 +484,12 @@ func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (
 		return Session{}, unavailable("lookup", errCorruptSession)
 	}
 	sess.IssuedAt = time.UnixMilli(issuedMs)
+	sess.LastUsedAt = sess.IssuedAt
+	if l, ok := f[3].(string); ok {
+		if ms, err := strconv.ParseInt(l, 10, 64); err == nil && ms > issuedMs {
+			sess.LastUsedAt = time.UnixMilli(ms)
+		}
+	}
 	if expiresMs != 0 && expiresMs <= now.UnixMilli() {
 		return Session{}, errTokenNotFound
 	}
@@ -568,6 +603,157 @@ func (s *redisStore) RevokeUserBefore(ctx context.Context, username string, befo
 	}
 	return n, nil
 }
+
+// touchScript records uses: for each token key that still exists, sets its
+// last use to ARGV[i] if that is later than the one stored. It never
+// creates a key, so a touch cannot bring a revoked token back.
+//
+// KEYS token keys. ARGV their uses, Unix ms.
+var touchScript = redis.NewScript(`
+for i, key in ipairs(KEYS) do
+  local cur = redis.pcall('HGET', key, 'l')
+  if type(cur) == 'string' and tonumber(cur) < tonumber(ARGV[i]) then
+    redis.pcall('HSET', key, 'l', ARGV[i])
+  end
+end
+return 0
+`)
+
+// Touch queues a use of d at now for touchLoop; it never blocks.
+func (s *redisStore) Touch(_ context.Context, d tokenDigest, now time.Time) {
+	select {
+	case s.touches <- touchRequest{key: s.tokenKey(d), ms: now.UnixMilli()}:
+	default: // full: this use is dropped, and last use lags a little more
+	}
+}
+
+// touchLoop writes queued uses, a batch per script call, until the store
+// is closed. A failed batch is dropped: last use is best effort.
+func (s *redisStore) touchLoop() {
+	defer s.loops.Done()
+	var keys []string
+	var args []any
+	for {
+		select {
+		case <-s.stop:
+			return
+		case t := <-s.touches:
+			keys, args = append(keys[:0], t.key), append(args[:0], t.ms)
+		}
+	more:
+		for len(keys) < maxTouchBatch {
+			select {
+			case t := <-s.touches:
+				keys, args = append(keys, t.key), append(args, t.ms)
+			default:
+				break more
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), redisCallTimeout)
+		touchScript.Run(ctx, s.client, keys, args...)
+		cancel()
+	}
+}
+
+// listScript returns username's sessions, newest first: for each, its
+// digest hex, index score (issue time, Unix ms) and HMGET s e l i a g.
+//
+// KEYS[1] user index key. ARGV[1] token key prefix.
+var listScript = redis.NewScript(`
+local out = {}
+local all = redis.call('ZREVRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for j = 1, #all, 2 do
+  local f = redis.call('HMGET', ARGV[1] .. all[j], 'u', 's', 'e', 'l', 'i', 'a', 'g')
+  if f[1] then
+    out[#out + 1] = {all[j], all[j + 1], f[2], f[3], f[4], f[5], f[6], f[7]}
+  end
+end
+return out
+`)
+
+// List returns username's live sessions, newest first.
+func (s *redisStore) List(ctx context.Context, username string, now time.Time) ([]listedSession, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	rows, err := listScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:").Slice()
+	if err != nil {
+		return nil, unavailable("list", err)
+	}
+	out := make([]listedSession, 0, len(rows))
+	for _, row := range rows {
+		ls, ok := parseListedSession(username, row)
+		if !ok {
+			return nil, unavailable("list", errCorruptSession)
+		}
+		if ls.ExpiresAt.IsZero() || ls.ExpiresAt.After(now) {
+			out = append(out, ls)
+		}
+	}
+	return out, nil
+}
+
+// parseListedSession decodes one row of listScript.
+func parseListedSession(username string, row any) (listedSession, bool) {
+	f, ok := row.([]any)
+	if !ok || len(f) != 8 {
+		return listedSession{}, false
+	}
+	str := func(v any) string { s, _ := v.(string); return s }
+	var ls listedSession
+	raw, err := hex.DecodeString(str(f[0]))
+	if err != nil || len(raw) != len(ls.Digest) {
+		return listedSession{}, false
+	}
+	copy(ls.Digest[:], raw)
+	issued, err := strconv.ParseInt(str(f[1]), 10, 64)
+	if err != nil {
+		return listedSession{}, false
+	}
+	ls.Username = username
+	if ls.Stamp, err = strconv.ParseUint(str(f[2]), 10, 64); err != nil {
+		return listedSession{}, false
+	}
+	ls.IssuedAt = time.UnixMilli(issued)
+	ls.LastUsedAt = ls.IssuedAt
+	if ms, err := strconv.ParseInt(str(f[3]), 10, 64); err == nil && ms != 0 {
+		ls.ExpiresAt = time.UnixMilli(ms).UTC()
+	}
+	if ms, err := strconv.ParseInt(str(f[4]), 10, 64); err == nil && ms > issued {
+		ls.LastUsedAt = time.UnixMilli(ms)
+	}
+	ls.ID, _ = parseSessionID(str(f[5])) // tokens issued before ids have the zero id
+	ls.Client, ls.UserAgent = str(f[6]), str(f[7])
+	return ls, true
+}
+
+// revokeIDScript deletes the session of a user whose id is ARGV[2], and
+// returns 1 if there was one.
+//
+// KEYS[1] user index key. ARGV[1] token key prefix, ARGV[2] session id hex.
+var revokeIDScript = redis.NewScript(`
+for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if redis.call('HGET', ARGV[1] .. m, 'i') == ARGV[2] then
+    redis.call('DEL', ARGV[1] .. m)
+    redis.call('ZREM', KEYS[1], m)
+    return 1
+  end
+end
+return 0
+`)
+
+// RevokeID deletes username's session with id, and reports whether there was one.
+func (s *redisStore) RevokeID(ctx context.Context, username string, id sessionID) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	n, err := revokeIDScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:", id.String()).Int()
+	if err != nil {
+		return false, unavailable("revoke session", err)
+	}
+	return n == 1, nil
+}
+
+// onEvict sets the function told how many sessions each Issue evicted.
+func (s *redisStore) onEvict(f func(n int)) { s.evicted = f }
 
 // Ping reports whether Redis answers PING now.
 func (s *redisStore) Ping(ctx context.Context) error {

@@ -168,7 +168,7 @@ func endTokens(ctx context.Context, deps serverDeps, username string, before tim
 		deps.log.Warn("could not remove a changed user's tokens from the store", "err", err)
 		return
 	}
-	deps.metrics.revoked(n)
+	deps.metrics.revoked(revokedUserChange, n)
 }
 
 // newHTTPServer returns a server with every limit set.

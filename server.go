@@ -53,10 +53,13 @@ func addRoutes(mux *http.ServeMux, d serverDeps) []string {
 			mux.Handle(path, h)
 		}
 	}
+	tc := tokenCheck{users: d.users, store: d.store, policy: d.policy, metrics: d.metrics, now: d.now}
 	handle("POST", "/api/auth/login/", handleLogin(d.log, d.users, d.store, d.policy, d.guard, d.now))
-	handle("GET", "/api/auth/info", handleInfo(d.log, d.users, d.store, d.now))
-	handle("POST", "/api/auth/logout/", handleLogout(d.log, d.users, d.store, d.metrics, d.now))
-	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.log, d.users, d.store, d.metrics, d.now))
+	handle("GET", "/api/auth/info", handleInfo(d.log, tc))
+	handle("POST", "/api/auth/logout/", handleLogout(d.log, tc))
+	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.log, tc))
+	handle("GET", "/api/auth/sessions/", handleSessions(d.log, tc))
+	handle("DELETE", "/api/auth/sessions/{id}", handleRevokeSession(d.log, tc))
 	handle("GET", "/api/openapi.json", handleOpenAPI())
 	handle("GET", "/healthz", handleHealthz())
 	handle("GET", "/readyz", handleReadyz(d.log, d.store))

@@ -15,6 +15,7 @@ type serveConfig struct {
 	addr           string
 	usersPath      string
 	tokenTTL       time.Duration
+	tokenIdle      time.Duration
 	store          string
 	storePrefix    string
 	maxPerUser     int
@@ -65,6 +66,8 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.usersPath }},
 		{name: "token-ttl", arg: "DURATION", def: 24 * time.Hour, help: "token lifetime; 0 = never expires",
 			field: func(c *serveConfig) any { return &c.tokenTTL }},
+		{name: "token-idle", arg: "DURATION", def: time.Duration(0), help: "a token unused this long dies; 0 = no idle limit",
+			field: func(c *serveConfig) any { return &c.tokenIdle }},
 		{name: "store", arg: "STORE", def: "memory", help: "token store: memory, redis://[user:pass@]host:port/db or rediss://… (TLS)",
 			field: func(c *serveConfig) any { return &c.store }},
 		{name: "store-prefix", arg: "PREFIX", def: defaultRedisPrefix, help: "key prefix in a shared Redis",
@@ -131,6 +134,9 @@ func (s setting) defaultText() string {
 
 // shortDuration formats d as a person writes it: 24h, not 24h0m0s.
 func shortDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
@@ -227,6 +233,8 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: unexpected argument %q", fs.Arg(0))
 	case c.tokenTTL < 0:
 		return c, usagef("serve: --token-ttl must not be negative")
+	case c.tokenIdle < 0:
+		return c, usagef("serve: --token-idle must not be negative")
 	case c.maxConns < 0:
 		return c, usagef("serve: --max-conns must not be negative")
 	case c.maxPerUser < 0:

@@ -28,6 +28,21 @@ type Session struct {
 	// IssuedAt is when the token was issued: the now of Issue, which sets
 	// it. A token issued before its user's cut-off is dead.
 	IssuedAt time.Time
+	// LastUsedAt is the token's last recorded use (Touch); IssuedAt before
+	// the first. It may lag the real last use (see Touch).
+	LastUsedAt time.Time
+	// ID names the session to its owner; random, unrelated to the token.
+	ID sessionID
+	// Client is the login's client address as the throttle saw it, and
+	// UserAgent its User-Agent, cut to maxUserAgent bytes.
+	Client, UserAgent string
+}
+
+// A listedSession is a session with the digest it is stored under, as List
+// returns it: the digest tells the caller which one is its own token.
+type listedSession struct {
+	Digest tokenDigest
+	Session
 }
 
 // A Store keeps sessions keyed by token digest.
@@ -40,6 +55,15 @@ type Session struct {
 //     none or it expired at or before now.
 //   - Revoke removes the session under d; revoking an unknown digest is not
 //     an error (logout is idempotent).
+//   - Issue stores s's ID, Client and UserAgent as given, and sets its
+//     IssuedAt and LastUsedAt to now.
+//   - Touch records a use of d at now, off the caller's path: it never
+//     blocks on the backing service and may drop or delay the write, so
+//     LastUsedAt may lag a real use by up to touchLag; a later use never
+//     moves LastUsedAt back.
+//   - List returns username's live sessions (not expired at now), newest
+//     first; RevokeID removes the one with id and reports whether there
+//     was one.
 //   - RevokeUser removes every session of username and reports how many.
 //   - RevokeUserBefore removes the sessions of username issued before
 //     before (to the store's precision, erring towards removal) and
@@ -56,6 +80,9 @@ type Store interface {
 	Issue(ctx context.Context, d tokenDigest, s Session, limit int, now time.Time) error
 	Lookup(ctx context.Context, d tokenDigest, now time.Time) (Session, error)
 	Revoke(ctx context.Context, d tokenDigest) error
+	Touch(ctx context.Context, d tokenDigest, now time.Time)
+	List(ctx context.Context, username string, now time.Time) ([]listedSession, error)
+	RevokeID(ctx context.Context, username string, id sessionID) (bool, error)
 	RevokeUser(ctx context.Context, username string) (int, error)
 	RevokeUserBefore(ctx context.Context, username string, before time.Time) (int, error)
 	Ping(ctx context.Context) error

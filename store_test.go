@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +33,11 @@ func testStoreConformance(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RevokeUser", testRevokeUser},
 		{"RevokeUserBefore", testRevokeUserBefore},
 		{"IssuedAt", testIssuedAt},
+		{"SessionRecord", testSessionRecord},
+		{"ListNewestFirst", testListNewestFirst},
+		{"RevokeID", testRevokeID},
+		{"Touch", testTouch},
+		{"ConcurrentSessions", testConcurrentSessions},
 		{"Limit", testLimit},
 		{"Unlimited", testUnlimited},
 		{"Ping", testPing},
@@ -171,6 +178,156 @@ func testRevoke(t *testing.T, st Store) {
 	// The revoked session no longer counts for its user.
 	if n, err := st.RevokeUser(ctx, "alice"); n != 1 || err != nil {
 		t.Fatalf("RevokeUser(alice) = %d, %v; want 1, nil", n, err)
+	}
+}
+
+// testSessionRecord: a session keeps its id, client and user agent, and
+// starts with its last use at its creation.
+func testSessionRecord(t *testing.T, st Store) {
+	now := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	in := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour), ID: newSessionID(), Client: "203.0.113.7", UserAgent: "curl/8.5.0"}
+	d := mustIssue(t, st, in, 0, now)
+	got, err := st.Lookup(context.Background(), d, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.LastUsedAt.Equal(got.IssuedAt) {
+		t.Errorf("Lookup().LastUsedAt = %v; want IssuedAt %v before the first use", got.LastUsedAt, got.IssuedAt)
+	}
+	listed, err := st.List(context.Background(), "alice", time.Now())
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("List(alice) = %d sessions, %v; want 1", len(listed), err)
+	}
+	ls := listed[0]
+	if ls.Digest != d || ls.ID != in.ID || ls.Stamp != in.Stamp || ls.Username != "alice" || ls.Client != in.Client || ls.UserAgent != in.UserAgent ||
+		!ls.IssuedAt.Equal(now) || !ls.ExpiresAt.Truncate(time.Millisecond).Equal(in.ExpiresAt.Truncate(time.Millisecond)) {
+		t.Errorf("List(alice)[0] = %+v; want %+v issued at %v", ls, in, now)
+	}
+	if bytes.Contains([]byte(ls.ID.String()), []byte(fmt.Sprintf("%x", d[:4]))) {
+		t.Errorf("session id %s holds part of the digest", ls.ID)
+	}
+}
+
+// testListNewestFirst: List gives only the user's live sessions, newest first.
+func testListNewestFirst(t *testing.T, st Store) {
+	now := time.Now().Truncate(time.Millisecond)
+	var ids []sessionID
+	for i := range 3 {
+		s := Session{Username: "alice", Stamp: 1, ID: newSessionID(), ExpiresAt: now.Add(time.Hour)}
+		mustIssue(t, st, s, 0, now.Add(time.Duration(i)*time.Second))
+		ids = append(ids, s.ID)
+	}
+	mustIssue(t, st, Session{Username: "alice", Stamp: 1, ID: newSessionID(), ExpiresAt: now.Add(time.Millisecond)}, 0, now) // expired below
+	mustIssue(t, st, Session{Username: "bob", Stamp: 2, ID: newSessionID()}, 0, now)
+	listed, err := st.List(context.Background(), "alice", now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []sessionID
+	for _, ls := range listed {
+		got = append(got, ls.ID)
+	}
+	if want := []sessionID{ids[2], ids[1], ids[0]}; !slices.Equal(got, want) {
+		t.Errorf("List(alice) ids = %v; want %v (newest first, no expired, no bob)", got, want)
+	}
+	if listed, err := st.List(context.Background(), "nobody", now); err != nil || len(listed) != 0 {
+		t.Errorf("List(nobody) = %v, %v; want none", listed, err)
+	}
+}
+
+// testRevokeID: RevokeID ends exactly the named session of the named user.
+func testRevokeID(t *testing.T, st Store) {
+	ctx := context.Background()
+	now := time.Now()
+	a1 := Session{Username: "alice", Stamp: 1, ID: newSessionID()}
+	a2 := Session{Username: "alice", Stamp: 1, ID: newSessionID()}
+	b := Session{Username: "bob", Stamp: 2, ID: newSessionID()}
+	d1, d2, db := mustIssue(t, st, a1, 0, now), mustIssue(t, st, a2, 0, now), mustIssue(t, st, b, 0, now)
+	if found, err := st.RevokeID(ctx, "alice", b.ID); found || err != nil {
+		t.Errorf("RevokeID(alice, bob's id) = %v, %v; want false: an id is only its user's", found, err)
+	}
+	if found, err := st.RevokeID(ctx, "alice", a1.ID); !found || err != nil {
+		t.Fatalf("RevokeID(alice, a1) = %v, %v; want true", found, err)
+	}
+	wantNotFound(t, st, d1, now)
+	wantFound(t, st, d2, now, a2)
+	wantFound(t, st, db, now, b)
+	if found, err := st.RevokeID(ctx, "alice", a1.ID); found || err != nil {
+		t.Errorf("RevokeID(alice, a1) again = %v, %v; want false", found, err)
+	}
+	if listed, _ := st.List(ctx, "alice", now); len(listed) != 1 {
+		t.Errorf("List(alice) after RevokeID = %d sessions; want 1", len(listed))
+	}
+}
+
+// testTouch: a use moves LastUsedAt on (the store may write it a little
+// later), never back, and never brings a revoked token back.
+func testTouch(t *testing.T, st Store) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	d := mustIssue(t, st, Session{Username: "alice", Stamp: 1, ID: newSessionID()}, 0, t0)
+	st.Touch(ctx, d, t0.Add(10*time.Minute))
+	waitLastUsed(t, st, d, t0.Add(10*time.Minute))
+	st.Touch(ctx, d, t0.Add(5*time.Minute)) // an older use
+	time.Sleep(50 * time.Millisecond)
+	waitLastUsed(t, st, d, t0.Add(10*time.Minute))
+	if err := st.Revoke(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	st.Touch(ctx, d, t0.Add(20*time.Minute))
+	time.Sleep(50 * time.Millisecond)
+	wantNotFound(t, st, d, time.Now())
+}
+
+// waitLastUsed waits up to 2 s for d's LastUsedAt to be want.
+func waitLastUsed(t *testing.T, st Store, d tokenDigest, want time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got, err := st.Lookup(context.Background(), d, time.Now())
+		if err == nil && got.LastUsedAt.Equal(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Lookup().LastUsedAt = %v, %v; want %v", got.LastUsedAt, err, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// testConcurrentSessions: touches, lists and revocations by id from many
+// goroutines at once (run it under -race).
+func testConcurrentSessions(t *testing.T, st Store) {
+	ctx := context.Background()
+	now := time.Now()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 30 {
+				s := Session{Username: fmt.Sprint("user", g%3), Stamp: 1, ID: newSessionID()}
+				_, d := newToken()
+				if err := st.Issue(ctx, d, s, 5, now); err != nil {
+					t.Errorf("Issue = %v", err)
+					return
+				}
+				st.Touch(ctx, d, now.Add(time.Duration(i)*time.Second))
+				if _, err := st.List(ctx, s.Username, now); err != nil {
+					t.Errorf("List = %v", err)
+				}
+				if i%2 == 0 {
+					if _, err := st.RevokeID(ctx, s.Username, s.ID); err != nil {
+						t.Errorf("RevokeID = %v", err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for u := range 3 {
+		listed, err := st.List(ctx, fmt.Sprint("user", u), now)
+		if err != nil || len(listed) > 5 {
+			t.Errorf("List(user%d) = %d sessions, %v; want at most the limit 5", u, len(listed), err)
+		}
 	}
 }
 
