@@ -4,6 +4,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // maxHeldRefusals bounds the refused logins the tarpit holds at once:
@@ -41,6 +43,13 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 		metricsOnMain: cfg.metricsAddr == "",
 		corsOrigins:   cfg.corsOrigins,
 		noAccessLog:   !cfg.accessLog,
+		passwords: passwordSetter{
+			policy: passwordPolicy{minLength: cfg.passwordMinLength},
+			hash: func(password string) (string, error) {
+				h, err := bcrypt.GenerateFromPassword([]byte(password), defaultCost)
+				return string(h), err
+			},
+		},
 	}
 	for _, opt := range opts {
 		opt(&d)

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // maxLoginBody bounds the login request body (API.md: 16 KiB).
@@ -80,11 +81,13 @@ func decodeLogin(body []byte) (loginRequest, error) {
 		return loginRequest{}, invalidRequest("username is required.")
 	case req.Password == "":
 		return loginRequest{}, invalidRequest("password is required.")
-	case len(req.Username) > maxUsernameLen:
-		return loginRequest{}, invalidRequest("username is longer than 150 bytes.")
+	case utf8.RuneCountInString(req.Username) > maxUsernameLen:
+		return loginRequest{}, invalidRequest("username is longer than 150 characters.")
 	case len(req.Password) > maxPasswordLen:
 		return loginRequest{}, invalidRequest("password is longer than 1024 bytes.")
 	}
+	// API.md: every request's username is matched, and throttled, in its NFKC form.
+	req.Username = normalizeUsername(req.Username)
 	return req, nil
 }
 
@@ -223,6 +226,7 @@ func (c tokenCheck) target(r *http.Request, p principal) (*dirUser, error) {
 	if err != nil {
 		return nil, err
 	}
+	name = normalizeUsername(name)
 	if name == "" || name == p.user.info.Username {
 		return p.user, nil
 	}

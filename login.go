@@ -42,11 +42,12 @@ type loginAttempt struct {
 	username string
 	client   string // the throttle's key for the client
 	users    userReader
+	event    string // the audit line's message: "login", or what else checks a password
 }
 
 // attempt starts a password check of username from r's client against users.
 func (g *loginGuard) attempt(w http.ResponseWriter, r *http.Request, users userReader, username string) *loginAttempt {
-	return &loginAttempt{g: g, w: w, r: r, users: users, username: username, client: clientKey(clientIP(r, g.trusted))}
+	return &loginAttempt{g: g, w: w, r: r, users: users, username: username, client: clientKey(clientIP(r, g.trusted)), event: "login"}
 }
 
 // verify checks password in three steps: admit (a place in the throttle,
@@ -84,7 +85,7 @@ func (a *loginAttempt) audit(err error) {
 	if _, lookupErr := a.users.Lookup(a.r.Context(), username); lookupErr != nil {
 		username = "(unknown)"
 	}
-	a.g.log.LogAttrs(a.r.Context(), slog.LevelInfo, "login", slog.String("outcome", outcomeName(err)), slog.String("username", username),
+	a.g.log.LogAttrs(a.r.Context(), slog.LevelInfo, a.event, slog.String("outcome", outcomeName(err)), slog.String("username", username),
 		slog.String("client", a.client), slog.String("request_id", requestID(a.w)))
 }
 

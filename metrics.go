@@ -40,7 +40,7 @@ type routeMetrics struct {
 // pattern addRoutes registers, and "other" (TestMetricRoutesMatchAddRoutes
 // keeps the two in step).
 var metricRoutes = []string{"/api/auth/login", "/api/auth/info", "/api/auth/logout", "/api/auth/logoutall",
-	"/api/auth/sessions", "/api/auth/sessions/{id}",
+	"/api/auth/password", "/api/auth/sessions", "/api/auth/sessions/{id}",
 	"/api/openapi.json", "/healthz", "/readyz", "/metrics", "other"}
 
 // Outcomes of login and info: API.md's error codes, folded into a fixed set.

@@ -155,7 +155,7 @@ func errorStatuses(t *testing.T) map[string]int {
 	all := []error{
 		invalidRequest("x"), errInvalidCredentials, errNotAuthenticated, errInvalidToken,
 		errPermissionDenied, errNotFound, methodNotAllowed("GET"), errTooLarge,
-		errUnsupportedMedia, throttled(1), errUnavailable, errInternal,
+		errUnsupportedMedia, throttled(1), errUnavailable, errInternal, weakPasswordReply(nil),
 	}
 	statuses := make(map[string]int)
 	for _, err := range all {

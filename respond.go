@@ -39,6 +39,17 @@ func methodNotAllowed(allow string) error {
 	return &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", detail: "Method not allowed; allowed: " + allow + "."}
 }
 
+// weakPasswordReply is the 400 weak_password reply for a refused new
+// password; its detail names the rule, never the password.
+func weakPasswordReply(err error) error {
+	detail := "The new password does not meet the password policy."
+	var weak *weakPasswordError
+	if errors.As(err, &weak) {
+		detail = "The new password is refused: " + weak.reason + "."
+	}
+	return &apiError{status: http.StatusBadRequest, code: "weak_password", detail: detail}
+}
+
 func throttled(retryAfter int) error {
 	return &apiError{status: http.StatusTooManyRequests, code: "throttled", detail: "Too many failed login attempts; try again later.", retryAfter: retryAfter}
 }

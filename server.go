@@ -15,6 +15,8 @@ type serverDeps struct {
 	store  Store
 	policy tokenPolicy
 	guard  *loginGuard
+	// passwords decides and hashes new passwords (POST /api/auth/password/).
+	passwords passwordSetter
 	now    func() time.Time
 
 	metrics       *metrics
@@ -58,6 +60,7 @@ func addRoutes(mux *http.ServeMux, d serverDeps) []string {
 	handle("GET", "/api/auth/info", handleInfo(d.log, tc))
 	handle("POST", "/api/auth/logout/", handleLogout(d.log, tc))
 	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.log, tc))
+	handle("POST", "/api/auth/password/", handlePassword(d.log, tc, d.guard, d.passwords))
 	handle("GET", "/api/auth/sessions/", handleSessions(d.log, tc))
 	handle("DELETE", "/api/auth/sessions/{id}", handleRevokeSession(d.log, tc))
 	handle("GET", "/api/openapi.json", handleOpenAPI())

@@ -12,25 +12,26 @@ import (
 
 // serveConfig is the serve command's settings, parsed.
 type serveConfig struct {
-	addr           string
-	usersPath      string
-	tokenTTL       time.Duration
-	tokenIdle      time.Duration
-	store          string
-	storePrefix    string
-	maxPerUser     int
-	reloadInterval time.Duration
-	logFormat      string
-	throttle       throttleConfig
-	trustedProxies []netip.Prefix
-	bcryptSlots    int
-	bcryptQueue    int
-	bcryptWait     time.Duration
-	refusalDelay   time.Duration
-	metricsAddr    string
-	corsOrigins    []string
-	accessLog      bool
-	maxConns       int
+	addr              string
+	usersPath         string
+	tokenTTL          time.Duration
+	tokenIdle         time.Duration
+	store             string
+	storePrefix       string
+	maxPerUser        int
+	reloadInterval    time.Duration
+	logFormat         string
+	throttle          throttleConfig
+	trustedProxies    []netip.Prefix
+	bcryptSlots       int
+	bcryptQueue       int
+	bcryptWait        time.Duration
+	refusalDelay      time.Duration
+	metricsAddr       string
+	corsOrigins       []string
+	accessLog         bool
+	maxConns          int
+	passwordMinLength int
 
 	// The repeatable flags as given, before parsing into the fields above.
 	trustedRaw, corsRaw stringList
@@ -106,6 +107,8 @@ func serveSettings() []setting {
 		{section: sectionThrottle, name: "throttle-entries", arg: "N", def: 100000, help: "cap on each throttle table (least recently used evicted)",
 			field: func(c *serveConfig) any { return &c.throttle.MaxEntries }},
 
+		{section: sectionHashing, name: "password-min-length", arg: "N", def: defaultPasswordMinLength, help: "shortest new password, in characters (CLI: AUTHSVC_PASSWORD_MIN_LENGTH)",
+			field: func(c *serveConfig) any { return &c.passwordMinLength }},
 		{section: sectionHashing, name: "bcrypt-slots", arg: "N", def: slots, defText: "GOMAXPROCS", help: "password checks running at once",
 			field: func(c *serveConfig) any { return &c.bcryptSlots }},
 		{section: sectionHashing, name: "bcrypt-queue", arg: "N", def: 4 * slots, defText: "4 × slots", help: "password checks waiting for a slot; beyond it 503 at once",
@@ -235,6 +238,8 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: --token-ttl must not be negative")
 	case c.tokenIdle < 0:
 		return c, usagef("serve: --token-idle must not be negative")
+	case c.passwordMinLength < 1 || c.passwordMinLength > maxPasswordLen:
+		return c, usagef("serve: --password-min-length must be 1 to %d", maxPasswordLen)
 	case c.maxConns < 0:
 		return c, usagef("serve: --max-conns must not be negative")
 	case c.maxPerUser < 0:
