@@ -1,0 +1,571 @@
+package main
+
+import (
+	"bytes"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/argon2"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// The password-hash schemes a users file may hold (API.md, Passwords). The
+// Django forms are checked exactly as Django 3.2 checks them, so an imported
+// user logs in with the password Django accepted and with no other.
+const (
+	schemeBcrypt       = "bcrypt"        // $2a$, $2b$, $2y$
+	schemeArgon2id     = "argon2id"      // PHC $argon2id$v=19$…
+	schemePBKDF2       = "pbkdf2_sha256" // Django's PBKDF2PasswordHasher
+	schemeDjangoArgon2 = "django_argon2" // Django's Argon2PasswordHasher: argon2$ + PHC
+	schemeBcryptSHA256 = "bcrypt_sha256" // Django's BCryptSHA256PasswordHasher
+	schemeDjangoBcrypt = "django_bcrypt" // Django's BCryptPasswordHasher: bcrypt$ + bcrypt
+	schemeUnusable     = "unusable"      // Django's "!…" or "": never matches
+)
+
+// Bounds on stored hashes. A hash beyond them is refused at load rather than
+// allowed to make every login slow: a failed login is made as slow as the
+// slowest hash in the directory (API.md), so one absurd hash would slow them
+// all, and an argon2 check holds its memory for as long as it runs.
+const (
+	minBcryptCost = bcrypt.MinCost
+	// maxBcryptCost: cost 12 takes about 230 ms here and each step doubles, so 16 is about 3.7 s a check (FACTS.md).
+	maxBcryptCost = 16
+	// bcryptKeyBytes is how much of a password bcrypt reads; the rest is ignored.
+	bcryptKeyBytes = 72
+
+	// 256 MiB: 2.5 times Django's 100 MiB default, already more than a
+	// small instance should give one login.
+	maxArgon2MemoryKiB = 256 << 10
+	maxArgon2Time      = 16
+	maxArgon2Threads   = 16
+	// Argon2 itself (RFC 9106) wants salts of at least 8 bytes; 64 bytes
+	// covers every library's choice (Django's is 22, ours 16).
+	minArgon2SaltLen = 8
+	maxArgon2SaltLen = 64
+	// Django writes 16-byte digests, most libraries 32.
+	minArgon2KeyLen = 16
+	maxArgon2KeyLen = 64
+
+	// Django has never used fewer than 10,000 iterations; 10 million is
+	// about as slow as bcrypt at maxBcryptCost.
+	minPBKDF2Iterations = 1000
+	maxPBKDF2Iterations = 10_000_000
+	// Django's salts are 12 to 22 characters, and its password column
+	// holds 128 characters in all.
+	maxPBKDF2SaltLen = 128
+	pbkdf2KeyLen     = sha256.Size // Django's dklen: the digest size
+)
+
+// New argon2id hashes get a 16-byte salt and a 32-byte digest (RFC 9106's
+// recommendation).
+const (
+	policyArgon2SaltLen = 16
+	policyArgon2KeyLen  = 32
+)
+
+// bcryptEncoding is bcrypt's own base64 alphabet. Strict: the C bcrypt that
+// Django calls re-encodes the salt it decoded, so a salt with stray trailing
+// bits never matches there, while x/crypto's compare would accept it.
+var bcryptEncoding = base64.NewEncoding("./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789").
+	WithPadding(base64.NoPadding).Strict()
+
+// argon2Encoding is PHC's base64: standard alphabet, no padding, and, as the
+// argon2 reference decoder that argon2-cffi (so Django) uses, no stray bits.
+var argon2Encoding = base64.RawStdEncoding.Strict()
+
+// A passwordHash is a parsed, validated password hash: its scheme, its
+// parameters, its salt and its digest. It is never changed once parsed, so
+// it may be shared between goroutines.
+type passwordHash struct {
+	kind string // one of the scheme* constants
+
+	// bcrypt, bcrypt_sha256, django_bcrypt
+	bcrypt []byte // the $2?$ hash itself, what x/crypto compares against
+	cost   int
+
+	// argon2id, django_argon2
+	memoryKiB, time uint32
+	threads         uint8
+
+	// pbkdf2_sha256
+	iterations int
+
+	// argon2: the decoded salt and digest. pbkdf2: the salt's literal bytes
+	// (Django does not decode it) and the digest's base64 text (Django
+	// compares the text).
+	salt, digest []byte
+}
+
+// parsePasswordHash parses and validates a stored password hash. Its errors
+// name the problem and at most the scheme, never the hash: a plain-text
+// password mistakenly stored as a hash must not reach a log.
+func parsePasswordHash(s string) (*passwordHash, error) {
+	switch {
+	case s == "" || strings.HasPrefix(s, "!"):
+		return &passwordHash{kind: schemeUnusable}, nil
+	case strings.HasPrefix(s, "$2a$"), strings.HasPrefix(s, "$2b$"), strings.HasPrefix(s, "$2y$"):
+		return parseBcrypt(schemeBcrypt, s)
+	case strings.HasPrefix(s, "$argon2id$"):
+		return parseArgon2id(schemeArgon2id, s)
+	case strings.HasPrefix(s, "pbkdf2_sha256$"):
+		return parsePBKDF2(s)
+	case strings.HasPrefix(s, "argon2$"):
+		rest := strings.TrimPrefix(s, "argon2")
+		if !strings.HasPrefix(rest, "$argon2id$") {
+			return nil, errors.New("Django argon2 hash: only argon2id is supported, not " + argon2Variant(rest))
+		}
+		return parseArgon2id(schemeDjangoArgon2, rest)
+	case strings.HasPrefix(s, "bcrypt_sha256$"):
+		return parseBcrypt(schemeBcryptSHA256, strings.TrimPrefix(s, "bcrypt_sha256$"))
+	case strings.HasPrefix(s, "bcrypt$"):
+		return parseBcrypt(schemeDjangoBcrypt, strings.TrimPrefix(s, "bcrypt$"))
+	}
+	return nil, unsupportedHash(s)
+}
+
+// parseBcrypt parses b, a $2a$, $2b$ or $2y$ hash, as scheme kind. It must be
+// exactly what bcrypt writes (60 characters, two-digit cost, canonical
+// base64): Django compares the whole string it recomputes, so any other
+// spelling would never match there.
+func parseBcrypt(kind, b string) (*passwordHash, error) {
+	name := schemeLabel(kind)
+	if len(b) != 60 || b[0] != '$' || b[1] != '2' || !strings.ContainsRune("aby", rune(b[2])) || b[3] != '$' ||
+		!isDigit(b[4]) || !isDigit(b[5]) || b[6] != '$' {
+		return nil, fmt.Errorf("%s: malformed (want $2a$, $2b$ or $2y$, a two-digit cost and 53 characters)", name)
+	}
+	salt, err := decodeBase64(bcryptEncoding, b[7:29])
+	if err != nil || len(salt) != 16 {
+		return nil, fmt.Errorf("%s: malformed salt", name)
+	}
+	if sum, err := decodeBase64(bcryptEncoding, b[29:]); err != nil || len(sum) != 23 {
+		return nil, fmt.Errorf("%s: malformed digest", name)
+	}
+	cost := int(b[4]-'0')*10 + int(b[5]-'0')
+	if err := checkBcryptCost(cost); err != nil {
+		return nil, djangoLabel(kind, err)
+	}
+	return &passwordHash{kind: kind, bcrypt: []byte(b), cost: cost}, nil
+}
+
+// checkBcryptCost returns why cost is out of range, or nil.
+func checkBcryptCost(cost int) error {
+	switch {
+	case cost < minBcryptCost:
+		return fmt.Errorf("bcrypt cost %d is below the minimum %d", cost, minBcryptCost)
+	case cost > maxBcryptCost:
+		return fmt.Errorf("bcrypt cost %d is above the maximum %d", cost, maxBcryptCost)
+	}
+	return nil
+}
+
+// parseArgon2id parses phc, a PHC-form argon2id hash, as scheme kind. The
+// syntax is the argon2 reference decoder's, which argon2-cffi (so Django)
+// uses: fields in this order, decimals without leading zeros, base64 without
+// padding. Only version 19 is accepted: x/crypto implements no other.
+func parseArgon2id(kind, phc string) (*passwordHash, error) {
+	name := schemeLabel(kind)
+	f := strings.Split(phc, "$")
+	if len(f) != 6 || f[0] != "" || f[1] != "argon2id" {
+		return nil, fmt.Errorf("%s: malformed (want $argon2id$v=19$m=…,t=…,p=…$salt$digest)", name)
+	}
+	if f[2] != "v=19" {
+		return nil, fmt.Errorf("%s: want version v=19", name)
+	}
+	m, t, p, ok := parseArgon2Params(f[3])
+	if !ok {
+		return nil, fmt.Errorf("%s: malformed parameters (want m=…,t=…,p=…)", name)
+	}
+	if err := checkArgon2Params(m, t, p); err != nil {
+		return nil, djangoLabel(kind, err)
+	}
+	salt, err := decodeBase64(argon2Encoding, f[4])
+	if err != nil {
+		return nil, fmt.Errorf("%s: salt is not unpadded base64", name)
+	}
+	if len(salt) < minArgon2SaltLen || len(salt) > maxArgon2SaltLen {
+		return nil, fmt.Errorf("%s: salt is %d bytes, want %d to %d", name, len(salt), minArgon2SaltLen, maxArgon2SaltLen)
+	}
+	sum, err := decodeBase64(argon2Encoding, f[5])
+	if err != nil {
+		return nil, fmt.Errorf("%s: digest is not unpadded base64", name)
+	}
+	if len(sum) < minArgon2KeyLen || len(sum) > maxArgon2KeyLen {
+		return nil, fmt.Errorf("%s: digest is %d bytes, want %d to %d", name, len(sum), minArgon2KeyLen, maxArgon2KeyLen)
+	}
+	return &passwordHash{kind: kind, memoryKiB: m, time: t, threads: uint8(p), salt: salt, digest: sum}, nil
+}
+
+// parseArgon2Params parses "m=M,t=T,p=P".
+func parseArgon2Params(s string) (m, t, p uint32, ok bool) {
+	ms, rest, ok1 := strings.Cut(s, ",")
+	ts, ps, ok2 := strings.Cut(rest, ",")
+	ms, ok3 := strings.CutPrefix(ms, "m=")
+	ts, ok4 := strings.CutPrefix(ts, "t=")
+	ps, ok5 := strings.CutPrefix(ps, "p=")
+	m, ok6 := parseDecimal(ms)
+	t, ok7 := parseDecimal(ts)
+	p, ok8 := parseDecimal(ps)
+	return m, t, p, ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7 && ok8
+}
+
+// checkArgon2Params returns why memory (KiB), time and threads are out of
+// range, or nil.
+func checkArgon2Params(m, t, p uint32) error {
+	switch {
+	case p < 1:
+		return errors.New("argon2 parallelism p=0 is below the minimum 1")
+	case p > maxArgon2Threads:
+		return fmt.Errorf("argon2 parallelism p=%d is above the maximum %d", p, maxArgon2Threads)
+	case t < 1:
+		return errors.New("argon2 time t=0 is below the minimum 1")
+	case t > maxArgon2Time:
+		return fmt.Errorf("argon2 time t=%d is above the maximum %d", t, maxArgon2Time)
+	case m < 8*p: // argon2 needs 8 KiB (two blocks per sync point) a lane
+		return fmt.Errorf("argon2 memory m=%d KiB is below the minimum 8×p = %d", m, 8*p)
+	case m > maxArgon2MemoryKiB:
+		return fmt.Errorf("argon2 memory m=%d KiB is above the maximum %d", m, maxArgon2MemoryKiB)
+	}
+	return nil
+}
+
+// parsePBKDF2 parses Django's pbkdf2_sha256$<iterations>$<salt>$<digest>.
+// Django recomputes the whole string and compares, so the iterations must be
+// written as %d writes them and the digest as standard padded base64 of 32
+// bytes: any other spelling would never match there.
+func parsePBKDF2(s string) (*passwordHash, error) {
+	const name = "Django pbkdf2_sha256 hash"
+	f := strings.Split(s, "$")
+	if len(f) != 4 {
+		return nil, errors.New(name + ": malformed (want pbkdf2_sha256$iterations$salt$digest)")
+	}
+	n, ok := parseDecimal(f[1])
+	if !ok {
+		return nil, errors.New(name + ": iterations are not a decimal number")
+	}
+	switch {
+	case n < minPBKDF2Iterations:
+		return nil, fmt.Errorf("%s: %d iterations are below the minimum %d", name, n, minPBKDF2Iterations)
+	case n > maxPBKDF2Iterations:
+		return nil, fmt.Errorf("%s: %d iterations are above the maximum %d", name, n, maxPBKDF2Iterations)
+	case f[2] == "" || len(f[2]) > maxPBKDF2SaltLen:
+		return nil, fmt.Errorf("%s: salt is %d bytes, want 1 to %d", name, len(f[2]), maxPBKDF2SaltLen)
+	}
+	if sum, err := decodeBase64(base64.StdEncoding.Strict(), f[3]); err != nil || len(sum) != pbkdf2KeyLen {
+		return nil, fmt.Errorf("%s: digest is not the base64 of %d bytes", name, pbkdf2KeyLen)
+	}
+	return &passwordHash{kind: schemePBKDF2, iterations: int(n), salt: []byte(f[2]), digest: []byte(f[3])}, nil
+}
+
+// decodeBase64 decodes s, refusing the line breaks Go's decoders skip and
+// the decoders of Django's libraries do not.
+func decodeBase64(enc *base64.Encoding, s string) ([]byte, error) {
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, errors.New("line break in base64")
+	}
+	return enc.DecodeString(s)
+}
+
+// parseDecimal parses an unsigned decimal without sign, spaces or leading
+// zeros (the argon2 reference decoder's rule, and how Django writes numbers).
+func parseDecimal(s string) (uint32, bool) {
+	if s == "" || len(s) > 10 || (s[0] == '0' && len(s) > 1) || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	return uint32(n), err == nil
+}
+
+// djangoLabel prefixes err with the Django form it is about; a range error
+// about a plain bcrypt or argon2id hash names its scheme already.
+func djangoLabel(kind string, err error) error {
+	if kind == schemeBcrypt || kind == schemeArgon2id {
+		return err
+	}
+	return fmt.Errorf("%s: %w", schemeLabel(kind), err)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// schemeLabel names a scheme in error messages.
+func schemeLabel(kind string) string {
+	switch kind {
+	case schemePBKDF2, schemeBcryptSHA256:
+		return "Django " + kind + " hash"
+	case schemeDjangoArgon2:
+		return "Django argon2 hash"
+	case schemeDjangoBcrypt:
+		return "Django bcrypt hash"
+	}
+	return kind + " hash"
+}
+
+// argon2Variant names the argon2 variant a PHC string declares, if it is one
+// of the known ones.
+func argon2Variant(phc string) string {
+	for _, v := range []string{"argon2id", "argon2i", "argon2d"} {
+		if strings.HasPrefix(phc, "$"+v+"$") {
+			return v
+		}
+	}
+	return "this form"
+}
+
+// knownHashForms are hash forms that are recognised but not accepted, so the
+// refusal can name them. Anything else is named by no part of itself: it may
+// be a password pasted in by mistake.
+var knownHashForms = []struct{ prefix, name string }{
+	{"sha1$", "Django sha1 (SHA1PasswordHasher)"},
+	{"md5$", "Django md5 (MD5PasswordHasher)"},
+	{"unsalted_sha1$", "Django unsalted_sha1"},
+	{"unsalted_md5$", "Django unsalted_md5"},
+	{"crypt$", "Django crypt (CryptPasswordHasher)"},
+	{"pbkdf2_sha1$", "Django pbkdf2_sha1"},
+	{"scrypt$", "Django scrypt"},
+	{"$argon2i$", "argon2i"},
+	{"$argon2d$", "argon2d"},
+	{"$scrypt$", "scrypt"},
+	{"$pbkdf2", "PHC pbkdf2"},
+	{"$2x$", "bcrypt $2x$"},
+	{"$2$", "bcrypt $2$"},
+	{"$1$", "md5-crypt"},
+	{"$5$", "sha256-crypt"},
+	{"$6$", "sha512-crypt"},
+	{"$y$", "yescrypt"},
+	{"$7$", "scrypt (crypt form)"},
+}
+
+// unsupportedHash returns why s, matching no accepted form, is refused.
+func unsupportedHash(s string) error {
+	for _, k := range knownHashForms {
+		if strings.HasPrefix(s, k.prefix) {
+			return fmt.Errorf("unsupported password hash scheme: %s", k.name)
+		}
+	}
+	if len(s) == 32 && strings.Trim(s, "0123456789abcdef") == "" {
+		return errors.New("unsupported password hash scheme: unsalted MD5 (ancient Django)")
+	}
+	return errors.New("not a supported password hash (bcrypt, argon2id, or Django's pbkdf2_sha256, argon2, bcrypt_sha256, bcrypt)")
+}
+
+// scheme returns the hash's scheme: one of "bcrypt", "argon2id",
+// "pbkdf2_sha256", "django_argon2", "bcrypt_sha256", "django_bcrypt",
+// "unusable".
+func (h *passwordHash) scheme() string { return h.kind }
+
+// usable reports whether any password can match the hash.
+func (h *passwordHash) usable() bool { return h.kind != schemeUnusable }
+
+// verify reports whether password matches the hash, as the hash's origin
+// would decide it. Digests are compared in constant time; what is not
+// constant is the time a scheme takes, which the caller pads (work).
+func (h *passwordHash) verify(password []byte) bool {
+	switch h.kind {
+	case schemeBcrypt:
+		// x/crypto would match on the first 72 bytes alone (FACTS.md).
+		if len(password) > bcryptKeyBytes {
+			return false
+		}
+		return bcrypt.CompareHashAndPassword(h.bcrypt, password) == nil
+	case schemeDjangoBcrypt:
+		// Django's bcrypt$ reads only the first 72 bytes (API.md), as its
+		// python-bcrypt does; that library refuses a NUL byte anywhere,
+		// and Django then fails the request: never a match.
+		if bytes.IndexByte(password, 0) >= 0 {
+			return false
+		}
+		return bcrypt.CompareHashAndPassword(h.bcrypt, password[:min(len(password), bcryptKeyBytes)]) == nil
+	case schemeBcryptSHA256:
+		return bcrypt.CompareHashAndPassword(h.bcrypt, djangoSHA256Hex(password)) == nil
+	case schemeArgon2id, schemeDjangoArgon2:
+		sum := argon2.IDKey(password, h.salt, h.time, h.memoryKiB, h.threads, uint32(len(h.digest)))
+		return subtle.ConstantTimeCompare(sum, h.digest) == 1
+	case schemePBKDF2:
+		sum, err := pbkdf2.Key(sha256.New, string(password), h.salt, h.iterations, pbkdf2KeyLen)
+		if err != nil {
+			return false
+		}
+		return subtle.ConstantTimeCompare(base64.StdEncoding.AppendEncode(nil, sum), h.digest) == 1
+	}
+	return false
+}
+
+// djangoSHA256Hex is what Django's bcrypt_sha256 gives bcrypt: the lowercase
+// hex SHA-256 of the password, 64 bytes, so no password is truncated.
+func djangoSHA256Hex(password []byte) []byte {
+	sum := sha256.Sum256(password)
+	return hex.AppendEncode(nil, sum[:])
+}
+
+// Calibration of work, from FACTS.md's one-goroutine timings (x/crypto
+// v0.58.0): bcrypt cost 12 229 ms; argon2id m=19 MiB t=2 26.5 ms, m=46 MiB
+// t=1 44.3 ms, m=64 MiB t=3 164 ms, about 0.8 µs per KiB per pass. PBKDF2
+// (crypto/pbkdf2) at Django's 260,000 iterations took 0.95 times a bcrypt
+// cost-10 compare, side by side on this machine: about 54 ms.
+const (
+	bcryptCost12Seconds       = 0.229
+	argon2SecondsPerKiBPass   = 0.8e-6
+	pbkdf2SecondsPerIteration = 0.21e-6
+)
+
+// work estimates how many seconds verify takes, so that the slowest hash in
+// a directory can be found and a failed login made as slow as it. bcrypt
+// doubles with each cost step; argon2 grows with memory × passes, its lanes
+// running in parallel on up to GOMAXPROCS cores (Django's p=8 runs about
+// twice as fast on two cores); PBKDF2 grows with its iterations. An unusable
+// hash does no work.
+func (h *passwordHash) work() float64 {
+	switch h.kind {
+	case schemeBcrypt, schemeBcryptSHA256, schemeDjangoBcrypt:
+		return bcryptCost12Seconds * math.Exp2(float64(h.cost-12))
+	case schemeArgon2id, schemeDjangoArgon2:
+		lanes := min(int(h.threads), runtime.GOMAXPROCS(0))
+		return argon2SecondsPerKiBPass * float64(h.memoryKiB) * float64(h.time) / float64(lanes)
+	case schemePBKDF2:
+		return pbkdf2SecondsPerIteration * float64(h.iterations)
+	}
+	return 0
+}
+
+// A hashPolicy says how new hashes are made (API.md, Passwords): argon2id
+// with its memory, time and threads, or bcrypt at a cost.
+type hashPolicy struct {
+	scheme         string // "argon2id" or "bcrypt"
+	bcryptCost     int
+	argonMemoryKiB uint32
+	argonTime      uint32
+	argonThreads   uint8
+}
+
+// defaultHashPolicy is argon2id at OWASP's minimum, m=19 MiB, t=2, p=1
+// (about 27 ms here, FACTS.md), with bcrypt's cost at API.md's default 12
+// for when the scheme is switched to bcrypt.
+func defaultHashPolicy() hashPolicy {
+	return hashPolicy{scheme: schemeArgon2id, bcryptCost: 12, argonMemoryKiB: 19 << 10, argonTime: 2, argonThreads: 1}
+}
+
+// hash returns a new hash of password under the policy. Under bcrypt a
+// password over 72 bytes is refused: bcrypt would ignore the rest. The
+// parameters are held only to the parser's bounds, so that what hash makes
+// always loads; API.md's floor (OWASP's m=19 MiB, t=2, p=1) is for the
+// settings to enforce, and tests hash at less.
+func (p hashPolicy) hash(password []byte) (string, error) {
+	switch p.scheme {
+	case schemeArgon2id:
+		if err := checkArgon2Params(p.argonMemoryKiB, p.argonTime, uint32(p.argonThreads)); err != nil {
+			return "", fmt.Errorf("hash policy: %w", err)
+		}
+		salt := make([]byte, policyArgon2SaltLen)
+		rand.Read(salt)
+		sum := argon2.IDKey(password, salt, p.argonTime, p.argonMemoryKiB, p.argonThreads, policyArgon2KeyLen)
+		return formatArgon2id(p.argonMemoryKiB, p.argonTime, p.argonThreads, salt, sum), nil
+	case schemeBcrypt:
+		if err := checkBcryptCost(p.bcryptCost); err != nil {
+			return "", fmt.Errorf("hash policy: %w", err)
+		}
+		if len(password) > bcryptKeyBytes {
+			return "", fmt.Errorf("password is %d bytes; bcrypt reads only %d", len(password), bcryptKeyBytes)
+		}
+		b, err := bcrypt.GenerateFromPassword(password, p.bcryptCost)
+		return string(b), err
+	}
+	return "", fmt.Errorf("hash policy: scheme %q, want argon2id or bcrypt", p.scheme)
+}
+
+// formatArgon2id writes an argon2id hash in PHC form.
+func formatArgon2id(m, t uint32, p uint8, salt, sum []byte) string {
+	return fmt.Sprintf("$argon2id$v=19$m=%d,t=%d,p=%d$%s$%s", m, t, p,
+		argon2Encoding.EncodeToString(salt), argon2Encoding.EncodeToString(sum))
+}
+
+// needsRehash reports whether h should be replaced by a hash under the
+// policy after a successful login: any other scheme (every Django form
+// among them), or the policy's scheme with any parameter different, weaker
+// or stronger, as Django's must_update decides. For argon2id the salt and
+// digest lengths count as parameters.
+func (p hashPolicy) needsRehash(h *passwordHash) bool {
+	if h.kind != p.scheme {
+		return true
+	}
+	switch h.kind {
+	case schemeBcrypt:
+		return h.cost != p.bcryptCost
+	case schemeArgon2id:
+		return h.memoryKiB != p.argonMemoryKiB || h.time != p.argonTime || h.threads != p.argonThreads ||
+			len(h.salt) != policyArgon2SaltLen || len(h.digest) != policyArgon2KeyLen
+	}
+	return true
+}
+
+// dummy returns a hash of a random secret under the policy: what an unknown
+// user's login is checked against when no stored hash is slower.
+func (p hashPolicy) dummy() (*passwordHash, error) {
+	s, err := p.hash(randomSecret())
+	if err != nil {
+		return nil, err
+	}
+	return parsePasswordHash(s)
+}
+
+// dummyLike returns a hash of a random secret with exactly h's scheme and
+// parameters (and salt and digest lengths), so that checking a password
+// against it takes as long as against h: unknown users are checked against a
+// copy of the slowest hash in the directory. An unusable hash has no cost to
+// copy; for it dummyLike returns defaultHashPolicy's dummy, and a caller with
+// another policy should use that policy's dummy instead.
+func dummyLike(h *passwordHash) (*passwordHash, error) {
+	secret := randomSecret()
+	var s string
+	switch h.kind {
+	case schemeUnusable:
+		return defaultHashPolicy().dummy()
+	case schemeBcrypt, schemeDjangoBcrypt, schemeBcryptSHA256:
+		b, err := bcrypt.GenerateFromPassword(secret, h.cost)
+		if err != nil {
+			return nil, err
+		}
+		s = string(b)
+		switch h.kind {
+		case schemeDjangoBcrypt:
+			s = "bcrypt$" + s
+		case schemeBcryptSHA256:
+			s = "bcrypt_sha256$" + s
+		}
+	case schemeArgon2id, schemeDjangoArgon2:
+		salt := make([]byte, len(h.salt))
+		rand.Read(salt)
+		sum := argon2.IDKey(secret, salt, h.time, h.memoryKiB, h.threads, uint32(len(h.digest)))
+		s = formatArgon2id(h.memoryKiB, h.time, h.threads, salt, sum)
+		if h.kind == schemeDjangoArgon2 {
+			s = "argon2" + s
+		}
+	case schemePBKDF2:
+		// Letters and digits, as Django's salts: never '$'.
+		var salt []byte
+		for len(salt) < len(h.salt) {
+			salt = append(salt, rand.Text()...)
+		}
+		salt = salt[:len(h.salt)]
+		sum, err := pbkdf2.Key(sha256.New, string(secret), salt, h.iterations, pbkdf2KeyLen)
+		if err != nil {
+			return nil, err
+		}
+		s = fmt.Sprintf("pbkdf2_sha256$%d$%s$%s", h.iterations, salt, base64.StdEncoding.EncodeToString(sum))
+	default:
+		return nil, fmt.Errorf("no dummy for hash scheme %q", h.kind)
+	}
+	return parsePasswordHash(s)
+}
+
+// randomSecret returns a password no one knows: 26 random base32
+// characters, within bcrypt's 72 bytes.
+func randomSecret() []byte { return []byte(rand.Text()) }
