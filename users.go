@@ -160,6 +160,9 @@ func readUsersFile(path string) ([]User, error) {
 
 // writeUsersFile replaces the users file at path atomically: a temporary
 // file in the same directory, fsync, mode 0600, rename, fsync of the directory.
+// The new file keeps the owner and group of the one it replaces: root's CLI
+// must not take the server's users file away from it. When that cannot be
+// done nothing is written.
 func writeUsersFile(path string, users []User) error {
 	if users == nil {
 		users = []User{}
@@ -175,6 +178,10 @@ func writeUsersFile(path string, users []User) error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	if err := keepOwner(tmp, path); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := tmp.Chmod(0o600); err != nil {
 		tmp.Close()
 		return err
@@ -201,6 +208,35 @@ func writeUsersFile(path string, users []User) error {
 	return d.Sync()
 }
 
+// keepOwner gives f the owner and group of the file at path, if there is one.
+func keepOwner(f *os.File, path string) error {
+	info, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // a new file is its creator's
+	}
+	if err != nil {
+		return err
+	}
+	want, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	// Only root may chown, even to the owner a file already has.
+	if mine, err := f.Stat(); err == nil {
+		if st, ok := mine.Sys().(*syscall.Stat_t); ok && st.Uid == want.Uid && st.Gid == want.Gid {
+			return nil
+		}
+	}
+	if err := f.Chown(int(want.Uid), int(want.Gid)); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot give %s the owner %d:%d of %s: %w", filepath.Base(f.Name()), want.Uid, want.Gid, path, err)
+	}
+	return nil
+}
+
 // errNoUsersFile: an edit of a users file that does not exist.
 var errNoUsersFile = errors.New("users file does not exist")
 
@@ -219,6 +255,11 @@ func editUsers(path string, create bool, edit func(users []User) ([]User, error)
 		return fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	// The server takes this lock too when it writes, so the lock file must
+	// be the users file's owner's even when root created it.
+	if err := keepOwner(lock, path); err != nil {
+		return err
+	}
 
 	users, err := readUsersFile(path)
 	switch {

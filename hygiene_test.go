@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// nobody is the uid and gid the ownership tests give the users file: the
+// server's account, not the CLI's.
+const nobody = 65534
+
+// owner returns the uid and gid of the file at path.
+func owner(t *testing.T, path string) (uid, gid int) {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("os.Stat(%q) = %v", path, err)
+	}
+	st := info.Sys().(*syscall.Stat_t)
+	return int(st.Uid), int(st.Gid)
+}
+
+// TestCLIKeepsOwner: root editing the server's users file must leave it the
+// server's, or the server can no longer read it.
+func TestCLIKeepsOwner(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	addUser(t, path, "alice", "pw")
+
+	// The trivial case, for any user: the file stays the editor's.
+	uid, gid := owner(t, path)
+	addUser(t, path, "bob", "pw")
+	if u, g := owner(t, path); u != uid || g != gid {
+		t.Errorf("owner of %s after user add = %d:%d; want %d:%d as before", path, u, g, uid, gid)
+	}
+
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot give the users file to another owner to see that user add keeps it")
+	}
+	for _, p := range []string{path, path + ".lock"} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addUser(t, path, "carol", "pw")
+	if u, g := owner(t, path); u != nobody || g != nobody {
+		t.Errorf("owner of %s after root's user add = %d:%d; want %d:%d as before", path, u, g, nobody, nobody)
+	}
+	checkMode(t, path, 0o600)
+	if users := mustReadUsers(t, path); len(users) != 3 {
+		t.Errorf("users after user add carol = %+v; want alice, bob and carol", users)
+	}
+
+	// A lock file root created (or an older CLI left root's) is given the
+	// users file's owner, so that the server can take the lock too.
+	if err := os.Chown(path+".lock", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	mustRunCLI(t, "", "user", "disable", "--users", path, "carol")
+	for _, p := range []string{path, path + ".lock"} {
+		if u, g := owner(t, p); u != nobody || g != nobody {
+			t.Errorf("owner of %s after root's user disable = %d:%d; want %d:%d", p, u, g, nobody, nobody)
+		}
+	}
+}
+
+// TestCLIRefusesOwnerChange: a user add that cannot give the new file the
+// old one's owner writes nothing. Only root can set up a file another user
+// edits but does not own, so it runs the CLI as nobody.
+func TestCLIRefusesOwnerChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot run the CLI as another user")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool:", err)
+	}
+	// t.TempDir's parents are 0700; nobody must reach this one.
+	dir, err := os.MkdirTemp("", "authsvc-owner-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "authsvc")
+	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	for _, tt := range []struct {
+		name string
+		lock bool // a lock file nobody may use exists
+		want string
+	}{
+		{"new lock file", false, "cannot give users.json.lock the owner 0:0"},
+		{"temporary file", true, "the owner 0:0 of " + dir},
+	} {
+		path := filepath.Join(dir, "users.json")
+		os.Remove(path)
+		os.Remove(path + ".lock")
+		addUser(t, path, "alice", "pw")
+		// Readable by nobody, but root's.
+		if err := os.Chmod(path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if tt.lock {
+			if err := os.Chmod(path+".lock", 0o666); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.Remove(path + ".lock"); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.ReadFile(path)
+
+		cmd := exec.Command(bin, "user", "add", "--users", path, "--cost", "4", "bob")
+		cmd.Env = []string{}
+		cmd.Stdin = strings.NewReader("pw\n")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		err := cmd.Run()
+		msg := withoutWarning(stderr.String())
+		if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(msg, tt.want) || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "authsvc: ") {
+			t.Errorf("%s: nobody's user add bob on root's file = %v (exit %d), stderr %q; want exit 1, one line containing %q", tt.name, err, code, msg, tt.want)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+			t.Errorf("%s: refused user add changed the users file", tt.name)
+		}
+		if u, g := owner(t, path); u != 0 || g != 0 {
+			t.Errorf("%s: owner of %s after the refused user add = %d:%d; want 0:0", tt.name, path, u, g)
+		}
+		for _, name := range dirNames(t, dir) {
+			if strings.HasSuffix(name, ".tmp") {
+				t.Errorf("%s: temporary file %s left behind", tt.name, name)
+			}
+		}
+	}
+}
