@@ -173,8 +173,8 @@ func hashCommand(args []string, getenv func(string) string, stdin io.Reader, std
 
 // newPasswordHash reads a password and returns its bcrypt hash at cost.
 func newPasswordHash(cost int, stdin io.Reader, stderr io.Writer) (string, error) {
-	if cost < bcrypt.MinCost || cost > bcrypt.MaxCost {
-		return "", usagef("--cost %d: want %d to %d", cost, bcrypt.MinCost, bcrypt.MaxCost)
+	if cost < bcrypt.MinCost || cost > maxCost {
+		return "", usagef("--cost %d: want %d to %d", cost, bcrypt.MinCost, maxCost)
 	}
 	if cost < minSafeCost {
 		fmt.Fprintf(stderr, "authsvc: warning: bcrypt cost %d is below %d; use it only for tests\n", cost, minSafeCost)
