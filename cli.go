@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/term"
@@ -134,9 +136,42 @@ func listUsers(ctx context.Context, dir Directory, stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "USERNAME\tADMIN\tDISABLED\tNAME\tEMAIL\tGROUPS")
 	for _, u := range users {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Username, yesNo(u.Admin), yesNo(u.Disabled), dash(u.Name), dash(u.Email), dash(strings.Join(u.Groups, ",")))
+		// The file may be hand-edited: every field is printable, or a name
+		// could clear the screen or forge a row.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(u.Username), yesNo(u.Admin), yesNo(u.Disabled),
+			dash(printable(u.Name)), dash(printable(u.Email)), dash(printable(strings.Join(u.Groups, ","))))
 	}
 	return tw.Flush()
+}
+
+// printable returns s with every rune that is not graphic escaped as \x..,
+// \u.... or \U........, and every byte of invalid UTF-8 as \x..: control
+// characters (terminal escapes, line breaks, tabs) and also format ones
+// such as U+202E, which reverses the text after it.
+func printable(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsGraphic(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for s = s[i:]; s != ""; {
+		r, size := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case unicode.IsGraphic(r):
+			b.WriteString(s[:size])
+		case r < utf8.RuneSelf:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+		s = s[size:]
+	}
+	return b.String()
 }
 
 func yesNo(b bool) string {

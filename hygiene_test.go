@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"unicode"
 )
 
 // nobody is the uid and gid the ownership tests give the users file: the
@@ -177,5 +179,59 @@ func TestHashCostMaximum(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
 		t.Errorf("refused --cost 17 changed the users file")
+	}
+}
+
+// TestCLIUserListEscapes: a hand-edited users file must not be able to run
+// terminal escapes or forge rows in user list.
+func TestCLIUserListEscapes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	users := []User{
+		{Username: "alice", PasswordHash: testHash, Name: "\x1b[31mAlice\x1b[0m", Email: "a@example.com\nmallory  yes    no", Groups: []string{"dev\tops", "qa\r"}},
+		{Username: "bob", PasswordHash: testHash, Name: "Bob\x1b[2J", Email: "\u009b31m", Groups: []string{"\u202eevil"}},
+	}
+	if err := writeUsersFile(path, users); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "", nil, "user", "list", "--users", path)
+	if code != 0 || stderr != "" {
+		t.Fatalf("user list = exit %d, stderr %q; want 0, nothing", code, stderr)
+	}
+	var raw []string
+	for _, r := range stdout {
+		if r != '\n' && !unicode.IsPrint(r) {
+			raw = append(raw, fmt.Sprintf("%U", r))
+		}
+	}
+	if raw != nil {
+		t.Errorf("user list printed %s raw; want them escaped:\n%q", strings.Join(raw, " "), stdout)
+	}
+	if n := strings.Count(stdout, "\n"); n != 1+len(users) {
+		t.Errorf("user list printed %d lines; want %d, the header and one per user:\n%q", n, 1+len(users), stdout)
+	}
+	for _, want := range []string{`\x1b[31mAlice\x1b[0m`, `a@example.com\x0amallory`, `dev\x09ops,qa\x0d`, `Bob\x1b[2J`, `\u009b31m`, `\u202eevil`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("user list output lacks %s:\n%q", want, stdout)
+		}
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"", ""},
+		{"Alice Liddell", "Alice Liddell"},
+		{"Bøb Ünïcödé 日本 😀", "Bøb Ünïcödé 日本 😀"},
+		{`back\slash`, `back\slash`},
+		{"a\nb", `a\x0ab`},
+		{"\x1b[2J", `\x1b[2J`},
+		{"\x00\x7f", `\x00\x7f`},
+		{"\u0085\u009b", `\u0085\u009b`},
+		{"\u202eabc\u2028", `\u202eabc\u2028`},
+		{"bad\xff\xfeutf8", `bad\xff\xfeutf8`},
+		{"\U000e0001", `\U000e0001`},
+	} {
+		if got := printable(tt.in); got != tt.want {
+			t.Errorf("printable(%q) = %q; want %q", tt.in, got, tt.want)
+		}
 	}
 }
