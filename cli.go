@@ -71,6 +71,9 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 
 	switch sub {
 	case "add":
+		if err := checkProfile(*name, *email, groups); err != nil {
+			return usagef("user add: %v", err)
+		}
 		hash, err := newPasswordHash(*cost, stdin, stderr)
 		if err != nil {
 			return err
@@ -104,6 +107,30 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	default: // enable
 		return changeUser(ctx, dir, sub, username, stdout, "enabled", func(u *User) { u.Disabled = false })
 	}
+}
+
+// checkProfile returns why the --name, --email and --group values cannot be
+// set, naming the flag, or nil.
+func checkProfile(name, email string, groups []string) error {
+	if err := checkText(name, maxNameLen, false); err != nil {
+		return fmt.Errorf("--name: %v", err)
+	}
+	if err := checkText(email, maxEmailLen, true); err != nil {
+		return fmt.Errorf("--email: %v", err)
+	}
+	if len(groups) > maxGroups {
+		return fmt.Errorf("--group: %d groups; at most %d", len(groups), maxGroups)
+	}
+	for i, g := range groups {
+		err := checkText(g, maxGroupLen, false)
+		if g == "" {
+			err = errors.New("empty")
+		}
+		if err != nil {
+			return fmt.Errorf("--group number %d: %v", i+1, err)
+		}
+	}
+	return nil
 }
 
 // changeUser applies change to username's entry in dir.

@@ -235,3 +235,65 @@ func TestPrintable(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIUserAddProfileLimits: --name, --email and --group take printable
+// UTF-8 of a sane length; anything else is a usage error that writes nothing.
+func TestCLIUserAddProfileLimits(t *testing.T) {
+	groups := func(n int) []string {
+		var args []string
+		for i := range n {
+			args = append(args, "--group", fmt.Sprintf("g%d", i))
+		}
+		return args
+	}
+	for _, tt := range []struct {
+		flags []string
+		ok    bool
+		want  string // in stderr when refused
+	}{
+		{[]string{"--name", strings.Repeat("é", 150)}, true, ""},
+		{[]string{"--email", strings.Repeat("e", 254)}, true, ""},
+		{[]string{"--group", strings.Repeat("ü", 150)}, true, ""},
+		{groups(100), true, ""},
+		{[]string{"--name", "Zoë 日本 O'Brien-Smith"}, true, ""},
+
+		{[]string{"--name", "Eve\nmallory  yes"}, false, "--name"},
+		{[]string{"--name", "\x1b[2J"}, false, "--name"},
+		{[]string{"--name", "\u009b2J"}, false, "--name"},
+		{[]string{"--name", "bad\xffutf8"}, false, "--name"},
+		{[]string{"--name", strings.Repeat("é", 151)}, false, "--name"},
+		{[]string{"--name", strings.Repeat("x", 120_000)}, false, "--name"},
+		{[]string{"--email", "eve@example.com\r"}, false, "--email"},
+		{[]string{"--email", "\xfe@example.com"}, false, "--email"},
+		{[]string{"--email", strings.Repeat("e", 255)}, false, "--email"},
+		{[]string{"--email", strings.Repeat("é", 128)}, false, "--email"}, // 128 characters, 256 bytes
+		{[]string{"--group", "dev", "--group", "ops\tadmin"}, false, "--group"},
+		{[]string{"--group", "\xff"}, false, "--group"},
+		{[]string{"--group", strings.Repeat("ü", 151)}, false, "--group"},
+		{[]string{"--group", ""}, false, "--group"},
+		{groups(101), false, "--group"},
+	} {
+		path := filepath.Join(t.TempDir(), "users.json")
+		addUser(t, path, "alice", "pw")
+		before, _ := os.ReadFile(path)
+		args := append([]string{"user", "add", "--users", path, "--cost", "4", "bob"}, tt.flags...)
+		code, stdout, stderr := runCLI(t, "pw\n", nil, args...)
+		call := fmt.Sprintf("user add bob %.60q", strings.Join(tt.flags, " "))
+		if tt.ok {
+			if code != 0 {
+				t.Errorf("%s = exit %d, stderr %q; want 0", call, code, stderr)
+			}
+			continue
+		}
+		msg := withoutWarning(stderr)
+		if code != 2 || !strings.HasPrefix(msg, "authsvc: ") || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, tt.want) || len(msg) > 200 {
+			t.Errorf("%s = exit %d, stderr %.300q; want exit 2, one short line starting \"authsvc: \" naming %s", call, code, stderr, tt.want)
+		}
+		if stdout != "" {
+			t.Errorf("%s: stdout %q; want nothing", call, stdout)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+			t.Errorf("%s was refused but changed the users file", call)
+		}
+	}
+}

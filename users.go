@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -24,6 +26,35 @@ const (
 	// would match the hash of its prefix, so it never authenticates.
 	bcryptMaxLen = 72
 )
+
+// Limits of a user's profile as the CLI sets it: room for any real name,
+// address or group, and no more, since each login and /info reply carries it.
+const (
+	maxNameLen  = 150 // characters
+	maxEmailLen = 254 // bytes: RFC 5321's longest path, less its < and >
+	maxGroupLen = 150 // characters, each
+	maxGroups   = 100
+)
+
+// checkText returns why s cannot be a profile field of at most limit
+// characters (bytes, with inBytes), or nil. JSON would turn invalid UTF-8
+// into U+FFFD, and control characters would reach clients' terminals and logs.
+func checkText(s string, limit int, inBytes bool) error {
+	if !utf8.ValidString(s) {
+		return errors.New("not valid UTF-8")
+	}
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return fmt.Errorf("control character %U refused", r)
+	}
+	if inBytes && len(s) > limit {
+		return fmt.Errorf("%d bytes; at most %d", len(s), limit)
+	}
+	if n := utf8.RuneCountInString(s); !inBytes && n > limit {
+		return fmt.Errorf("%d characters; at most %d", n, limit)
+	}
+	return nil
+}
 
 // A User is one entry of the users file.
 type User struct {
