@@ -297,3 +297,27 @@ func TestCLIUserAddProfileLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIPasswordNotUTF8: a password no JSON login can send is refused.
+func TestCLIPasswordNotUTF8(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	addUser(t, path, "alice", "pw")
+	before, _ := os.ReadFile(path)
+	for _, args := range [][]string{
+		{"user", "add", "--users", path, "--cost", "4", "bob"},
+		{"user", "passwd", "--users", path, "--cost", "4", "alice"},
+		{"hash", "--cost", "4"},
+	} {
+		code, stdout, stderr := runCLI(t, "\xff\xfe-password\n", nil, args...)
+		msg := withoutWarning(stderr)
+		if code != 1 || stdout != "" || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "authsvc: ") || !strings.Contains(msg, "UTF-8") {
+			t.Errorf("authsvc %s with a password not UTF-8 = exit %d, stdout %q, stderr %q; want exit 1, one line about UTF-8", strings.Join(args, " "), code, stdout, stderr)
+		}
+		if strings.Contains(stderr, "-password") {
+			t.Errorf("authsvc %s: stderr %q shows the password", strings.Join(args, " "), stderr)
+		}
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Errorf("refused passwords changed the users file")
+	}
+}

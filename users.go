@@ -103,6 +103,9 @@ func checkNewPassword(password string) error {
 		return errors.New("empty password refused")
 	case len(password) > bcryptMaxLen:
 		return fmt.Errorf("password is %d bytes; bcrypt reads only %d", len(password), bcryptMaxLen)
+	case !utf8.ValidString(password):
+		// A JSON login request turns it into U+FFFD, so it could never log in.
+		return errors.New("password is not valid UTF-8; no login request could send it")
 	}
 	return nil
 }
