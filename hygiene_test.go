@@ -321,3 +321,30 @@ func TestCLIPasswordNotUTF8(t *testing.T) {
 		t.Errorf("refused passwords changed the users file")
 	}
 }
+
+// TestCLILockSymlink: a symbolic link planted as the lock file is not
+// followed, so it cannot make the CLI create or truncate another file.
+func TestCLILockSymlink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.json")
+	addUser(t, path, "alice", "pw")
+	before, _ := os.ReadFile(path)
+	target := filepath.Join(dir, "elsewhere")
+	if err := os.Remove(path + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, path+".lock"); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "pw\n", nil, "user", "add", "--users", path, "--cost", "4", "bob")
+	msg := withoutWarning(stderr)
+	if code != 1 || stdout != "" || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "authsvc: ") || !strings.Contains(msg, "symbolic link") {
+		t.Errorf("user add with users.json.lock a symlink = exit %d, stdout %q, stderr %q; want exit 1, one line about the symbolic link", code, stdout, stderr)
+	}
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Errorf("user add with users.json.lock a symlink to %s: lstat(target) = %v; want not exist", target, err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Errorf("user add with users.json.lock a symlink changed the users file")
+	}
+}

@@ -288,7 +288,12 @@ var errNoUsersFile = errors.New("users file does not exist")
 // empty when create is set, and is errNoUsersFile otherwise. When edit
 // returns an error nothing is written.
 func editUsers(path string, create bool, edit func(users []User) ([]User, error)) error {
-	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	// Not followed: a link planted there would have root create or open
+	// any file it names.
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("lock file %s is a symbolic link; refused", path+".lock")
+	}
 	if err != nil {
 		return err
 	}
