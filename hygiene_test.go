@@ -348,3 +348,34 @@ func TestCLILockSymlink(t *testing.T) {
 		t.Errorf("user add with users.json.lock a symlink changed the users file")
 	}
 }
+
+// TestCLIRemovesStaleTemp: the temporary files of a killed CLI are removed
+// by the next edit, and nothing else is.
+func TestCLIRemovesStaleTemp(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.json")
+	addUser(t, path, "alice", "pw")
+	stale := []string{".users.json.123456.tmp", ".users.json.4294967295.tmp"}
+	// Other users files' temporary files (users.json.x is a users file too),
+	// and files merely alike.
+	kept := []string{".users.json.x.123.tmp", ".other.json.5.tmp", ".users.json..tmp", "users.json.7.tmp", ".users.json.7.tmp.bak", "notes.tmp"}
+	for _, name := range append(stale, kept...) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addUser(t, path, "bob", "pw")
+	for _, name := range stale {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+			t.Errorf("stale %s after user add: lstat = %v; want not exist", name, err)
+		}
+	}
+	for _, name := range kept {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s after user add: lstat = %v; want it untouched", name, err)
+		}
+	}
+	if users := mustReadUsers(t, path); len(users) != 2 {
+		t.Errorf("users after user add bob = %+v; want alice and bob", users)
+	}
+}

@@ -308,6 +308,8 @@ func editUsers(path string, create bool, edit func(users []User) ([]User, error)
 		return err
 	}
 
+	removeStaleTemps(path)
+
 	users, err := readUsersFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && create:
@@ -322,6 +324,26 @@ func editUsers(path string, create bool, edit func(users []User) ([]User, error)
 		return err
 	}
 	return writeUsersFile(path, users)
+}
+
+// removeStaleTemps removes the temporary files writeUsersFile left beside
+// the users file at path when it was killed. Its caller holds the lock, so
+// no writer of this file is making one; other files' are left alone.
+func removeStaleTemps(path string) {
+	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return // writeUsersFile will report the directory's trouble
+	}
+	for _, e := range entries {
+		// os.CreateTemp puts digits where the pattern has its *; anything
+		// else there may be a temporary file of users.json.x, say.
+		mid, ok := strings.CutPrefix(e.Name(), prefix)
+		mid, ok2 := strings.CutSuffix(mid, ".tmp")
+		if ok && ok2 && mid != "" && strings.Trim(mid, "0123456789") == "" && e.Type().IsRegular() {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // findUser returns the index of username in users, or -1.
