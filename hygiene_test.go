@@ -379,3 +379,41 @@ func TestCLIRemovesStaleTemp(t *testing.T) {
 		t.Errorf("users after user add bob = %+v; want alice and bob", users)
 	}
 }
+
+// TestUsersFieldNamesExact: encoding/json matches field names regardless of
+// case, but the users file's names are exact: "ADMIN" is a typo or a trick,
+// not admin.
+func TestUsersFieldNamesExact(t *testing.T) {
+	for _, tt := range []struct{ doc, want string }{
+		{usersJSON(entry("alice", hashField(testHash), `"ADMIN": true`)), `users[0] ("alice"): unknown field "ADMIN"`},
+		{usersJSON(okAlice, entry("bob", hashField(testHash), `"Disabled": false`)), `users[1] ("bob"): unknown field "Disabled"`},
+		{usersJSON(entry("alice", `"Password_Hash": "`+testHash+`"`)), `users[0] ("alice"): unknown field "Password_Hash"`},
+		{usersJSON(`{"UserName": "alice", ` + hashField(testHash) + `}`), `users[0] ("alice"): unknown field "UserName"`},
+		// encoding/json folds U+017F (long s) to s as well.
+		{usersJSON(entry("alice", hashField(testHash), `"di\u017fabled": true`)), `users[0] ("alice"): unknown field "diſabled"`},
+		{usersJSON(entry("alice", hashField(testHash), `"admin": false`, `"admin": true`)), `users[0] ("alice"): duplicate field "admin"`},
+		{`{"USERS": [` + okAlice + `]}`, `not a users file: unknown field "USERS"`},
+		{`{"users": [], "users": [` + okAlice + `]}`, `not a users file: duplicate field "users"`},
+	} {
+		if users, err := parseUsers([]byte(tt.doc)); err == nil || err.Error() != tt.want {
+			t.Errorf("parseUsers(%s) = %+v, %v; want %q", tt.doc, users, err, tt.want)
+		}
+	}
+	// Escapes in a name are decoded first: this is "admin".
+	if users, err := parseUsers([]byte(usersJSON(entry("alice", hashField(testHash), `"\u0061dmin": true`)))); err != nil || !users[0].Admin {
+		t.Errorf(`parseUsers("\u0061dmin": true) = %+v, %v; want alice an admin`, users, err)
+	}
+
+	path := filepath.Join(t.TempDir(), "users.json")
+	if err := os.WriteFile(path, []byte(usersJSON(entry("alice", hashField(testHash), `"ADMIN": true`))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := path + `: users[0] ("alice"): unknown field "ADMIN"`
+	if _, err := readUsersFile(path); err == nil || err.Error() != want {
+		t.Errorf("readUsersFile(%q) = %v; want %q", path, err, want)
+	}
+	code, stdout, stderr := runCLI(t, "", nil, "user", "list", "--users", path)
+	if code != 1 || stdout != "" || stderr != "authsvc: "+want+"\n" {
+		t.Errorf("user list of a file with \"ADMIN\" = exit %d, stdout %q, stderr %q; want exit 1, %q", code, stdout, stderr, want)
+	}
+}

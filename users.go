@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"unicode"
@@ -156,6 +158,9 @@ func parseUsers(data []byte) ([]User, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("not a users file: data after the top-level object")
 	}
+	if err := checkFieldNames(data, "users"); err != nil {
+		return nil, fmt.Errorf("not a users file: %w", err)
+	}
 	if doc.Users == nil { // null, {} or {"users": null}
 		return nil, errors.New(`not a users file: no "users" array`)
 	}
@@ -173,6 +178,9 @@ func parseUsers(data []byte) ([]User, error) {
 			return nil, fmt.Errorf("%s: username %q: want 1-%d of A-Z a-z 0-9 @ . + - _", at, u.Username, maxUsernameLen)
 		}
 		at += fmt.Sprintf(" (%q)", u.Username)
+		if err := checkFieldNames(doc.Users[i], userFields...); err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
 		if j, dup := seen[u.Username]; dup {
 			return nil, fmt.Errorf("%s: username: duplicate of users[%d]", at, j)
 		}
@@ -185,6 +193,48 @@ func parseUsers(data []byte) ([]User, error) {
 		}
 	}
 	return users, nil
+}
+
+// userFields are the names of a users file entry's fields.
+var userFields = func() []string {
+	var names []string
+	for f := range reflect.TypeFor[User]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	return names
+}()
+
+// checkFieldNames returns an error naming the first field of the JSON object
+// obj that is not exactly one of names, or that comes twice. encoding/json
+// matches names regardless of case (and folds ſ to s, K to k), so a
+// hand-edited "ADMIN": true would otherwise make an admin, and of two
+// "admin" fields the last would silently win.
+func checkFieldNames(obj []byte, names ...string) error {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	seen := make(map[string]bool, len(names))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := tok.(string)
+		switch {
+		case !slices.Contains(names, name):
+			return fmt.Errorf("unknown field %q", name)
+		case seen[name]:
+			return fmt.Errorf("duplicate field %q", name)
+		}
+		seen[name] = true
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readUsersFile reads and validates the users file at path.
