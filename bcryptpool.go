@@ -18,7 +18,7 @@ import (
 type hasherPool struct {
 	jobs      chan compareJob // unbuffered: a sent job is being hashed
 	stop      chan struct{}   // closed by Close
-	closeOnce sync.Once
+	closeOnce sync.Once       // closes stop once, however often Close is called
 }
 
 // errHasherClosed: a compare on a closed pool, or one cut short by Close.

@@ -313,7 +313,8 @@ func keepOwner(f *os.File, path string) error {
 	if !ok {
 		return nil
 	}
-	// Only root may chown, even to the owner a file already has.
+	// Skipped when already right: only root may chown a file it does not
+	// own, even to the owner it has (the lock file, say).
 	if mine, err := f.Stat(); err == nil {
 		if st, ok := mine.Sys().(*syscall.Stat_t); ok && st.Uid == want.Uid && st.Gid == want.Gid {
 			return nil
