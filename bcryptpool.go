@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 
@@ -15,10 +16,13 @@ import (
 // The workers hold Ps while they hash, so serve raises GOMAXPROCS by their
 // number to leave the usual Ps for everything else.
 type hasherPool struct {
-	jobs chan compareJob
-	stop chan struct{}
-	wg   sync.WaitGroup
+	jobs      chan compareJob // unbuffered: a sent job is being hashed
+	stop      chan struct{}   // closed by Close
+	closeOnce sync.Once       // closes stop once, however often Close is called
 }
+
+// errHasherClosed: a compare on a closed pool, or one cut short by Close.
+var errHasherClosed = errors.New("password hasher closed")
 
 type compareJob struct {
 	hash, password []byte
@@ -29,14 +33,12 @@ type compareJob struct {
 func newHasherPool(workers int) *hasherPool {
 	p := &hasherPool{jobs: make(chan compareJob), stop: make(chan struct{})}
 	for range max(1, workers) {
-		p.wg.Add(1)
 		go p.work()
 	}
 	return p
 }
 
 func (p *hasherPool) work() {
-	defer p.wg.Done()
 	// Never unlocked: the niced thread exits with this goroutine rather
 	// than return to the runtime for other goroutines.
 	runtime.LockOSThread()
@@ -52,19 +54,37 @@ func (p *hasherPool) work() {
 }
 
 // compare is bcrypt.CompareHashAndPassword on a worker thread; a nil pool
-// compares on the caller's goroutine.
+// compares on the caller's goroutine. Once the pool is closed it returns
+// errHasherClosed without waiting for a worker.
 func (p *hasherPool) compare(hash, password []byte) error {
 	if p == nil {
 		return bcrypt.CompareHashAndPassword(hash, password)
 	}
-	done := make(chan error, 1)
-	p.jobs <- compareJob{hash: hash, password: password, done: done}
-	return <-done
+	// Checked first: with a worker still free, the select below could pick
+	// the job over stop.
+	select {
+	case <-p.stop:
+		return errHasherClosed
+	default:
+	}
+	done := make(chan error, 1) // the worker never waits for a caller gone
+	select {
+	case p.jobs <- compareJob{hash: hash, password: password, done: done}:
+	case <-p.stop:
+		return errHasherClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-p.stop:
+		return errHasherClosed
+	}
 }
 
-// Close stops the workers once they finish their compares.
+// Close stops the workers without waiting for the compares they are running:
+// at cost 16 one holds its thread for seconds, longer than shutdown's grace.
+// Those threads end when they finish, or with the process.
 func (p *hasherPool) Close() error {
-	close(p.stop)
-	p.wg.Wait()
+	p.closeOnce.Do(func() { close(p.stop) })
 	return nil
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"runtime"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -45,5 +47,57 @@ func TestLowerThreadPriority(t *testing.T) {
 	prio, _ := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
 	if 20-prio == 19 {
 		t.Errorf("the process's main thread was niced too")
+	}
+}
+
+// TestHasherPoolCloseDoesNotWait: shutdown must not wait for a password
+// check, which at the highest accepted cost holds a thread for seconds.
+func TestHasherPoolCloseDoesNotWait(t *testing.T) {
+	p := newHasherPool(1)
+	// testHash's salt and digest at cost 16: about 4 s to find it wrong.
+	slow := compareJob{hash: []byte("$2a$16" + testHash[6:]), password: []byte("pw"), done: make(chan error, 1)}
+	// The jobs channel is unbuffered: once the send is done the worker is
+	// hashing.
+	p.jobs <- slow
+
+	// A second compare waits for the busy worker.
+	queued := make(chan error, 1)
+	go func() { queued <- p.compare([]byte(testHash), []byte("pw")) }()
+
+	closed := make(chan struct{})
+	go func() {
+		p.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case err := <-slow.done:
+		t.Errorf("the cost-16 compare ended (%v) before Close returned; want Close not to wait for it", err)
+		<-closed
+	}
+	select {
+	case err := <-slow.done:
+		t.Errorf("the cost-16 compare ended (%v) before Close returned; want Close not to wait for it", err)
+	default:
+	}
+
+	// The timeouts only keep a broken pool from hanging the test.
+	select {
+	case err := <-queued:
+		if !errors.Is(err, errHasherClosed) {
+			t.Errorf("compare queued behind the busy worker, pool closed = %v; want %v", err, errHasherClosed)
+		}
+	case <-time.After(time.Minute):
+		t.Errorf("compare queued behind the busy worker still blocked a minute after Close; want an error at once")
+	}
+	after := make(chan error, 1)
+	go func() { after <- p.compare([]byte(testHash), []byte("pw")) }()
+	select {
+	case err := <-after:
+		if !errors.Is(err, errHasherClosed) {
+			t.Errorf("compare after Close = %v; want %v", err, errHasherClosed)
+		}
+	case <-time.After(time.Minute):
+		t.Errorf("compare after Close still blocked after a minute; want an error at once")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/term"
@@ -70,6 +72,9 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 
 	switch sub {
 	case "add":
+		if err := checkProfile(*name, *email, groups); err != nil {
+			return usagef("user add: %v", err)
+		}
 		hash, err := newPasswordHash(*cost, stdin, stderr)
 		if err != nil {
 			return err
@@ -108,6 +113,30 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	}
 }
 
+// checkProfile returns why the --name, --email and --group values cannot be
+// set, naming the flag, or nil.
+func checkProfile(name, email string, groups []string) error {
+	if err := checkText(name, maxNameLen, false); err != nil {
+		return fmt.Errorf("--name: %v", err)
+	}
+	if err := checkText(email, maxEmailLen, true); err != nil {
+		return fmt.Errorf("--email: %v", err)
+	}
+	if len(groups) > maxGroups {
+		return fmt.Errorf("--group: %d groups; at most %d", len(groups), maxGroups)
+	}
+	for i, g := range groups {
+		err := checkText(g, maxGroupLen, false)
+		if g == "" {
+			err = errors.New("empty")
+		}
+		if err != nil {
+			return fmt.Errorf("--group number %d: %v", i+1, err)
+		}
+	}
+	return nil
+}
+
 // changeUser applies change to username's entry in dir.
 func changeUser(ctx context.Context, dir Directory, sub, username string, stdout io.Writer, done string, change func(*User)) error {
 	err := dir.Update(ctx, username, func(u *User) error {
@@ -138,9 +167,42 @@ func listUsers(ctx context.Context, dir Directory, stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "USERNAME\tADMIN\tDISABLED\tNAME\tEMAIL\tGROUPS")
 	for _, u := range users {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Username, yesNo(u.Admin), yesNo(u.Disabled), dash(u.Name), dash(u.Email), dash(strings.Join(u.Groups, ",")))
+		// The file may be hand-edited: every field is printable, or a name
+		// could clear the screen or forge a row.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(u.Username), yesNo(u.Admin), yesNo(u.Disabled),
+			dash(printable(u.Name)), dash(printable(u.Email)), dash(printable(strings.Join(u.Groups, ","))))
 	}
 	return tw.Flush()
+}
+
+// printable returns s with every rune that is not graphic escaped as \x..,
+// \u.... or \U........, and every byte of invalid UTF-8 as \x..: control
+// characters (terminal escapes, line breaks, tabs) and also format ones
+// such as U+202E, which reverses the text after it.
+func printable(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsGraphic(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for s = s[i:]; s != ""; {
+		r, size := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case unicode.IsGraphic(r):
+			b.WriteString(s[:size])
+		case r < utf8.RuneSelf:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+		s = s[size:]
+	}
+	return b.String()
 }
 
 func yesNo(b bool) string {
@@ -177,8 +239,8 @@ func hashCommand(args []string, getenv func(string) string, stdin io.Reader, std
 
 // newPasswordHash reads a password and returns its bcrypt hash at cost.
 func newPasswordHash(cost int, stdin io.Reader, stderr io.Writer) (string, error) {
-	if cost < bcrypt.MinCost || cost > bcrypt.MaxCost {
-		return "", usagef("--cost %d: want %d to %d", cost, bcrypt.MinCost, bcrypt.MaxCost)
+	if cost < bcrypt.MinCost || cost > maxCost {
+		return "", usagef("--cost %d: want %d to %d", cost, bcrypt.MinCost, maxCost)
 	}
 	if cost < minSafeCost {
 		fmt.Fprintf(stderr, "authsvc: warning: bcrypt cost %d is below %d; use it only for tests\n", cost, minSafeCost)

@@ -10,9 +10,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -25,6 +29,35 @@ const (
 	// would match the hash of its prefix, so it never authenticates.
 	bcryptMaxLen = 72
 )
+
+// Limits of a user's profile as the CLI sets it: room for any real name,
+// address or group, and no more, since each login and /info reply carries it.
+const (
+	maxNameLen  = 150 // characters
+	maxEmailLen = 254 // bytes: RFC 5321's longest path, less its < and >
+	maxGroupLen = 150 // characters, each
+	maxGroups   = 100
+)
+
+// checkText returns why s cannot be a profile field of at most limit
+// characters (bytes, with inBytes), or nil. JSON would turn invalid UTF-8
+// into U+FFFD, and control characters would reach clients' terminals and logs.
+func checkText(s string, limit int, inBytes bool) error {
+	if !utf8.ValidString(s) {
+		return errors.New("not valid UTF-8")
+	}
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return fmt.Errorf("control character %U refused", r)
+	}
+	if inBytes && len(s) > limit {
+		return fmt.Errorf("%d bytes; at most %d", len(s), limit)
+	}
+	if n := utf8.RuneCountInString(s); !inBytes && n > limit {
+		return fmt.Errorf("%d characters; at most %d", n, limit)
+	}
+	return nil
+}
 
 // A User is one entry of the users file.
 type User struct {
@@ -78,12 +111,20 @@ func checkNewPassword(password string) error {
 		return errors.New("empty password refused")
 	case len(password) > bcryptMaxLen:
 		return fmt.Errorf("password is %d bytes; bcrypt reads only %d", len(password), bcryptMaxLen)
+	case !utf8.ValidString(password):
+		// A JSON login request turns it into U+FFFD, so it could never log in.
+		return errors.New("password is not valid UTF-8; no login request could send it")
 	}
 	return nil
 }
 
+// maxCost is the highest bcrypt cost accepted in the users file or made by
+// the CLI: cost 12 takes about 230 ms here and each step doubles it, so 16
+// holds a hasher thread about 4 s per check (bcrypt's own limit, 31, 33 h).
+const maxCost = 16
+
 // hashCost returns the cost of a bcrypt hash, or an error if it is not one
-// of the $2a$, $2b$, $2y$ forms.
+// of the $2a$, $2b$, $2y$ forms or costs more than maxCost.
 func hashCost(hash string) (int, error) {
 	if !strings.HasPrefix(hash, "$2a$") && !strings.HasPrefix(hash, "$2b$") && !strings.HasPrefix(hash, "$2y$") {
 		return 0, errors.New("not a bcrypt hash ($2a$, $2b$ or $2y$)")
@@ -91,6 +132,9 @@ func hashCost(hash string) (int, error) {
 	cost, err := bcrypt.Cost([]byte(hash))
 	if err != nil || len(hash) != 60 || hash[6] != '$' || strings.Trim(hash[7:], bcryptAlphabet) != "" {
 		return 0, errors.New("malformed bcrypt hash")
+	}
+	if cost > maxCost {
+		return 0, fmt.Errorf("bcrypt cost %d is above the maximum %d", cost, maxCost)
 	}
 	return cost, nil
 }
@@ -120,6 +164,9 @@ func parseUsers(data []byte) ([]User, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("not a users file: data after the top-level object")
 	}
+	if err := checkFieldNames(data, "users"); err != nil {
+		return nil, fmt.Errorf("not a users file: %w", err)
+	}
 	if doc.Users == nil { // null, {} or {"users": null}
 		return nil, errors.New(`not a users file: no "users" array`)
 	}
@@ -137,6 +184,9 @@ func parseUsers(data []byte) ([]User, error) {
 			return nil, fmt.Errorf("%s: username %q: want 1-%d of A-Z a-z 0-9 @ . + - _", at, u.Username, maxUsernameLen)
 		}
 		at += fmt.Sprintf(" (%q)", u.Username)
+		if err := checkFieldNames(doc.Users[i], userFields...); err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
 		if j, dup := seen[u.Username]; dup {
 			return nil, fmt.Errorf("%s: username: duplicate of users[%d]", at, j)
 		}
@@ -149,6 +199,48 @@ func parseUsers(data []byte) ([]User, error) {
 		}
 	}
 	return users, nil
+}
+
+// userFields are the names of a users file entry's fields.
+var userFields = func() []string {
+	var names []string
+	for f := range reflect.TypeFor[User]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	return names
+}()
+
+// checkFieldNames returns an error naming the first field of the JSON object
+// obj that is not exactly one of names, or that comes twice. encoding/json
+// matches names regardless of case (and folds ſ to s, K to k), so a
+// hand-edited "ADMIN": true would otherwise make an admin, and of two
+// "admin" fields the last would silently win.
+func checkFieldNames(obj []byte, names ...string) error {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	seen := make(map[string]bool, len(names))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := tok.(string)
+		switch {
+		case !slices.Contains(names, name):
+			return fmt.Errorf("unknown field %q", name)
+		case seen[name]:
+			return fmt.Errorf("duplicate field %q", name)
+		}
+		seen[name] = true
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readUsersFile reads and validates the users file at path.
@@ -166,6 +258,9 @@ func readUsersFile(path string) ([]User, error) {
 
 // writeUsersFile replaces the users file at path atomically: a temporary
 // file in the same directory, fsync, mode 0600, rename, fsync of the directory.
+// The new file keeps the owner and group of the one it replaces: root's CLI
+// must not take the server's users file away from it. When that cannot be
+// done nothing is written.
 func writeUsersFile(path string, users []User) error {
 	if users == nil {
 		users = []User{}
@@ -181,6 +276,10 @@ func writeUsersFile(path string, users []User) error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	if err := keepOwner(tmp, path); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := tmp.Chmod(0o600); err != nil {
 		tmp.Close()
 		return err
@@ -207,6 +306,36 @@ func writeUsersFile(path string, users []User) error {
 	return d.Sync()
 }
 
+// keepOwner gives f the owner and group of the file at path, if there is one.
+func keepOwner(f *os.File, path string) error {
+	info, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // a new file is its creator's
+	}
+	if err != nil {
+		return err
+	}
+	want, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	// Skipped when already right: only root may chown a file it does not
+	// own, even to the owner it has (the lock file, say).
+	if mine, err := f.Stat(); err == nil {
+		if st, ok := mine.Sys().(*syscall.Stat_t); ok && st.Uid == want.Uid && st.Gid == want.Gid {
+			return nil
+		}
+	}
+	if err := f.Chown(int(want.Uid), int(want.Gid)); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot give %s the owner %d:%d of %s: %w", filepath.Base(f.Name()), want.Uid, want.Gid, path, err)
+	}
+	return nil
+}
+
 // errNoUsersFile: an edit of a users file that does not exist.
 var errNoUsersFile = errors.New("users file does not exist")
 
@@ -216,7 +345,12 @@ var errNoUsersFile = errors.New("users file does not exist")
 // empty when create is set, and is errNoUsersFile otherwise. When edit
 // returns an error nothing is written.
 func editUsers(path string, create bool, edit func(users []User) ([]User, error)) error {
-	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	// Not followed: a link planted there would have root create or open
+	// any file it names.
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("lock file %s is a symbolic link; refused", path+".lock")
+	}
 	if err != nil {
 		return err
 	}
@@ -225,6 +359,13 @@ func editUsers(path string, create bool, edit func(users []User) ([]User, error)
 		return fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	// The server takes this lock too when it writes, so the lock file must
+	// be the users file's owner's even when root created it.
+	if err := keepOwner(lock, path); err != nil {
+		return err
+	}
+
+	removeStaleTemps(path)
 
 	users, err := readUsersFile(path)
 	switch {
@@ -240,6 +381,26 @@ func editUsers(path string, create bool, edit func(users []User) ([]User, error)
 		return err
 	}
 	return writeUsersFile(path, users)
+}
+
+// removeStaleTemps removes the temporary files writeUsersFile left beside
+// the users file at path when it was killed. Its caller holds the lock, so
+// no writer of this file is making one; other files' are left alone.
+func removeStaleTemps(path string) {
+	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return // writeUsersFile will report the directory's trouble
+	}
+	for _, e := range entries {
+		// os.CreateTemp puts digits where the pattern has its *; anything
+		// else there may be a temporary file of users.json.x, say.
+		mid, ok := strings.CutPrefix(e.Name(), prefix)
+		mid, ok2 := strings.CutSuffix(mid, ".tmp")
+		if ok && ok2 && mid != "" && strings.Trim(mid, "0123456789") == "" && e.Type().IsRegular() {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // findUser returns the index of username in users, or -1.
