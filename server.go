@@ -17,7 +17,7 @@ type serverDeps struct {
 	guard  *loginGuard
 	// passwords decides and hashes new passwords (POST /api/auth/password/).
 	passwords passwordSetter
-	now    func() time.Time
+	now       func() time.Time
 
 	metrics       *metrics
 	metricsOnMain bool     // serve /metrics here, not on --metrics-addr
