@@ -65,9 +65,9 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	if fs.NArg() != 1 {
 		return usagef("user %s: want exactly one USERNAME", sub)
 	}
-	username := fs.Arg(0)
-	if !validUsername(username) {
-		return usagef("user %s: username %q: want 1-%d of A-Z a-z 0-9 @ . + - _", sub, username, maxUsernameLen)
+	username := normalizeUsername(fs.Arg(0)) // as Django does on create
+	if err := checkUsername(username); err != nil {
+		return usagef("user %s: %v", sub, err)
 	}
 
 	switch sub {

@@ -498,8 +498,8 @@ func TestCLIHash(t *testing.T) {
 		t.Fatalf("hash --cost 4: stdout %q; want one line", stdout)
 	}
 	checkPassword(t, hash, "s3cret", true)
-	if c, err := hashCost(hash); c != 4 || err != nil {
-		t.Errorf("hashCost(%q) = %d, %v; want 4, nil", hash, c, err)
+	if h, err := parsePasswordHash(hash); err != nil || h.kind != schemeBcrypt || h.cost != 4 {
+		t.Errorf("parsePasswordHash(%q) = %v, %v; want bcrypt at cost 4", hash, h, err)
 	}
 	code, stdout, stderr = runCLI(t, "", nil, "hash", "--cost", "4")
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "empty password refused") {

@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"maps"
+	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/crypto/bcrypt"
 )
 
 // defaultCost is the bcrypt cost of new hashes, and of the dummy hash when
@@ -74,8 +70,9 @@ type watchHooks struct {
 }
 
 // cutsBetween calls cut for every user of old whose tokens died in new:
-// deleted, newly disabled or with another password (every token issued
-// before now), or with a later cut-off (every token issued before it).
+// deleted or newly disabled (every token issued before now), or with a
+// later cut-off, which every password change sets (every token issued
+// before it). Another hash alone is not a death: a rehash on login writes one.
 func cutsBetween(old, new *userIndex, now time.Time, cut func(username string, before time.Time)) {
 	if old == nil || cut == nil {
 		return
@@ -87,8 +84,6 @@ func cutsBetween(old, new *userIndex, now time.Time, cut func(username string, b
 			cut(name, now)
 		case is.tokensAfter.After(was.tokensAfter):
 			cut(name, is.tokensAfter)
-		case is.stamp != was.stamp:
-			cut(name, now)
 		}
 	}
 }
@@ -106,9 +101,14 @@ type userIndex struct {
 // faster hash is held until the check would have taken as long (a sleep,
 // no CPU), so that mixed costs do not tell which users exist.
 type slowestCheck struct {
-	hash []byte
-	cost int
-	took atomic.Int64 // nanoseconds a check against hash takes: measured when it is made, then a moving average of the dummy checks
+	hash  *passwordHash
+	shape string       // the scheme and parameters hash was made with (hashShape)
+	took  atomic.Int64 // nanoseconds a check against hash takes: measured when it is made, then a moving average of the dummy checks
+}
+
+// hashShape names h's scheme and parameters, what decides how long a check takes.
+func hashShape(h *passwordHash) string {
+	return fmt.Sprintf("%s cost=%d m=%d t=%d p=%d i=%d", h.kind, h.cost, h.memoryKiB, h.time, h.threads, h.iterations)
 }
 
 // observe folds the duration of a check against the slowest hash into the average.
@@ -126,7 +126,8 @@ func (c *slowestCheck) pad(d time.Duration) {
 
 // dirUser is a user as the handlers need it.
 type dirUser struct {
-	hash        []byte
+	hash        *passwordHash
+	hashText    string // as stored: a rehash writes only if it is still this
 	stamp       uint64
 	tokensAfter time.Time // tokens issued before it are dead
 	admin       bool
@@ -136,25 +137,28 @@ type dirUser struct {
 	infoLength  []string // its Content-Length header value
 }
 
-// newUserIndex builds an index of validated users, reusing prev's dummy
-// hash when its cost still matches.
+// newUserIndex builds an index of validated users, reusing prev's slowest
+// check when the slowest hash's scheme and parameters have not changed.
 func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
 	d := &userIndex{byName: make(map[string]*dirUser, len(users))}
-	costs := make(map[int]int)
+	var slowest *passwordHash
 	for i := range users {
 		u := &users[i]
-		cost, err := hashCost(u.PasswordHash)
+		hash, err := parsePasswordHash(u.PasswordHash)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
 		}
-		costs[cost]++
+		if hash.usable() && (slowest == nil || hash.work() > slowest.work()) {
+			slowest = hash
+		}
 		info := u.info()
 		infoJSON, err := json.Marshal(info)
 		if err != nil {
 			return nil, err
 		}
 		d.byName[u.Username] = &dirUser{
-			hash:        []byte(u.PasswordHash),
+			hash:        hash,
+			hashText:    u.PasswordHash,
 			stamp:       passwordStamp(u.PasswordHash),
 			tokensAfter: u.TokensAfter,
 			admin:       u.Admin,
@@ -164,23 +168,24 @@ func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
 			infoLength:  []string{strconv.Itoa(len(infoJSON) + 1)},
 		}
 	}
-	cost := defaultCost
-	if len(costs) > 0 {
-		cost = slices.Max(slices.Collect(maps.Keys(costs)))
+	if slowest == nil { // no usable hash: check against the default policy's
+		var err error
+		if slowest, err = defaultHashPolicy().dummy(); err != nil {
+			return nil, err
+		}
 	}
-	if prev != nil && prev.slowest.cost == cost {
+	shape := hashShape(slowest)
+	if prev != nil && prev.slowest.shape == shape {
 		d.slowest = prev.slowest
 		return d, nil
 	}
-	var secret [16]byte
-	rand.Read(secret[:])
 	start := time.Now()
-	hash, err := bcrypt.GenerateFromPassword(secret[:], cost)
+	dummy, err := dummyLike(slowest)
 	if err != nil {
 		return nil, err
 	}
-	d.slowest = &slowestCheck{hash: hash, cost: cost}
-	d.slowest.took.Store(int64(time.Since(start))) // hashing costs what checking does
+	d.slowest = &slowestCheck{hash: dummy, shape: shape}
+	d.slowest.took.Store(int64(time.Since(start))) // making a hash costs what checking one does
 	return d, nil
 }
 
@@ -191,27 +196,25 @@ type userReader interface {
 	Slowest() *slowestCheck
 }
 
-// authenticate returns the user if password is theirs, checked with compare
-// (bcrypt.CompareHashAndPassword or a hasherPool's). Unknown and disabled
-// users, and passwords bcrypt would truncate, cost one dummy compare so that
-// every failure takes the same time.
-//
-// Every failure takes as long as a check against the slowest hash in the
-// directory: unknown and disabled users are checked against it, and a wrong
-// password against a faster hash is padded to its time.
-func authenticate(ctx context.Context, d userReader, username, password string, compare func(hash, password []byte) error) (*dirUser, bool) {
+// authenticate returns the user if password is theirs, checked with verify
+// (a hasherPool's). Unknown and disabled users, and users whose password is
+// unusable, cost one check against the slowest hash in the directory, and a
+// wrong password against a faster hash is held until it has taken as long:
+// every failure takes the same time, whatever mix of schemes and costs the
+// directory holds.
+func authenticate(ctx context.Context, d userReader, username, password string, verify func(*passwordHash, []byte) bool) (*dirUser, bool) {
 	u, _ := d.Lookup(ctx, username)
-	usable := u != nil && !u.disabled && len(password) <= bcryptMaxLen
+	usable := u != nil && !u.disabled && u.hash.usable()
 	slowest := d.Slowest()
 	hash := slowest.hash
 	if usable {
 		hash = u.hash
 	}
 	start := time.Now()
-	err := compare(hash, []byte(password))
+	ok := verify(hash, []byte(password))
 	took := time.Since(start)
 	switch {
-	case usable && err == nil:
+	case usable && ok:
 		return u, true
 	case usable:
 		slowest.pad(took)
@@ -222,11 +225,12 @@ func authenticate(ctx context.Context, d userReader, username, password string, 
 }
 
 // sessionUser returns the user a session belongs to, or nil when the token
-// has died with its user: deleted, disabled, password changed, or issued
-// before the user's cut-off (TokensAfter).
+// has died with its user: deleted, disabled, or issued before the user's
+// cut-off (TokensAfter), which every password change moves on. The hash
+// itself does not decide: a rehash on login must not end a session.
 func sessionUser(ctx context.Context, d userReader, s Session) *dirUser {
 	u, err := d.Lookup(ctx, s.Username)
-	if err != nil || u.disabled || u.stamp != s.Stamp || s.IssuedAt.Before(u.tokensAfter) {
+	if err != nil || u.disabled || s.IssuedAt.Before(u.tokensAfter) {
 		return nil
 	}
 	return u

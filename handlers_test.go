@@ -477,7 +477,12 @@ func TestTokensDieWithUser(t *testing.T) {
 	}{
 		{"deleted", func(us []User) []User { return us[1:] }},
 		{"disabled", func(us []User) []User { us[0].Disabled = true; return us }},
-		{"password changed", func(us []User) []User { us[0].PasswordHash = string(newHash); return us }},
+		// As user passwd and POST /api/auth/password/ write it: a new hash and a cut-off.
+		{"password changed", func(us []User) []User {
+			us[0].PasswordHash, us[0].TokensAfter = string(newHash), time.Now().Add(time.Hour)
+			return us
+		}},
+		{"logged out", func(us []User) []User { us[0].TokensAfter = time.Now().Add(time.Hour); return us }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -67,7 +67,7 @@ func (a *loginAttempt) verify(password string) (*dirUser, error) {
 		g.tarpit.hold(ctx)
 		return nil, errUnavailable
 	}
-	u, ok := authenticate(ctx, a.users, a.username, password, g.hasher.compare)
+	u, ok := authenticate(ctx, a.users, a.username, password, g.hasher.verify)
 	release()
 	if !ok {
 		g.throttle.failure(a.username, a.client, g.now())

@@ -17,8 +17,6 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"golang.org/x/crypto/bcrypt"
 )
 
 // Limits of API.md's login request; a user the CLI creates meets them.
@@ -98,10 +96,16 @@ func (u *User) info() userInfo {
 	return userInfo{Username: u.Username, Name: u.Name, Email: u.Email, Groups: groups, Admin: u.Admin}
 }
 
-// validUsername reports whether name is 1–150 bytes of letters, digits and
-// @ . + - _ (Django's username rule, in ASCII).
-func validUsername(name string) bool {
-	return asciiWord(name, maxUsernameLen, "@.+-_")
+// checkUsername returns why name cannot be a stored username, or nil:
+// stored names are in NFKC form and follow Django's rule (usernames.go).
+func checkUsername(name string) error {
+	if !isNFKC(name) {
+		return fmt.Errorf("username %q: not in NFKC form (%q)", name, normalizeUsername(name))
+	}
+	if !validUnicodeUsername(name) {
+		return fmt.Errorf("username %q: want 1-%d letters, numbers or @ . + - _", name, maxUsernameLen)
+	}
+	return nil
 }
 
 // checkNewPassword returns why password cannot be set, or nil.
@@ -122,25 +126,6 @@ func checkNewPassword(password string) error {
 // the CLI: cost 12 takes about 230 ms here and each step doubles it, so 16
 // holds a hasher thread about 4 s per check (bcrypt's own limit, 31, 33 h).
 const maxCost = 16
-
-// hashCost returns the cost of a bcrypt hash, or an error if it is not one
-// of the $2a$, $2b$, $2y$ forms or costs more than maxCost.
-func hashCost(hash string) (int, error) {
-	if !strings.HasPrefix(hash, "$2a$") && !strings.HasPrefix(hash, "$2b$") && !strings.HasPrefix(hash, "$2y$") {
-		return 0, errors.New("not a bcrypt hash ($2a$, $2b$ or $2y$)")
-	}
-	cost, err := bcrypt.Cost([]byte(hash))
-	if err != nil || len(hash) != 60 || hash[6] != '$' || strings.Trim(hash[7:], bcryptAlphabet) != "" {
-		return 0, errors.New("malformed bcrypt hash")
-	}
-	if cost > maxCost {
-		return 0, fmt.Errorf("bcrypt cost %d is above the maximum %d", cost, maxCost)
-	}
-	return cost, nil
-}
-
-// bcryptAlphabet is the base64 alphabet of a bcrypt hash's salt and digest.
-const bcryptAlphabet = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 // passwordStamp identifies a password hash without revealing it; a session
 // carries the stamp of the hash it was issued under.
@@ -180,8 +165,8 @@ func parseUsers(data []byte) ([]User, error) {
 		if err := dec.Decode(u); err != nil {
 			return nil, fmt.Errorf("%s: %w", at, err)
 		}
-		if !validUsername(u.Username) {
-			return nil, fmt.Errorf("%s: username %q: want 1-%d of A-Z a-z 0-9 @ . + - _", at, u.Username, maxUsernameLen)
+		if err := checkUsername(u.Username); err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
 		}
 		at += fmt.Sprintf(" (%q)", u.Username)
 		if err := checkFieldNames(doc.Users[i], userFields...); err != nil {
@@ -191,7 +176,7 @@ func parseUsers(data []byte) ([]User, error) {
 			return nil, fmt.Errorf("%s: username: duplicate of users[%d]", at, j)
 		}
 		seen[u.Username] = i
-		if _, err := hashCost(u.PasswordHash); err != nil {
+		if _, err := parsePasswordHash(u.PasswordHash); err != nil {
 			return nil, fmt.Errorf("%s: password_hash: %v", at, err)
 		}
 		if u.Groups == nil {

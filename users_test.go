@@ -59,17 +59,19 @@ func TestParseUsersErrors(t *testing.T) {
 		{"invalid username", usersJSON(okAlice, entry("bob smith", hashField(testHash))), `users[1]: username "bob smith"`},
 		{"long username", usersJSON(entry(strings.Repeat("a", 151), hashField(testHash))), `users[0]: username "aaa`},
 		{"duplicate username", usersJSON(okAlice, entry("bob", hashField(testHash)), entry("bob", hashField(testHash))), `users[2] ("bob"): username: duplicate of users[1]`},
-		{"missing hash", usersJSON(okAlice, entry("bob")), `users[1] ("bob"): password_hash: not a bcrypt hash`},
-		{"empty hash", usersJSON(okAlice, entry("bob", hashField(""))), `users[1] ("bob"): password_hash: not a bcrypt hash`},
-		{"bad hash prefix", usersJSON(okAlice, entry("bob", hashField("$1$"+testHash[3:]))), `users[1] ("bob"): password_hash: not a bcrypt hash`},
-		{"unknown bcrypt version", usersJSON(okAlice, entry("bob", hashField("$2x$"+testHash[4:]))), `users[1] ("bob"): password_hash: not a bcrypt hash`},
-		{"plain password", usersJSON(okAlice, entry("bob", hashField("hunter2"))), `users[1] ("bob"): password_hash: not a bcrypt hash`},
-		{"short hash", usersJSON(okAlice, entry("bob", hashField("$2a$04$short"))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
-		{"long hash", usersJSON(okAlice, entry("bob", hashField(testHash+"x"))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
-		{"cost too high", usersJSON(okAlice, entry("bob", hashField("$2a$32$"+testHash[7:]))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
-		{"cost too low", usersJSON(okAlice, entry("bob", hashField("$2a$03$"+testHash[7:]))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
-		{"no $ after cost", usersJSON(okAlice, entry("bob", hashField("$2a$04x"+testHash[7:]))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
-		{"not bcrypt base64", usersJSON(okAlice, entry("bob", hashField(testHash[:7]+strings.Repeat("!", 53)))), `users[1] ("bob"): password_hash: malformed bcrypt hash`},
+		{"bad hash prefix", usersJSON(okAlice, entry("bob", hashField("$1$"+testHash[3:]))), `users[1] ("bob"): password_hash: unsupported password hash scheme: md5-crypt`},
+		{"unknown bcrypt version", usersJSON(okAlice, entry("bob", hashField("$2x$"+testHash[4:]))), `users[1] ("bob"): password_hash: unsupported password hash scheme: bcrypt $2x$`},
+		{"plain password", usersJSON(okAlice, entry("bob", hashField("hunter2"))), `users[1] ("bob"): password_hash: not a supported password hash`},
+		{"short hash", usersJSON(okAlice, entry("bob", hashField("$2a$04$short"))), `users[1] ("bob"): password_hash: bcrypt hash: malformed`},
+		{"long hash", usersJSON(okAlice, entry("bob", hashField(testHash+"x"))), `users[1] ("bob"): password_hash: bcrypt hash: malformed`},
+		{"cost too high", usersJSON(okAlice, entry("bob", hashField("$2a$32$"+testHash[7:]))), `users[1] ("bob"): password_hash: bcrypt cost 32 is above the maximum 16`},
+		{"cost too low", usersJSON(okAlice, entry("bob", hashField("$2a$03$"+testHash[7:]))), `users[1] ("bob"): password_hash: bcrypt cost 3 is below the minimum 4`},
+		{"no $ after cost", usersJSON(okAlice, entry("bob", hashField("$2a$04x"+testHash[7:]))), `users[1] ("bob"): password_hash: bcrypt hash: malformed`},
+		{"not bcrypt base64", usersJSON(okAlice, entry("bob", hashField(testHash[:7]+strings.Repeat("!", 53)))), `users[1] ("bob"): password_hash: bcrypt hash: malformed salt`},
+		{"argon2 memory too large", usersJSON(okAlice, entry("bob", hashField("$argon2id$v=19$m=4194304,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA"))), `users[1] ("bob"): password_hash: argon2 memory`},
+		{"sha1 from Django", usersJSON(okAlice, entry("bob", hashField("sha1$salt$0123456789abcdef0123456789abcdef01234567"))), `users[1] ("bob"): password_hash: unsupported`},
+		{"not NFKC", usersJSON(okAlice, entry("zoë", hashField(testHash))), `: not in NFKC form ("zoë")`},
+		{"fullwidth", usersJSON(okAlice, entry("ｚｏｅ", hashField(testHash))), `users[1]: username "ｚｏｅ": not in NFKC form ("zoe")`},
 	} {
 		users, err := parseUsers([]byte(tt.doc))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -83,10 +85,10 @@ func TestParseUsersErrors(t *testing.T) {
 func TestReadUsersFileErrors(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
-	if err := os.WriteFile(path, []byte(usersJSON(okAlice, entry("bob"))), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(usersJSON(okAlice, entry("bob", hashField("hunter2")))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	want := path + `: users[1] ("bob"): password_hash: not a bcrypt hash ($2a$, $2b$ or $2y$)`
+	want := path + `: users[1] ("bob"): password_hash: not a supported password hash (bcrypt, argon2id, or Django's pbkdf2_sha256, argon2, bcrypt_sha256, bcrypt)`
 	if _, err := readUsersFile(path); err == nil || err.Error() != want {
 		t.Errorf("readUsersFile(%q) = %v; want %q", path, err, want)
 	}
@@ -195,6 +197,19 @@ func TestEditUsers(t *testing.T) {
 	}
 }
 
+// TestSlowestCheckEmpty: a directory with no usable hash still costs a
+// failed login a check: against the default hash policy's.
+func TestSlowestCheckEmpty(t *testing.T) {
+	x, err := newUserIndex([]User{{Username: "a", PasswordHash: "!unusable"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := defaultHashPolicy()
+	if h := x.slowest.hash; h.kind != schemeArgon2id || h.memoryKiB != p.argonMemoryKiB || h.time != p.argonTime {
+		t.Errorf("slowest check of a directory without a usable hash = %s; want the default policy's argon2id", x.slowest.shape)
+	}
+}
+
 // TestSlowestCheckCost: the check failed logins cost is at the slowest
 // cost in the directory, not the most common one: an admin at cost 6 among
 // users at cost 4 must not be told apart by a wrong password's time.
@@ -203,7 +218,6 @@ func TestSlowestCheckCost(t *testing.T) {
 		costs []int
 		want  int
 	}{
-		{nil, defaultCost},
 		{[]int{4}, 4},
 		{[]int{4, 5, 5}, 5},
 		{[]int{6, 4, 4, 4}, 6},
@@ -216,8 +230,8 @@ func TestSlowestCheckCost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cost, _ := bcrypt.Cost(x.slowest.hash); x.slowest.cost != tt.want || cost != tt.want {
-			t.Errorf("newUserIndex(costs %v).slowest = cost %d, hash at %d; want %d", tt.costs, x.slowest.cost, cost, tt.want)
+		if x.slowest.hash.kind != schemeBcrypt || x.slowest.hash.cost != tt.want {
+			t.Errorf("newUserIndex(costs %v).slowest = %s; want bcrypt at cost %d", tt.costs, x.slowest.shape, tt.want)
 		}
 	}
 }
@@ -236,7 +250,7 @@ func TestWrongPasswordPadded(t *testing.T) {
 	const slow = 80 * time.Millisecond
 	x.slowest.took.Store(int64(slow)) // as if the slowest hash took 80 ms to check
 	start := time.Now()
-	if _, ok := authenticate(context.Background(), x, "alice", "wrong", bcrypt.CompareHashAndPassword); ok {
+	if _, ok := authenticate(context.Background(), x, "alice", "wrong", verifyHere); ok {
 		t.Fatal("authenticate(alice, wrong) = ok")
 	}
 	if took := time.Since(start); took < slow {
@@ -244,7 +258,7 @@ func TestWrongPasswordPadded(t *testing.T) {
 	}
 	// The right password is not held back.
 	x.slowest.took.Store(int64(time.Hour))
-	if _, ok := authenticate(context.Background(), x, "alice", "alice-pw", bcrypt.CompareHashAndPassword); !ok {
+	if _, ok := authenticate(context.Background(), x, "alice", "alice-pw", verifyHere); !ok {
 		t.Errorf("authenticate(alice, right) failed")
 	}
 }
@@ -269,11 +283,8 @@ func TestNewDirectoryDummyCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d1.slowest.cost != 5 {
-		t.Errorf("newUserIndex(costs 5, 4, 5).slowest.cost = %d; want 5", d1.slowest.cost)
-	}
-	if cost, err := bcrypt.Cost(d1.slowest.hash); cost != 5 || err != nil {
-		t.Errorf("bcrypt.Cost(dummyHash) = %d, %v; want 5, nil", cost, err)
+	if d1.slowest.hash.cost != 5 {
+		t.Errorf("newUserIndex(costs 5, 4, 5).slowest = %s; want cost 5", d1.slowest.shape)
 	}
 
 	// Same cost: the previous dummy hash is reused, not recomputed.
@@ -281,8 +292,8 @@ func TestNewDirectoryDummyCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d2.slowest.cost != 5 || &d2.slowest.hash[0] != &d1.slowest.hash[0] {
-		t.Errorf("newUserIndex(cost 5, prev at 5): dummyCost %d, dummy hash reused %v; want 5, true", d2.slowest.cost, &d2.slowest.hash[0] == &d1.slowest.hash[0])
+	if d2.slowest.hash.cost != 5 || d2.slowest != d1.slowest {
+		t.Errorf("newUserIndex(cost 5, prev at 5): %s, slowest check reused %v; want cost 5, true", d2.slowest.shape, d2.slowest == d1.slowest)
 	}
 
 	// A new cost: a new dummy hash at that cost.
@@ -290,8 +301,8 @@ func TestNewDirectoryDummyCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cost, _ := bcrypt.Cost(d3.slowest.hash); d3.slowest.cost != 4 || cost != 4 {
-		t.Errorf("newUserIndex(cost 4, prev at 5): dummyCost %d, hash cost %d; want 4, 4", d3.slowest.cost, cost)
+	if cost := d3.slowest.hash.cost; cost != 4 {
+		t.Errorf("newUserIndex(cost 4, prev at 5): slowest at cost %d; want 4", cost)
 	}
 
 	if _, err := newUserIndex([]User{{Username: "x", PasswordHash: "nope"}}, nil); err == nil {
@@ -327,7 +338,7 @@ func TestDirectoryAuthenticate(t *testing.T) {
 		{"dave", p72 + "x", false},
 		{"dave", p72 + strings.Repeat("y", 1000), false},
 	} {
-		u, ok := authenticate(context.Background(), d, tt.username, tt.password, bcrypt.CompareHashAndPassword)
+		u, ok := authenticate(context.Background(), d, tt.username, tt.password, verifyHere)
 		if ok != tt.ok || (u != nil) != tt.ok {
 			t.Errorf("authenticate(%q, %q) = %v, %v; want ok %v", tt.username, tt.password, u, ok, tt.ok)
 			continue
@@ -336,7 +347,7 @@ func TestDirectoryAuthenticate(t *testing.T) {
 			t.Errorf("authenticate(%q, %q).info.Username = %q; want %q", tt.username, tt.password, u.info.Username, tt.username)
 		}
 	}
-	u, _ := authenticate(context.Background(), d, "alice", "right", bcrypt.CompareHashAndPassword)
+	u, _ := authenticate(context.Background(), d, "alice", "right", verifyHere)
 	wantInfo := `{"username":"alice","name":"Alice","email":"","groups":["dev"],"admin":true}` + "\n"
 	if u == nil || string(u.infoJSON) != wantInfo || !u.admin {
 		t.Errorf("authenticate(alice).infoJSON = %q; want %q", u.infoJSON, wantInfo)
@@ -348,18 +359,20 @@ func TestDirectoryAuthenticate(t *testing.T) {
 
 func TestDirectorySessionUser(t *testing.T) {
 	aliceHash, bobHash := mustHash(t, "a", 4), mustHash(t, "b", 4)
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	before, err := newUserIndex([]User{
 		{Username: "alice", PasswordHash: aliceHash},
 		{Username: "bob", PasswordHash: bobHash},
 		{Username: "carol", PasswordHash: aliceHash},
+		{Username: "dave", PasswordHash: aliceHash},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	newAlice := mustHash(t, "a2", 4)
 	after, err := newUserIndex([]User{
-		{Username: "alice", PasswordHash: newAlice}, // password changed
+		{Username: "alice", PasswordHash: mustHash(t, "a2", 4), TokensAfter: t0.Add(time.Hour)}, // password changed
 		{Username: "carol", PasswordHash: aliceHash, Disabled: true},
+		{Username: "dave", PasswordHash: mustHash(t, "rehashed", 5)}, // rehashed on login: no cut-off
 		// bob deleted
 	}, before)
 	if err != nil {
@@ -370,14 +383,14 @@ func TestDirectorySessionUser(t *testing.T) {
 		s    Session
 		want string // "" for nil
 	}{
-		{before, Session{Username: "alice", Stamp: passwordStamp(aliceHash)}, "alice"},
-		{before, Session{Username: "bob", Stamp: passwordStamp(bobHash)}, "bob"},
-		{before, Session{Username: "bob", Stamp: passwordStamp(aliceHash)}, ""},
-		{before, Session{Username: "nobody", Stamp: passwordStamp(aliceHash)}, ""},
-		{after, Session{Username: "alice", Stamp: passwordStamp(aliceHash)}, ""},
-		{after, Session{Username: "alice", Stamp: passwordStamp(newAlice)}, "alice"},
-		{after, Session{Username: "bob", Stamp: passwordStamp(bobHash)}, ""},
-		{after, Session{Username: "carol", Stamp: passwordStamp(aliceHash)}, ""},
+		{before, Session{Username: "alice", IssuedAt: t0}, "alice"},
+		{before, Session{Username: "bob", IssuedAt: t0}, "bob"},
+		{before, Session{Username: "nobody", IssuedAt: t0}, ""},
+		{after, Session{Username: "alice", IssuedAt: t0}, ""},                     // before the cut-off
+		{after, Session{Username: "alice", IssuedAt: t0.Add(time.Hour)}, "alice"}, // at it
+		{after, Session{Username: "bob", IssuedAt: t0}, ""},
+		{after, Session{Username: "carol", IssuedAt: t0}, ""},
+		{after, Session{Username: "dave", IssuedAt: t0}, "dave"}, // another hash alone kills nothing
 	} {
 		u := sessionUser(context.Background(), tt.d, tt.s)
 		got := ""
@@ -389,7 +402,7 @@ func TestDirectorySessionUser(t *testing.T) {
 			which = "after"
 		}
 		if got != tt.want {
-			t.Errorf("%s.sessionUser(%+v) = %q; want %q", which, tt.s, got, tt.want)
+			t.Errorf("%s.sessionUser(%s issued %v) = %q; want %q", which, tt.s.Username, tt.s.IssuedAt, got, tt.want)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"runtime"
 	"syscall"
 	"testing"
@@ -10,14 +9,18 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-func TestHasherPoolCompares(t *testing.T) {
-	hash, _ := bcrypt.GenerateFromPassword([]byte("right"), bcrypt.MinCost)
+func TestHasherPoolVerifies(t *testing.T) {
+	raw, _ := bcrypt.GenerateFromPassword([]byte("right"), bcrypt.MinCost)
+	hash, err := parsePasswordHash(string(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []*hasherPool{newHasherPool(2), nil} {
-		if err := p.compare(hash, []byte("right")); err != nil {
-			t.Errorf("compare(right) = %v; want nil", err)
+		if !p.verify(hash, []byte("right")) {
+			t.Errorf("verify(right) = false; want true")
 		}
-		if err := p.compare(hash, []byte("wrong")); err == nil {
-			t.Errorf("compare(wrong) = nil; want a mismatch")
+		if p.verify(hash, []byte("wrong")) {
+			t.Errorf("verify(wrong) = true; want a mismatch")
 		}
 		if p != nil {
 			p.Close()
@@ -55,14 +58,22 @@ func TestLowerThreadPriority(t *testing.T) {
 func TestHasherPoolCloseDoesNotWait(t *testing.T) {
 	p := newHasherPool(1)
 	// testHash's salt and digest at cost 16: about 4 s to find it wrong.
-	slow := compareJob{hash: []byte("$2a$16" + testHash[6:]), password: []byte("pw"), done: make(chan error, 1)}
+	slowHash, err := parsePasswordHash("$2a$16" + testHash[6:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := parsePasswordHash(testHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := verifyJob{hash: slowHash, password: []byte("pw"), done: make(chan bool, 1)}
 	// The jobs channel is unbuffered: once the send is done the worker is
 	// hashing.
 	p.jobs <- slow
 
 	// A second compare waits for the busy worker.
-	queued := make(chan error, 1)
-	go func() { queued <- p.compare([]byte(testHash), []byte("pw")) }()
+	queued := make(chan bool, 1)
+	go func() { queued <- p.verify(fast, []byte("pw")) }()
 
 	closed := make(chan struct{})
 	go func() {
@@ -71,33 +82,36 @@ func TestHasherPoolCloseDoesNotWait(t *testing.T) {
 	}()
 	select {
 	case <-closed:
-	case err := <-slow.done:
-		t.Errorf("the cost-16 compare ended (%v) before Close returned; want Close not to wait for it", err)
+	case ok := <-slow.done:
+		t.Errorf("the cost-16 check ended (%v) before Close returned; want Close not to wait for it", ok)
 		<-closed
 	}
 	select {
-	case err := <-slow.done:
-		t.Errorf("the cost-16 compare ended (%v) before Close returned; want Close not to wait for it", err)
+	case ok := <-slow.done:
+		t.Errorf("the cost-16 check ended (%v) before Close returned; want Close not to wait for it", ok)
 	default:
 	}
 
 	// The timeouts only keep a broken pool from hanging the test.
 	select {
-	case err := <-queued:
-		if !errors.Is(err, errHasherClosed) {
-			t.Errorf("compare queued behind the busy worker, pool closed = %v; want %v", err, errHasherClosed)
+	case ok := <-queued:
+		if ok {
+			t.Errorf("verify queued behind the busy worker, pool closed = true; want false")
 		}
 	case <-time.After(time.Minute):
-		t.Errorf("compare queued behind the busy worker still blocked a minute after Close; want an error at once")
+		t.Errorf("verify queued behind the busy worker still blocked a minute after Close; want an error at once")
 	}
-	after := make(chan error, 1)
-	go func() { after <- p.compare([]byte(testHash), []byte("pw")) }()
+	after := make(chan bool, 1)
+	go func() { after <- p.verify(fast, []byte("pw")) }()
 	select {
-	case err := <-after:
-		if !errors.Is(err, errHasherClosed) {
-			t.Errorf("compare after Close = %v; want %v", err, errHasherClosed)
+	case ok := <-after:
+		if ok {
+			t.Errorf("verify after Close = true; want false")
 		}
 	case <-time.After(time.Minute):
-		t.Errorf("compare after Close still blocked after a minute; want an error at once")
+		t.Errorf("verify after Close still blocked after a minute; want an error at once")
 	}
 }
+
+// verifyHere checks a password on the caller's goroutine, as a nil pool does.
+var verifyHere = (*hasherPool)(nil).verify
