@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/term"
 )
 
@@ -33,7 +33,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		admin       *bool
 		name, email *string
 		groups      stringList
-		cost        *int
+		hashing     hashFlags
 	)
 	switch sub {
 	case "add":
@@ -41,9 +41,9 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		name = fs.String("name", "", "full name")
 		email = fs.String("email", "", "email address")
 		fs.Var(&groups, "group", "group (repeatable)")
-		cost = fs.Int("cost", defaultCost, "bcrypt cost")
+		hashing.define(fs)
 	case "passwd":
-		cost = fs.Int("cost", defaultCost, "bcrypt cost")
+		hashing.define(fs)
 	case "del", "disable", "enable", "logout", "list":
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage())
@@ -75,7 +75,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if err := checkProfile(*name, *email, groups); err != nil {
 			return usagef("user add: %v", err)
 		}
-		hash, err := newPasswordHash(*cost, stdin, stderr)
+		hash, err := newUserPassword("user "+sub, hashing, username, getenv, stdin, stderr)
 		if err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		fmt.Fprintf(stdout, "added user %q to %s\n", username, *usersPath)
 		return nil
 	case "passwd":
-		hash, err := newPasswordHash(*cost, stdin, stderr)
+		hash, err := newUserPassword("user "+sub, hashing, username, getenv, stdin, stderr)
 		if err != nil {
 			return err
 		}
@@ -219,17 +219,26 @@ func dash(s string) string {
 	return s
 }
 
-// hashCommand prints the bcrypt hash of the password on stdin.
+// hashCommand prints the hash of the password on stdin, under the hash policy.
 func hashCommand(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("hash", flag.ContinueOnError)
-	cost := fs.Int("cost", defaultCost, "bcrypt cost")
+	var hashing hashFlags
+	hashing.define(fs)
 	if err := parseFlags(fs, args, getenv, nil, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return usagef("hash: unexpected argument; the password is read from stdin")
 	}
-	hash, err := newPasswordHash(*cost, stdin, stderr)
+	policy, err := hashing.policy("hash")
+	if err != nil {
+		return err
+	}
+	password, err := readPassword(stdin, stderr)
+	if err != nil {
+		return err
+	}
+	hash, err := hashPassword(policy, password, stderr)
 	if err != nil {
 		return err
 	}
@@ -237,13 +246,20 @@ func hashCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	return nil
 }
 
-// newPasswordHash reads a password and returns its bcrypt hash at cost.
-func newPasswordHash(cost int, stdin io.Reader, stderr io.Writer) (string, error) {
-	if cost < bcrypt.MinCost || cost > maxCost {
-		return "", usagef("--cost %d: want %d to %d", cost, bcrypt.MinCost, maxCost)
+// newUserPassword reads the password of username from stdin, checks it
+// against the password policy (minimum length from
+// AUTHSVC_PASSWORD_MIN_LENGTH, else the default) and returns its hash
+// under the hash policy the flags give.
+func newUserPassword(cmd string, hashing hashFlags, username string, getenv func(string) string, stdin io.Reader, stderr io.Writer) (string, error) {
+	policy, err := hashing.policy(cmd)
+	if err != nil {
+		return "", err
 	}
-	if cost < minSafeCost {
-		fmt.Fprintf(stderr, "authsvc: warning: bcrypt cost %d is below %d; use it only for tests\n", cost, minSafeCost)
+	minLength := defaultPasswordMinLength
+	if v := getenv("AUTHSVC_PASSWORD_MIN_LENGTH"); v != "" {
+		if minLength, err = strconv.Atoi(v); err != nil || minLength < 1 || minLength > maxPasswordLen {
+			return "", usagef("AUTHSVC_PASSWORD_MIN_LENGTH=%q: want 1 to %d", v, maxPasswordLen)
+		}
 	}
 	password, err := readPassword(stdin, stderr)
 	if err != nil {
@@ -252,11 +268,22 @@ func newPasswordHash(cost int, stdin io.Reader, stderr io.Writer) (string, error
 	if err := checkNewPassword(password); err != nil {
 		return "", err
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), cost)
-	if err != nil {
+	if err := (passwordPolicy{minLength: minLength}).check(username, password); err != nil {
 		return "", err
 	}
-	return string(hash), nil
+	return hashPassword(policy, password, stderr)
+}
+
+// hashPassword returns password's hash under policy, warning on stderr of
+// a bcrypt cost fit only for tests.
+func hashPassword(policy hashPolicy, password string, stderr io.Writer) (string, error) {
+	if err := checkNewPassword(password); err != nil {
+		return "", err
+	}
+	if policy.scheme == schemeBcrypt && policy.bcryptCost < minSafeCost {
+		fmt.Fprintf(stderr, "authsvc: warning: bcrypt cost %d is below %d; use it only for tests\n", policy.bcryptCost, minSafeCost)
+	}
+	return policy.hash([]byte(password))
 }
 
 // readPassword reads a password: from a terminal without echo, asking

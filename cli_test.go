@@ -20,11 +20,18 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 // runCLI runs the program in-process with args (without the program name),
 // stdin, and an environment of env alone; it returns the exit status and
-// what was written to stdout and stderr.
+// what was written to stdout and stderr. Unless env says otherwise,
+// AUTHSVC_PASSWORD_MIN_LENGTH is 1, so that tests about other things may
+// use short passwords (TestCLIPasswordPolicy tests the policy itself).
 func runCLI(t *testing.T, stdin string, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	getenv := func(key string) string { return env[key] }
+	getenv := func(key string) string {
+		if v, ok := env[key]; ok || key != "AUTHSVC_PASSWORD_MIN_LENGTH" {
+			return v
+		}
+		return "1"
+	}
 	err := run(t.Context(), append([]string{"authsvc"}, args...), getenv, strings.NewReader(stdin), &out, &errOut)
 	code = exitStatus(err, &errOut)
 	return code, out.String(), errOut.String()
@@ -537,7 +544,7 @@ func TestCLIConcurrentAdd(t *testing.T) {
 	for i := range cmds {
 		cmd := exec.Command(bin, "user", "add", "--users", path, "--cost", "4", fmt.Sprintf("u%02d", i))
 		cmd.Env = []string{} // nothing from the real environment
-		cmd.Stdin = strings.NewReader(fmt.Sprintf("pw%02d\n", i))
+		cmd.Stdin = strings.NewReader(fmt.Sprintf("long-enough-pw%02d\n", i))
 		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 		cmds[i] = cmd
 	}

@@ -4,8 +4,6 @@ import (
 	"io"
 	"log/slog"
 	"time"
-
-	"golang.org/x/crypto/bcrypt"
 )
 
 // maxHeldRefusals bounds the refused logins the tarpit holds at once:
@@ -46,8 +44,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 		passwords: passwordSetter{
 			policy: passwordPolicy{minLength: cfg.passwordMinLength},
 			hash: func(password string) (string, error) {
-				h, err := bcrypt.GenerateFromPassword([]byte(password), defaultCost)
-				return string(h), err
+				return cfg.hashPolicy.hash([]byte(password))
 			},
 		},
 	}

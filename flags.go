@@ -148,3 +148,44 @@ func normalizeOrigins(values []string) ([]string, error) {
 	}
 	return origins, nil
 }
+
+// hashFlags are --hash and --cost as serve and the CLI take them: the hash
+// policy for new hashes.
+type hashFlags struct {
+	scheme string // "argon2id" or "bcrypt"; "" when not given
+	cost   int    // bcrypt's cost; 0 when not given
+}
+
+// define adds --hash and --cost to fs.
+func (h *hashFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&h.scheme, "hash", "", "hash policy for new hashes: argon2id (the default) or bcrypt")
+	fs.IntVar(&h.cost, "cost", 0, "bcrypt cost (4-16, default 12); --cost alone means bcrypt")
+}
+
+// policy resolves the flags into a hash policy (API.md "Passwords"):
+// argon2id unless --hash bcrypt or --cost C alone (bcrypt at cost C);
+// --hash argon2id with --cost is a usage error.
+func (h hashFlags) policy(cmd string) (hashPolicy, error) {
+	p := defaultHashPolicy()
+	switch h.scheme {
+	case "":
+		if h.cost != 0 {
+			p.scheme = schemeBcrypt
+		}
+	case schemeArgon2id:
+		if h.cost != 0 {
+			return p, usagef("%s: --cost is bcrypt's; it does not go with --hash argon2id", cmd)
+		}
+	case schemeBcrypt:
+		p.scheme = schemeBcrypt
+	default:
+		return p, usagef("%s: --hash %q: want argon2id or bcrypt", cmd, h.scheme)
+	}
+	if h.cost != 0 {
+		if h.cost < minBcryptCost || h.cost > maxBcryptCost {
+			return p, usagef("--cost %d: want %d to %d", h.cost, minBcryptCost, maxBcryptCost)
+		}
+		p.bcryptCost = h.cost
+	}
+	return p, nil
+}

@@ -125,7 +125,7 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 
 		cmd := exec.Command(bin, "user", "add", "--users", path, "--cost", "4", "bob")
 		cmd.Env = []string{}
-		cmd.Stdin = strings.NewReader("pw\n")
+		cmd.Stdin = strings.NewReader("long-enough-pw\n")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}

@@ -24,18 +24,21 @@ func usage() string {
 }
 
 // commandsUsage is the part of --help after serve's settings.
-const commandsUsage = `  authsvc user add    [--users F] [--admin] [--name N] [--email E] [--group G]... [--cost C] USERNAME
-  authsvc user passwd [--users F] [--cost C] USERNAME
+const commandsUsage = `  authsvc user add    [--users F] [--admin] [--name N] [--email E] [--group G]... [--hash S] [--cost C] USERNAME
+  authsvc user passwd [--users F] [--hash S] [--cost C] USERNAME
   authsvc user del    [--users F] USERNAME
   authsvc user disable|enable [--users F] USERNAME
   authsvc user logout [--users F] USERNAME   end every token of USERNAME
   authsvc user list   [--users F]
-  authsvc hash [--cost C]          print the bcrypt hash of the password on stdin
+  authsvc hash [--hash S] [--cost C]  print the hash of the password on stdin
   authsvc version                  print the version and build information
 
 Passwords are read from stdin (the first line), never from a flag; on a
 terminal without echo. --users defaults to $AUTHSVC_USERS, else users.json.
---cost defaults to 12.
+New hashes are argon2id (m=19 MiB, t=2, p=1) unless --hash bcrypt or
+--cost C (bcrypt at cost C, 4-16; default 12). New passwords need at least
+$AUTHSVC_PASSWORD_MIN_LENGTH (default 12) characters, must not be the
+username or a common password.
 `
 
 func main() {

@@ -156,11 +156,11 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// A user added by the CLI is picked up by polling.
-	if code, stdout, stderr := runCLIProgram(t, "dave-pw\n", "user", "add", "--users", usersPath, "--cost", "4", "dave"); code != 0 {
+	if code, stdout, stderr := runCLIProgram(t, "dave-is-back-in-town\n", "user", "add", "--users", usersPath, "--cost", "4", "dave"); code != 0 {
 		t.Fatalf("user add = %d %s %s", code, stdout, stderr)
 	}
 	log.waitFor(t, regexp.MustCompile(`users file reloaded.*reason="file changed" users=2`))
-	dave := loginToken(t, base, "dave", "dave-pw")
+	dave := loginToken(t, base, "dave", "dave-is-back-in-town")
 	if code, _ := getInfo(t, base, dave, ""); code != 200 {
 		t.Fatalf("info(dave) = %d; want 200", code)
 	}

@@ -32,6 +32,8 @@ type serveConfig struct {
 	accessLog         bool
 	maxConns          int
 	passwordMinLength int
+	hashing           hashFlags  // --hash and --cost as given
+	hashPolicy        hashPolicy // what they mean
 
 	// The repeatable flags as given, before parsing into the fields above.
 	trustedRaw, corsRaw stringList
@@ -107,6 +109,10 @@ func serveSettings() []setting {
 		{section: sectionThrottle, name: "throttle-entries", arg: "N", def: 100000, help: "cap on each throttle table (least recently used evicted)",
 			field: func(c *serveConfig) any { return &c.throttle.MaxEntries }},
 
+		{section: sectionHashing, name: "hash", arg: "SCHEME", def: "", defText: "argon2id", help: "hash policy for new hashes (password changes, rehash on login): argon2id (m=19 MiB, t=2, p=1) or bcrypt",
+			field: func(c *serveConfig) any { return &c.hashing.scheme }},
+		{section: sectionHashing, name: "cost", arg: "C", def: 0, defText: "12", help: "bcrypt's cost, 4-16; --cost alone means --hash bcrypt",
+			field: func(c *serveConfig) any { return &c.hashing.cost }},
 		{section: sectionHashing, name: "password-min-length", arg: "N", def: defaultPasswordMinLength, help: "shortest new password, in characters (CLI: AUTHSVC_PASSWORD_MIN_LENGTH)",
 			field: func(c *serveConfig) any { return &c.passwordMinLength }},
 		{section: sectionHashing, name: "bcrypt-slots", arg: "N", def: slots, defText: "GOMAXPROCS", help: "password checks running at once",
@@ -221,6 +227,9 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, err
 	}
 	if c.corsOrigins, err = normalizeOrigins(c.corsRaw); err != nil {
+		return c, err
+	}
+	if c.hashPolicy, err = c.hashing.policy("serve"); err != nil {
 		return c, err
 	}
 	switch {

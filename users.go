@@ -23,9 +23,6 @@ import (
 const (
 	maxUsernameLen = 150
 	maxPasswordLen = 1024
-	// bcryptMaxLen is how much of a password bcrypt reads: a longer password
-	// would match the hash of its prefix, so it never authenticates.
-	bcryptMaxLen = 72
 )
 
 // Limits of a user's profile as the CLI sets it: room for any real name,
@@ -108,24 +105,19 @@ func checkUsername(name string) error {
 	return nil
 }
 
-// checkNewPassword returns why password cannot be set, or nil.
+// checkNewPassword returns why password cannot be hashed at all, or nil:
+// what even the hash command refuses. Setting a user's password also
+// takes the password policy (passwordpolicy.go).
 func checkNewPassword(password string) error {
 	switch {
 	case password == "":
 		return errors.New("empty password refused")
-	case len(password) > bcryptMaxLen:
-		return fmt.Errorf("password is %d bytes; bcrypt reads only %d", len(password), bcryptMaxLen)
 	case !utf8.ValidString(password):
 		// A JSON login request turns it into U+FFFD, so it could never log in.
 		return errors.New("password is not valid UTF-8; no login request could send it")
 	}
 	return nil
 }
-
-// maxCost is the highest bcrypt cost accepted in the users file or made by
-// the CLI: cost 12 takes about 230 ms here and each step doubles it, so 16
-// holds a hasher thread about 4 s per check (bcrypt's own limit, 31, 33 h).
-const maxCost = 16
 
 // passwordStamp identifies a password hash without revealing it; a session
 // carries the stamp of the hash it was issued under.
