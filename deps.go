@@ -79,8 +79,10 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 		trusted:   cfg.trustedProxies,
 		log:       log,
 		now:       d.now,
+		policy:    cfg.hashPolicy,
 	}
 	d.metrics = newMetrics(metricsSources{users: d.users, store: d.store, admission: adm})
+	d.guard.metrics = d.metrics
 	if s, ok := d.store.(interface{ onEvict(func(int)) }); ok {
 		s.onEvict(func(n int) { d.metrics.revoked(revokedEviction, n) })
 	}

@@ -130,6 +130,9 @@ func handleLogin(log *slog.Logger, users Directory, store Store, policy tokenPol
 		// The throttle (429), a hasher slot (503), the password (401).
 		attempt := guard.attempt(w, r, users, req.Username)
 		u, err := attempt.verify(req.Password)
+		if err == nil {
+			guard.rehash(r.Context(), users, u, req.Password)
+		}
 		// A new token (503 when the store cannot keep it).
 		var reply loginReply
 		if err == nil {

@@ -87,6 +87,8 @@ func testConfig(usersPath string) serveConfig {
 	c.throttle.AddrRate, c.throttle.AddrBurst = 1000, 1000
 	c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 2, 8, 2*time.Second
 	c.refusalDelay = 0
+	// New hashes as cheap as testUsers' own: no rehash on login, fast password changes.
+	c.hashPolicy.scheme, c.hashPolicy.bcryptCost = schemeBcrypt, testCost
 	return c
 }
 

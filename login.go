@@ -21,6 +21,8 @@ type loginGuard struct {
 	trusted   []netip.Prefix // proxies whose X-Forwarded-For is believed
 	log       *slog.Logger   // for the audit lines
 	now       func() time.Time
+	policy    hashPolicy // a hash outside it is rehashed after a successful login
+	metrics   *metrics
 }
 
 // atCapacity reports whether a password check would be refused at once,
@@ -102,4 +104,45 @@ func outcomeName(err error) string {
 		return errUnavailable.code
 	}
 	return errInternal.code
+}
+
+// errHashChanged: the stored hash changed between the check and the rehash
+// (a concurrent user passwd, which wins).
+var errHashChanged = errors.New("password hash changed meanwhile")
+
+// rehash writes password's hash under the policy if u's stored hash is
+// outside it (another scheme, other parameters, a Django form), as
+// Django's must_update does. It never ends a session (a token's life does
+// not hang on the hash), writes only if the stored hash is still the one
+// just verified, never writes a bcrypt hash of a password bcrypt would cut,
+// and when it fails the login still succeeds: the failure is logged.
+func (g *loginGuard) rehash(ctx context.Context, users Directory, u *dirUser, password string) {
+	if !g.policy.needsRehash(u.hash) {
+		return
+	}
+	if g.policy.scheme == schemeBcrypt && len(password) > bcryptKeyBytes {
+		g.metrics.rehashed("skipped")
+		return
+	}
+	hash, err := g.policy.hash([]byte(password))
+	if err == nil {
+		err = users.Update(ctx, u.info.Username, func(x *User) error {
+			if x.PasswordHash != u.hashText {
+				return errHashChanged
+			}
+			x.PasswordHash = hash
+			return nil
+		})
+	}
+	switch {
+	case errors.Is(err, errHashChanged):
+		g.metrics.rehashed("skipped")
+	case err != nil:
+		g.metrics.rehashed("error")
+		g.log.LogAttrs(ctx, slog.LevelWarn, "rehash on login failed; the old hash stays", slog.String("username", u.info.Username), slog.Any("err", err))
+	default:
+		g.metrics.rehashed("ok")
+		g.log.LogAttrs(ctx, slog.LevelInfo, "rehashed on login", slog.String("username", u.info.Username),
+			slog.String("from", u.hash.scheme()), slog.String("to", g.policy.scheme))
+	}
 }

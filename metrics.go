@@ -19,8 +19,10 @@ type metrics struct {
 	requests       *prometheus.HistogramVec // by route
 	logins         *prometheus.CounterVec   // by outcome
 	infos          *prometheus.CounterVec   // by outcome
+	passwords      *prometheus.CounterVec   // password changes, by outcome
 	tokensIssued   prometheus.Counter
 	revocations    *prometheus.CounterVec // by kind
+	rehashes       *prometheus.CounterVec // by result
 	reloads        *prometheus.CounterVec // by result
 	lastGoodReload prometheus.Gauge
 
@@ -45,8 +47,9 @@ var metricRoutes = []string{"/api/auth/login", "/api/auth/info", "/api/auth/logo
 
 // Outcomes of login and info: API.md's error codes, folded into a fixed set.
 var (
-	loginOutcomes = []string{"success", "invalid_credentials", "throttled", "unavailable", "invalid_request", "internal_error"}
-	infoOutcomes  = []string{"success", "not_authenticated", "invalid_token", "permission_denied", "not_found", "unavailable", "invalid_request", "internal_error"}
+	loginOutcomes    = []string{"success", "invalid_credentials", "throttled", "unavailable", "invalid_request", "internal_error"}
+	passwordOutcomes = []string{"success", "invalid_credentials", "weak_password", "throttled", "unavailable", "not_authenticated", "invalid_token", "invalid_request", "internal_error"}
+	infoOutcomes     = []string{"success", "not_authenticated", "invalid_token", "permission_denied", "not_found", "unavailable", "invalid_request", "internal_error"}
 )
 
 // outcomeOf folds a reply's status and error code into one of outcomes.
@@ -84,12 +87,18 @@ func newMetrics(src metricsSources) *metrics {
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsvc_login_total", Help: "Login attempts by outcome.",
 		}, []string{"outcome"}),
+		passwords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_password_changes_total", Help: "Password changes (POST /api/auth/password/) by outcome.",
+		}, []string{"outcome"}),
 		infos: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsvc_info_total", Help: "Info requests by outcome.",
 		}, []string{"outcome"}),
 		tokensIssued: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "authsvc_tokens_issued_total", Help: "Tokens issued.",
 		}),
+		rehashes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_rehashes_total", Help: "Rehashes on login of a hash outside the hash policy, by result (ok, skipped, error).",
+		}, []string{"result"}),
 		revocations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsvc_sessions_revoked_total", Help: "Sessions ended before their expiry, by kind.",
 		}, []string{"kind"}),
@@ -106,10 +115,15 @@ func newMetrics(src metricsSources) *metrics {
 		switch route {
 		case "/api/auth/login":
 			rm.outcomes, rm.counts = loginOutcomes, outcomeCounters(m.logins, loginOutcomes)
+		case "/api/auth/password":
+			rm.outcomes, rm.counts = passwordOutcomes, outcomeCounters(m.passwords, passwordOutcomes)
 		case "/api/auth/info":
 			rm.outcomes, rm.counts = infoOutcomes, outcomeCounters(m.infos, infoOutcomes)
 		}
 		m.routes[route] = rm
+	}
+	for _, result := range []string{"ok", "skipped", "error"} {
+		m.rehashes.WithLabelValues(result)
 	}
 	for _, kind := range revocationKinds {
 		m.revocations.WithLabelValues(kind)
@@ -118,7 +132,7 @@ func newMetrics(src metricsSources) *metrics {
 	m.reloads.WithLabelValues("error")
 	b := readBuild()
 	reg.MustRegister(
-		m.requests, m.logins, m.infos, m.tokensIssued, m.revocations, m.reloads, m.lastGoodReload,
+		m.requests, m.logins, m.passwords, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_build_info", Help: "Build information; always 1.",
 			ConstLabels: prometheus.Labels{"version": b.version, "revision": b.revision, "goversion": b.goVersion},
@@ -197,6 +211,9 @@ func (m *metrics) reloaded(err error, now time.Time) {
 		m.reloads.WithLabelValues("error").Inc()
 		return
 	}
+	for _, result := range []string{"ok", "skipped", "error"} {
+		m.rehashes.WithLabelValues(result)
+	}
 	for _, kind := range revocationKinds {
 		m.revocations.WithLabelValues(kind)
 	}
@@ -219,3 +236,7 @@ func routeLabel(pattern string) string {
 	}
 	return pattern
 }
+
+// rehashed counts a rehash on login by result: ok, skipped (a password
+// bcrypt would cut, or a hash changed meanwhile) or error.
+func (m *metrics) rehashed(result string) { m.rehashes.WithLabelValues(result).Inc() }

@@ -16,8 +16,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"golang.org/x/crypto/bcrypt"
 )
 
 // Server limits. API.md fixes the header timeout (10 s) and the shutdown grace (10 s).
@@ -64,7 +62,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer logOut.Close()
 	log := newLogger(cfg.logFormat, logOut)
 	start := time.Now()
-	if err := bootstrapUsers(cfg.usersPath, stderr); err != nil {
+	if err := bootstrapUsers(cfg.usersPath, cfg.hashPolicy, stderr); err != nil {
 		return err
 	}
 	deps, closeDeps, err := buildDeps(cfg, log)
@@ -193,17 +191,18 @@ func storeKind(spec string) string {
 	return scheme
 }
 
-// bootstrapUsers creates a missing users file with one admin user, "admin",
+// bootstrapUsers creates a missing users file with one admin user, "admin"
+// (its hash under policy),
 // and prints its random password once to stderr: the one way into a new
 // installation.
-func bootstrapUsers(path string, stderr io.Writer) error {
+func bootstrapUsers(path string, policy hashPolicy, stderr io.Writer) error {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		return nil // exists, or unreadable: loading it will say which
 	}
 	var secret [18]byte
 	rand.Read(secret[:])
 	password := base64.RawURLEncoding.EncodeToString(secret[:])
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), defaultCost)
+	hash, err := policy.hash([]byte(password))
 	if err != nil {
 		return err
 	}
@@ -213,7 +212,7 @@ func bootstrapUsers(path string, stderr io.Writer) error {
 			return users, nil // another process created it meanwhile
 		}
 		created = true
-		return []User{{Username: "admin", PasswordHash: string(hash), Name: "Administrator", Groups: []string{}, Admin: true}}, nil
+		return []User{{Username: "admin", PasswordHash: hash, Name: "Administrator", Groups: []string{}, Admin: true, TokensAfter: time.Now().UTC()}}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("create users file: %w", err)
