@@ -24,7 +24,7 @@ const minSafeCost = 10
 // userCommand runs "authsvc user SUBCOMMAND ...".
 func userCommand(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("user: missing subcommand (add, passwd, del, disable, enable, logout, list)")
+		return usagef("user: missing subcommand (add, passwd, del, disable, enable, logout, list, import, check)")
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("user "+sub, flag.ContinueOnError)
@@ -34,6 +34,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		name, email *string
 		groups      stringList
 		hashing     hashFlags
+		from        *string
 	)
 	switch sub {
 	case "add":
@@ -44,23 +45,37 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		hashing.define(fs)
 	case "passwd":
 		hashing.define(fs)
-	case "del", "disable", "enable", "logout", "list":
+	case "import":
+		from = fs.String("from", "", "the dump's format: django")
+	case "del", "disable", "enable", "logout", "list", "check":
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage())
 		return nil
 	default:
-		return usagef("user: unknown subcommand %q (add, passwd, del, disable, enable, logout, list)", sub)
+		return usagef("user: unknown subcommand %q (add, passwd, del, disable, enable, logout, list, import, check)", sub)
 	}
 	if err := parseFlags(fs, args, getenv, []string{"users"}, stdout); err != nil {
 		return err
 	}
 	ctx := context.Background()
 	dir := newFileDirectory(*usersPath, nil)
-	if sub == "list" {
+	switch sub {
+	case "list", "check":
 		if fs.NArg() != 0 {
-			return usagef("user list: unexpected argument %q", fs.Arg(0))
+			return usagef("user %s: unexpected argument %q", sub, fs.Arg(0))
+		}
+		if sub == "check" {
+			return checkUsers(ctx, dir, stdout)
 		}
 		return listUsers(ctx, dir, stdout)
+	case "import":
+		if *from != "django" {
+			return usagef("user import: --from %q: want django", *from)
+		}
+		if fs.NArg() != 1 {
+			return usagef("user import: want exactly one DUMP.json")
+		}
+		return importDjango(ctx, dir, fs.Arg(0), stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		return usagef("user %s: want exactly one USERNAME", sub)
@@ -133,6 +148,51 @@ func checkProfile(name, email string, groups []string) error {
 		if err != nil {
 			return fmt.Errorf("--group number %d: %v", i+1, err)
 		}
+	}
+	return nil
+}
+
+// checkUsers validates the users file offline, as the server would load it.
+func checkUsers(ctx context.Context, dir Directory, stdout io.Writer) error {
+	users, err := dir.List(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := newUserIndex(users, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d users, valid\n", dir, len(users))
+	return nil
+}
+
+// errSomeSkipped: an import left records out; each was reported on stderr.
+var errSomeSkipped = errors.New("some records were not imported (see above)")
+
+// importDjango adds the users of a Django dumpdata file in one write,
+// leaving existing usernames alone; it reports every record it leaves out
+// on stderr, one line each, and then fails (exit 1).
+func importDjango(ctx context.Context, dir Directory, dumpPath string, stdout, stderr io.Writer) error {
+	data, err := os.ReadFile(dumpPath)
+	if err != nil {
+		return err
+	}
+	users, skipped, err := parseDjangoDump(data, time.Now().UTC().Truncate(time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("user import: %s: %w", dumpPath, err)
+	}
+	existing, err := dir.AddAll(ctx, users)
+	if err != nil {
+		return err
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(stderr, "authsvc: user import: skipped %s\n", printable(s.String()))
+	}
+	for _, name := range existing {
+		fmt.Fprintf(stderr, "authsvc: user import: left alone: user %q already exists\n", name)
+	}
+	fmt.Fprintf(stdout, "imported %d users from %s into %s\n", len(users)-len(existing), dumpPath, dir)
+	if len(skipped)+len(existing) > 0 {
+		return errSomeSkipped
 	}
 	return nil
 }

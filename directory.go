@@ -40,6 +40,8 @@ var (
 //     Lookup when they return. Add of a taken name is errUserExists;
 //     Update and Delete of a missing one, errUserNotFound. When change or
 //     the backing fails, nothing is written.
+//   - AddAll adds, in one write, every user whose name is free, and
+//     returns the names that were taken (those users are left alone).
 //   - List returns every user from the backing, in its stored order.
 //   - Reload loads the backing's current state now. A backing that cannot
 //     be read or does not validate is an error, and the previous users stay
@@ -56,6 +58,7 @@ type Directory interface {
 	userReader
 	Len() int
 	Add(ctx context.Context, u User) error
+	AddAll(ctx context.Context, users []User) (existing []string, err error)
 	Update(ctx context.Context, username string, change func(*User) error) error
 	Delete(ctx context.Context, username string) error
 	List(ctx context.Context) ([]User, error)

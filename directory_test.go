@@ -62,6 +62,22 @@ func testDirectoryConformance(t *testing.T, factory directoryFactory) {
 		}
 	})
 
+	t.Run("add all in one write", func(t *testing.T) {
+		d := factory(t)()
+		if err := d.Add(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		bob, carol := alice, alice
+		bob.Username, carol.Username = "bob", "carol"
+		existing, err := d.AddAll(ctx, []User{bob, alice, carol})
+		if err != nil || len(existing) != 1 || existing[0] != "alice" {
+			t.Fatalf("AddAll(bob, alice, carol) = %v, %v; want [alice] taken", existing, err)
+		}
+		if d.Len() != 3 {
+			t.Errorf("Len() after AddAll = %d; want 3", d.Len())
+		}
+	})
+
 	t.Run("update and delete", func(t *testing.T) {
 		d := factory(t)()
 		if err := d.Add(ctx, alice); err != nil {

@@ -81,6 +81,25 @@ func (s *fileDirectory) Add(ctx context.Context, u User) error {
 	})
 }
 
+func (s *fileDirectory) AddAll(ctx context.Context, add []User) ([]string, error) {
+	var existing []string
+	err := s.edit(true, func(users []User) ([]User, error) {
+		existing = existing[:0]
+		for _, u := range add {
+			if findUser(users, u.Username) >= 0 {
+				existing = append(existing, u.Username)
+				continue
+			}
+			if u.Groups == nil {
+				u.Groups = []string{}
+			}
+			users = append(users, u)
+		}
+		return users, nil
+	})
+	return existing, err
+}
+
 func (s *fileDirectory) Update(ctx context.Context, username string, change func(*User) error) error {
 	return s.edit(false, func(users []User) ([]User, error) {
 		i := findUser(users, username)
