@@ -72,7 +72,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 	hasher := newHasherPool(cfg.bcryptSlots)
 	closers = append(closers, hasher)
 	d.guard = &loginGuard{
-		throttle:  newThrottle(cfg.throttle),
+		throttle:  memoryThrottle{newThrottle(cfg.throttle)},
 		admission: adm,
 		hasher:    hasher,
 		tarpit:    newTarpit(cfg.refusalDelay, maxHeldRefusals),

@@ -14,7 +14,7 @@ import (
 // the admission bounds the CPU spent on passwords, the tarpit slows
 // refused clients down, and one audit line records each attempt's outcome.
 type loginGuard struct {
-	throttle  *throttle
+	throttle  loginThrottle
 	admission *admission
 	hasher    *hasherPool    // nil: compare on the caller's goroutine
 	tarpit    *tarpit        // nil: refusals are immediate
@@ -59,23 +59,31 @@ func (g *loginGuard) attempt(w http.ResponseWriter, r *http.Request, users userR
 // and record (the verdict in the throttle). It returns the user on success.
 func (a *loginAttempt) verify(password string) (*dirUser, error) {
 	g, ctx := a.g, a.r.Context()
-	if wait, ok := g.throttle.reserve(a.username, a.client, g.now()); !ok {
+	wait, ok, err := g.throttle.reserve(ctx, a.username, a.client, g.now())
+	switch {
+	case err != nil:
+		return nil, err // the throttle cannot decide: fail closed
+	case !ok:
 		g.tarpit.hold(ctx)
 		return nil, throttled(int(wait / time.Second))
 	}
 	release, err := g.admission.acquire(ctx)
 	if err != nil {
-		g.throttle.release(a.username, a.client)
+		g.throttle.release(ctx, a.username, a.client)
 		g.tarpit.hold(ctx)
 		return nil, errUnavailable
 	}
 	u, ok := authenticate(ctx, a.users, a.username, password, g.hasher.verify)
 	release()
 	if !ok {
-		g.throttle.failure(a.username, a.client, g.now())
+		if err := g.throttle.failure(ctx, a.username, a.client, g.now()); err != nil {
+			return nil, err
+		}
 		return nil, errInvalidCredentials
 	}
-	g.throttle.success(a.username, a.client, g.now())
+	if err := g.throttle.success(ctx, a.username, a.client, g.now()); err != nil {
+		return nil, err
+	}
 	return u, nil
 }
 

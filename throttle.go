@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"math"
 	"net/netip"
 	"sync"
@@ -41,6 +42,44 @@ func setDefault[T int | float64 | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
+}
+
+// A loginThrottle decides whether a login attempt may proceed, with the
+// rules throttle (below) implements in memory; a throttle shared by a fleet
+// keeps the same counters elsewhere. reserve takes an attempt's place
+// before its password is checked, and exactly one of failure, success or
+// release settles it. An error means the throttle could not decide: the
+// caller fails closed (503).
+type loginThrottle interface {
+	reserve(ctx context.Context, username, addr string, now time.Time) (retryAfter time.Duration, ok bool, err error)
+	failure(ctx context.Context, username, addr string, now time.Time) error
+	success(ctx context.Context, username, addr string, now time.Time) error
+	release(ctx context.Context, username, addr string) error
+}
+
+// memoryThrottle is the throttle kept in this process: it never fails.
+type memoryThrottle struct{ *throttle }
+
+var _ loginThrottle = memoryThrottle{}
+
+func (m memoryThrottle) reserve(_ context.Context, username, addr string, now time.Time) (time.Duration, bool, error) {
+	wait, ok := m.throttle.reserve(username, addr, now)
+	return wait, ok, nil
+}
+
+func (m memoryThrottle) failure(_ context.Context, username, addr string, now time.Time) error {
+	m.throttle.failure(username, addr, now)
+	return nil
+}
+
+func (m memoryThrottle) success(_ context.Context, username, addr string, now time.Time) error {
+	m.throttle.success(username, addr, now)
+	return nil
+}
+
+func (m memoryThrottle) release(_ context.Context, username, addr string) error {
+	m.throttle.release(username, addr)
+	return nil
 }
 
 // A throttle decides whether a login attempt may proceed. It keeps three
