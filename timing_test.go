@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -85,6 +86,56 @@ func BenchmarkLoginTiming(b *testing.B) {
 				handler.ServeHTTP(w, req)
 				if w.Code != c.want {
 					b.Fatalf("login = %d %s; want %d", w.Code, w.Body, c.want)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLoginSchemes times a successful login through the real handler
+// for a user hashed at the default argon2id parameters and one at bcrypt
+// cost 12, side by side in one run:
+//
+//	go test -run '^$' -bench LoginSchemes -benchtime 20x -count 5 .
+func BenchmarkLoginSchemes(b *testing.B) {
+	argon, err := defaultHashPolicy().hash([]byte("argon-user-pw"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	bc := defaultHashPolicy()
+	bc.scheme = schemeBcrypt
+	bcryptHash, err := bc.hash([]byte("bcrypt-user-pw"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "users.json")
+	if err := writeUsersFile(path, []User{{Username: "argon", PasswordHash: argon, Groups: []string{}}, {Username: "bcrypt", PasswordHash: bcryptHash, Groups: []string{}}}); err != nil {
+		b.Fatal(err)
+	}
+	// Each user under its own scheme's policy, so that no login rehashes.
+	handlers := make(map[string]http.Handler)
+	for name, policy := range map[string]hashPolicy{"argon": defaultHashPolicy(), "bcrypt": bc} {
+		cfg := defaultServeConfig()
+		cfg.usersPath = path
+		cfg.hashPolicy = policy
+		cfg.throttle = throttleConfig{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}
+		d, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		defer closeDeps()
+		if err != nil {
+			b.Fatal(err)
+		}
+		handlers[name] = newServer(d)
+	}
+	for _, name := range []string{"argon", "bcrypt"} {
+		b.Run(name, func(b *testing.B) {
+			body := `{"username":"` + name + `","password":"` + name + `-user-pw"}`
+			for b.Loop() {
+				req := httptest.NewRequest("POST", "/api/auth/login/", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				handlers[name].ServeHTTP(w, req)
+				if w.Code != 200 {
+					b.Fatalf("login = %d %s; want 200", w.Code, w.Body)
 				}
 			}
 		})
