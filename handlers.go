@@ -66,15 +66,8 @@ type loginReply struct {
 // the body, which holds a password.
 func decodeLogin(body []byte) (loginRequest, error) {
 	var req loginRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && (typeErr.Field == "username" || typeErr.Field == "password") {
-			return loginRequest{}, invalidRequest(typeErr.Field + " must be a string.")
-		}
-		if errors.As(err, &typeErr) {
-			return loginRequest{}, invalidRequest("Body must be a JSON object.")
-		}
-		return loginRequest{}, invalidRequest("Body is not valid JSON.")
+	if err := decodeObject(body, &req); err != nil {
+		return loginRequest{}, err
 	}
 	switch {
 	case req.Username == "":
@@ -89,6 +82,23 @@ func decodeLogin(body []byte) (loginRequest, error) {
 	// API.md: every request's username is matched, and throttled, in its NFKC form.
 	req.Username = normalizeUsername(req.Username)
 	return req, nil
+}
+
+// decodeObject decodes a JSON request body into the struct v points to,
+// as invalid_request errors that name the field at fault and never quote
+// the body (it holds passwords).
+func decodeObject(body []byte, v any) error {
+	err := json.Unmarshal(body, v)
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return invalidRequest(typeErr.Field + " must be a string.")
+	case errors.As(err, &typeErr):
+		return invalidRequest("Body must be a JSON object.")
+	}
+	return invalidRequest("Body is not valid JSON.")
 }
 
 // readLoginBody checks the media type and reads the body within its limit.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -19,15 +17,8 @@ type passwordRequest struct {
 // quote the body, which holds two passwords.
 func decodePasswordChange(body []byte) (passwordRequest, error) {
 	var req passwordRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &typeErr) && (typeErr.Field == "current_password" || typeErr.Field == "new_password"):
-			return passwordRequest{}, invalidRequest(typeErr.Field + " must be a string.")
-		case errors.As(err, &typeErr):
-			return passwordRequest{}, invalidRequest("Body must be a JSON object.")
-		}
-		return passwordRequest{}, invalidRequest("Body is not valid JSON.")
+	if err := decodeObject(body, &req); err != nil {
+		return passwordRequest{}, err
 	}
 	switch {
 	case req.CurrentPassword == "":
