@@ -139,8 +139,9 @@ else
 fi
 
 # --- authsvc and the baseline --------------------------------------------------------
-# The login throttle is raised: all the load comes from 127.0.0.1.
-AUTHSVC_FLAGS=(--login-rate 100000 --login-burst 100000 --login-failures 100000000 --user-failures 100000000)
+# The login throttle is raised: all the load comes from 127.0.0.1. The hash
+# policy is the users' own (bcrypt at $COST), so that no login rehashes.
+AUTHSVC_FLAGS=(--login-rate 100000 --login-burst 100000 --login-failures 100000000 --user-failures 100000000 --cost "$COST")
 start_authsvc() { # name store [more serve flags]
 	local name=$1 store=$2 port pid
 	shift 2
