@@ -245,6 +245,13 @@ func testThrottleConformance(t *testing.T, newLoginThrottle func(t *testing.T, c
 			d.reserve(alice, home, 2500*time.Millisecond, 8*time.Second, false)
 			d.reserve(alice, home, 10*time.Second, 0, true)
 		}},
+		{"address refills by the millisecond", throttleConfig{AddrRate: 2, AddrBurst: 1}, func(d throttleDriver) {
+			d.reserve(alice, home, 0, 0, true)
+			d.fail(alice, home, 0)
+			d.reserve(alice, home, 0, time.Second, false) // half a second, rounded up
+			d.reserve(alice, home, 499*time.Millisecond, time.Second, false)
+			d.reserve(alice, home, 500*time.Millisecond, 0, true)
+		}},
 		{"address successes take no token (a NAT)", throttleConfig{}, func(d throttleDriver) {
 			for i := range 100 {
 				d.reserve(fmt.Sprint("user", i), home, 0, 0, true)
