@@ -34,8 +34,10 @@ const throttleKeyMargin = time.Minute
 // once included, since each call is one script that Redis runs alone.
 //
 // It differs from the memory throttle in three ways. Times count to the
-// millisecond, rounded down, and durations to the millisecond, rounded up,
-// so a wait may end up to a millisecond later. Nothing bounds the number of
+// millisecond, rounded down, and the limits' durations to the millisecond,
+// rounded up, so a wait may end up to a millisecond sooner or later than
+// the memory throttle's (Retry-After is the same whole seconds but at such
+// a boundary). Nothing bounds the number of
 // keys but their expiry (MaxEntries is not used). And where the memory
 // throttle cannot fail, a Redis that does not answer within
 // redisCallTimeout makes a call fail with an error wrapping
