@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestRedisThrottleConformance(t *testing.T) {
+	url, _, _ := startRedis(t)
+	s := newTestRedisStore(t, url)
+	testThrottleConformance(t, func(t *testing.T, cfg throttleConfig) loginThrottle {
+		return newRedisThrottle(s.client, testPrefix(), cfg)
+	})
+}
+
+// twoInstances returns two throttles with cfg on the Redis at url, each
+// with its own client and under one fresh prefix, as two servers sharing a
+// Redis have.
+func twoInstances(t *testing.T, url string, cfg throttleConfig) (a, b loginThrottle) {
+	t.Helper()
+	prefix := testPrefix()
+	var th [2]loginThrottle
+	for i := range th {
+		s, err := newRedisStore(url, prefix)
+		if err != nil {
+			t.Fatalf("newRedisStore(%q) = %v", url, err)
+		}
+		t.Cleanup(func() { s.Close() })
+		th[i] = s.throttle(cfg)
+	}
+	return th[0], th[1]
+}
+
+// TestRedisThrottleInstances: two instances splitting the failures between
+// them throttle as one would, for the pair, the user and the address.
+func TestRedisThrottleInstances(t *testing.T) {
+	url, _, _ := startRedis(t)
+	const alice, home = "alice", "192.0.2.1"
+	t.Run("pair", func(t *testing.T) {
+		a, b := twoInstances(t, url, throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst})
+		on := [2]throttleDriver{{t, a}, {t, b}}
+		for i := range 5 {
+			on[i%2].reserve(alice, home, 0, 0, true)
+			on[i%2].fail(alice, home, 0)
+		}
+		on[0].reserve(alice, home, 0, time.Second, false)
+		on[1].reserve(alice, home, 0, time.Second, false)
+		on[1].reserve(alice, home, time.Second, 0, true)
+		on[0].reserve(alice, home, time.Second, time.Second, false) // b's attempt is in flight
+		on[1].fail(alice, home, time.Second)
+		on[0].reserve(alice, home, time.Second, 2*time.Second, false)
+		on[0].reserve(alice, home, 3*time.Second, 0, true)
+		on[0].succeed(alice, home, 3*time.Second)
+		on[1].reserve(alice, home, 3*time.Second, 0, true) // the success on a cleared the pair for b
+	})
+	t.Run("user", func(t *testing.T) {
+		a, b := twoInstances(t, url, throttleConfig{UserFailures: 4, AddrRate: fastAddrs, AddrBurst: fastBurst})
+		on := [2]throttleDriver{{t, a}, {t, b}}
+		for i := range 4 {
+			addr := fmt.Sprint("203.0.113.", i)
+			on[i%2].reserve(alice, addr, 0, 0, true)
+			on[i%2].fail(alice, addr, 0)
+		}
+		on[0].reserve(alice, home, 0, 15*time.Minute, false)
+		on[1].reserve(alice, home, 0, 15*time.Minute, false)
+	})
+	t.Run("address", func(t *testing.T) {
+		a, b := twoInstances(t, url, throttleConfig{})
+		on := [2]throttleDriver{{t, a}, {t, b}}
+		for i := range 10 {
+			user := fmt.Sprint("user", i)
+			on[i%2].reserve(user, home, 0, 0, true)
+			on[i%2].fail(user, home, 0)
+		}
+		on[0].reserve("user10", home, 0, time.Second, false)
+		on[1].reserve("user10", home, 0, time.Second, false)
+	})
+}
+
+// TestRedisThrottleParallelInstances: attempts sent at once to two
+// instances get no more places than one instance gives.
+func TestRedisThrottleParallelInstances(t *testing.T) {
+	url, _, _ := startRedis(t)
+	for _, tt := range []struct {
+		name string
+		cfg  throttleConfig
+		addr func(i int) string
+		want int
+	}{
+		{"pair", throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst}, oneAddr, 5},
+		{"user", throttleConfig{UserFailures: 3, AddrRate: fastAddrs, AddrBurst: fastBurst},
+			func(i int) string { return fmt.Sprint("203.0.113.", i) }, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := twoInstances(t, url, tt.cfg)
+			instances := [2]loginThrottle{a, b}
+			var wg sync.WaitGroup
+			var admitted atomic.Int64
+			start := make(chan struct{})
+			for i := range 20 {
+				wg.Go(func() {
+					<-start
+					_, ok, err := instances[i%2].reserve(context.Background(), "alice", tt.addr(i), t0)
+					if err != nil {
+						t.Errorf("reserve = %v", err)
+					}
+					if ok {
+						admitted.Add(1)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if got := admitted.Load(); int(got) != tt.want {
+				t.Errorf("20 reservations at once across two instances at a limit of %d: %d admitted", tt.want, got)
+			}
+		})
+	}
+}
+
+// TestRedisThrottleUnavailable: with Redis down every call fails closed
+// within redisCallTimeout (and a little), and the throttle works again once
+// Redis is back.
+func TestRedisThrottleUnavailable(t *testing.T) {
+	url, stop, restart := startRedis(t)
+	if stop == nil {
+		t.Skip("needs a Redis it can stop: unset AUTHSVC_TEST_REDIS")
+	}
+	th := newTestRedisStore(t, url).throttle(throttleConfig{})
+	ctx := context.Background()
+	if _, ok, err := th.reserve(ctx, "alice", "192.0.2.1", t0); !ok || err != nil {
+		t.Fatalf("reserve with Redis up = %v, %v; want true, nil", ok, err)
+	}
+
+	stop()
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"reserve", func() error {
+			_, ok, err := th.reserve(ctx, "alice", "192.0.2.1", t0)
+			if ok {
+				t.Error("reserve with Redis down admitted the attempt")
+			}
+			return err
+		}},
+		{"failure", func() error { return th.failure(ctx, "alice", "192.0.2.1", t0) }},
+		{"success", func() error { return th.success(ctx, "alice", "192.0.2.1", t0) }},
+		{"release", func() error { return th.release(ctx, "alice", "192.0.2.1") }},
+	}
+	for _, c := range calls {
+		start := time.Now()
+		err := c.call()
+		if elapsed := time.Since(start); elapsed >= redisCallTimeout+500*time.Millisecond {
+			t.Errorf("%s with Redis down took %v; want < %v", c.name, elapsed, redisCallTimeout+500*time.Millisecond)
+		}
+		if !errors.Is(err, errStoreUnavailable) {
+			t.Errorf("%s with Redis down = %v; want %v", c.name, err, errStoreUnavailable)
+		}
+	}
+
+	restart()
+	start := time.Now()
+	for {
+		_, ok, err := th.reserve(ctx, "alice", "192.0.2.1", t0)
+		if err == nil {
+			if !ok {
+				t.Error("reserve on the restarted (empty) Redis refused")
+			}
+			break
+		}
+		if time.Since(start) >= 5*time.Second {
+			t.Fatalf("reserve 5s after Redis came back = %v; want nil", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := th.failure(ctx, "alice", "192.0.2.1", t0); err != nil {
+		t.Errorf("failure after Redis came back = %v", err)
+	}
+}
+
+// TestRedisThrottleSettleOutlivesCaller: a failure is recorded even when
+// the request that made it has gone (its context cancelled), or a client
+// hanging up at the right moment would guess for free.
+func TestRedisThrottleSettleOutlivesCaller(t *testing.T) {
+	url, _, _ := startRedis(t)
+	th := newTestRedisStore(t, url).throttle(throttleConfig{PairFailures: 1, AddrRate: fastAddrs, AddrBurst: fastBurst})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, ok, err := th.reserve(ctx, "alice", "192.0.2.1", t0); !ok || err != nil {
+		t.Fatalf("reserve = %v, %v; want true, nil", ok, err)
+	}
+	if err := th.failure(ctx, "alice", "192.0.2.1", t0); err != nil {
+		t.Fatalf("failure with a cancelled context = %v; want nil", err)
+	}
+	throttleDriver{t, th}.reserve("alice", "192.0.2.1", 0, time.Second, false)
+}
+
+// TestRedisThrottleKeys checks the key layout (no username in a key name)
+// and that every key expires: a streak a margin after its window, a
+// pending one no sooner than a window and a margin after its reservation,
+// a bucket a margin after it is full again.
+func TestRedisThrottleKeys(t *testing.T) {
+	url, _, _ := startRedis(t)
+	s := newTestRedisStore(t, url)
+	th := s.throttle(throttleConfig{})
+	ctx := context.Background()
+	d := throttleDriver{t, th}
+	const alice, home = "alice", "192.0.2.1"
+	const w, m = 15 * time.Minute, throttleKeyMargin
+
+	pairSum := sha256.Sum256([]byte(alice + "\x00" + home))
+	userSum := sha256.Sum256([]byte(alice))
+	pair := s.prefix + "th:p:" + hex.EncodeToString(pairSum[:])
+	user := s.prefix + "th:u:" + hex.EncodeToString(userSum[:])
+	addr := s.prefix + "th:a:" + home
+
+	// wantKey checks key's fields and that it expires within (ttl-1s, ttl].
+	wantKey := func(key string, fields map[string]string, ttl time.Duration) {
+		t.Helper()
+		got, err := s.client.HGetAll(ctx, key).Result()
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(fields) {
+			t.Errorf("HGETALL %s = %v, %v; want %v", key, got, err, fields)
+		}
+		if got, err := s.client.PTTL(ctx, key).Result(); err != nil || got > ttl || got <= ttl-time.Second {
+			t.Errorf("PTTL %s = %v, %v; want in (%v, %v]", key, got, err, ttl-time.Second, ttl)
+		}
+	}
+	wantGone := func(key string) {
+		t.Helper()
+		if n, err := s.client.Exists(ctx, key).Result(); n != 0 || err != nil {
+			t.Errorf("EXISTS %s = %d, %v; want 0", key, n, err)
+		}
+	}
+	ms := func(d time.Duration) string { return fmt.Sprint(t0.Add(d).UnixMilli()) }
+
+	d.reserve(alice, home, 0, 0, true)
+	wantKey(pair, map[string]string{"n": "0", "last": "0", "pending": "1"}, w+m)
+	wantKey(user, map[string]string{"n": "0", "last": "0", "pending": "1"}, w+m)
+	wantGone(addr) // reservations take no token
+	d.release(alice, home)
+	wantGone(pair)
+	wantGone(user)
+
+	d.reserve(alice, home, 0, 0, true)
+	d.fail(alice, home, 0)
+	wantKey(pair, map[string]string{"n": "1", "last": ms(0), "pending": "0"}, w+m)
+	wantKey(user, map[string]string{"n": "1", "last": ms(0), "pending": "0"}, w+m)
+	wantKey(addr, map[string]string{"tokens": "9", "last": ms(0)}, time.Second+m) // one token short of 10, at 1/s
+
+	// Ten minutes on, the streak has five minutes and the margin to live,
+	// but not while an attempt is pending.
+	d.reserve(alice, home, 10*time.Minute, 0, true)
+	wantKey(pair, map[string]string{"n": "1", "last": ms(0), "pending": "1"}, w+m)
+	d.succeed(alice, home, 10*time.Minute)
+	wantGone(pair)
+	wantKey(user, map[string]string{"n": "1", "last": ms(0), "pending": "0"}, w-10*time.Minute+m)
+
+	// A release keeps the expiry the reservation set.
+	d.reserve(alice, home, 10*time.Minute, 0, true)
+	d.release(alice, home)
+	wantKey(user, map[string]string{"n": "1", "last": ms(0), "pending": "0"}, w+m)
+
+	// A failure past the window starts a new streak.
+	d.fail(alice, home, w)
+	wantKey(user, map[string]string{"n": "1", "last": ms(w), "pending": "0"}, w+m)
+
+	// Many keys, mixed calls: every key has an expiry and none names alice.
+	for i := range 20 {
+		username, from := fmt.Sprint("alice", i), fmt.Sprint("198.51.100.", i%3)
+		if _, ok, _ := th.reserve(ctx, username, from, t0); ok {
+			switch i % 3 {
+			case 0:
+				th.failure(ctx, username, from, t0)
+			case 1:
+				th.success(ctx, username, from, t0)
+			case 2:
+				th.release(ctx, username, from)
+			}
+		}
+		th.reserve(ctx, username, from, t0) // left pending
+	}
+	keys, err := s.client.Keys(ctx, s.prefix+"*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("KEYS %s* = %d keys, %v", s.prefix, len(keys), err)
+	}
+	for _, key := range keys {
+		if strings.Contains(key, "alice") {
+			t.Errorf("key %s names a user", key)
+		}
+		if got, err := s.client.PTTL(ctx, key).Result(); err != nil || got <= 0 || got > w+m {
+			t.Errorf("PTTL %s = %v, %v; want in (0, %v]", key, got, err, w+m)
+		}
+	}
+}
