@@ -71,8 +71,14 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 	adm := newAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
 	hasher := newHasherPool(cfg.bcryptSlots)
 	closers = append(closers, hasher)
+	// With Redis, the throttle's counters are shared too: a fleet allows as
+	// many guesses as one instance.
+	var th loginThrottle = memoryThrottle{newThrottle(cfg.throttle)}
+	if rs, ok := d.store.(*redisStore); ok {
+		th = rs.throttle(cfg.throttle)
+	}
 	d.guard = &loginGuard{
-		throttle:  memoryThrottle{newThrottle(cfg.throttle)},
+		throttle:  th,
 		admission: adm,
 		hasher:    hasher,
 		tarpit:    newTarpit(cfg.refusalDelay, maxHeldRefusals),
