@@ -75,6 +75,7 @@ type pgDirectory struct {
 	slowest  atomic.Pointer[slowestCheck]
 	lastOK   atomic.Int64 // Unix ns of the last round trip that worked
 	lastFail atomic.Int64 // Unix ns of the last one that did not
+	probing  atomic.Bool  // a look-up is finding out whether the database is back
 
 	syncMu  sync.Mutex // serializes catching up with the database; guards seen and failing
 	seen    int64      // the generation the cache has caught up with
@@ -165,7 +166,7 @@ func openPGDirectory(ctx context.Context, rawURL string, cacheSize int, log *slo
 	defer cancel()
 	if err := d.open(octx); err != nil {
 		d.Close()
-		return nil, fmt.Errorf("users database %s: %w", d.name, err)
+		return nil, err
 	}
 	return d, nil
 }
@@ -227,9 +228,10 @@ func pgName(c *pgx.ConnConfig) string {
 	return u.String()
 }
 
-// urlPassword finds a password in a postgres URL that may not parse:
-// user:password@ before the host, or a password= parameter.
-var urlPassword = regexp.MustCompile(`^[^:]*://[^:@/]*:(.*)@[^@]*$|[?&]password=([^&]*)`)
+// urlPassword finds a password in a connection string that may not parse:
+// a URL's user:password@ before the host or password= parameter, or a
+// keyword/value string's password=.
+var urlPassword = regexp.MustCompile(`^[^:]*://[^:@/]*:(.*)@[^@]*$|[?&]password=([^&]*)|(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
 
 // urlSecrets returns the passwords rawURL holds, as written and decoded.
 func urlSecrets(rawURL string) []string {
@@ -239,7 +241,7 @@ func urlSecrets(rawURL string) []string {
 			if s == "" {
 				continue
 			}
-			secrets = append(secrets, s)
+			secrets = append(secrets, s, strings.Trim(s, "'"))
 			if dec, err := url.PathUnescape(s); err == nil && dec != s {
 				secrets = append(secrets, dec)
 			}
@@ -290,7 +292,7 @@ func (d *pgDirectory) fail(ctx context.Context, op string, err error) error {
 	if errors.As(err, &kept) {
 		return kept.err
 	}
-	msg := scrub(fmt.Sprintf("users database: %s: %v", op, err), d.secrets)
+	msg := scrub(fmt.Sprintf("users database %s: %s: %v", d.name, op, err), d.secrets)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code[:2] {
@@ -373,8 +375,14 @@ func (d *pgDirectory) Lookup(ctx context.Context, username string) (*dirUser, er
 	}
 	epoch := d.epoch
 	d.mu.Unlock()
-	if d.failingFast(now) {
-		return nil, unavailableNow()
+	if d.lastFail.Load() > d.lastOK.Load() {
+		// The database failed last: one look-up at a time finds out
+		// whether it is back, at most once per pgFailFast; the others
+		// do not queue behind a connection that may hang for its timeout.
+		if d.failingFast(now) || !d.probing.CompareAndSwap(false, true) {
+			return nil, unavailableNow()
+		}
+		defer d.probing.Store(false)
 	}
 	qctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
 	defer cancel()
@@ -1017,8 +1025,8 @@ func (d *pgDirectory) Bootstrap(ctx context.Context, policy hashPolicy, stderr i
 		return err
 	}
 	errNotEmpty := errors.New("not empty")
+	var users int64
 	err = d.write(ctx, "bootstrap", pgQueryTimeout, func(tx pgx.Tx, gen int64) ([]string, int64, error) {
-		var users int64
 		if err := tx.QueryRow(ctx, `select users from authsvc_users_state`).Scan(&users); err != nil {
 			return nil, 0, err
 		}
@@ -1031,6 +1039,7 @@ func (d *pgDirectory) Bootstrap(ctx context.Context, policy hashPolicy, stderr i
 		return []string{admin.Username}, 1, nil
 	})
 	if errors.Is(err, errNotEmpty) {
+		d.users.Store(users) // as the winner left it
 		return nil
 	}
 	if err != nil {
