@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,6 +186,81 @@ func TestPGDirectoryPollWithoutNotifications(t *testing.T) {
 		_, ok := cut.get("alice")
 		return ok
 	})
+}
+
+// TestPGDirectoryListenReconnects: when the LISTEN connection dies (here
+// killed by the server), the watch connects again and catches up with the
+// changes made meanwhile from the change log, with no poll to help.
+func TestPGDirectoryListenReconnects(t *testing.T) {
+	url, _, _ := startPostgres(t)
+	db := newDatabase(t, url)
+	ctx := context.Background()
+	a, b := openPG(t, db, 100), openPG(t, db, 100)
+	watch(t, b, time.Hour, watchHooks{})
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var killed int
+	eventually(t, 5*time.Second, "b's LISTEN connection killed", func() bool {
+		err := conn.QueryRow(ctx, `select count(pg_terminate_backend(pid)) from pg_stat_activity
+			where query = 'listen `+pgChannel+`' and datname = current_database()`).Scan(&killed)
+		return err == nil && killed > 0
+	})
+	if _, err := b.Lookup(ctx, "alice"); !errors.Is(err, errUserNotFound) {
+		t.Fatalf("b.Lookup(alice) = %v; want errUserNotFound", err)
+	}
+	if err := a.Add(ctx, User{Username: "alice", PasswordHash: mustHash(t, "pw", testCost)}); err != nil {
+		t.Fatal(err)
+	}
+	took := eventually(t, 5*time.Second, "alice, added while b's LISTEN was down, found on b", func() bool {
+		_, err := b.Lookup(ctx, "alice")
+		return err == nil
+	})
+	t.Logf("a change made while LISTEN was down reached the instance in %v", took)
+}
+
+// TestPGDirectoryHUPDropsCache: a change made by hand in the database,
+// around the change log, reaches Lookup at the next SIGHUP, with its cut.
+func TestPGDirectoryHUPDropsCache(t *testing.T) {
+	url, _, _ := startPostgres(t)
+	db := newDatabase(t, url)
+	ctx := context.Background()
+	d := openPG(t, db, 100)
+	if err := d.Add(ctx, User{Username: "alice", PasswordHash: mustHash(t, "pw", testCost)}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := d.Lookup(ctx, "alice"); err != nil || u.disabled {
+		t.Fatalf("Lookup(alice) = %v, %v; want her, enabled", u, err)
+	}
+	hup := make(chan os.Signal, 1)
+	var cut cuts
+	reloaded := make(chan error, 16)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go d.Watch(wctx, time.Hour, hup, watchHooks{cut: cut.cut, reloaded: func(err error) { reloaded <- err }})
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `update authsvc_users set disabled = true where username = 'alice'`); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := d.Lookup(ctx, "alice"); err != nil || u.disabled {
+		t.Fatalf("Lookup(alice) before SIGHUP = %v, %v; want her as cached, enabled", u, err)
+	}
+	hup <- syscall.SIGHUP
+	if err := <-reloaded; err != nil {
+		t.Fatalf("reload on SIGHUP = %v", err)
+	}
+	if u, err := d.Lookup(ctx, "alice"); err != nil || !u.disabled {
+		t.Errorf("Lookup(alice) after SIGHUP = %v, %v; want her disabled", u, err)
+	}
+	if _, ok := cut.get("alice"); !ok {
+		t.Errorf("disabling alice by hand did not cut her tokens at SIGHUP")
+	}
 }
 
 // TestPGDirectoryFailsClosed: with PostgreSQL stopped, Lookup answers from
