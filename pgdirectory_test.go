@@ -228,18 +228,21 @@ func TestPGDirectoryHUPDropsCache(t *testing.T) {
 	db := newDatabase(t, url)
 	ctx := context.Background()
 	d := openPG(t, db, 100)
-	if err := d.Add(ctx, User{Username: "alice", PasswordHash: mustHash(t, "pw", testCost)}); err != nil {
-		t.Fatal(err)
-	}
-	if u, err := d.Lookup(ctx, "alice"); err != nil || u.disabled {
-		t.Fatalf("Lookup(alice) = %v, %v; want her, enabled", u, err)
-	}
 	hup := make(chan os.Signal, 1)
 	var cut cuts
 	reloaded := make(chan error, 16)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go d.Watch(wctx, time.Hour, hup, watchHooks{cut: cut.cut, reloaded: func(err error) { reloaded <- err }})
+	if err := d.Add(ctx, User{Username: "alice", PasswordHash: mustHash(t, "pw", testCost)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-reloaded; err != nil { // the watch applied the Add (its notification)
+		t.Fatalf("reload after Add = %v", err)
+	}
+	if u, err := d.Lookup(ctx, "alice"); err != nil || u.disabled {
+		t.Fatalf("Lookup(alice) = %v, %v; want her, enabled", u, err)
+	}
 	conn, err := pgx.Connect(ctx, db)
 	if err != nil {
 		t.Fatal(err)
@@ -281,12 +284,21 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	watch(t, d, 100*time.Millisecond, watchHooks{})
+	applied := make(chan struct{}, 1)
+	watch(t, d, 100*time.Millisecond, watchHooks{reloaded: func(err error) {
+		if err == nil {
+			select {
+			case applied <- struct{}{}:
+			default:
+			}
+		}
+	}})
 	ctx := context.Background()
 	alice := User{Username: "alice", PasswordHash: mustHash(t, "alice-pw", testCost)}
 	if err := d.Add(ctx, alice); err != nil {
 		t.Fatal(err)
 	}
+	<-applied // the watch has seen the Add (and dropped alice's entry): now cache her
 	if _, err := d.Lookup(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
