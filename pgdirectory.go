@@ -869,8 +869,8 @@ func (d *pgDirectory) Watch(ctx context.Context, interval time.Duration, hup <-c
 	if !d.noListen {
 		listener.Go(func() { d.listen(ctx, wake) })
 	}
-	defer listener.Wait() // runs after cancel: deferred later, run earlier
-	defer cancel()
+	defer listener.Wait()
+	defer cancel() // before the Wait: defers run last first
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
