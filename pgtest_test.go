@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// startPostgres returns the URL of a PostgreSQL database for a test, and
+// functions that stop and restart its server. With AUTHSVC_TEST_POSTGRES
+// set it is that URL, and stop and restart are nil (a shared server is not
+// this test's to stop). Otherwise it is a throwaway cluster of the
+// PostgreSQL installed in /usr/lib/postgresql, removed when the test ends;
+// without one the test is skipped, or fails when AUTHSVC_REQUIRE_POSTGRES=1
+// (CI, so that a missing package cannot pass for a green run).
+func startPostgres(t testing.TB) (url string, stop, restart func()) {
+	t.Helper()
+	if url := os.Getenv("AUTHSVC_TEST_POSTGRES"); url != "" {
+		return url, nil, nil
+	}
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	if len(bins) == 0 {
+		if os.Getenv("AUTHSVC_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("no PostgreSQL in /usr/lib/postgresql/*/bin and AUTHSVC_REQUIRE_POSTGRES=1 (install the postgresql package)")
+		}
+		t.Skip("no PostgreSQL in /usr/lib/postgresql/*/bin; set AUTHSVC_TEST_POSTGRES or install the postgresql package")
+	}
+	bin := filepath.Dir(bins[len(bins)-1]) // the newest, as the glob sorts
+
+	// PostgreSQL refuses to run as root: then it runs as the postgres user,
+	// in a directory of its own (t.TempDir's parents may be root's, 0700).
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		pu, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("running as root, and no postgres user to run PostgreSQL as: %v", err)
+		}
+		uid, _ := strconv.Atoi(pu.Uid)
+		gid, _ := strconv.Atoi(pu.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
+	dir, err := os.MkdirTemp("", "authsvc-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	command := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(filepath.Join(bin, name), args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		return cmd
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := command("initdb", "-D", data, "--auth=trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	port := freePort(t) // redisstore_test.go's
+	logPath := filepath.Join(dir, "postgres.log")
+
+	var mu sync.Mutex // guards server
+	var server *exec.Cmd
+	start := func() {
+		log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer log.Close()
+		cmd := command("postgres", "-D", data, "-p", port, "-k", dir,
+			"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+			"-c", "full_page_writes=off", "-c", "max_connections=200")
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start postgres: %v", err)
+		}
+		mu.Lock()
+		server = cmd
+		mu.Unlock()
+		waitForPostgres(t, port, logPath)
+	}
+	stop = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if server == nil {
+			return
+		}
+		// SIGINT, the fast shutdown: SIGTERM's smart one waits for every
+		// client, and the pool's connections never leave.
+		server.Process.Signal(syscall.SIGINT)
+		server.Wait()
+		server = nil
+	}
+	restart = func() {
+		stop()
+		start()
+	}
+	start()
+	t.Cleanup(stop)
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres?sslmode=disable", port), stop, restart
+}
+
+// waitForPostgres waits until the server on port accepts connections.
+func waitForPostgres(t testing.TB, port string, logPath string) {
+	t.Helper()
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres?sslmode=disable&connect_timeout=1", port)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, err := pgx.Connect(ctx, url)
+		if err == nil {
+			err = conn.Ping(ctx)
+			conn.Close(ctx)
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logPath)
+			t.Fatalf("postgres on port %s not accepting connections after 15 s: %v\n%s", port, err, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// newDatabase creates a database with a name of its own on the server at
+// url and returns its URL; it is dropped when the test ends.
+func newDatabase(t testing.TB, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("authsvc_test_%d_%d", time.Now().UnixNano(), databaseSeq.Add(1))
+	if _, err := conn.Exec(ctx, "create database "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return // the server is gone already, and its data with it
+		}
+		defer conn.Close(ctx)
+		conn.Exec(ctx, "drop database if exists "+name+" with (force)")
+	})
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+	if cfg.Password != "" {
+		u = fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
+	}
+	return u
+}
+
+// databaseSeq numbers the databases tests make, which may run at once.
+var databaseSeq atomic.Int64
