@@ -58,7 +58,11 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		return err
 	}
 	ctx := context.Background()
-	dir := newFileDirectory(*usersPath, nil)
+	dir, done, err := openCLIDirectory(ctx, *usersPath)
+	if err != nil {
+		return err
+	}
+	defer done()
 	switch sub {
 	case "list", "check":
 		if fs.NArg() != 0 {

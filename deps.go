@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -58,7 +60,14 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 		}
 	}
 	if d.users == nil {
-		if d.users, err = openFileDirectory(cfg.usersPath, log); err != nil {
+		if isPostgresURL(cfg.usersPath) {
+			pg, err := openPGDirectory(context.Background(), cfg.usersPath, cfg.userCache, log)
+			if err != nil {
+				return d, closeDeps, err
+			}
+			closers = append(closers, pg)
+			d.users = pg
+		} else if d.users, err = openFileDirectory(cfg.usersPath, log); err != nil {
 			return d, closeDeps, err
 		}
 	}
@@ -93,4 +102,24 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 		s.onEvict(func(n int) { d.metrics.revoked(revokedEviction, n) })
 	}
 	return d, closeDeps, nil
+}
+
+// isPostgresURL reports whether a --users value names a PostgreSQL database
+// rather than a users file.
+func isPostgresURL(users string) bool {
+	return strings.HasPrefix(users, "postgres://") || strings.HasPrefix(users, "postgresql://")
+}
+
+// openCLIDirectory opens the directory --users names for one CLI command:
+// the users file unloaded (each edit reads it under the lock), or the
+// PostgreSQL database. done releases it.
+func openCLIDirectory(ctx context.Context, users string) (dir Directory, done func(), err error) {
+	if !isPostgresURL(users) {
+		return newFileDirectory(users, slog.New(slog.DiscardHandler)), func() {}, nil
+	}
+	pg, err := openPGDirectory(ctx, users, 16, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, nil, err
+	}
+	return pg, func() { pg.Close() }, nil
 }

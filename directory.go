@@ -231,12 +231,20 @@ func authenticate(ctx context.Context, d userReader, username, password string, 
 // has died with its user: deleted, disabled, or issued before the user's
 // cut-off (TokensAfter), which every password change moves on. The hash
 // itself does not decide: a rehash on login must not end a session.
-func sessionUser(ctx context.Context, d userReader, s Session) *dirUser {
+//
+// An error means the directory cannot say (PostgreSQL unreachable past its
+// grace): the caller answers 503 and must not take the token for dead.
+func sessionUser(ctx context.Context, d userReader, s Session) (*dirUser, error) {
 	u, err := d.Lookup(ctx, s.Username)
-	if err != nil || u.disabled || s.IssuedAt.Before(u.tokensAfter) {
-		return nil
+	switch {
+	case errors.Is(err, errUserNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case u.disabled || s.IssuedAt.Before(u.tokensAfter):
+		return nil, nil
 	}
-	return u
+	return u, nil
 }
 
 // Lookup returns the user named username, or errUserNotFound.

@@ -216,7 +216,10 @@ func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
 		c.metrics.revoked(revokedIdle, 1)
 		return principal{}, errInvalidToken
 	}
-	u := sessionUser(r.Context(), c.users, sess)
+	u, err := sessionUser(r.Context(), c.users, sess)
+	if err != nil {
+		return principal{}, err
+	}
 	if u == nil {
 		// Dead stays dead: remove it, so that no later change of the user
 		// (enable, a re-add, an older file put back) brings it back, on
@@ -353,12 +356,16 @@ func handleHealthz() http.Handler {
 	})
 }
 
-// handleReadyz reports whether the store answers. Users are always loaded:
+// handleReadyz reports whether the store, and a remote user directory, answer. Users are always loaded:
 // serve does not listen before the users file loads, and a reload that fails
 // keeps the previous users.
-func handleReadyz(log *slog.Logger, store Store) http.Handler {
+func handleReadyz(log *slog.Logger, store Store, users Directory) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := store.Ping(r.Context()); err != nil {
+		err := store.Ping(r.Context())
+		if p, ok := users.(interface{ Ping(context.Context) error }); ok && err == nil {
+			err = p.Ping(r.Context()) // a directory that can be unreachable: PostgreSQL
+		}
+		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}

@@ -59,6 +59,10 @@ func (g *loginGuard) attempt(w http.ResponseWriter, r *http.Request, users userR
 // and record (the verdict in the throttle). It returns the user on success.
 func (a *loginAttempt) verify(password string) (*dirUser, error) {
 	g, ctx := a.g, a.r.Context()
+	// A directory that cannot say who exists fails closed: 503, not 401.
+	if _, err := a.users.Lookup(ctx, a.username); err != nil && !errors.Is(err, errUserNotFound) {
+		return nil, err
+	}
 	wait, ok, err := g.throttle.reserve(ctx, a.username, a.client, g.now())
 	switch {
 	case err != nil:

@@ -68,6 +68,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	case errors.As(err, &e):
 	case errors.Is(err, errUserNotFound):
 		e = errNotFound
+	case errors.Is(err, errDirectoryUnavailable):
+		log.WarnContext(r.Context(), "user directory unavailable", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
+		e = errUnavailable
 	case errors.Is(err, errStoreUnavailable):
 		log.WarnContext(r.Context(), "token store unavailable", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
 		e = errUnavailable

@@ -62,13 +62,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer logOut.Close()
 	log := newLogger(cfg.logFormat, logOut)
 	start := time.Now()
-	if err := bootstrapUsers(cfg.usersPath, cfg.hashPolicy, stderr); err != nil {
-		return err
+	if !isPostgresURL(cfg.usersPath) {
+		if err := bootstrapUsers(cfg.usersPath, cfg.hashPolicy, stderr); err != nil {
+			return err
+		}
 	}
 	deps, closeDeps, err := buildDeps(cfg, log)
 	defer closeDeps()
 	if err != nil {
 		return err
+	}
+	if pg, ok := deps.users.(*pgDirectory); ok {
+		// An empty database gets the admin user, as a missing file does.
+		if err := pg.Bootstrap(ctx, cfg.hashPolicy, stderr); err != nil {
+			return err
+		}
 	}
 	deps.metrics.reloaded(nil, start)
 	defer tuneProcs(cfg.bcryptSlots)()
@@ -128,7 +136,7 @@ func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
 		go runEvery(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { sweeper.Sweep(now) })
 	}
 
-	log.Info("listening", "addr", ln.Addr().String(), "users", deps.users.Len(), "store", storeKind(cfg.store), "max_conns", maxConns)
+	log.Info("listening", "addr", ln.Addr().String(), "users", deps.users.Len(), "directory", directoryKind(cfg.usersPath), "store", storeKind(cfg.store), "max_conns", maxConns)
 	serveErr := make(chan error, len(servers))
 	for i, srv := range servers {
 		go func() { serveErr <- srv.Serve(listeners[i]) }()
@@ -180,6 +188,14 @@ func newHTTPServer(log *slog.Logger, h http.Handler) *http.Server {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// directoryKind names the user directory without a URL's credentials.
+func directoryKind(users string) string {
+	if isPostgresURL(users) {
+		return "postgres"
+	}
+	return "file"
 }
 
 // storeKind names the store without the URL's credentials.

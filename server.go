@@ -65,7 +65,7 @@ func addRoutes(mux *http.ServeMux, d serverDeps) []string {
 	handle("DELETE", "/api/auth/sessions/{id}", handleRevokeSession(d.log, tc))
 	handle("GET", "/api/openapi.json", handleOpenAPI())
 	handle("GET", "/healthz", handleHealthz())
-	handle("GET", "/readyz", handleReadyz(d.log, d.store))
+	handle("GET", "/readyz", handleReadyz(d.log, d.store, d.users))
 	if d.metricsOnMain {
 		handle("GET", "/metrics", d.metrics.handler())
 	}

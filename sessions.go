@@ -56,7 +56,7 @@ func handleSessions(log *slog.Logger, tc tokenCheck) http.Handler {
 		}
 		reply := sessionsReply{Sessions: make([]sessionReply, 0, len(listed))}
 		for _, ls := range listed {
-			if sessionUser(r.Context(), tc.users, ls.Session) == nil || tc.policy.idleExpired(ls.Session, tc.now()) {
+			if u, _ := sessionUser(r.Context(), tc.users, ls.Session); u == nil || tc.policy.idleExpired(ls.Session, tc.now()) {
 				continue // dead, though not yet removed
 			}
 			s := sessionReply{

@@ -31,6 +31,7 @@ type serveConfig struct {
 	corsOrigins       []string
 	accessLog         bool
 	maxConns          int
+	userCache         int
 	passwordMinLength int
 	hashing           hashFlags  // --hash and --cost as given
 	hashPolicy        hashPolicy // what they mean
@@ -65,8 +66,10 @@ func serveSettings() []setting {
 	return []setting{
 		{name: "addr", arg: "ADDR", def: "127.0.0.1:8080", help: "listen address",
 			field: func(c *serveConfig) any { return &c.addr }},
-		{name: "users", arg: "FILE", def: "users.json", help: "users file (also for the user commands)",
+		{name: "users", arg: "FILE|URL", def: "users.json", help: "users file, or postgres://user:pass@host:port/db for a fleet (also for the user commands)",
 			field: func(c *serveConfig) any { return &c.usersPath }},
+		{name: "user-cache", arg: "N", def: 10000, help: "with PostgreSQL: users kept in memory for token checks (the ones in use)",
+			field: func(c *serveConfig) any { return &c.userCache }},
 		{name: "token-ttl", arg: "DURATION", def: 24 * time.Hour, help: "token lifetime; 0 = never expires",
 			field: func(c *serveConfig) any { return &c.tokenTTL }},
 		{name: "token-idle", arg: "DURATION", def: time.Duration(0), help: "a token unused this long dies; 0 = no idle limit",
@@ -249,6 +252,8 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: --token-idle must not be negative")
 	case c.passwordMinLength < 1 || c.passwordMinLength > maxPasswordLen:
 		return c, usagef("serve: --password-min-length must be 1 to %d", maxPasswordLen)
+	case c.userCache < 1:
+		return c, usagef("serve: --user-cache must be at least 1")
 	case c.maxConns < 0:
 		return c, usagef("serve: --max-conns must not be negative")
 	case c.maxPerUser < 0:

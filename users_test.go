@@ -392,7 +392,10 @@ func TestDirectorySessionUser(t *testing.T) {
 		{after, Session{Username: "carol", IssuedAt: t0}, ""},
 		{after, Session{Username: "dave", IssuedAt: t0}, "dave"}, // another hash alone kills nothing
 	} {
-		u := sessionUser(context.Background(), tt.d, tt.s)
+		u, err := sessionUser(context.Background(), tt.d, tt.s)
+		if err != nil {
+			t.Fatal(err)
+		}
 		got := ""
 		if u != nil {
 			got = u.info.Username
