@@ -2,7 +2,9 @@ package main
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestFleetThrottleShared: two instances on one Redis throttle as one:
@@ -29,6 +31,86 @@ func TestFleetThrottleShared(t *testing.T) {
 		resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"alice","password":"alice-pw"}`)
 		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
 			t.Errorf("right password on %s after 5 failures split over two instances = %d %s; want 429 with Retry-After", name, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestFleet: two instances on one PostgreSQL and one Redis, as a fleet
+// runs (README "Running a fleet"): a user added on the CLI logs in on
+// both; a password change on one is in force on the other; failures split
+// across them throttle as one; PostgreSQL stopped gives 503 on both within
+// API.md's bounds, and its return heals both without a restart.
+func TestFleet(t *testing.T) {
+	pgURL, stopPG, restartPG := startPostgres(t)
+	dbURL := newDatabase(t, pgURL)
+	redisURL, _, _ := startRedis(t)
+	args := []string{"--users", dbURL, "--store", redisURL, "--store-prefix", testPrefix(), "--cost", "4", "--reload-interval", "200ms"}
+	baseA, logA, stopA := startServer(t, nil, args...)
+	defer stopA()
+	baseB, logB, stopB := startServer(t, nil, args...)
+	defer stopB()
+	// The empty database got its admin from one instance, which alone printed the password.
+	if a, b := strings.Contains(logA.String(), "password: "), strings.Contains(logB.String(), "password: "); a == b {
+		t.Errorf("bootstrap password printed by A %v, by B %v; want exactly one of them", a, b)
+	}
+
+	// A user added on the CLI, against the database, logs in on both.
+	if code, _, stderr := runCLI(t, "a fleet-wide passphrase\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "fay"); code != 0 {
+		t.Fatalf("user add fay against PostgreSQL = exit %d, %s", code, stderr)
+	}
+	tokA := waitLogin(t, baseA, "fay", "a fleet-wide passphrase")
+	tokB := waitLogin(t, baseB, "fay", "a fleet-wide passphrase")
+
+	// A password change on A: in force on B, and B's earlier token is dead.
+	if r := miDo(t, "POST", baseA+"/api/auth/password/", tokA, changeBody("a fleet-wide passphrase", "another fleet passphrase")); r.status != 200 {
+		t.Fatalf("password change on A = %s; want 200", r)
+	}
+	wantInvalidToken(t, "B, fay's token from before the change on A", baseB, tokB)
+	waitLogin(t, baseB, "fay", "another fleet passphrase")
+
+	// Failures split across the two instances throttle as one.
+	for i, base := range []string{baseA, baseB, baseA, baseB, baseA} {
+		if resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"fay","password":"wrong"}`); resp.StatusCode != 401 {
+			t.Fatalf("wrong password %d = %d %s; want 401", i+1, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := postJSON(t, baseB+"/api/auth/login/", `{"username":"fay","password":"another fleet passphrase"}`); resp.StatusCode != 429 {
+		t.Errorf("right password on B after 5 failures split over A and B = %d; want 429", resp.StatusCode)
+	}
+
+	// PostgreSQL stopped: login 503 within 5 s, token checks 503 within 5 s
+	// more (cached state is trusted for 5 s), /readyz 503; back: healed.
+	if stopPG == nil {
+		t.Skip("AUTHSVC_TEST_POSTGRES names a server this test cannot stop")
+	}
+	admin := waitLogin(t, baseA, "fay", "another fleet passphrase")
+	stopPG()
+	for _, base := range []string{baseA, baseB} {
+		start := time.Now()
+		for {
+			r := miDo(t, "GET", base+"/api/auth/info", admin, "")
+			if r.status == 503 {
+				break
+			}
+			if time.Since(start) > 2*outageBound {
+				t.Fatalf("info on %s with PostgreSQL stopped = %s after %v; want 503 within 10 s", base, r, time.Since(start))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		wantUnavailable(t, "login", miDo(t, "POST", base+"/api/auth/login/", "", `{"username":"bob","password":"bob-pw"}`), true)
+		wantUnavailable(t, "readyz", miDo(t, "GET", base+"/readyz", "", ""), true)
+	}
+	restartPG()
+	for _, base := range []string{baseA, baseB} {
+		start := time.Now()
+		for {
+			if r := miDo(t, "GET", base+"/api/auth/info", admin, ""); r.status == 200 {
+				break
+			}
+			if time.Since(start) > outageBound {
+				t.Fatalf("info on %s not healed within 5 s of PostgreSQL's return", base)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 }
