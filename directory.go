@@ -147,29 +147,14 @@ func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
 	var slowest *passwordHash
 	for i := range users {
 		u := &users[i]
-		hash, err := parsePasswordHash(u.PasswordHash)
-		if err != nil {
-			return nil, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
-		}
-		if hash.usable() && (slowest == nil || hash.work() > slowest.work()) {
-			slowest = hash
-		}
-		info := u.info()
-		infoJSON, err := json.Marshal(info)
+		du, err := newDirUser(u)
 		if err != nil {
 			return nil, err
 		}
-		d.byName[u.Username] = &dirUser{
-			hash:        hash,
-			hashText:    u.PasswordHash,
-			stamp:       passwordStamp(u.PasswordHash),
-			tokensAfter: u.TokensAfter,
-			admin:       u.Admin,
-			disabled:    u.Disabled,
-			info:        info,
-			infoJSON:    append(infoJSON, '\n'),
-			infoLength:  []string{strconv.Itoa(len(infoJSON) + 1)},
+		if du.hash.usable() && (slowest == nil || du.hash.work() > slowest.work()) {
+			slowest = du.hash
 		}
+		d.byName[u.Username] = du
 	}
 	if slowest == nil { // no usable hash: check against the default policy's
 		var err error
@@ -190,6 +175,31 @@ func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
 	d.slowest = &slowestCheck{hash: dummy, shape: shape}
 	d.slowest.took.Store(int64(time.Since(start))) // making a hash costs what checking one does
 	return d, nil
+}
+
+// newDirUser returns u as the server uses it: its hash parsed, its info
+// reply encoded once.
+func newDirUser(u *User) (*dirUser, error) {
+	hash, err := parsePasswordHash(u.PasswordHash)
+	if err != nil {
+		return nil, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
+	}
+	info := u.info()
+	infoJSON, err := json.Marshal(info)
+	if err != nil {
+		return nil, err
+	}
+	return &dirUser{
+		hash:        hash,
+		hashText:    u.PasswordHash,
+		stamp:       passwordStamp(u.PasswordHash),
+		tokensAfter: u.TokensAfter,
+		admin:       u.Admin,
+		disabled:    u.Disabled,
+		info:        info,
+		infoJSON:    append(infoJSON, '\n'),
+		infoLength:  []string{strconv.Itoa(len(infoJSON) + 1)},
+	}, nil
 }
 
 // A userReader answers the questions a login and a token check ask: a

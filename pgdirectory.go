@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -327,31 +326,6 @@ func (d *pgDirectory) failingFast(now time.Time) bool {
 // unavailableNow is Lookup's answer while failing fast.
 func unavailableNow() error {
 	return fmt.Errorf("users database: %w", errDirectoryUnavailable)
-}
-
-// newDirUser returns u as the server uses it. It repeats what newUserIndex
-// does for each user of a file.
-func newDirUser(u *User) (*dirUser, error) {
-	hash, err := parsePasswordHash(u.PasswordHash)
-	if err != nil {
-		return nil, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
-	}
-	info := u.info()
-	infoJSON, err := json.Marshal(info)
-	if err != nil {
-		return nil, err
-	}
-	return &dirUser{
-		hash:        hash,
-		hashText:    u.PasswordHash,
-		stamp:       passwordStamp(u.PasswordHash),
-		tokensAfter: u.TokensAfter,
-		admin:       u.Admin,
-		disabled:    u.Disabled,
-		info:        info,
-		infoJSON:    append(infoJSON, '\n'),
-		infoLength:  []string{strconv.Itoa(len(infoJSON) + 1)},
-	}, nil
 }
 
 // Lookup answers from the cache while the database has answered within
