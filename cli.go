@@ -46,7 +46,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	case "passwd":
 		hashing.define(fs)
 	case "import":
-		from = fs.String("from", "", "the dump's format: django")
+		from = fs.String("from", "", "what to import: django (a dumpdata file) or file (an authsvc users file)")
 	case "del", "disable", "enable", "logout", "list", "check":
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage())
@@ -73,13 +73,13 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		}
 		return listUsers(ctx, dir, stdout)
 	case "import":
-		if *from != "django" {
-			return usagef("user import: --from %q: want django", *from)
+		if *from != "django" && *from != "file" {
+			return usagef("user import: --from %q: want django or file", *from)
 		}
 		if fs.NArg() != 1 {
-			return usagef("user import: want exactly one DUMP.json")
+			return usagef("user import: want exactly one file to import")
 		}
-		return importDjango(ctx, dir, fs.Arg(0), stdout, stderr)
+		return importUsers(ctx, dir, *from, fs.Arg(0), stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		return usagef("user %s: want exactly one USERNAME", sub)
@@ -172,17 +172,27 @@ func checkUsers(ctx context.Context, dir Directory, stdout io.Writer) error {
 // errSomeSkipped: an import left records out; each was reported on stderr.
 var errSomeSkipped = errors.New("some records were not imported (see above)")
 
-// importDjango adds the users of a Django dumpdata file in one write,
-// leaving existing usernames alone; it reports every record it leaves out
-// on stderr, one line each, and then fails (exit 1).
-func importDjango(ctx context.Context, dir Directory, dumpPath string, stdout, stderr io.Writer) error {
-	data, err := os.ReadFile(dumpPath)
-	if err != nil {
-		return err
-	}
-	users, skipped, err := parseDjangoDump(data, time.Now().UTC().Truncate(time.Millisecond))
-	if err != nil {
-		return fmt.Errorf("user import: %s: %w", dumpPath, err)
+// importUsers adds the users of a Django dumpdata file, or of an authsvc
+// users file (to move it into PostgreSQL), in one write, leaving existing
+// usernames alone; it reports every record it leaves out on stderr, one
+// line each, and then fails (exit 1).
+func importUsers(ctx context.Context, dir Directory, from, dumpPath string, stdout, stderr io.Writer) error {
+	var users []User
+	var skipped []djangoSkip
+	if from == "file" {
+		var err error
+		if users, err = readUsersFile(dumpPath); err != nil { // validated whole, as the server loads it
+			return fmt.Errorf("user import: %w", err)
+		}
+	} else {
+		data, err := os.ReadFile(dumpPath)
+		if err != nil {
+			return err
+		}
+		users, skipped, err = parseDjangoDump(data, time.Now().UTC().Truncate(time.Millisecond))
+		if err != nil {
+			return fmt.Errorf("user import: %s: %w", dumpPath, err)
+		}
 	}
 	existing, err := dir.AddAll(ctx, users)
 	if err != nil {

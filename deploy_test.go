@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -395,7 +396,7 @@ func TestDockerfile(t *testing.T) {
 // TestDockerignore: the build context keeps what go build needs, the
 // embedded openapi.json included.
 func TestDockerignore(t *testing.T) {
-	needed := []string{"go.mod", "go.sum", "openapi.json"}
+	needed := []string{"go.mod", "go.sum", "openapi.json", "commonpasswords.txt"}
 	sources, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
@@ -417,5 +418,94 @@ func TestDockerignore(t *testing.T) {
 				t.Errorf(".dockerignore %q leaves %s out of the build", pattern, name)
 			}
 		}
+	}
+}
+
+// composeService is what the compose test reads of one service: its
+// command (flow form) and environment (block form).
+type composeService struct {
+	command []string
+	env     map[string]string
+}
+
+// readCompose reads the services of docker-compose.yml: the small subset of
+// YAML the file uses (services at indent 2, keys at 4, environment entries
+// at 6, commands as JSON-style flow lists). A file outside that subset fails
+// the test rather than being misread.
+func readCompose(t *testing.T) map[string]*composeService {
+	t.Helper()
+	data, err := os.ReadFile("docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	services := make(map[string]*composeService)
+	var cur *composeService
+	inServices, inEnv := false, false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		text := strings.TrimSpace(line)
+		switch {
+		case indent == 0:
+			inServices, cur = text == "services:", nil
+		case !inServices:
+		case indent == 2:
+			cur = &composeService{env: map[string]string{}}
+			services[strings.TrimSuffix(text, ":")] = cur
+			inEnv = false
+		case indent == 4:
+			key, value, _ := strings.Cut(text, ":")
+			inEnv = key == "environment"
+			if key == "command" {
+				if err := json.Unmarshal([]byte(strings.TrimSpace(value)), &cur.command); err != nil {
+					t.Fatalf("docker-compose.yml: command %q: want a flow list: %v", value, err)
+				}
+			}
+		case indent == 6 && inEnv:
+			key, value, ok := strings.Cut(text, ": ")
+			if !ok {
+				t.Fatalf("docker-compose.yml: environment entry %q: want KEY: value", text)
+			}
+			cur.env[key] = value
+		}
+	}
+	return services
+}
+
+// TestCompose: docker-compose.yml's fleet is two authsvc instances whose
+// flags and variables the real serve FlagSet accepts, sharing one
+// PostgreSQL (users) and one Redis (tokens and throttle) of the same file.
+func TestCompose(t *testing.T) {
+	services := readCompose(t)
+	entrypoint := execForm(t, finalStage(t), "ENTRYPOINT")
+	var fleet []serveConfig
+	for _, name := range []string{"authsvc-a", "authsvc-b"} {
+		s, ok := services[name]
+		if !ok {
+			t.Fatalf("docker-compose.yml has no service %s", name)
+		}
+		args := serveArgs(t, name, append(slices.Clone(entrypoint), s.command...), entrypoint[0])
+		cfg := checkServeFlags(t, "docker-compose.yml "+name, args, s.env)
+		if host, _, _ := net.SplitHostPort(cfg.addr); host != "0.0.0.0" {
+			t.Errorf("%s: --addr %s; want 0.0.0.0, reachable from the other containers", name, cfg.addr)
+		}
+		if !isPostgresURL(cfg.usersPath) || !strings.HasPrefix(cfg.store, "redis://") {
+			t.Errorf("%s: users %q, store %q; want PostgreSQL and Redis", name, cfg.usersPath, cfg.store)
+		}
+		for _, raw := range []string{cfg.usersPath, cfg.store} {
+			u, err := url.Parse(raw)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if _, ok := services[u.Hostname()]; !ok {
+				t.Errorf("%s: %s names host %q, which is no service of the file", name, u.Redacted(), u.Hostname())
+			}
+		}
+		fleet = append(fleet, cfg)
+	}
+	if fleet[0].usersPath != fleet[1].usersPath || fleet[0].store != fleet[1].store {
+		t.Errorf("the two instances do not share their users and store: %q %q vs %q %q", fleet[0].usersPath, fleet[0].store, fleet[1].usersPath, fleet[1].store)
 	}
 }

@@ -114,3 +114,27 @@ func TestFleet(t *testing.T) {
 		}
 	}
 }
+
+// TestImportFileIntoPostgres: a users file moves into PostgreSQL whole,
+// hashes and cut-offs included, and its users log in against the database.
+func TestImportFileIntoPostgres(t *testing.T) {
+	pgURL, _, _ := startPostgres(t)
+	dbURL := newDatabase(t, pgURL)
+	file := filepath.Join(t.TempDir(), "users.json")
+	if err := writeUsersFile(file, testUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", dbURL, "--from", "file", file)
+	if code != 0 || !strings.HasPrefix(stdout, "imported 3 users") {
+		t.Fatalf("user import --from file into PostgreSQL = exit %d, %q, %q; want 0, 3 users", code, stdout, stderr)
+	}
+	if code, _, _ := runCLI(t, "", nil, "user", "import", "--users", dbURL, "--from", "file", file); code != 1 {
+		t.Errorf("the same import again = exit %d; want 1 (every user already there)", code)
+	}
+	base, _, stop := startServer(t, nil, "--users", dbURL, "--cost", "4")
+	defer stop()
+	loginToken(t, base, "alice", "alice-pw")
+	if resp, _ := postJSON(t, base+"/api/auth/login/", `{"username":"carol","password":"carol-pw"}`); resp.StatusCode != 401 {
+		t.Errorf("carol (disabled in the file) logs in against the database = %d; want 401", resp.StatusCode)
+	}
+}

@@ -30,7 +30,7 @@ const commandsUsage = `  authsvc user add    [--users F] [--admin] [--name N] [-
   authsvc user disable|enable [--users F] USERNAME
   authsvc user logout [--users F] USERNAME   end every token of USERNAME
   authsvc user list   [--users F]
-  authsvc user import [--users F] --from django DUMP.json
+  authsvc user import [--users F] --from django DUMP.json | --from file USERS.json
   authsvc user check  [--users F]  validate the users file, exit 0 or 1
   authsvc hash [--hash S] [--cost C]  print the hash of the password on stdin
   authsvc version                  print the version and build information
