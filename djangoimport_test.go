@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// djangoFixture is the real Django 3.2 dump beside the repository; its
+// djangoFixture is the real Django 3.2 dump (a verbatim copy of ../shared/fixtures/django); its
 // README lists every user's password. Never edited.
-const djangoFixture = "../shared/fixtures/django/dumpdata.json"
+const djangoFixture = "testdata/django/dumpdata.json"
 
 // TestImportDjangoFixture: every user of the real dump is imported as
 // API.md maps it, logs in with their Django password, is rehashed under

@@ -13,8 +13,8 @@ import (
 
 // The Django fixture lives beside the repository (README: Where things are).
 const (
-	djangoDumpPath = "../shared/fixtures/django/dumpdata.json"
-	djangoSpecPath = "../shared/fixtures/django/spec.json"
+	djangoDumpPath = "testdata/django/dumpdata.json"
+	djangoSpecPath = "testdata/django/spec.json"
 )
 
 // Vectors made by Django 3.2.25 itself (python3-django, python3-bcrypt
