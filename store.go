@@ -21,7 +21,9 @@ var (
 type Session struct {
 	Username string
 	// Stamp is the passwordStamp of the user's hash when the token was
-	// issued; a token whose stamp no longer matches is dead.
+	// issued. Nothing decides on it any more (a rehash on login must not
+	// end a session; the user's cut-off, TokensAfter, does): it is kept so
+	// that sessions stored in Redis by earlier versions still parse.
 	Stamp uint64
 	// ExpiresAt is when the session stops being valid; zero means never.
 	ExpiresAt time.Time

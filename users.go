@@ -120,7 +120,7 @@ func checkNewPassword(password string) error {
 }
 
 // passwordStamp identifies a password hash without revealing it; a session
-// carries the stamp of the hash it was issued under.
+// carries the stamp of the hash it was issued under (see Session.Stamp).
 func passwordStamp(hash string) uint64 {
 	sum := sha256.Sum256([]byte(hash))
 	return binary.BigEndian.Uint64(sum[:8])
