@@ -19,16 +19,9 @@ var errBusy = errors.New("password checking at capacity")
 //
 // Choosing the numbers (the caller's defaults; benchmarks will settle them):
 //
-//   - slots: bcrypt is pure CPU, so more than GOMAXPROCS slots only adds
-//     latency. But with slots == GOMAXPROCS a flood keeps every P busy
-//     hashing, and Go preempts a running goroutine only about every 10 ms,
-//     so token checks wait behind bcrypt (FACTS.md: /info at 20% of its
-//     throughput, p99 near 50 ms, with 2 slots on 2 CPUs). slots =
-//     max(1, GOMAXPROCS-1) leaves a P for everything else at the price of
-//     a fraction of login throughput (half of it on 2 CPUs). We cannot make
-//     bcrypt yield: runtime.Gosched cannot be injected into its loop.
-//     Another option to measure: GOMAXPROCS = NumCPU+1 with slots =
-//     NumCPU, which leaves a P free and lets the OS share the CPUs.
+//   - slots = GOMAXPROCS: hashing is pure CPU, so more only adds latency.
+//     The checks run in niced worker processes (hasherpool.go), so a flood
+//     that keeps every slot busy still leaves the CPU to token checks.
 //   - queue = 4×slots: a compare at cost 12 takes about 280 ms, so the last
 //     caller in a full queue finishes after about 5×280 ms = 1.4 s, under
 //     wait. A deeper queue only holds callers who would time out anyway.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 )
@@ -78,7 +79,12 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 		closers = append(closers, d.store)
 	}
 	adm := newAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
-	hasher := newHasherPool(cfg.bcryptSlots)
+	// The workers run this very binary (hashworker.go); tests run theirs, whose TestMain knows the command.
+	exe, err := os.Executable()
+	if err != nil {
+		log.Warn("cannot find the server's binary; checking passwords in its own process", "err", err)
+	}
+	hasher := newHasherPool(cfg.bcryptSlots, exe, log)
 	closers = append(closers, hasher)
 	// With Redis, the throttle's counters are shared too: a fleet allows as
 	// many guesses as one instance.

@@ -1,23 +1,34 @@
 package main
 
 import (
+	"errors"
+	"io"
+	"log/slog"
+	"os/exec"
 	"runtime"
 	"sync"
 )
 
-// A hasherPool runs password checks (bcrypt, argon2id, PBKDF2) on dedicated
-// OS threads at the lowest scheduling priority. Under a login flood the
-// kernel then gives the CPU to token checks first, while on an idle machine
-// hashing still gets all of it: Go's scheduler alone cannot do this, since
-// it preempts a running hash only about every 10 ms (FACTS.md: /info fell to
-// 20% with p99 near 50 ms). An argon2 hash with p > 1 lanes runs its other
-// lanes on goroutines of their own, which the runtime schedules normally.
-// The workers hold Ps while they hash, so serve raises GOMAXPROCS by their
-// number to leave the usual Ps for everything else.
+// A hasherPool runs password checks (bcrypt, argon2id, PBKDF2) in worker
+// processes at the lowest CPU priority ("authsvc hash-worker",
+// hashworker.go), one per worker. Under a login flood the kernel then gives
+// the CPU to token checks first, while on an idle machine hashing still
+// gets all of it. Threads of this process would not do: argon2 runs its
+// lanes on goroutines of their own, which the runtime schedules on normal
+// threads, and a niced thread holding a P stalls every stop-the-world of
+// the garbage collector until the kernel lets it run (FACTS.md: /info fell
+// to 20% with p99 near 50 ms on Go's scheduler alone). A worker that cannot
+// be started, or dies, is replaced by a check in this process: slower
+// token checks under a flood, never a wrong answer.
 type hasherPool struct {
 	jobs      chan verifyJob // unbuffered: a sent job is being hashed
 	stop      chan struct{}  // closed by Close
 	closeOnce sync.Once      // closes stop once, however often Close is called
+	exe       string         // the binary to start workers from; "" checks in this process
+	log       *slog.Logger
+
+	mu    sync.Mutex         // guards procs
+	procs map[*hashProc]bool // running workers, killed by Close
 }
 
 type verifyJob struct {
@@ -26,9 +37,10 @@ type verifyJob struct {
 	done     chan bool
 }
 
-// newHasherPool starts workers compare threads (at least one).
-func newHasherPool(workers int) *hasherPool {
-	p := &hasherPool{jobs: make(chan verifyJob), stop: make(chan struct{})}
+// newHasherPool starts workers checkers (at least one), each with a worker
+// process of exe started on its first job.
+func newHasherPool(workers int, exe string, log *slog.Logger) *hasherPool {
+	p := &hasherPool{jobs: make(chan verifyJob), stop: make(chan struct{}), exe: exe, log: log, procs: map[*hashProc]bool{}}
 	for range max(1, workers) {
 		go p.work()
 	}
@@ -36,23 +48,78 @@ func newHasherPool(workers int) *hasherPool {
 }
 
 func (p *hasherPool) work() {
-	// Never unlocked: the niced thread exits with this goroutine rather
-	// than return to the runtime for other goroutines.
-	runtime.LockOSThread()
-	lowerThreadPriority()
+	var proc *hashProc
+	defer func() { p.drop(proc) }()
 	for {
 		select {
 		case j := <-p.jobs:
-			j.done <- j.hash.verify(j.password)
+			var ok bool
+			ok, proc = p.check(proc, j)
+			j.done <- ok
 		case <-p.stop:
 			return
 		}
 	}
 }
 
-// verify reports whether password matches hash, checked on a worker
-// thread; a nil pool checks on the caller's goroutine. Once the pool is
-// closed it reports false without waiting for a worker.
+// check runs j on proc, starting a worker process when there is none, and
+// returns the answer and the worker to use next.
+func (p *hasherPool) check(proc *hashProc, j verifyJob) (bool, *hashProc) {
+	if proc == nil && p.exe != "" {
+		var err error
+		if proc, err = p.start(); err != nil {
+			p.log.Warn("hash worker did not start; checking passwords in the server's process", "err", err)
+		}
+	}
+	if proc == nil {
+		return j.hash.verify(j.password), nil
+	}
+	ok, err := proc.verify(j.hash, j.password)
+	if err != nil {
+		p.drop(proc)
+		select {
+		case <-p.stop: // Close killed it
+			return false, nil
+		default:
+		}
+		p.log.Warn("hash worker failed; checking this password in the server's process", "err", err)
+		return j.hash.verify(j.password), nil
+	}
+	return ok, proc
+}
+
+// start starts a worker process and registers it for Close.
+func (p *hasherPool) start() (*hashProc, error) {
+	proc, err := startHashProc(p.exe)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.stop:
+		proc.kill()
+		return nil, errors.New("hasher closed")
+	default:
+	}
+	p.procs[proc] = true
+	return proc, nil
+}
+
+// drop kills proc (nil: nothing) and forgets it.
+func (p *hasherPool) drop(proc *hashProc) {
+	if proc == nil {
+		return
+	}
+	p.mu.Lock()
+	delete(p.procs, proc)
+	p.mu.Unlock()
+	proc.kill()
+}
+
+// verify reports whether password matches hash, checked by a worker; a nil
+// pool checks on the caller's goroutine. Once the pool is closed it reports
+// false without waiting for a worker.
 func (p *hasherPool) verify(hash *passwordHash, password []byte) bool {
 	if p == nil {
 		return hash.verify(password)
@@ -78,10 +145,83 @@ func (p *hasherPool) verify(hash *passwordHash, password []byte) bool {
 	}
 }
 
-// Close stops the workers without waiting for the checks they are running:
-// at cost 16 one holds its thread for seconds, longer than shutdown's grace.
-// Those threads end when they finish, or with the process.
+// Close stops the workers and kills their processes without waiting for
+// the checks they are running: at cost 16 one takes seconds, longer than
+// shutdown's grace.
 func (p *hasherPool) Close() error {
-	p.closeOnce.Do(func() { close(p.stop) })
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		close(p.stop)
+		for proc := range p.procs {
+			proc.kill()
+		}
+	})
 	return nil
+}
+
+// A hashProc is one worker process and the pipes to it; one goroutine at a
+// time uses it.
+type hashProc struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   io.ReadCloser
+	frame []byte // reused; cleared after each write, since it holds a password
+}
+
+// startHashProc starts "exe hash-worker" from a thread at the lowest
+// priority, which the process and every thread it makes inherit.
+func startHashProc(exe string) (*hashProc, error) {
+	cmd := exec.Command(exe, hashWorkerCommand)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		in.Close()
+		return nil, err
+	}
+	started := make(chan error, 1)
+	go func() {
+		// Never unlocked: the niced thread exits with this goroutine
+		// rather than return to the runtime for other goroutines.
+		runtime.LockOSThread()
+		lowerThreadPriority()
+		started <- cmd.Start() // forks from this thread
+	}()
+	if err := <-started; err != nil {
+		in.Close()
+		out.Close()
+		return nil, err
+	}
+	go cmd.Wait() // reaps it once it exits
+	return &hashProc{cmd: cmd, in: in, out: out}, nil
+}
+
+// verify sends one job and reads its answer.
+func (w *hashProc) verify(h *passwordHash, password []byte) (bool, error) {
+	w.frame = appendHashJob(w.frame[:0], h, password)
+	_, err := w.in.Write(w.frame)
+	clear(w.frame)
+	if err != nil {
+		return false, err
+	}
+	var answer [1]byte
+	if _, err := io.ReadFull(w.out, answer[:]); err != nil {
+		return false, err
+	}
+	switch answer[0] {
+	case jobMatch:
+		return true, nil
+	case jobMismatch:
+		return false, nil
+	}
+	return false, errors.New("hash worker: unexpected answer")
+}
+
+// kill ends the process; its pipes close with it.
+func (w *hashProc) kill() {
+	w.cmd.Process.Kill()
+	w.in.Close()
 }

@@ -15,7 +15,8 @@ func TestHasherPoolVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*hasherPool{newHasherPool(2), nil} {
+	exe := testBinary(t)
+	for _, p := range []*hasherPool{newHasherPool(2, exe, discardLog), newHasherPool(1, "", discardLog), nil} {
 		if !p.verify(hash, []byte("right")) {
 			t.Errorf("verify(right) = false; want true")
 		}
@@ -56,7 +57,7 @@ func TestLowerThreadPriority(t *testing.T) {
 // TestHasherPoolCloseDoesNotWait: shutdown must not wait for a password
 // check, which at the highest accepted cost holds a thread for seconds.
 func TestHasherPoolCloseDoesNotWait(t *testing.T) {
-	p := newHasherPool(1)
+	p := newHasherPool(1, testBinary(t), discardLog)
 	// testHash's salt and digest at cost 16: about 4 s to find it wrong.
 	slowHash, err := parsePasswordHash("$2a$16" + testHash[6:])
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -79,18 +78,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 	}
 	deps.metrics.reloaded(nil, start)
-	defer tuneProcs(cfg.bcryptSlots)()
 	return runServers(ctx, cfg, deps)
-}
-
-// tuneProcs raises GOMAXPROCS for the hasher's threads, which hold a P each
-// while they hash, and returns the function that restores it. Half as many
-// Ps as hashers left /info 62% of its throughput under a login flood on 2
-// cores; as many cost 5% unloaded.
-func tuneProcs(hashers int) (restore func()) {
-	procs := runtime.GOMAXPROCS(0)
-	runtime.GOMAXPROCS(procs + max(1, hashers/2))
-	return func() { runtime.GOMAXPROCS(procs) }
 }
 
 // runServers serves the API (and the metrics, on --metrics-addr) with deps,

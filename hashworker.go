@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// hashWorkerCommand is the hidden subcommand the hasher pool starts its
+// worker processes with (hasherpool.go): "authsvc hash-worker" checks the
+// passwords framed on its stdin and answers one byte each on stdout.
+const hashWorkerCommand = "hash-worker"
+
+// Bounds on a job frame: a password is at most maxPasswordLen bytes (the
+// login body's rule) and a hash's salt or digest far less than a KiB.
+const (
+	maxJobField = 4 << 10
+	maxJobFrame = 16 << 10
+)
+
+// The worker's answers.
+const (
+	jobMatch    = '1'
+	jobMismatch = '0'
+)
+
+// appendHashJob appends to b the frame that asks a worker to check
+// password against h: a uvarint length, then h's scheme, parameters, salt
+// and digest, then the password. The frame holds the password: callers
+// clear it once written.
+func appendHashJob(b []byte, h *passwordHash, password []byte) []byte {
+	var body []byte
+	body = appendField(body, []byte(h.kind))
+	body = appendField(body, h.bcrypt)
+	for _, n := range []uint64{uint64(h.cost), uint64(h.memoryKiB), uint64(h.time), uint64(h.threads), uint64(h.iterations)} {
+		body = binary.AppendUvarint(body, n)
+	}
+	body = appendField(body, h.salt)
+	body = appendField(body, h.digest)
+	body = appendField(body, password)
+	b = binary.AppendUvarint(b, uint64(len(body)))
+	b = append(b, body...)
+	clear(body)
+	return b
+}
+
+func appendField(b, field []byte) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(field))), field...)
+}
+
+// errBadJob is any frame decodeHashJob refuses; it never quotes the frame.
+var errBadJob = errors.New("malformed hash job")
+
+// decodeHashJob decodes a frame's body (appendHashJob, without the length)
+// into the hash and the password, and checks the hash against the same
+// bounds a users file's hashes are held to, so that no frame can make the
+// worker allocate or loop beyond what a stored hash could.
+func decodeHashJob(body []byte) (*passwordHash, []byte, error) {
+	d := jobDecoder{rest: body}
+	h := &passwordHash{kind: string(d.field())}
+	h.bcrypt = d.field()
+	cost, m, t, p, iterations := d.number(), d.number(), d.number(), d.number(), d.number()
+	h.salt = d.field()
+	h.digest = d.field()
+	password := d.field()
+	if d.err != nil || len(d.rest) != 0 {
+		return nil, nil, errBadJob
+	}
+	if cost > maxBcryptCost || m > maxArgon2MemoryKiB || t > maxArgon2Time || p > maxArgon2Threads || iterations > maxPBKDF2Iterations {
+		return nil, nil, errBadJob
+	}
+	h.cost, h.memoryKiB, h.time, h.threads, h.iterations = int(cost), uint32(m), uint32(t), uint8(p), int(iterations)
+	if err := h.checkBounds(); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", errBadJob, err)
+	}
+	return h, password, nil
+}
+
+// checkBounds returns why h's parameters are outside what parsePasswordHash
+// accepts for its scheme, or nil.
+func (h *passwordHash) checkBounds() error {
+	switch h.kind {
+	case schemeBcrypt, schemeDjangoBcrypt, schemeBcryptSHA256:
+		return checkBcryptCost(h.cost)
+	case schemeArgon2id, schemeDjangoArgon2:
+		if err := checkArgon2Params(h.memoryKiB, h.time, uint32(h.threads)); err != nil {
+			return err
+		}
+		if len(h.salt) < minArgon2SaltLen || len(h.salt) > maxArgon2SaltLen || len(h.digest) < minArgon2KeyLen || len(h.digest) > maxArgon2KeyLen {
+			return errors.New("argon2 salt or digest length out of range")
+		}
+	case schemePBKDF2:
+		if h.iterations < minPBKDF2Iterations || len(h.salt) > maxPBKDF2SaltLen {
+			return errors.New("pbkdf2 iterations or salt out of range")
+		}
+	case schemeUnusable:
+	default:
+		return errors.New("unknown scheme")
+	}
+	return nil
+}
+
+// A jobDecoder reads a frame's fields in order; the first error sticks.
+type jobDecoder struct {
+	rest []byte
+	err  error
+}
+
+func (d *jobDecoder) number() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	n, size := binary.Uvarint(d.rest)
+	if size <= 0 {
+		d.err = errBadJob
+		return 0
+	}
+	d.rest = d.rest[size:]
+	return n
+}
+
+func (d *jobDecoder) field() []byte {
+	n := d.number()
+	if d.err != nil {
+		return nil
+	}
+	if n > maxJobField || n > uint64(len(d.rest)) {
+		d.err = errBadJob
+		return nil
+	}
+	f := d.rest[:n:n]
+	d.rest = d.rest[n:]
+	return f
+}
+
+// runHashWorker is the hash-worker command: it checks each job framed on
+// stdin and writes its answer to stdout, until stdin ends (the server has
+// closed the pipe or died). A malformed frame ends it with an error that
+// quotes nothing; the server then checks in its own process.
+func runHashWorker(stdin io.Reader, stdout io.Writer) error {
+	in := byteReader{r: stdin} // unbuffered: the frame buffer below is the only copy of a password
+	frame := make([]byte, maxJobFrame)
+	for {
+		n, err := binary.ReadUvarint(in)
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return fmt.Errorf("%s: %w", hashWorkerCommand, errBadJob)
+		case n > maxJobFrame:
+			return fmt.Errorf("%s: %w: frame too long", hashWorkerCommand, errBadJob)
+		}
+		body := frame[:n]
+		if _, err := io.ReadFull(stdin, body); err != nil {
+			return fmt.Errorf("%s: %w: frame cut short", hashWorkerCommand, errBadJob)
+		}
+		h, password, err := decodeHashJob(body)
+		if err != nil {
+			return fmt.Errorf("%s: %w", hashWorkerCommand, err)
+		}
+		answer := byte(jobMismatch)
+		if h.verify(password) {
+			answer = jobMatch
+		}
+		clear(body)
+		if _, err := stdout.Write([]byte{answer}); err != nil {
+			return err
+		}
+	}
+}
+
+// byteReader reads one byte at a time from r, for a frame's length.
+type byteReader struct{ r io.Reader }
+
+func (b byteReader) ReadByte() (byte, error) {
+	var c [1]byte
+	_, err := io.ReadFull(b.r, c[:])
+	return c[0], err
+}

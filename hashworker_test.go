@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// discardLog is a logger for tests that read no log lines.
+var discardLog = slog.New(slog.DiscardHandler)
+
+// TestMain lets the test binary be the hasher pool's worker, as the server
+// binary is: the pool starts "os.Executable() hash-worker".
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == hashWorkerCommand {
+		os.Exit(exitStatus(runHashWorker(os.Stdin, os.Stdout), os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// testBinary returns the running test binary, which TestMain makes a hash worker.
+func testBinary(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// hashesOfEveryScheme returns a hash of "right" in every scheme the users
+// file accepts, but cheap.
+func hashesOfEveryScheme(t *testing.T) map[string]*passwordHash {
+	t.Helper()
+	texts := map[string]string{
+		schemeBcrypt:       testHash,
+		schemeArgon2id:     policyHash(t, hashPolicy{scheme: schemeArgon2id, argonMemoryKiB: 64, argonTime: 1, argonThreads: 2}, "right"),
+		schemePBKDF2:       djangoPBKDF2Small,
+		schemeDjangoArgon2: "argon2" + policyHash(t, hashPolicy{scheme: schemeArgon2id, argonMemoryKiB: 64, argonTime: 1, argonThreads: 1}, "right"),
+		schemeBcryptSHA256: "bcrypt_sha256$" + mustBcrypt(t, string(djangoSHA256Hex([]byte("right")))),
+		schemeDjangoBcrypt: "bcrypt$" + mustBcrypt(t, "right"),
+		schemeUnusable:     "!unusable",
+	}
+	hashes := map[string]*passwordHash{}
+	for scheme, text := range texts {
+		h, err := parsePasswordHash(text)
+		if err != nil {
+			t.Fatalf("parsePasswordHash(%s) = %v", scheme, err)
+		}
+		if h.kind != scheme {
+			t.Fatalf("parsePasswordHash(%s).kind = %s", scheme, h.kind)
+		}
+		hashes[scheme] = h
+	}
+	return hashes
+}
+
+func policyHash(t *testing.T, p hashPolicy, password string) string {
+	t.Helper()
+	h, err := p.hash([]byte(password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func mustBcrypt(t *testing.T, password string) string {
+	t.Helper()
+	return mustHash(t, password, 4)
+}
+
+// TestHashJobFrames: what a worker decodes answers as the hash it was made
+// from, for every scheme.
+func TestHashJobFrames(t *testing.T) {
+	for scheme, h := range hashesOfEveryScheme(t) {
+		for _, password := range []string{"right", "wrong", strings.Repeat("é", 512)} {
+			frame := appendHashJob(nil, h, []byte(password))
+			n, size := binary.Uvarint(frame)
+			if size <= 0 || int(n) != len(frame)-size {
+				t.Fatalf("%s: frame length %d, prefix says %d", scheme, len(frame)-size, n)
+			}
+			got, gotPassword, err := decodeHashJob(frame[size:])
+			if err != nil {
+				t.Fatalf("%s: decodeHashJob(appendHashJob(%q)) = %v", scheme, password, err)
+			}
+			if string(gotPassword) != password {
+				t.Errorf("%s: decoded password = %q; want %q", scheme, gotPassword, password)
+			}
+			if want := h.verify([]byte(password)); got.verify(gotPassword) != want {
+				t.Errorf("%s: decoded hash verify(%q) = %v; want %v", scheme, password, !want, want)
+			}
+		}
+	}
+}
+
+func TestDecodeHashJobRefuses(t *testing.T) {
+	h, err := parsePasswordHash(testHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := appendHashJob(nil, h, []byte("pw"))
+	_, size := binary.Uvarint(frame)
+	body := frame[size:]
+	big := *h
+	big.cost = 31
+	argon := hashPolicy{scheme: schemeArgon2id, argonMemoryKiB: 64, argonTime: 1, argonThreads: 1}
+	ah, err := parsePasswordHash(policyHash(t, argon, "pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := *ah
+	huge.memoryKiB = 1 << 30
+	unknown := *h
+	unknown.kind = "md5"
+	for name, b := range map[string][]byte{
+		"empty":          {},
+		"cut short":      body[:len(body)-1],
+		"trailing bytes": append(append([]byte{}, body...), 0),
+		"bcrypt cost 31": bodyOf(appendHashJob(nil, &big, []byte("pw"))),
+		"argon2 1 TiB":   bodyOf(appendHashJob(nil, &huge, []byte("pw"))),
+		"unknown scheme": bodyOf(appendHashJob(nil, &unknown, []byte("pw"))),
+		"field too long": bodyOf(appendHashJob(nil, h, make([]byte, maxJobField+1))),
+	} {
+		if _, _, err := decodeHashJob(b); !errors.Is(err, errBadJob) {
+			t.Errorf("decodeHashJob(%s) = %v; want errBadJob", name, err)
+		}
+	}
+}
+
+func bodyOf(frame []byte) []byte {
+	_, size := binary.Uvarint(frame)
+	return frame[size:]
+}
+
+// TestRunHashWorker drives the worker command in-process: one answer per
+// job, in order, and a malformed frame ends it with an error that quotes
+// nothing of it.
+func TestRunHashWorker(t *testing.T) {
+	h, err := parsePasswordHash(testHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in bytes.Buffer
+	in.Write(appendHashJob(nil, h, []byte("pw")))
+	in.Write(appendHashJob(nil, h, []byte("wrong-secret")))
+	var out bytes.Buffer
+	if err := runHashWorker(&in, &out); err != nil {
+		t.Fatalf("runHashWorker = %v; want nil at the end of stdin", err)
+	}
+	if got := out.String(); got != "10" {
+		t.Errorf("answers = %q; want %q", got, "10")
+	}
+
+	bad := appendHashJob(nil, h, []byte("the-secret-password"))
+	bad = bad[:len(bad)-3]
+	out.Reset()
+	err = runHashWorker(bytes.NewReader(bad), &out)
+	if err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("runHashWorker(cut frame) = %v; want an error quoting nothing", err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("runHashWorker(cut frame) answered %q; want nothing", out.String())
+	}
+}
+
+func FuzzDecodeHashJob(f *testing.F) {
+	h, _ := parsePasswordHash(testHash)
+	f.Add(bodyOf(appendHashJob(nil, h, []byte("pw"))))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, password, err := decodeHashJob(body)
+		if err != nil {
+			return
+		}
+		// What decodes re-encodes to the same bytes: no field is dropped.
+		if again := bodyOf(appendHashJob(nil, got, password)); !bytes.Equal(again, body) {
+			t.Errorf("appendHashJob(decodeHashJob(%x)) = %x", body, again)
+		}
+	})
+}
+
+// hashProcs returns the pool's running worker processes' ids.
+func hashProcs(p *hasherPool) []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var pids []int
+	for proc := range p.procs {
+		pids = append(pids, proc.cmd.Process.Pid)
+	}
+	return pids
+}
+
+// TestHashWorkerNiced: the worker process, every thread of it, runs at
+// nice 19, while the server's own threads keep their priority.
+func TestHashWorkerNiced(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("thread priorities are Linux's")
+	}
+	p := newHasherPool(1, testBinary(t), discardLog)
+	defer p.Close()
+	h, _ := parsePasswordHash(testHash)
+	if !p.verify(h, []byte("pw")) {
+		t.Fatal("verify(right) = false; want true")
+	}
+	pids := hashProcs(p)
+	if len(pids) != 1 {
+		t.Fatalf("worker processes = %v; want 1", pids)
+	}
+	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pids[0]) + "/task/*/stat")
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("threads of the worker: %v %v", tasks, err)
+	}
+	for _, task := range tasks {
+		if nice := statNice(t, task); nice != 19 {
+			t.Errorf("%s: nice = %d; want 19", task, nice)
+		}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if nice := statNice(t, "/proc/thread-self/stat"); nice == 19 {
+		t.Errorf("the server's own threads were niced too")
+	}
+}
+
+// statNice reads the nice value (field 19) from a /proc stat file.
+func statNice(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command, which is in parentheses and may hold spaces.
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	nice, err := strconv.Atoi(fields[16])
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return nice
+}
+
+// TestHasherPoolWorkerKilled: a worker that dies costs no answer; the next
+// check starts a new one.
+func TestHasherPoolWorkerKilled(t *testing.T) {
+	p := newHasherPool(1, testBinary(t), discardLog)
+	defer p.Close()
+	h, _ := parsePasswordHash(testHash)
+	if !p.verify(h, []byte("pw")) {
+		t.Fatal("verify(right) = false; want true")
+	}
+	first := hashProcs(p)
+	if len(first) != 1 {
+		t.Fatalf("worker processes = %v; want 1", first)
+	}
+	syscall.Kill(first[0], syscall.SIGKILL)
+	for _, tc := range []struct {
+		password string
+		want     bool
+	}{{"pw", true}, {"wrong", false}, {"pw", true}} {
+		if got := p.verify(h, []byte(tc.password)); got != tc.want {
+			t.Errorf("after the worker was killed, verify(%q) = %v; want %v", tc.password, got, tc.want)
+		}
+	}
+	if now := hashProcs(p); len(now) != 1 || now[0] == first[0] {
+		t.Errorf("worker processes after the kill = %v; want one new one (not %d)", now, first[0])
+	}
+}
+
+// TestHasherPoolNoWorkerBinary: a binary that cannot be started leaves the
+// checks in the server's process, still right.
+func TestHasherPoolNoWorkerBinary(t *testing.T) {
+	p := newHasherPool(1, filepath.Join(t.TempDir(), "missing"), discardLog)
+	defer p.Close()
+	h, _ := parsePasswordHash(testHash)
+	if !p.verify(h, []byte("pw")) || p.verify(h, []byte("wrong")) {
+		t.Errorf("verify with no worker binary gave a wrong answer")
+	}
+}
