@@ -1,7 +1,7 @@
 # authsvc: make build | run | test | cover | fuzz | e2e | bench
 GO       ?= go
 FUZZTIME ?= 20s
-FUZZ_TARGETS = FuzzParseCredentials FuzzDecodeLogin FuzzParseUsers FuzzUsernameParam
+FUZZ_TARGETS = FuzzParseCredentials FuzzDecodeLogin FuzzParseUsers FuzzUsernameParam FuzzAccessLine FuzzDecodeHashJob
 
 .PHONY: build run test cover fuzz clean bench e2e
 

@@ -27,6 +27,12 @@ func withDirectory(dir Directory) depsOption {
 	return func(d *serverDeps) { d.users = dir }
 }
 
+// withLogOutput tells the access log where log writes, so that it can
+// format its lines itself (accesslog.go); serve knows, tests need not.
+func withLogOutput(out io.Writer) depsOption {
+	return func(d *serverDeps) { d.logOut = out }
+}
+
 // withStore keeps tokens in store instead of the --store one.
 func withStore(store Store) depsOption {
 	return func(d *serverDeps) { d.store = store }
@@ -44,6 +50,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 		metricsOnMain: cfg.metricsAddr == "",
 		corsOrigins:   cfg.corsOrigins,
 		noAccessLog:   !cfg.accessLog,
+		logFormat:     cfg.logFormat,
 		passwords: passwordSetter{
 			policy: passwordPolicy{minLength: cfg.passwordMinLength},
 			hash: func(password string) (string, error) {

@@ -66,7 +66,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return err
 		}
 	}
-	deps, closeDeps, err := buildDeps(cfg, log)
+	deps, closeDeps, err := buildDeps(cfg, log, withLogOutput(logOut))
 	defer closeDeps()
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -23,17 +24,21 @@ type serverDeps struct {
 	metricsOnMain bool     // serve /metrics here, not on --metrics-addr
 	corsOrigins   []string // origins whose pages may call the API
 	noAccessLog   bool     // log no line per request (audit and error lines stay)
+	// logOut and logFormat, when set, are log's destination and
+	// newLogger's format: access lines skip slog's generic path (accesslog.go).
+	logOut    io.Writer
+	logFormat string
 }
 
 // newServer returns the service's whole HTTP handler.
 func newServer(d serverDeps) http.Handler {
 	mux := http.NewServeMux()
 	addRoutes(mux, d)
-	accessLog := d.log
-	if d.noAccessLog {
-		accessLog = nil
+	var access *accessLog
+	if !d.noAccessLog {
+		access = newAccessLog(d.log, d.logFormat, d.logOut)
 	}
-	return observe(accessLog, d.metrics, cors(d.corsOrigins, mux))
+	return observe(access, d.metrics, cors(d.corsOrigins, mux))
 }
 
 // addRoutes lists every route and returns them as "METHOD /canonical/path"
@@ -97,7 +102,7 @@ func (d serverDeps) methods(method string, h http.Handler) http.Handler {
 // (smuggling.go), then records the route's metrics (metrics.go) and writes
 // the access line (accesslog.go). One wrapper, one recorder: the hot path
 // pays for a single indirection. Handlers find the id with requestID(w).
-func observe(accessLog *slog.Logger, m *metrics, next http.Handler) http.Handler {
+func observe(access *accessLog, m *metrics, next http.Handler) http.Handler {
 	ids := newRequestIDs()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -117,6 +122,6 @@ func observe(accessLog *slog.Logger, m *metrics, next http.Handler) http.Handler
 		end := time.Now()
 		d := end.Sub(start)
 		m.observe(routeLabel(r.Pattern), rec.status, rec.code, d) // the mux set r.Pattern
-		logAccess(accessLog, r, rec, end, d)
+		access.write(r, rec, end, d)
 	})
 }
