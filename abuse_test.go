@@ -302,7 +302,7 @@ func trickledBody(t *testing.T, s *abuseServer) {
 	wg.Go(func() { trickle(conn, stop, func(int) string { return " " }) })
 	defer wg.Wait()
 	defer close(stop)
-	const limit = 25 * time.Second
+	const limit = readTimeout + 5*time.Second
 	replies, err := readUntilClosed(conn, start.Add(limit+2*time.Second))
 	elapsed := time.Since(start)
 	var statuses []int
