@@ -313,7 +313,7 @@ func TestTokenStoredOnlyAsDigest(t *testing.T) {
 	tok := e.login("alice")
 	d, _ := digestOf(tok)
 	for i := range e.store.shards {
-		for k := range e.store.shards[i].sessions {
+		for k := range e.store.shards[i].index {
 			if string(k[:]) == tok || strings.Contains(string(k[:]), tok[:20]) {
 				t.Fatalf("store key holds the token")
 			}

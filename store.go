@@ -58,7 +58,8 @@ type listedSession struct {
 //   - Revoke removes the session under d; revoking an unknown digest is not
 //     an error (logout is idempotent).
 //   - Issue stores s's ID, Client and UserAgent as given, and sets its
-//     IssuedAt and LastUsedAt to now.
+//     IssuedAt and LastUsedAt to now. List returns Client and UserAgent;
+//     Lookup, on the hot path, may leave them empty.
 //   - Touch records a use of d at now, off the caller's path: it never
 //     blocks on the backing service and may drop or delay the write, so
 //     LastUsedAt may lag a real use by up to touchLag; a later use never

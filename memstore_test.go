@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestMemRecordHoldsNoPointers: the garbage collector never scans the
+// memory store's records only while they hold no pointer; a string or slice
+// field added to memRecord would bring back the million-session GC pauses.
+func TestMemRecordHoldsNoPointers(t *testing.T) {
+	var check func(reflect.Type, string)
+	check = func(typ reflect.Type, path string) {
+		switch typ.Kind() {
+		case reflect.Struct:
+			for f := range typ.Fields() {
+				check(f.Type, path+"."+f.Name)
+			}
+		case reflect.Array:
+			check(typ.Elem(), path+"[]")
+		case reflect.Pointer, reflect.String, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
+			t.Errorf("%s is a %s: memRecord must hold no pointers", path, typ.Kind())
+		}
+	}
+	check(reflect.TypeFor[memRecord](), "memRecord")
+	check(reflect.TypeFor[tokenDigest](), "tokenDigest") // the index's keys
+}
+
+// TestMemoryStoreClients: every client address comes back from List as it
+// was given, whether kept as 16 bytes or as a string.
+func TestMemoryStoreClients(t *testing.T) {
+	s := newMemoryStore()
+	now := time.Now()
+	clients := []string{"", "203.0.113.7", "2001:db8::1", "::ffff:192.0.2.1", "fe80::1%eth0", "unix-socket", "0.0.0.0"}
+	for _, c := range clients {
+		mustIssue(t, s, Session{Username: "alice", Stamp: 1, ID: newSessionID(), Client: c, UserAgent: "ua " + c}, 0, now)
+	}
+	listed, err := s.List(context.Background(), "alice", now)
+	if err != nil || len(listed) != len(clients) {
+		t.Fatalf("List(alice) = %d sessions, %v; want %d", len(listed), err, len(clients))
+	}
+	for i, ls := range listed {
+		want := clients[len(clients)-1-i] // newest first
+		if ls.Client != want || ls.UserAgent != "ua "+want {
+			t.Errorf("List(alice)[%d] client, agent = %q, %q; want %q, %q", i, ls.Client, ls.UserAgent, want, "ua "+want)
+		}
+	}
+}
+
+// TestMemoryStoreStringsShared: equal user agents are kept once, and every
+// string is let go once no session holds it, however its sessions ended.
+func TestMemoryStoreStringsShared(t *testing.T) {
+	ctx := context.Background()
+	s := newMemoryStore()
+	now := time.Now()
+	for _, user := range []string{"alice", "bob"} {
+		for range 3 {
+			mustIssue(t, s, Session{Username: user, Stamp: 1, ExpiresAt: now.Add(time.Minute), Client: "odd client", UserAgent: "Mozilla/5.0"}, 0, now)
+		}
+	}
+	// alice, bob, one user agent, one client string.
+	if got := s.strings.Len(); got != 4 {
+		t.Errorf("strings held for 6 sessions of 2 users, 1 agent, 1 client = %d; want 4", got)
+	}
+	carol := mustIssue(t, s, Session{Username: "carol", Stamp: 1, UserAgent: "curl/8.5.0"}, 1, now)
+	mustIssue(t, s, Session{Username: "carol", Stamp: 1, UserAgent: "Wget/1.21"}, 1, now) // evicts the first
+	wantNotFound(t, s, carol, now)
+
+	s.RevokeUser(ctx, "alice")
+	s.Sweep(now.Add(time.Minute)) // bob's
+	s.RevokeUserBefore(ctx, "carol", now.Add(time.Second))
+	if n, got := s.Len(), s.strings.Len(); n != 0 || got != 0 {
+		t.Errorf("after every session ended: %d sessions, %d strings held; want 0, 0", n, got)
+	}
+	if len(s.byUser) != 0 {
+		t.Errorf("byUser after every session ended = %v; want empty", s.byUser)
+	}
+	// Handles are reused, and a reused one names its new string.
+	d := mustIssue(t, s, Session{Username: "dave", Stamp: 1}, 0, now)
+	wantFound(t, s, d, now, Session{Username: "dave", Stamp: 1})
+}
