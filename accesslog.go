@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,17 @@ type accessLog struct {
 	out  io.Writer
 	json bool
 	bufs sync.Pool // of *[]byte
+	// second is the last second a line was written in, formatted up to
+	// its fraction: formatting a whole time for every line cost 1.7 % of /info.
+	second atomic.Pointer[formattedSecond]
+}
+
+// formattedSecond is one second's time prefix ("2026-11-23T10:00:00") and
+// zone suffix ("Z", "+01:00"), as both slog handlers write them.
+type formattedSecond struct {
+	unix           int64
+	loc            *time.Location
+	prefix, suffix string
 }
 
 // newAccessLog returns the access log that writes to log; out and format,
@@ -36,9 +48,9 @@ func (a *accessLog) write(r *http.Request, rec *statusRecorder, end time.Time, d
 	if a == nil {
 		return
 	}
-	if a.out != nil && plainLogValue(r.Method) && plainLogValue(r.URL.Path) && plainLogValue(r.RemoteAddr) && plainLogValue(rec.id[0]) {
+	if y := end.Year(); a.out != nil && y >= 0 && y <= 9999 && plainLogValue(r.Method) && plainLogValue(r.URL.Path) && plainLogValue(r.RemoteAddr) && plainLogValue(rec.id[0]) {
 		bp := a.bufs.Get().(*[]byte)
-		line := appendAccessLine((*bp)[:0], a.json, r.Method, r.URL.Path, rec.status, d, r.RemoteAddr, rec.id[0], end)
+		line := a.appendAccessLine((*bp)[:0], r.Method, r.URL.Path, rec.status, d, r.RemoteAddr, rec.id[0], end)
 		a.out.Write(line)
 		*bp = line
 		a.bufs.Put(bp)
@@ -77,12 +89,12 @@ func plainLogValue(s string) bool {
 }
 
 // appendAccessLine appends the access line that slog's JSON or text handler
-// would write for these plain values (plainLogValue).
-func appendAccessLine(b []byte, json bool, method, path string, status int, d time.Duration, client, id string, end time.Time) []byte {
+// would write for these plain values (plainLogValue) at end, in years 0–9999.
+func (a *accessLog) appendAccessLine(b []byte, method, path string, status int, d time.Duration, client, id string, end time.Time) []byte {
 	end = end.Round(0) // as slog: no monotonic reading
-	if json {
+	if a.json {
 		b = append(b, `{"time":"`...)
-		b = end.AppendFormat(b, time.RFC3339Nano)
+		b = a.appendTime(b, end, true)
 		b = append(b, `","level":"INFO","msg":"request","method":"`...)
 		b = append(b, method...)
 		b = append(b, `","path":"`...)
@@ -98,7 +110,7 @@ func appendAccessLine(b []byte, json bool, method, path string, status int, d ti
 		return append(b, "\"}\n"...)
 	}
 	b = append(b, "time="...)
-	b = appendRFC3339Millis(b, end)
+	b = a.appendTime(b, end, false)
 	b = append(b, " level=INFO msg=request method="...)
 	b = append(b, method...)
 	b = append(b, " path="...)
@@ -114,12 +126,35 @@ func appendAccessLine(b []byte, json bool, method, path string, status int, d ti
 	return append(b, '\n')
 }
 
-// appendRFC3339Millis appends t as slog's text handler writes times:
-// RFC 3339 with exactly three digits of milliseconds.
-func appendRFC3339Millis(b []byte, t time.Time) []byte {
-	const prefixLen = len("2006-01-02T15:04:05.000")
-	n := len(b)
-	// RFC3339Nano trims trailing zeros: a tenth of a millisecond keeps four digits, then the fourth is dropped.
-	b = t.Truncate(time.Millisecond).Add(time.Millisecond/10).AppendFormat(b, time.RFC3339Nano)
-	return append(b[:n+prefixLen], b[n+prefixLen+1:]...)
+// appendTime appends t as slog's JSON handler (RFC 3339 with nanoseconds,
+// trailing zeros trimmed) or text handler (three digits of milliseconds)
+// writes it, from the formatted second when t falls in it.
+func (a *accessLog) appendTime(b []byte, t time.Time, nanos bool) []byte {
+	sec := a.second.Load()
+	if sec == nil || sec.unix != t.Unix() || sec.loc != t.Location() {
+		whole := t.Truncate(time.Second).AppendFormat(nil, time.RFC3339) // a whole second has no fraction
+		const prefixLen = len("2006-01-02T15:04:05")
+		sec = &formattedSecond{unix: t.Unix(), loc: t.Location(), prefix: string(whole[:prefixLen]), suffix: string(whole[prefixLen:])}
+		a.second.Store(sec)
+	}
+	b = append(b, sec.prefix...)
+	ns := t.Nanosecond()
+	if nanos {
+		if ns != 0 {
+			var frac [10]byte
+			frac[0] = '.'
+			for i, v := 9, ns; i > 0; i, v = i-1, v/10 {
+				frac[i] = byte('0' + v%10)
+			}
+			end := 10
+			for frac[end-1] == '0' {
+				end--
+			}
+			b = append(b, frac[:end]...)
+		}
+	} else {
+		ms := ns / int(time.Millisecond)
+		b = append(b, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10))
+	}
+	return append(b, sec.suffix...)
 }

@@ -47,6 +47,27 @@ func TestAccessLineAsSlog(t *testing.T) {
 	}
 }
 
+// TestAccessLineSameSecond: lines of one second share its formatted part,
+// whatever their fraction or time zone.
+func TestAccessLineSameSecond(t *testing.T) {
+	sec := time.Date(2026, 11, 23, 10, 0, 7, 0, time.UTC)
+	for _, format := range []string{"text", "json"} {
+		var direct, generic bytes.Buffer
+		fast := newAccessLog(newLogger(format, &direct), format, &direct)
+		slow := newAccessLog(newLogger(format, &generic), format, nil)
+		for _, end := range []time.Time{sec, sec.Add(120 * time.Millisecond), sec.Add(999_999_999), sec.In(time.FixedZone("X", -5*3600)), sec.Add(time.Second), sec.Add(10), sec.AddDate(8000, 0, 0)} {
+			req := httptest.NewRequest("GET", "/api/auth/info", nil)
+			rec := &statusRecorder{status: 200}
+			rec.id[0] = "id"
+			fast.write(req, rec, end, time.Millisecond)
+			slow.write(req, rec, end, time.Millisecond)
+		}
+		if direct.String() != generic.String() {
+			t.Errorf("%s lines:\n got %s\nwant %s", format, direct.String(), generic.String())
+		}
+	}
+}
+
 // TestAccessLineNotPlain: values slog would quote or escape go through
 // slog itself.
 func TestAccessLineNotPlain(t *testing.T) {
