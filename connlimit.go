@@ -1,7 +1,6 @@
 package main
 
 import (
-	"container/list"
 	"math"
 	"net"
 	"net/http"
@@ -56,10 +55,20 @@ func maxConnsFor(soft uint64) int {
 type connLimiter struct {
 	max int
 
-	mu    sync.Mutex                 // guards conns, idle and every limitedListener's closed
-	room  *sync.Cond                 // on mu; broadcast when a connection goes idle or leaves, or a listener closes
-	conns map[net.Conn]*list.Element // every open connection; its element in idle, or nil while new or active
-	idle  list.List                  // of net.Conn: the idle connections, longest idle first
+	mu      sync.Mutex              // guards conns, idle, waiting and every limitedListener's closed
+	room    *sync.Cond              // on mu; broadcast when a connection goes idle or leaves while an Accept waits, or a listener closes
+	waiting int                     // Accepts waiting on room
+	conns   map[net.Conn]*connEntry // every open connection
+	idle    connEntry               // the idle connections' ring, longest idle first after it; its own c is nil
+	nIdle   int
+}
+
+// A connEntry is an open connection, linked into the idle ring while idle.
+// Made once per connection: going idle and active again, as a keep-alive
+// connection does every request, allocates nothing.
+type connEntry struct {
+	c          net.Conn
+	prev, next *connEntry // nil while not idle
 }
 
 // newConnLimiter returns a limiter of max open connections; max must be at
@@ -68,9 +77,38 @@ func newConnLimiter(max int) *connLimiter {
 	if max < 1 {
 		panic("newConnLimiter: max must be at least 1")
 	}
-	l := &connLimiter{max: max, conns: make(map[net.Conn]*list.Element)}
+	l := &connLimiter{max: max, conns: make(map[net.Conn]*connEntry)}
+	l.idle.prev, l.idle.next = &l.idle, &l.idle
 	l.room = sync.NewCond(&l.mu)
 	return l
+}
+
+// goIdle links e at the back of the idle ring. The caller holds l.mu.
+func (l *connLimiter) goIdle(e *connEntry) {
+	if e.next != nil {
+		return
+	}
+	e.prev, e.next = l.idle.prev, &l.idle
+	l.idle.prev.next = e
+	l.idle.prev = e
+	l.nIdle++
+}
+
+// goActive unlinks e from the idle ring. The caller holds l.mu.
+func (l *connLimiter) goActive(e *connEntry) {
+	if e.next == nil {
+		return
+	}
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+	l.nIdle--
+}
+
+// wake tells a waiting Accept that there may be room. The caller holds l.mu.
+func (l *connLimiter) wake() {
+	if l.waiting > 0 {
+		l.room.Broadcast()
+	}
 }
 
 // Listener returns inner with Accept limited by l.
@@ -89,21 +127,14 @@ func (l *connLimiter) ConnState(c net.Conn, s http.ConnState) {
 	}
 	switch s {
 	case http.StateActive:
-		if e != nil {
-			l.idle.Remove(e)
-			l.conns[c] = nil
-		}
+		l.goActive(e)
 	case http.StateIdle:
-		if e == nil {
-			l.conns[c] = l.idle.PushBack(c)
-			l.room.Broadcast()
-		}
+		l.goIdle(e)
+		l.wake()
 	case http.StateClosed, http.StateHijacked:
-		if e != nil {
-			l.idle.Remove(e)
-		}
+		l.goActive(e)
 		delete(l.conns, c)
-		l.room.Broadcast()
+		l.wake()
 	}
 	// StateNew: Accept counted the connection already.
 }
@@ -120,8 +151,10 @@ func (l *connLimiter) open() int {
 // returns net.ErrClosed if ln is closed meanwhile.
 func (l *connLimiter) add(ln *limitedListener, c net.Conn) error {
 	l.mu.Lock()
-	for !ln.closed && len(l.conns) >= l.max && l.idle.Len() == 0 {
+	for !ln.closed && len(l.conns) >= l.max && l.nIdle == 0 {
+		l.waiting++
 		l.room.Wait()
+		l.waiting--
 	}
 	if ln.closed {
 		l.mu.Unlock()
@@ -129,10 +162,12 @@ func (l *connLimiter) add(ln *limitedListener, c net.Conn) error {
 	}
 	var victim net.Conn
 	if len(l.conns) >= l.max {
-		victim = l.idle.Remove(l.idle.Front()).(net.Conn)
+		e := l.idle.next
+		l.goActive(e)
+		victim = e.c
 		delete(l.conns, victim)
 	}
-	l.conns[c] = nil
+	l.conns[c] = &connEntry{c: c}
 	l.mu.Unlock()
 	if victim != nil {
 		victim.Close() // outside mu: a close is a system call
