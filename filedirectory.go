@@ -156,19 +156,8 @@ func (s *fileDirectory) load(cut func(string, time.Time)) (os.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(s.path)
-	if err != nil {
-		return info, err
-	}
-	if s.afterRead != nil {
-		s.afterRead()
-	}
-	users, err := parseUsers(data)
-	if err != nil {
-		return info, fmt.Errorf("%s: %w", s.path, err)
-	}
 	old := s.cur.Load()
-	x, err := newUserIndex(users, old)
+	x, err := s.read(old)
 	if err != nil {
 		return info, err
 	}
@@ -176,6 +165,35 @@ func (s *fileDirectory) load(cut func(string, time.Time)) (os.FileInfo, error) {
 	s.seen = info
 	cutsBetween(old, x, time.Now(), cut)
 	return info, nil
+}
+
+// read reads and validates the file in one streaming pass, building its
+// index as it goes, reusing the users of old that did not change.
+func (s *fileDirectory) read(old *userIndex) (*userIndex, error) {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n := 0
+	if old != nil {
+		n = len(old.byName)
+	}
+	b := newIndexBuilder(old, n)
+	err = scanUsers(f, b.add)
+	if s.afterRead != nil {
+		s.afterRead()
+	}
+	if err == errStrict { // the reference parser says what is wrong, or builds the index from what it read
+		var users []User
+		if users, err = decodeUsersStrict(f); err == nil {
+			return newUserIndex(users, old)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.path, err)
+	}
+	return b.finish()
 }
 
 // changed reports whether the file differs from the one last loaded.

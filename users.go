@@ -129,6 +129,64 @@ func passwordStamp(hash string) uint64 {
 // parseUsers decodes and validates a users file. Its errors name the entry
 // and the field at fault.
 func parseUsers(data []byte) ([]User, error) {
+	return decodeUsers(bytes.NewReader(data))
+}
+
+// decodeUsers reads and validates a users file from r in one pass
+// (usersparse.go), falling back to parseUsersStrict where only it can say
+// exactly what is wrong.
+func decodeUsers(r io.ReadSeeker) ([]User, error) {
+	users := []User{}
+	err := scanUsers(r, collectUsers(&users))
+	switch {
+	case err == errStrict:
+		return decodeUsersStrict(r)
+	case err != nil:
+		return nil, err
+	}
+	return users, nil
+}
+
+// decodeUsersStrict reads all of r from its start and parses it with
+// parseUsersStrict.
+func decodeUsersStrict(r io.ReadSeeker) ([]User, error) {
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	return parseUsersStrict(data)
+}
+
+// collectUsers returns a sink that appends each entry to users, after the
+// checks parseUsersStrict makes of a decoded entry: its name unique, its
+// hash valid.
+func collectUsers(users *[]User) entrySink {
+	seen := make(map[string]bool)
+	return func(i int, e *rawEntry) error {
+		if seen[string(e.username)] {
+			return errDuplicate
+		}
+		u := User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
+			Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter}
+		seen[u.Username] = true
+		for k, g := range e.groups {
+			u.Groups[k] = string(g)
+		}
+		if _, err := parsePasswordHash(u.PasswordHash); err != nil {
+			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
+		}
+		*users = append(*users, u)
+		return nil
+	}
+}
+
+// parseUsersStrict is the reference parser of a users file, built on
+// encoding/json: what the fast parser must agree with, and what reports
+// what it does not take.
+func parseUsersStrict(data []byte) ([]User, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	// The entries are decoded one by one so that errors can name them.
@@ -150,32 +208,42 @@ func parseUsers(data []byte) ([]User, error) {
 	users := make([]User, len(doc.Users))
 	seen := make(map[string]int, len(doc.Users))
 	for i := range users {
-		u := &users[i]
-		at := fmt.Sprintf("users[%d]", i)
-		dec := json.NewDecoder(bytes.NewReader(doc.Users[i]))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(u); err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
-		}
-		if err := checkUsername(u.Username); err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
-		}
-		at += fmt.Sprintf(" (%q)", u.Username)
-		if err := checkFieldNames(doc.Users[i], userFields...); err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
+		u, err := decodeEntryStrict(i, doc.Users[i])
+		if err != nil {
+			return nil, err
 		}
 		if j, dup := seen[u.Username]; dup {
-			return nil, fmt.Errorf("%s: username: duplicate of users[%d]", at, j)
+			return nil, fmt.Errorf("%s: username: duplicate of users[%d]", entryAt(i, u.Username), j)
 		}
 		seen[u.Username] = i
 		if _, err := parsePasswordHash(u.PasswordHash); err != nil {
-			return nil, fmt.Errorf("%s: password_hash: %v", at, err)
+			return nil, fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
 		}
 		if u.Groups == nil {
 			u.Groups = []string{}
 		}
+		users[i] = u
 	}
 	return users, nil
+}
+
+// decodeEntryStrict decodes users file entry i from raw with encoding/json
+// and checks its username and field names: the reference for an entry.
+func decodeEntryStrict(i int, raw []byte) (User, error) {
+	var u User
+	at := fmt.Sprintf("users[%d]", i)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&u); err != nil {
+		return User{}, fmt.Errorf("%s: %w", at, err)
+	}
+	if err := checkUsername(u.Username); err != nil {
+		return User{}, fmt.Errorf("%s: %w", at, err)
+	}
+	if err := checkFieldNames(raw, userFields...); err != nil {
+		return User{}, fmt.Errorf("%s: %w", entryAt(i, u.Username), err)
+	}
+	return u, nil
 }
 
 // userFields are the names of a users file entry's fields.
@@ -222,11 +290,12 @@ func checkFieldNames(obj []byte, names ...string) error {
 
 // readUsersFile reads and validates the users file at path.
 func readUsersFile(path string) ([]User, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	users, err := parseUsers(data)
+	defer f.Close()
+	users, err := decodeUsers(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -349,11 +349,11 @@ func TestDirectoryAuthenticate(t *testing.T) {
 	}
 	u, _ := authenticate(context.Background(), d, "alice", "right", verifyHere)
 	wantInfo := `{"username":"alice","name":"Alice","email":"","groups":["dev"],"admin":true}` + "\n"
-	if u == nil || string(u.infoJSON) != wantInfo || !u.admin {
-		t.Errorf("authenticate(alice).infoJSON = %q; want %q", u.infoJSON, wantInfo)
+	if u == nil || string(u.appendInfoJSON(nil)) != wantInfo || !u.admin {
+		t.Errorf("authenticate(alice).appendInfoJSON = %q; want %q", u.appendInfoJSON(nil), wantInfo)
 	}
-	if u != nil && bytes.Contains(u.infoJSON, []byte("$2")) {
-		t.Errorf("infoJSON %q holds a hash", u.infoJSON)
+	if u != nil && bytes.Contains(u.appendInfoJSON(nil), []byte("$2")) {
+		t.Errorf("appendInfoJSON %q holds a hash", u.appendInfoJSON(nil))
 	}
 }
 
@@ -549,11 +549,23 @@ func FuzzParseUsers(f *testing.F) {
 		`{}`,
 		`[`,
 		``,
+		usersJSON(entry("alice", hashField(testHash), `"name": "B\u00f8b \u2028"`, `"groups": ["a<b>", null]`, `"tokens_after": "2026-01-02T03:04:05+02:00"`)),
+		usersJSON(entry("alice", hashField(testHash), `"tokens_after": null`, `"admin": null`, `"email": null`)),
+		usersJSON(entry("alice", hashField(testHash), `"ADMIN": true`), okAlice),
+		usersJSON(okAlice, entry("bob", hashField(testHash)), okAlice),
+		usersJSON(okAlice, entry("bob", hashField("hunter2")), `{"x": [1.5e3, -0, true, {}]}`),
+		"{\"users\" : [\n" + okAlice + "\n] }\n",
+		`{"users": [{"username": "a\xff"}]}`,
 	} {
 		f.Add([]byte(doc))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		users, err := parseUsers(data)
+		// The fast parser agrees with the reference on every input.
+		strict, strictErr := parseUsersStrict(data)
+		if fmt.Sprint(err) != fmt.Sprint(strictErr) || !reflect.DeepEqual(users, strict) {
+			t.Fatalf("parseUsers(%q) = %+v, %v; want parseUsersStrict's %+v, %v", data, users, err, strict, strictErr)
+		}
 		if err != nil {
 			if users != nil {
 				t.Errorf("parseUsers(%q) = %v, %v; want nil users with an error", data, users, err)

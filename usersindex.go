@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// An indexBuilder builds a userIndex entry by entry, as the users file is
+// read. A user whose entry is the same as in the index it replaces keeps
+// its dirUser, its name already checked and its hash already parsed: a
+// reload of a large file allocates little beyond its new map.
+type indexBuilder struct {
+	x          *userIndex
+	prev       map[string]*dirUser // the index replaced; nil on a first load
+	prevGroups map[string][]string
+	key        []byte   // scratch: an interning key
+	slowest    *dirUser // the first user with the most work
+	prevIndex  *userIndex
+}
+
+// newIndexBuilder returns a builder of an index of about n users, replacing prev (may be nil).
+func newIndexBuilder(prev *userIndex, n int) *indexBuilder {
+	b := &indexBuilder{
+		x:         &userIndex{byName: make(map[string]*dirUser, n), groups: make(map[string][]string)},
+		prevIndex: prev,
+	}
+	if prev != nil {
+		b.prev, b.prevGroups = prev.byName, prev.groups
+	}
+	return b
+}
+
+// add is the entrySink of scanUsers: entry i with parseUsersStrict's checks
+// of a decoded entry (its username valid and unique, its hash valid).
+func (b *indexBuilder) add(i int, e *rawEntry) error {
+	if b.prev[string(e.username)] == nil { // a known name was checked when it was loaded
+		if err := checkUsername(string(e.username)); err != nil {
+			return fmt.Errorf("users[%d]: %w", i, err)
+		}
+	}
+	if _, dup := b.x.byName[string(e.username)]; dup {
+		return errDuplicate
+	}
+	return b.put(i, e)
+}
+
+// put adds entry i, a later entry of the same name replacing an earlier.
+func (b *indexBuilder) put(i int, e *rawEntry) error {
+	groups := b.intern(e.groups)
+	old := b.prev[string(e.username)]
+	u := old
+	if old == nil || !old.is(e, groups) {
+		var hash *passwordHash
+		if old == nil || old.hashText != string(e.hash) {
+			var err error
+			if hash, err = parsePasswordHash(string(e.hash)); err != nil {
+				return fmt.Errorf("%s: password_hash: %v", entryAt(i, string(e.username)), err)
+			}
+		}
+		var name string
+		if old != nil {
+			name = old.info.Username
+		}
+		u = makeDirUser(e, name, groups, hash)
+		if hash == nil {
+			u.work = old.work
+		}
+	}
+	b.x.byName[u.info.Username] = u
+	if u.work > 0 && (b.slowest == nil || u.work > b.slowest.work) {
+		b.slowest = u
+	}
+	return nil
+}
+
+// finish returns the index, its slowest check reused from the index it
+// replaces when the slowest hash's scheme and parameters have not changed.
+func (b *indexBuilder) finish() (*userIndex, error) {
+	var slowest *passwordHash
+	if b.slowest != nil {
+		slowest = b.slowest.hash()
+	} else { // no usable hash: check against the default policy's
+		var err error
+		if slowest, err = defaultHashPolicy().dummy(); err != nil {
+			return nil, err
+		}
+	}
+	x, shape := b.x, hashShape(slowest)
+	if prev := b.prevIndex; prev != nil && prev.slowest != nil && prev.slowest.shape == shape {
+		x.slowest = prev.slowest
+		return x, nil
+	}
+	start := time.Now()
+	dummy, err := dummyLike(slowest)
+	if err != nil {
+		return nil, err
+	}
+	x.slowest = &slowestCheck{hash: dummy, shape: shape}
+	x.slowest.took.Store(int64(time.Since(start))) // making a hash costs what checking one does
+	return x, nil
+}
+
+// intern returns groups as strings, the same slice for every user with the
+// same groups, [] for none.
+func (b *indexBuilder) intern(groups [][]byte) []string {
+	b.key = b.key[:0]
+	for _, g := range groups { // length-prefixed: no two lists share a key
+		b.key = strconv.AppendInt(b.key, int64(len(g)), 10)
+		b.key = append(b.key, ':')
+		b.key = append(b.key, g...)
+	}
+	if s, ok := b.x.groups[string(b.key)]; ok {
+		return s
+	}
+	s, ok := b.prevGroups[string(b.key)]
+	if !ok {
+		s = make([]string, len(groups))
+		for k, g := range groups {
+			s[k] = string(g)
+		}
+	}
+	b.x.groups[string(b.key)] = s
+	return s
+}
+
+// is reports whether u is what e, with its groups interned, makes.
+func (u *dirUser) is(e *rawEntry, groups []string) bool {
+	return u.hashText == string(e.hash) && u.info.Name == string(e.name) && u.info.Email == string(e.email) &&
+		u.admin == e.admin && u.disabled == e.disabled && u.tokensAfter.Equal(e.tokensAfter) &&
+		len(u.info.Groups) == len(groups) && (len(groups) == 0 || &u.info.Groups[0] == &groups[0])
+}
+
+// makeDirUser returns the dirUser of e, its strings in one allocation.
+// username, when not "", is the name to share (the replaced index's);
+// hash, when not nil, is e's hash parsed, which sets the user's work.
+func makeDirUser(e *rawEntry, username string, groups []string, hash *passwordHash) *dirUser {
+	var sb strings.Builder
+	sb.Grow(len(e.hash) + len(e.name) + len(e.email) + len(e.username))
+	sb.Write(e.hash)
+	sb.Write(e.name)
+	sb.Write(e.email)
+	if username == "" {
+		sb.Write(e.username)
+	}
+	s := sb.String()
+	a, c, d := len(e.hash), len(e.hash)+len(e.name), len(e.hash)+len(e.name)+len(e.email)
+	if username == "" {
+		username = s[d:]
+	}
+	u := &dirUser{
+		info:        userInfo{Username: username, Name: s[a:c], Email: s[c:d], Groups: groups, Admin: e.admin},
+		hashText:    s[:a],
+		tokensAfter: e.tokensAfter,
+		admin:       e.admin,
+		disabled:    e.disabled,
+	}
+	if hash != nil && hash.usable() {
+		u.work = float32(hash.work())
+	}
+	return u
+}
+
+// rawUser returns u as an entry of the users file.
+func rawUser(u *User) *rawEntry {
+	e := &rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
+		admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter}
+	for _, g := range u.Groups {
+		e.groups = append(e.groups, []byte(g))
+	}
+	return e
+}
