@@ -159,7 +159,8 @@ func (u *dirUser) stamp() uint64 { return passwordStamp(u.hashText) }
 func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
 	b := newIndexBuilder(prev, len(users))
 	for i := range users {
-		if err := b.put(i, rawUser(&users[i])); err != nil {
+		e := rawUser(&users[i])
+		if err := b.put(i, e, b.prev[users[i].Username], nil); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +177,11 @@ func newDirUser(u *User) (*dirUser, error) {
 	if groups == nil {
 		groups = []string{}
 	}
-	return makeDirUser(rawUser(u), "", groups, hash), nil
+	var work float32
+	if hash.usable() {
+		work = float32(hash.work())
+	}
+	return makeDirUser(rawUser(u), "", groups, work), nil
 }
 
 // A userReader answers the questions a login and a token check ask: a

@@ -165,7 +165,10 @@ func decodeUsersStrict(r io.ReadSeeker) ([]User, error) {
 // hash valid.
 func collectUsers(users *[]User) entrySink {
 	seen := make(map[string]bool)
-	return func(i int, e *rawEntry) error {
+	return func(i int, e *rawEntry, _ []byte) error {
+		if err := checkUsername(string(e.username)); err != nil {
+			return fmt.Errorf("users[%d]: %w", i, err)
+		}
 		if seen[string(e.username)] {
 			return errDuplicate
 		}
@@ -316,24 +319,42 @@ func writeUsersFile(path string, users []User) error {
 		return err
 	}
 	data = append(data, '\n')
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	tmp, err := createUsersTemp(path)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
-	if err := keepOwner(tmp, path); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
 	}
+	return replaceUsersFile(tmp, path)
+}
+
+// createUsersTemp creates the temporary file that will replace the users
+// file at path: in the same directory, mode 0600, owned as the file is.
+// The caller removes it when it is not renamed.
+func createUsersTemp(path string) (*os.File, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	if err := keepOwner(tmp, path); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	return tmp, nil
+}
+
+// replaceUsersFile syncs and closes tmp, written in full, renames it to
+// path and syncs the directory.
+func replaceUsersFile(tmp *os.File, path string) error {
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return err
@@ -344,7 +365,7 @@ func writeUsersFile(path string, users []User) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	d, err := os.Open(dir)
+	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
 		return err
 	}
@@ -391,28 +412,16 @@ var errNoUsersFile = errors.New("users file does not exist")
 // empty when create is set, and is errNoUsersFile otherwise. When edit
 // returns an error nothing is written.
 func editUsers(path string, create bool, edit func(users []User) ([]User, error)) error {
-	// Not followed: a link planted there would have root create or open
-	// any file it names.
-	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if errors.Is(err, syscall.ELOOP) {
-		return fmt.Errorf("lock file %s is a symbolic link; refused", path+".lock")
-	}
+	unlock, err := lockUsersFile(path)
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", lock.Name(), err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	// The server takes this lock too when it writes, so the lock file must
-	// be the users file's owner's even when root created it.
-	if err := keepOwner(lock, path); err != nil {
-		return err
-	}
+	defer unlock()
+	return editUsersLocked(path, create, edit)
+}
 
-	removeStaleTemps(path)
-
+// editUsersLocked is editUsers with the lock held.
+func editUsersLocked(path string, create bool, edit func(users []User) ([]User, error)) error {
 	users, err := readUsersFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && create:
@@ -427,6 +436,37 @@ func editUsers(path string, create bool, edit func(users []User) ([]User, error)
 		return err
 	}
 	return writeUsersFile(path, users)
+}
+
+// lockUsersFile takes the exclusive lock on path+".lock" that every writer
+// of the users file at path holds, and removes the temporary files a killed
+// writer left. It returns the function that releases the lock.
+func lockUsersFile(path string) (unlock func(), err error) {
+	// Not followed: a link planted there would have root create or open
+	// any file it names.
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("lock file %s is a symbolic link; refused", path+".lock")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	unlock = func() {
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	}
+	// The server takes this lock too when it writes, so the lock file must
+	// be the users file's owner's even when root created it.
+	if err := keepOwner(lock, path); err != nil {
+		unlock()
+		return nil, err
+	}
+	removeStaleTemps(path)
+	return unlock, nil
 }
 
 // removeStaleTemps removes the temporary files writeUsersFile left beside

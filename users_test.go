@@ -586,7 +586,49 @@ func FuzzParseUsers(f *testing.F) {
 		if !reflect.DeepEqual(got, users) {
 			t.Fatalf("readUsersFile(writeUsersFile(parseUsers(%q))) = %+v; want %+v", data, got, users)
 		}
+		// A streaming edit of the file as it was keeps every entry it does
+		// not touch, and the index built while reading it is the users'.
+		edited := filepath.Join(t.TempDir(), "users.json")
+		if err := os.WriteFile(edited, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d := newFileDirectory(edited, slog.New(slog.DiscardHandler))
+		if err := d.Reload(context.Background()); err != nil {
+			t.Fatalf("Reload of %q = %v; want nil", data, err)
+		}
+		if x := d.index(); len(x.byName) != len(users) {
+			t.Fatalf("index of %q has %d users; want %d", data, len(x.byName), len(users))
+		}
+		for _, u := range users {
+			du, err := d.Lookup(context.Background(), u.Username)
+			want := newDirUserForTest(t, u)
+			if err != nil || du.hashText != want.hashText || !reflect.DeepEqual(du.info, want.info) || du.admin != want.admin ||
+				du.disabled != want.disabled || !du.tokensAfter.Equal(want.tokensAfter) || du.work != want.work {
+				t.Fatalf("Lookup(%q) in %q = %+v, %v; want %+v", u.Username, data, du, err, want)
+			}
+		}
+		added := User{Username: "zz-fuzz-added", PasswordHash: testHash, Groups: []string{}}
+		if findUser(users, added.Username) >= 0 {
+			return
+		}
+		if err := d.Add(context.Background(), added); err != nil {
+			t.Fatalf("Add to %q = %v", data, err)
+		}
+		got, err = readUsersFile(edited)
+		if want := append(users, added); err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("readUsersFile after Add to %q = %+v, %v; want %+v", data, got, err, want)
+		}
 	})
+}
+
+// newDirUserForTest is newDirUser(u), which must not fail.
+func newDirUserForTest(t *testing.T, u User) *dirUser {
+	t.Helper()
+	du, err := newDirUser(&u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return du
 }
 
 // checkMode fails t unless the file at path has permission bits mode.

@@ -33,39 +33,44 @@ func newIndexBuilder(prev *userIndex, n int) *indexBuilder {
 }
 
 // add is the entrySink of scanUsers: entry i with parseUsersStrict's checks
-// of a decoded entry (its username valid and unique, its hash valid).
-func (b *indexBuilder) add(i int, e *rawEntry) error {
-	if b.prev[string(e.username)] == nil { // a known name was checked when it was loaded
-		if err := checkUsername(string(e.username)); err != nil {
+// of a decoded entry, in its order: username valid, unique, hash valid.
+// What was checked when the replaced index was loaded is not checked again.
+func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
+	old := b.prev[string(e.username)]
+	var u *dirUser
+	if old == nil {
+		u = makeDirUser(e, "", b.intern(e.groups), 0)
+		if err := checkUsername(u.info.Username); err != nil {
 			return fmt.Errorf("users[%d]: %w", i, err)
 		}
 	}
 	if _, dup := b.x.byName[string(e.username)]; dup {
 		return errDuplicate
 	}
-	return b.put(i, e)
+	return b.put(i, e, old, u)
 }
 
 // put adds entry i, a later entry of the same name replacing an earlier.
-func (b *indexBuilder) put(i int, e *rawEntry) error {
-	groups := b.intern(e.groups)
-	old := b.prev[string(e.username)]
-	u := old
-	if old == nil || !old.is(e, groups) {
-		var hash *passwordHash
-		if old == nil || old.hashText != string(e.hash) {
-			var err error
-			if hash, err = parsePasswordHash(string(e.hash)); err != nil {
-				return fmt.Errorf("%s: password_hash: %v", entryAt(i, string(e.username)), err)
-			}
+// old is the replaced index's user of that name, if any; u, if not nil, is
+// the user e makes, its hash not yet checked.
+func (b *indexBuilder) put(i int, e *rawEntry, old, u *dirUser) error {
+	if u == nil && old != nil {
+		if groups := b.intern(e.groups); old.is(e, groups) {
+			u = old
+		} else {
+			u = makeDirUser(e, old.info.Username, groups, old.work)
 		}
-		var name string
-		if old != nil {
-			name = old.info.Username
+	} else if u == nil {
+		u = makeDirUser(e, "", b.intern(e.groups), 0)
+	}
+	if u != old && (old == nil || old.hashText != u.hashText) { // a known hash was checked when it was loaded
+		hash, err := parsePasswordHash(u.hashText)
+		if err != nil {
+			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.info.Username), err)
 		}
-		u = makeDirUser(e, name, groups, hash)
-		if hash == nil {
-			u.work = old.work
+		u.work = 0
+		if hash.usable() {
+			u.work = float32(hash.work())
 		}
 	}
 	b.x.byName[u.info.Username] = u
@@ -134,8 +139,8 @@ func (u *dirUser) is(e *rawEntry, groups []string) bool {
 
 // makeDirUser returns the dirUser of e, its strings in one allocation.
 // username, when not "", is the name to share (the replaced index's);
-// hash, when not nil, is e's hash parsed, which sets the user's work.
-func makeDirUser(e *rawEntry, username string, groups []string, hash *passwordHash) *dirUser {
+// work is its hash's.
+func makeDirUser(e *rawEntry, username string, groups []string, work float32) *dirUser {
 	var sb strings.Builder
 	sb.Grow(len(e.hash) + len(e.name) + len(e.email) + len(e.username))
 	sb.Write(e.hash)
@@ -155,9 +160,7 @@ func makeDirUser(e *rawEntry, username string, groups []string, hash *passwordHa
 		tokensAfter: e.tokensAfter,
 		admin:       e.admin,
 		disabled:    e.disabled,
-	}
-	if hash != nil && hash.usable() {
-		u.work = float32(hash.work())
+		work:        work,
 	}
 	return u
 }

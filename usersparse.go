@@ -43,11 +43,18 @@ type usersScanner struct {
 	err      error // the first read error other than io.EOF
 	raw      []byte
 	e        rawEntry
+
+	// With keep, each entry's bytes as they are in the file, white space
+	// and all, are kept in orig (from buf[capStart:] on), for a copy.
+	keep     bool
+	capStart int
+	orig     []byte
 }
 
-// entrySink takes each entry of a users file in order; i is its index. It
-// returns the entry's error, already naming it, or errDuplicate.
-type entrySink func(i int, e *rawEntry) error
+// entrySink takes each entry of a users file in order; i is its index, raw
+// its compact JSON (valid until the next entry). It returns the entry's
+// error, already naming it, or errDuplicate.
+type entrySink func(i int, e *rawEntry, raw []byte) error
 
 // errDuplicate is a sink's report that an entry's username came before;
 // the scanner finds where, for the reference's message.
@@ -57,7 +64,13 @@ var errDuplicate = errors.New("duplicate username")
 // to add. It returns the first entry's error, as parseUsersStrict would, or
 // errStrict, or a read error. Once an entry fails, add sees no more.
 func scanUsers(r io.ReadSeeker, add entrySink) error {
-	s := &usersScanner{r: r, buf: make([]byte, 256<<10)}
+	return scanUsersKeep(r, false, add)
+}
+
+// scanUsersKeep is scanUsers; with keep, the raw given to add is the
+// entry's bytes as they are in the file rather than compacted.
+func scanUsersKeep(r io.ReadSeeker, keep bool, add entrySink) error {
+	s := &usersScanner{r: r, buf: make([]byte, 256<<10), keep: keep}
 	var firstErr error
 	var dupName []byte
 	dupAt := -1
@@ -66,8 +79,10 @@ func scanUsers(r io.ReadSeeker, add entrySink) error {
 			return nil // syntax only: a later syntax error takes precedence
 		}
 		e, err := s.decode(i, raw)
-		if err == nil {
-			err = add(i, e)
+		if err == nil && s.keep {
+			err = add(i, e, s.orig)
+		} else if err == nil {
+			err = add(i, e, raw)
 		}
 		if err == errDuplicate {
 			dupName, dupAt = append([]byte(nil), e.username...), i
@@ -96,7 +111,7 @@ func (s *usersScanner) duplicate(r io.ReadSeeker, i int, name []byte) error {
 		if first >= 0 || j >= i {
 			return nil
 		}
-		if e, err := s.decode(j, raw); err == nil && string(e.username) == string(name) {
+		if e, err := s.decode(j, raw); err == nil && string(e.username) == string(name) && checkUsername(string(name)) == nil {
 			first = j
 		}
 		return nil
@@ -115,15 +130,12 @@ func entryAt(i int, username string) string {
 	return fmt.Sprintf("users[%d] (%q)", i, username)
 }
 
-// decode decodes entry i from raw, compact JSON, with the reference's
-// checks up to the username: the fast decoder when it can, the reference
-// otherwise.
+// decode decodes entry i from raw, compact JSON: the fast decoder when it
+// can, the reference otherwise, which also checks the username and field
+// names. The sink checks the username of an entry decoded fast.
 func (s *usersScanner) decode(i int, raw []byte) (*rawEntry, error) {
 	e := &s.e
 	if decodeEntry(raw, e) {
-		if err := checkUsername(string(e.username)); err != nil {
-			return nil, fmt.Errorf("users[%d]: %w", i, err)
-		}
 		return e, nil
 	}
 	u, err := decodeEntryStrict(i, raw)
@@ -157,9 +169,14 @@ func (s *usersScanner) entries(each func(i int, raw []byte) error) error {
 	} else {
 		for i := 0; ; i++ {
 			var ok bool
+			s.peekNonSpace()
+			s.capStart, s.orig = s.pos, s.orig[:0]
 			s.raw, ok = s.value(s.raw[:0], 0)
 			if !ok {
 				return s.fail()
+			}
+			if s.keep {
+				s.orig = append(s.orig, s.buf[s.capStart:s.pos]...)
 			}
 			if err := each(i, s.raw); err != nil {
 				return err
@@ -190,6 +207,10 @@ func (s *usersScanner) fill() bool {
 	if s.err != nil {
 		return false
 	}
+	if s.keep && s.capStart < s.end {
+		s.orig = append(s.orig, s.buf[s.capStart:s.end]...)
+	}
+	s.capStart = 0
 	n, err := s.r.Read(s.buf)
 	s.pos, s.end = 0, n
 	if err != nil && err != io.EOF {
