@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync/atomic"
 	"time"
@@ -83,8 +84,8 @@ func cutsBetween(old, new *userIndex, now time.Time, cut func(username string, b
 		switch {
 		case is == nil, is.disabled && !was.disabled:
 			cut(name, now)
-		case is.tokensAfter.After(was.tokensAfter):
-			cut(name, is.tokensAfter)
+		case is.cutoff > was.cutoff:
+			cut(name, is.tokensAfter())
 		}
 	}
 }
@@ -133,12 +134,45 @@ func (c *slowestCheck) pad(d time.Duration) {
 // demand (appendInfoJSON). It is never changed once made, so a reload keeps
 // the dirUser of a user whose entry did not change.
 type dirUser struct {
-	info        userInfo
-	hashText    string    // as stored: a rehash writes only if it is still this
-	tokensAfter time.Time // tokens issued before it are dead
-	admin       bool
-	disabled    bool
-	work        float32 // hash().work() when usable, else 0: the index's slowest without parsing every hash again
+	info     userInfo
+	hashText string // as stored: a rehash writes only if it is still this
+	cutoff   int64  // tokensAfter, in 8 bytes rather than time.Time's 24 (packCutoff)
+	admin    bool
+	disabled bool
+	work     float32 // hash().work() when usable, else 0: the index's slowest without parsing every hash again
+}
+
+// tokensAfter returns u's cut-off: tokens issued before it are dead.
+func (u *dirUser) tokensAfter() time.Time { return unpackCutoff(u.cutoff) }
+
+// Bounds of a cut-off packed in nanoseconds since 1970 (years 1678 to
+// 2262): one outside them is held at the bound, which kills or spares the
+// same tokens (none were issued before 1678, all before 2262).
+const (
+	noCutoff  = math.MinInt64 // the zero time: no cut-off
+	minCutoff = math.MinInt64 + 1
+	maxCutoff = math.MaxInt64
+)
+
+// packCutoff returns t as dirUser.cutoff holds it.
+func packCutoff(t time.Time) int64 {
+	switch {
+	case t.IsZero():
+		return noCutoff
+	case t.Before(time.Unix(0, minCutoff)):
+		return minCutoff
+	case t.After(time.Unix(0, maxCutoff)):
+		return maxCutoff
+	}
+	return t.UnixNano()
+}
+
+// unpackCutoff returns the cut-off packCutoff made c of, in UTC.
+func unpackCutoff(c int64) time.Time {
+	if c == noCutoff {
+		return time.Time{}
+	}
+	return time.Unix(0, c).UTC()
 }
 
 // hash returns u's password hash, parsed; validated when u was made, so it
@@ -236,7 +270,7 @@ func sessionUser(ctx context.Context, d userReader, s Session) (*dirUser, error)
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case u.disabled || s.IssuedAt.Before(u.tokensAfter):
+	case u.disabled || s.IssuedAt.Before(u.tokensAfter()):
 		return nil, nil
 	}
 	return u, nil

@@ -603,7 +603,7 @@ func FuzzParseUsers(f *testing.F) {
 			du, err := d.Lookup(context.Background(), u.Username)
 			want := newDirUserForTest(t, u)
 			if err != nil || du.hashText != want.hashText || !reflect.DeepEqual(du.info, want.info) || du.admin != want.admin ||
-				du.disabled != want.disabled || !du.tokensAfter.Equal(want.tokensAfter) || du.work != want.work {
+				du.disabled != want.disabled || du.cutoff != want.cutoff || du.work != want.work {
 				t.Fatalf("Lookup(%q) in %q = %+v, %v; want %+v", u.Username, data, du, err, want)
 			}
 		}

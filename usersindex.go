@@ -133,7 +133,7 @@ func (b *indexBuilder) intern(groups [][]byte) []string {
 // is reports whether u is what e, with its groups interned, makes.
 func (u *dirUser) is(e *rawEntry, groups []string) bool {
 	return u.hashText == string(e.hash) && u.info.Name == string(e.name) && u.info.Email == string(e.email) &&
-		u.admin == e.admin && u.disabled == e.disabled && u.tokensAfter.Equal(e.tokensAfter) &&
+		u.admin == e.admin && u.disabled == e.disabled && u.cutoff == packCutoff(e.tokensAfter) &&
 		len(u.info.Groups) == len(groups) && (len(groups) == 0 || &u.info.Groups[0] == &groups[0])
 }
 
@@ -155,12 +155,12 @@ func makeDirUser(e *rawEntry, username string, groups []string, work float32) *d
 		username = s[d:]
 	}
 	u := &dirUser{
-		info:        userInfo{Username: username, Name: s[a:c], Email: s[c:d], Groups: groups, Admin: e.admin},
-		hashText:    s[:a],
-		tokensAfter: e.tokensAfter,
-		admin:       e.admin,
-		disabled:    e.disabled,
-		work:        work,
+		info:     userInfo{Username: username, Name: s[a:c], Email: s[c:d], Groups: groups, Admin: e.admin},
+		hashText: s[:a],
+		cutoff:   packCutoff(e.tokensAfter),
+		admin:    e.admin,
+		disabled: e.disabled,
+		work:     work,
 	}
 	return u
 }

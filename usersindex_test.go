@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // writeManyUsers writes a users file of n users sharing testHash, in a
@@ -90,8 +92,8 @@ func TestReloadKeepsUnchangedUsers(t *testing.T) {
 			t.Errorf("info of %s after the reload = %q; want %q", name, got, info)
 		}
 	}
-	if u := reloaded.byName["user0006"]; !u.tokensAfter.Equal(later) {
-		t.Errorf("user0006.tokensAfter after the reload = %v; want %v", u.tokensAfter, later)
+	if u := reloaded.byName["user0006"]; !u.tokensAfter().Equal(later) {
+		t.Errorf("user0006.tokensAfter after the reload = %v; want %v", u.tokensAfter(), later)
 	}
 	if u := reloaded.byName["user0007"]; u.hashText != "$2b$"+testHash[4:] || u.stamp() == after.byName["user0007"].stamp() {
 		t.Errorf("user0007 after a new hash: hashText %q, stamp unchanged %v; want the new hash and stamp", u.hashText, u.stamp() == after.byName["user0007"].stamp())
@@ -180,5 +182,36 @@ func TestReloadRefusedKeepsIndex(t *testing.T) {
 	want = path + `: users[1] ("alice"): username: duplicate of users[0]`
 	if err := d.Reload(context.Background()); err == nil || err.Error() != want {
 		t.Errorf("Reload(file with alice twice) = %v; want %q", err, want)
+	}
+}
+
+// TestDirUserSize: a server holds a dirUser per user; 112 bytes is the
+// allocation size class it fits (the next is 128).
+func TestDirUserSize(t *testing.T) {
+	if got := unsafe.Sizeof(dirUser{}); got > 112 {
+		t.Errorf("unsafe.Sizeof(dirUser{}) = %d; want at most 112", got)
+	}
+}
+
+func TestPackCutoff(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 35, 43, 123456789, time.UTC)
+	for _, tt := range []struct{ in, want time.Time }{
+		{time.Time{}, time.Time{}},
+		{now, now},
+		{now.In(time.FixedZone("x", 7200)), now},
+		{time.Unix(0, 0), time.Unix(0, 0).UTC()},
+		{time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(0, math.MinInt64+1).UTC()},
+		{time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(0, math.MaxInt64).UTC()},
+	} {
+		if got := unpackCutoff(packCutoff(tt.in)); !got.Equal(tt.want) || got.IsZero() != tt.want.IsZero() {
+			t.Errorf("unpackCutoff(packCutoff(%v)) = %v; want %v", tt.in, got, tt.want)
+		}
+	}
+	// Order is kept: a later cut-off packs greater, and none is less than no cut-off.
+	ts := []time.Time{{}, time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(0, 0), now, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for i := 1; i < len(ts); i++ {
+		if packCutoff(ts[i-1]) >= packCutoff(ts[i]) {
+			t.Errorf("packCutoff(%v) >= packCutoff(%v); want less", ts[i-1], ts[i])
+		}
 	}
 }
