@@ -193,8 +193,10 @@ func (s *fileDirectory) load(cut func(string, time.Time)) (os.FileInfo, error) {
 	if len(x.byName) >= bigUsersFile {
 		// Return the parse's garbage and the replaced index now, not over
 		// minutes: without this a large file's RSS stays at up to twice its
-		// live heap (GOGC) after each load.
-		debug.FreeOSMemory()
+		// live heap (GOGC) after each load. In the background: the full
+		// collection takes a few hundred ms at a million users, which
+		// neither start-up nor the file's lock should wait for.
+		go debug.FreeOSMemory()
 	}
 	return info, nil
 }

@@ -105,6 +105,12 @@ func TestEditErrors(t *testing.T) {
 		{"duplicate names", usersJSON(okAlice, entry("bob", hashField(testHash)), entry("bob", hashField(testHash))),
 			func() error { return d.Add(ctx, User{Username: "carol", PasswordHash: testHash}) },
 			path + `: users[2] ("bob"): username: duplicate of users[1]`},
+		{"bad hash, then a bad name", usersJSON(entry("alice", hashField("hunter2")), entry("bob smith", hashField(testHash))),
+			func() error { return d.Add(ctx, User{Username: "carol", PasswordHash: testHash}) },
+			path + `: users[0] ("alice"): password_hash: not a supported password hash`},
+		{"bad name, then a bad hash", usersJSON(okAlice, entry("bob smith", hashField(testHash)), entry("carol", hashField("hunter2"))),
+			func() error { return d.Add(ctx, User{Username: "dave", PasswordHash: testHash}) },
+			path + `: users[1]: username "bob smith"`},
 		{"missing", usersJSON(okAlice),
 			func() error { return d.Delete(ctx, "bob") },
 			`user "bob": no such user`},
@@ -130,6 +136,26 @@ func TestEditErrors(t *testing.T) {
 		if names := dirNames(t, filepath.Dir(path)); !reflect.DeepEqual(names, []string{"users.json", "users.json.lock"}) {
 			t.Errorf("%s: files after a refused edit = %q; want users.json and its lock", tt.name, names)
 		}
+	}
+}
+
+// TestEditHashCheckedLate: hashes are checked beside the reading, in
+// batches; a refused one far into the file still names its entry, and
+// nothing is written.
+func TestEditHashCheckedLate(t *testing.T) {
+	path := writeManyUsers(t, t.TempDir(), 3000, func(u *User) {
+		if u.Username == "user2500" || u.Username == "user2900" {
+			u.PasswordHash = "$2a$03$" + testHash[7:]
+		}
+	})
+	before, _ := os.ReadFile(path)
+	d := newFileDirectory(path, slog.New(slog.DiscardHandler))
+	err := d.Update(context.Background(), "user0001", func(u *User) error { u.Name = "x"; return nil })
+	if want := path + `: users[2500] ("user2500"): password_hash: bcrypt cost 3 is below the minimum 4`; err == nil || err.Error() != want {
+		t.Errorf("Update in a file with a bad hash at users[2500] = %v; want %q", err, want)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Errorf("refused Update changed the file")
 	}
 }
 
