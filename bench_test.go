@@ -80,7 +80,7 @@ func issueBenchToken(tb testing.TB, s Store, users *fileDirectory, now time.Time
 	tb.Helper()
 	token, digest := newToken()
 	u := users.index().byName["bench"]
-	sess := Session{Username: u.info.Username, Stamp: u.stamp, ExpiresAt: now.Add(24 * time.Hour).Truncate(time.Second).UTC()}
+	sess := Session{Username: u.info.Username, Stamp: u.stamp(), ExpiresAt: now.Add(24 * time.Hour).Truncate(time.Second).UTC()}
 	if err := s.Issue(context.Background(), digest, sess, benchTokensPerUser, now); err != nil {
 		tb.Fatal(err)
 	}

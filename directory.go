@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
-	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -85,8 +84,8 @@ func cutsBetween(old, new *userIndex, now time.Time, cut func(username string, b
 		switch {
 		case is == nil, is.disabled && !was.disabled:
 			cut(name, now)
-		case is.tokensAfter.After(was.tokensAfter):
-			cut(name, is.tokensAfter)
+		case is.cutoff > was.cutoff:
+			cut(name, is.tokensAfter())
 		}
 	}
 }
@@ -96,6 +95,7 @@ func cutsBetween(old, new *userIndex, now time.Time, cut func(username string, b
 type userIndex struct {
 	byName  map[string]*dirUser
 	slowest *slowestCheck
+	groups  map[string][]string // interned group lists, by indexBuilder.intern's key
 }
 
 // A slowestCheck is what every failed login is made to cost: a check
@@ -127,79 +127,95 @@ func (c *slowestCheck) pad(d time.Duration) {
 	}
 }
 
-// dirUser is a user as the handlers need it.
+// dirUser is a user as the handlers need it, kept small: a server holds one
+// for every user in the file. Its strings share one allocation (the index's
+// key is its info.Username), its groups are interned, its hash is kept as
+// text and parsed when a login needs it, and its info reply is encoded on
+// demand (appendInfoJSON). It is never changed once made, so a reload keeps
+// the dirUser of a user whose entry did not change.
 type dirUser struct {
-	hash        *passwordHash
-	hashText    string // as stored: a rehash writes only if it is still this
-	stamp       uint64
-	tokensAfter time.Time // tokens issued before it are dead
-	admin       bool
-	disabled    bool
-	info        userInfo
-	infoJSON    []byte   // the info reply, encoded once per reload
-	infoLength  []string // its Content-Length header value
+	info     userInfo
+	hashText string // as stored: a rehash writes only if it is still this
+	cutoff   int64  // tokensAfter, in 8 bytes rather than time.Time's 24 (packCutoff)
+	admin    bool
+	disabled bool
+	work     float32 // hash().work() when usable, else 0: the index's slowest without parsing every hash again
 }
+
+// tokensAfter returns u's cut-off: tokens issued before it are dead.
+func (u *dirUser) tokensAfter() time.Time { return unpackCutoff(u.cutoff) }
+
+// Bounds of a cut-off packed in nanoseconds since 1970 (years 1678 to
+// 2262): one outside them is held at the bound, which kills or spares the
+// same tokens (none were issued before 1678, all before 2262).
+const (
+	noCutoff  = math.MinInt64 // the zero time: no cut-off
+	minCutoff = math.MinInt64 + 1
+	maxCutoff = math.MaxInt64
+)
+
+// packCutoff returns t as dirUser.cutoff holds it.
+func packCutoff(t time.Time) int64 {
+	switch {
+	case t.IsZero():
+		return noCutoff
+	case t.Before(time.Unix(0, minCutoff)):
+		return minCutoff
+	case t.After(time.Unix(0, maxCutoff)):
+		return maxCutoff
+	}
+	return t.UnixNano()
+}
+
+// unpackCutoff returns the cut-off packCutoff made c of, in UTC.
+func unpackCutoff(c int64) time.Time {
+	if c == noCutoff {
+		return time.Time{}
+	}
+	return time.Unix(0, c).UTC()
+}
+
+// hash returns u's password hash, parsed; validated when u was made, so it
+// does not fail, and fails closed (never matching) if it did.
+func (u *dirUser) hash() *passwordHash {
+	h, err := parsePasswordHash(u.hashText)
+	if err != nil {
+		return &passwordHash{kind: schemeUnusable}
+	}
+	return h
+}
+
+// stamp returns the stamp of u's hash (passwordStamp).
+func (u *dirUser) stamp() uint64 { return passwordStamp(u.hashText) }
 
 // newUserIndex builds an index of validated users, reusing prev's slowest
 // check when the slowest hash's scheme and parameters have not changed.
 func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
-	d := &userIndex{byName: make(map[string]*dirUser, len(users))}
-	var slowest *passwordHash
+	b := newIndexBuilder(prev, len(users))
 	for i := range users {
-		u := &users[i]
-		du, err := newDirUser(u)
-		if err != nil {
-			return nil, err
-		}
-		if du.hash.usable() && (slowest == nil || du.hash.work() > slowest.work()) {
-			slowest = du.hash
-		}
-		d.byName[u.Username] = du
-	}
-	if slowest == nil { // no usable hash: check against the default policy's
-		var err error
-		if slowest, err = defaultHashPolicy().dummy(); err != nil {
+		e := rawUser(&users[i])
+		if err := b.put(i, e, b.prev[users[i].Username], nil); err != nil {
 			return nil, err
 		}
 	}
-	shape := hashShape(slowest)
-	if prev != nil && prev.slowest.shape == shape {
-		d.slowest = prev.slowest
-		return d, nil
-	}
-	start := time.Now()
-	dummy, err := dummyLike(slowest)
-	if err != nil {
-		return nil, err
-	}
-	d.slowest = &slowestCheck{hash: dummy, shape: shape}
-	d.slowest.took.Store(int64(time.Since(start))) // making a hash costs what checking one does
-	return d, nil
+	return b.finish()
 }
 
-// newDirUser returns u as the server uses it: its hash parsed, its info
-// reply encoded once.
+// newDirUser returns u as the server uses it, its hash validated.
 func newDirUser(u *User) (*dirUser, error) {
 	hash, err := parsePasswordHash(u.PasswordHash)
 	if err != nil {
 		return nil, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
 	}
-	info := u.info()
-	infoJSON, err := json.Marshal(info)
-	if err != nil {
-		return nil, err
+	groups := u.Groups
+	if groups == nil {
+		groups = []string{}
 	}
-	return &dirUser{
-		hash:        hash,
-		hashText:    u.PasswordHash,
-		stamp:       passwordStamp(u.PasswordHash),
-		tokensAfter: u.TokensAfter,
-		admin:       u.Admin,
-		disabled:    u.Disabled,
-		info:        info,
-		infoJSON:    append(infoJSON, '\n'),
-		infoLength:  []string{strconv.Itoa(len(infoJSON) + 1)},
-	}, nil
+	var work float32
+	if hash.usable() {
+		work = float32(hash.work())
+	}
+	return makeDirUser(rawUser(u), "", groups, work), nil
 }
 
 // A userReader answers the questions a login and a token check ask: a
@@ -217,11 +233,14 @@ type userReader interface {
 // directory holds.
 func authenticate(ctx context.Context, d userReader, username, password string, verify func(*passwordHash, []byte) bool) (*dirUser, bool) {
 	u, _ := d.Lookup(ctx, username)
-	usable := u != nil && !u.disabled && u.hash.usable()
+	var hash *passwordHash
+	if u != nil && !u.disabled {
+		hash = u.hash()
+	}
+	usable := hash != nil && hash.usable()
 	slowest := d.Slowest()
-	hash := slowest.hash
-	if usable {
-		hash = u.hash
+	if !usable {
+		hash = slowest.hash
 	}
 	start := time.Now()
 	ok := verify(hash, []byte(password))
@@ -251,7 +270,7 @@ func sessionUser(ctx context.Context, d userReader, s Session) (*dirUser, error)
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case u.disabled || s.IssuedAt.Before(u.tokensAfter):
+	case u.disabled || s.IssuedAt.Before(u.tokensAfter()):
 		return nil, nil
 	}
 	return u, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,63 +71,88 @@ func (s *fileDirectory) Slowest() *slowestCheck {
 }
 
 func (s *fileDirectory) Add(ctx context.Context, u User) error {
-	return s.edit(true, func(users []User) ([]User, error) {
-		if findUser(users, u.Username) >= 0 {
-			return nil, fmt.Errorf("user %q: %w", u.Username, errUserExists)
-		}
-		if u.Groups == nil {
-			u.Groups = []string{}
-		}
-		return append(users, u), nil
+	if u.Groups == nil {
+		u.Groups = []string{}
+	}
+	return s.edit(true, streamEdit{
+		touches: func(name string) bool { return name == u.Username },
+		entry: func(*User) (bool, error) {
+			return false, fmt.Errorf("user %q: %w", u.Username, errUserExists)
+		},
+		end: func() ([]User, error) { return []User{u}, nil },
 	})
 }
 
 func (s *fileDirectory) AddAll(ctx context.Context, add []User) ([]string, error) {
 	var existing []string
-	err := s.edit(true, func(users []User) ([]User, error) {
-		existing = existing[:0]
-		for _, u := range add {
-			if findUser(users, u.Username) >= 0 {
-				existing = append(existing, u.Username)
-				continue
+	names, taken := make(map[string]bool, len(add)), make(map[string]bool)
+	for _, u := range add {
+		names[u.Username] = true
+	}
+	err := s.edit(true, streamEdit{
+		touches: func(name string) bool { return names[name] },
+		entry: func(u *User) (bool, error) {
+			taken[u.Username] = true
+			return true, nil
+		},
+		end: func() ([]User, error) {
+			existing = existing[:0]
+			var users []User
+			for _, u := range add {
+				if taken[u.Username] {
+					existing = append(existing, u.Username)
+					continue
+				}
+				if u.Groups == nil {
+					u.Groups = []string{}
+				}
+				users = append(users, u)
+				taken[u.Username] = true
 			}
-			if u.Groups == nil {
-				u.Groups = []string{}
-			}
-			users = append(users, u)
-		}
-		return users, nil
+			return users, nil
+		},
 	})
 	return existing, err
 }
 
 func (s *fileDirectory) Update(ctx context.Context, username string, change func(*User) error) error {
-	return s.edit(false, func(users []User) ([]User, error) {
-		i := findUser(users, username)
-		if i < 0 {
-			return nil, fmt.Errorf("user %q: %w", username, errUserNotFound)
-		}
-		if err := change(&users[i]); err != nil {
-			return nil, err
-		}
-		return users, nil
+	found := false
+	return s.edit(false, streamEdit{
+		touches: func(name string) bool { return name == username },
+		entry: func(u *User) (bool, error) {
+			found = true
+			return true, change(u)
+		},
+		end: func() ([]User, error) {
+			if !found {
+				return nil, fmt.Errorf("user %q: %w", username, errUserNotFound)
+			}
+			return nil, nil
+		},
 	})
 }
 
 func (s *fileDirectory) Delete(ctx context.Context, username string) error {
-	return s.edit(false, func(users []User) ([]User, error) {
-		i := findUser(users, username)
-		if i < 0 {
-			return nil, fmt.Errorf("user %q: %w", username, errUserNotFound)
-		}
-		return append(users[:i], users[i+1:]...), nil
+	found := false
+	return s.edit(false, streamEdit{
+		touches: func(name string) bool { return name == username },
+		entry: func(*User) (bool, error) {
+			found = true
+			return false, nil
+		},
+		end: func() ([]User, error) {
+			if !found {
+				return nil, fmt.Errorf("user %q: %w", username, errUserNotFound)
+			}
+			return nil, nil
+		},
 	})
 }
 
-// edit runs editUsers and, when this directory has been loaded, reloads it,
-// so that its own writes are visible to Lookup when they return.
-func (s *fileDirectory) edit(create bool, change func([]User) ([]User, error)) error {
-	if err := editUsers(s.path, create, change); err != nil {
+// edit runs editUsersStream and, when this directory has been loaded,
+// reloads it, so that its own writes are visible to Lookup when they return.
+func (s *fileDirectory) edit(create bool, ed streamEdit) error {
+	if err := editUsersStream(s.path, create, ed); err != nil {
 		return err
 	}
 	if s.cur.Load() == nil {
@@ -156,27 +182,58 @@ func (s *fileDirectory) load(cut func(string, time.Time)) (os.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(s.path)
-	if err != nil {
-		return info, err
-	}
-	if s.afterRead != nil {
-		s.afterRead()
-	}
-	users, err := parseUsers(data)
-	if err != nil {
-		return info, fmt.Errorf("%s: %w", s.path, err)
-	}
 	old := s.cur.Load()
-	x, err := newUserIndex(users, old)
+	x, err := s.read(old)
 	if err != nil {
 		return info, err
 	}
 	s.cur.Store(x)
 	s.seen = info
 	cutsBetween(old, x, time.Now(), cut)
+	if len(x.byName) >= bigUsersFile {
+		// Return the parse's garbage and the replaced index now, not over
+		// minutes: without this a large file's RSS stays at up to twice its
+		// live heap (GOGC) after each load. In the background: the full
+		// collection takes a few hundred ms at a million users, which
+		// neither start-up nor the file's lock should wait for.
+		go debug.FreeOSMemory()
+	}
 	return info, nil
 }
+
+// read reads and validates the file in one streaming pass, building its
+// index as it goes, reusing the users of old that did not change.
+func (s *fileDirectory) read(old *userIndex) (*userIndex, error) {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n := 0
+	if old != nil {
+		n = len(old.byName)
+	}
+	b := newIndexBuilder(old, n)
+	err = scanUsers(f, b.add)
+	if s.afterRead != nil {
+		s.afterRead()
+	}
+	if err == errStrict { // the reference parser says what is wrong, or builds the index from what it read
+		var users []User
+		if users, err = decodeUsersStrict(f); err == nil {
+			return newUserIndex(users, old)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.path, err)
+	}
+	return b.finish()
+}
+
+// bigUsersFile is the number of users from which a load hands its garbage
+// back to the OS at once: about 3 MB of heap; below it the forced
+// collection is not worth its time.
+const bigUsersFile = 10_000
 
 // changed reports whether the file differs from the one last loaded.
 func (s *fileDirectory) changed() bool {

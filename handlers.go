@@ -162,7 +162,7 @@ func handleLogin(log *slog.Logger, users Directory, store Store, policy tokenPol
 // userAgent, and returns the login reply with its token.
 func issueToken(ctx context.Context, store Store, policy tokenPolicy, u *dirUser, now time.Time, client, userAgent string) (loginReply, error) {
 	token, digest := newToken()
-	sess := Session{Username: u.info.Username, Stamp: u.stamp, ID: newSessionID(), Client: client, UserAgent: cutUTF8(userAgent, maxUserAgent)}
+	sess := Session{Username: u.info.Username, Stamp: u.stamp(), ID: newSessionID(), Client: client, UserAgent: cutUTF8(userAgent, maxUserAgent)}
 	reply := loginReply{Token: token, User: u.info}
 	if policy.ttl > 0 {
 		expires := now.Add(policy.ttl).Truncate(time.Second).UTC()
@@ -275,9 +275,10 @@ func handleInfo(log *slog.Logger, tc tokenCheck) http.Handler {
 			h["Vary"] = varyAuth
 		}
 		h["Content-Type"] = contentType
-		h["Content-Length"] = target.infoLength
+		body, length := target.infoReply()
+		h["Content-Length"] = length
 		w.WriteHeader(http.StatusOK)
-		w.Write(target.infoJSON)
+		w.Write(body)
 	})
 }
 

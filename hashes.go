@@ -174,8 +174,8 @@ func checkBcryptCost(cost int) error {
 // padding. Only version 19 is accepted: x/crypto implements no other.
 func parseArgon2id(kind, phc string) (*passwordHash, error) {
 	name := schemeLabel(kind)
-	f := strings.Split(phc, "$")
-	if len(f) != 6 || f[0] != "" || f[1] != "argon2id" {
+	var f [6]string
+	if !splitExactly(phc, '$', f[:]) || f[0] != "" || f[1] != "argon2id" {
 		return nil, fmt.Errorf("%s: malformed (want $argon2id$v=19$m=…,t=…,p=…$salt$digest)", name)
 	}
 	if f[2] != "v=19" {
@@ -203,6 +203,21 @@ func parseArgon2id(kind, phc string) (*passwordHash, error) {
 		return nil, fmt.Errorf("%s: digest is %d bytes, want %d to %d", name, len(sum), minArgon2KeyLen, maxArgon2KeyLen)
 	}
 	return &passwordHash{kind: kind, memoryKiB: m, time: t, threads: uint8(p), salt: salt, digest: sum}, nil
+}
+
+// splitExactly splits s around each sep into f, and reports whether there
+// were exactly len(f) fields: strings.Split's len(...) == len(f), without
+// its allocation (a load checks a million hashes).
+func splitExactly(s string, sep byte, f []string) bool {
+	for i := range len(f) - 1 {
+		j := strings.IndexByte(s, sep)
+		if j < 0 {
+			return false
+		}
+		f[i], s = s[:j], s[j+1:]
+	}
+	f[len(f)-1] = s
+	return strings.IndexByte(s, sep) < 0
 }
 
 // parseArgon2Params parses "m=M,t=T,p=P".
@@ -278,8 +293,13 @@ func decodeBase64(enc *base64.Encoding, s string) ([]byte, error) {
 // parseDecimal parses an unsigned decimal without sign, spaces or leading
 // zeros (the argon2 reference decoder's rule, and how Django writes numbers).
 func parseDecimal(s string) (uint32, bool) {
-	if s == "" || len(s) > 10 || (s[0] == '0' && len(s) > 1) || strings.Trim(s, "0123456789") != "" {
+	if s == "" || len(s) > 10 || (s[0] == '0' && len(s) > 1) {
 		return 0, false
+	}
+	for i := range len(s) {
+		if !isDigit(s[i]) {
+			return 0, false
+		}
 	}
 	n, err := strconv.ParseUint(s, 10, 32)
 	return uint32(n), err == nil
@@ -305,6 +325,10 @@ func schemeLabel(kind string) string {
 		return "Django argon2 hash"
 	case schemeDjangoBcrypt:
 		return "Django bcrypt hash"
+	case schemeArgon2id: // constant: a load labels a million hashes
+		return "argon2id hash"
+	case schemeBcrypt:
+		return "bcrypt hash"
 	}
 	return kind + " hash"
 }

@@ -129,7 +129,7 @@ var errHashChanged = errors.New("password hash changed meanwhile")
 // just verified, never writes a bcrypt hash of a password bcrypt would cut,
 // and when it fails the login still succeeds: the failure is logged.
 func (g *loginGuard) rehash(ctx context.Context, users Directory, u *dirUser, password string) {
-	if !g.policy.needsRehash(u.hash) {
+	if !g.policy.needsRehash(u.hash()) {
 		return
 	}
 	if g.policy.scheme == schemeBcrypt && len(password) > bcryptKeyBytes {
@@ -155,6 +155,6 @@ func (g *loginGuard) rehash(ctx context.Context, users Directory, u *dirUser, pa
 	default:
 		g.metrics.rehashed("ok")
 		g.log.LogAttrs(ctx, slog.LevelInfo, "rehashed on login", slog.String("username", u.info.Username),
-			slog.String("from", u.hash.scheme()), slog.String("to", g.policy.scheme))
+			slog.String("from", u.hash().scheme()), slog.String("to", g.policy.scheme))
 	}
 }

@@ -814,7 +814,7 @@ func cutChange(name string, was *dirUser, is *User, now time.Time, cut func(stri
 		cut(name, now)
 	case is.Disabled && (was == nil || !was.disabled):
 		cut(name, now)
-	case was == nil && !is.TokensAfter.IsZero(), was != nil && is.TokensAfter.After(was.tokensAfter):
+	case was == nil && !is.TokensAfter.IsZero(), was != nil && is.TokensAfter.After(was.tokensAfter()):
 		cut(name, is.TokensAfter)
 	}
 }

@@ -124,7 +124,7 @@ func TestPGDirectoryTwoInstances(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "alice's new cut-off on b", func() bool {
 		u, err := b.Lookup(ctx, "alice")
-		return err == nil && u.tokensAfter.Equal(cutoff)
+		return err == nil && u.tokensAfter().Equal(cutoff)
 	})
 	eventually(t, 5*time.Second, "cut(alice) for the new cut-off", func() bool {
 		before, ok := cut.get("alice")

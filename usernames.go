@@ -24,7 +24,12 @@ func normalizeUsername(s string) string {
 // hold usernames in that form: an entry that is not could never be logged
 // into, since every request's username is normalized before the lookup.
 func isNFKC(s string) bool {
-	return norm.NFKC.IsNormalString(s)
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return norm.NFKC.IsNormalString(s)
+		}
+	}
+	return true // ASCII is in every normal form; the check allocates
 }
 
 // validUnicodeUsername reports whether s, already normalized, is 1 to

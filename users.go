@@ -129,6 +129,67 @@ func passwordStamp(hash string) uint64 {
 // parseUsers decodes and validates a users file. Its errors name the entry
 // and the field at fault.
 func parseUsers(data []byte) ([]User, error) {
+	return decodeUsers(bytes.NewReader(data))
+}
+
+// decodeUsers reads and validates a users file from r in one pass
+// (usersparse.go), falling back to parseUsersStrict where only it can say
+// exactly what is wrong.
+func decodeUsers(r io.ReadSeeker) ([]User, error) {
+	users := []User{}
+	err := scanUsers(r, collectUsers(&users))
+	switch {
+	case err == errStrict:
+		return decodeUsersStrict(r)
+	case err != nil:
+		return nil, err
+	}
+	return users, nil
+}
+
+// decodeUsersStrict reads all of r from its start and parses it with
+// parseUsersStrict.
+func decodeUsersStrict(r io.ReadSeeker) ([]User, error) {
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	return parseUsersStrict(data)
+}
+
+// collectUsers returns a sink that appends each entry to users, after the
+// checks parseUsersStrict makes of a decoded entry: its name unique, its
+// hash valid.
+func collectUsers(users *[]User) entrySink {
+	seen := make(map[string]bool)
+	return func(i int, e *rawEntry, _ []byte) error {
+		if err := checkUsername(string(e.username)); err != nil {
+			return fmt.Errorf("users[%d]: %w", i, err)
+		}
+		if seen[string(e.username)] {
+			return errDuplicate
+		}
+		u := User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
+			Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter}
+		seen[u.Username] = true
+		for k, g := range e.groups {
+			u.Groups[k] = string(g)
+		}
+		if _, err := parsePasswordHash(u.PasswordHash); err != nil {
+			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
+		}
+		*users = append(*users, u)
+		return nil
+	}
+}
+
+// parseUsersStrict is the reference parser of a users file, built on
+// encoding/json: what the fast parser must agree with, and what reports
+// what it does not take.
+func parseUsersStrict(data []byte) ([]User, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	// The entries are decoded one by one so that errors can name them.
@@ -150,32 +211,42 @@ func parseUsers(data []byte) ([]User, error) {
 	users := make([]User, len(doc.Users))
 	seen := make(map[string]int, len(doc.Users))
 	for i := range users {
-		u := &users[i]
-		at := fmt.Sprintf("users[%d]", i)
-		dec := json.NewDecoder(bytes.NewReader(doc.Users[i]))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(u); err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
-		}
-		if err := checkUsername(u.Username); err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
-		}
-		at += fmt.Sprintf(" (%q)", u.Username)
-		if err := checkFieldNames(doc.Users[i], userFields...); err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
+		u, err := decodeEntryStrict(i, doc.Users[i])
+		if err != nil {
+			return nil, err
 		}
 		if j, dup := seen[u.Username]; dup {
-			return nil, fmt.Errorf("%s: username: duplicate of users[%d]", at, j)
+			return nil, fmt.Errorf("%s: username: duplicate of users[%d]", entryAt(i, u.Username), j)
 		}
 		seen[u.Username] = i
 		if _, err := parsePasswordHash(u.PasswordHash); err != nil {
-			return nil, fmt.Errorf("%s: password_hash: %v", at, err)
+			return nil, fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
 		}
 		if u.Groups == nil {
 			u.Groups = []string{}
 		}
+		users[i] = u
 	}
 	return users, nil
+}
+
+// decodeEntryStrict decodes users file entry i from raw with encoding/json
+// and checks its username and field names: the reference for an entry.
+func decodeEntryStrict(i int, raw []byte) (User, error) {
+	var u User
+	at := fmt.Sprintf("users[%d]", i)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&u); err != nil {
+		return User{}, fmt.Errorf("%s: %w", at, err)
+	}
+	if err := checkUsername(u.Username); err != nil {
+		return User{}, fmt.Errorf("%s: %w", at, err)
+	}
+	if err := checkFieldNames(raw, userFields...); err != nil {
+		return User{}, fmt.Errorf("%s: %w", entryAt(i, u.Username), err)
+	}
+	return u, nil
 }
 
 // userFields are the names of a users file entry's fields.
@@ -222,11 +293,12 @@ func checkFieldNames(obj []byte, names ...string) error {
 
 // readUsersFile reads and validates the users file at path.
 func readUsersFile(path string) ([]User, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	users, err := parseUsers(data)
+	defer f.Close()
+	users, err := decodeUsers(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -247,24 +319,42 @@ func writeUsersFile(path string, users []User) error {
 		return err
 	}
 	data = append(data, '\n')
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	tmp, err := createUsersTemp(path)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
-	if err := keepOwner(tmp, path); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
 	}
+	return replaceUsersFile(tmp, path)
+}
+
+// createUsersTemp creates the temporary file that will replace the users
+// file at path: in the same directory, mode 0600, owned as the file is.
+// The caller removes it when it is not renamed.
+func createUsersTemp(path string) (*os.File, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	if err := keepOwner(tmp, path); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	return tmp, nil
+}
+
+// replaceUsersFile syncs and closes tmp, written in full, renames it to
+// path and syncs the directory.
+func replaceUsersFile(tmp *os.File, path string) error {
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return err
@@ -275,7 +365,7 @@ func writeUsersFile(path string, users []User) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	d, err := os.Open(dir)
+	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
 		return err
 	}
@@ -322,28 +412,16 @@ var errNoUsersFile = errors.New("users file does not exist")
 // empty when create is set, and is errNoUsersFile otherwise. When edit
 // returns an error nothing is written.
 func editUsers(path string, create bool, edit func(users []User) ([]User, error)) error {
-	// Not followed: a link planted there would have root create or open
-	// any file it names.
-	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if errors.Is(err, syscall.ELOOP) {
-		return fmt.Errorf("lock file %s is a symbolic link; refused", path+".lock")
-	}
+	unlock, err := lockUsersFile(path)
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", lock.Name(), err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	// The server takes this lock too when it writes, so the lock file must
-	// be the users file's owner's even when root created it.
-	if err := keepOwner(lock, path); err != nil {
-		return err
-	}
+	defer unlock()
+	return editUsersLocked(path, create, edit)
+}
 
-	removeStaleTemps(path)
-
+// editUsersLocked is editUsers with the lock held.
+func editUsersLocked(path string, create bool, edit func(users []User) ([]User, error)) error {
 	users, err := readUsersFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && create:
@@ -358,6 +436,37 @@ func editUsers(path string, create bool, edit func(users []User) ([]User, error)
 		return err
 	}
 	return writeUsersFile(path, users)
+}
+
+// lockUsersFile takes the exclusive lock on path+".lock" that every writer
+// of the users file at path holds, and removes the temporary files a killed
+// writer left. It returns the function that releases the lock.
+func lockUsersFile(path string) (unlock func(), err error) {
+	// Not followed: a link planted there would have root create or open
+	// any file it names.
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("lock file %s is a symbolic link; refused", path+".lock")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	unlock = func() {
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	}
+	// The server takes this lock too when it writes, so the lock file must
+	// be the users file's owner's even when root created it.
+	if err := keepOwner(lock, path); err != nil {
+		unlock()
+		return nil, err
+	}
+	removeStaleTemps(path)
+	return unlock, nil
 }
 
 // removeStaleTemps removes the temporary files writeUsersFile left beside

@@ -349,11 +349,11 @@ func TestDirectoryAuthenticate(t *testing.T) {
 	}
 	u, _ := authenticate(context.Background(), d, "alice", "right", verifyHere)
 	wantInfo := `{"username":"alice","name":"Alice","email":"","groups":["dev"],"admin":true}` + "\n"
-	if u == nil || string(u.infoJSON) != wantInfo || !u.admin {
-		t.Errorf("authenticate(alice).infoJSON = %q; want %q", u.infoJSON, wantInfo)
+	if u == nil || string(u.appendInfoJSON(nil)) != wantInfo || !u.admin {
+		t.Errorf("authenticate(alice).appendInfoJSON = %q; want %q", u.appendInfoJSON(nil), wantInfo)
 	}
-	if u != nil && bytes.Contains(u.infoJSON, []byte("$2")) {
-		t.Errorf("infoJSON %q holds a hash", u.infoJSON)
+	if u != nil && bytes.Contains(u.appendInfoJSON(nil), []byte("$2")) {
+		t.Errorf("appendInfoJSON %q holds a hash", u.appendInfoJSON(nil))
 	}
 }
 
@@ -549,11 +549,23 @@ func FuzzParseUsers(f *testing.F) {
 		`{}`,
 		`[`,
 		``,
+		usersJSON(entry("alice", hashField(testHash), `"name": "B\u00f8b \u2028"`, `"groups": ["a<b>", null]`, `"tokens_after": "2026-01-02T03:04:05+02:00"`)),
+		usersJSON(entry("alice", hashField(testHash), `"tokens_after": null`, `"admin": null`, `"email": null`)),
+		usersJSON(entry("alice", hashField(testHash), `"ADMIN": true`), okAlice),
+		usersJSON(okAlice, entry("bob", hashField(testHash)), okAlice),
+		usersJSON(okAlice, entry("bob", hashField("hunter2")), `{"x": [1.5e3, -0, true, {}]}`),
+		"{\"users\" : [\n" + okAlice + "\n] }\n",
+		`{"users": [{"username": "a\xff"}]}`,
 	} {
 		f.Add([]byte(doc))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		users, err := parseUsers(data)
+		// The fast parser agrees with the reference on every input.
+		strict, strictErr := parseUsersStrict(data)
+		if fmt.Sprint(err) != fmt.Sprint(strictErr) || !reflect.DeepEqual(users, strict) {
+			t.Fatalf("parseUsers(%q) = %+v, %v; want parseUsersStrict's %+v, %v", data, users, err, strict, strictErr)
+		}
 		if err != nil {
 			if users != nil {
 				t.Errorf("parseUsers(%q) = %v, %v; want nil users with an error", data, users, err)
@@ -574,7 +586,49 @@ func FuzzParseUsers(f *testing.F) {
 		if !reflect.DeepEqual(got, users) {
 			t.Fatalf("readUsersFile(writeUsersFile(parseUsers(%q))) = %+v; want %+v", data, got, users)
 		}
+		// A streaming edit of the file as it was keeps every entry it does
+		// not touch, and the index built while reading it is the users'.
+		edited := filepath.Join(t.TempDir(), "users.json")
+		if err := os.WriteFile(edited, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d := newFileDirectory(edited, slog.New(slog.DiscardHandler))
+		if err := d.Reload(context.Background()); err != nil {
+			t.Fatalf("Reload of %q = %v; want nil", data, err)
+		}
+		if x := d.index(); len(x.byName) != len(users) {
+			t.Fatalf("index of %q has %d users; want %d", data, len(x.byName), len(users))
+		}
+		for _, u := range users {
+			du, err := d.Lookup(context.Background(), u.Username)
+			want := newDirUserForTest(t, u)
+			if err != nil || du.hashText != want.hashText || !reflect.DeepEqual(du.info, want.info) || du.admin != want.admin ||
+				du.disabled != want.disabled || du.cutoff != want.cutoff || du.work != want.work {
+				t.Fatalf("Lookup(%q) in %q = %+v, %v; want %+v", u.Username, data, du, err, want)
+			}
+		}
+		added := User{Username: "zz-fuzz-added", PasswordHash: testHash, Groups: []string{}}
+		if findUser(users, added.Username) >= 0 {
+			return
+		}
+		if err := d.Add(context.Background(), added); err != nil {
+			t.Fatalf("Add to %q = %v", data, err)
+		}
+		got, err = readUsersFile(edited)
+		if want := append(users, added); err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("readUsersFile after Add to %q = %+v, %v; want %+v", data, got, err, want)
+		}
 	})
+}
+
+// newDirUserForTest is newDirUser(u), which must not fail.
+func newDirUserForTest(t *testing.T, u User) *dirUser {
+	t.Helper()
+	du, err := newDirUser(&u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return du
 }
 
 // checkMode fails t unless the file at path has permission bits mode.
