@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -59,17 +60,41 @@ func benchUsernames(n int) []string {
 	return names
 }
 
+// benchUserAgent is the User-Agent of a bench session's i-th login: one of
+// a few clients in common use, as a real population of sessions shows them.
+func benchUserAgent(i int) string {
+	agents := [...]string{
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+		"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15",
+		"Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+		"okhttp/4.12.0",
+		"python-requests/2.32.3",
+		"curl/8.5.0",
+	}
+	return agents[i%len(agents)]
+}
+
+// benchSession is the session the login handler would store for the i-th
+// login of username: with a session id, the client address (one per user)
+// and a User-Agent, each string a fresh copy as every request brings its
+// own, so that the heap shows whether the store shares equal strings.
+func benchSession(username string, user, i int, expires time.Time) Session {
+	ip := netip.AddrFrom4([4]byte{10, byte(user >> 16), byte(user >> 8), byte(user)})
+	return Session{Username: username, Stamp: uint64(user), ExpiresAt: expires, ID: newSessionID(),
+		Client: clientKey(ip), UserAgent: cutUTF8(strings.Clone(benchUserAgent(i)), maxUserAgent)}
+}
+
 // fillStore issues n sessions round-robin over names, the way the login
-// handler issues them: a fresh token's digest, a 24 h expiry, the default
-// per-user limit.
+// handler issues them: a fresh token's digest, the session's records, a
+// 24 h expiry, the default per-user limit.
 func fillStore(tb testing.TB, s Store, names []string, n int, now time.Time) {
 	tb.Helper()
 	ctx := context.Background()
 	expires := now.Add(24 * time.Hour).Truncate(time.Second).UTC()
 	for i := range n {
 		_, digest := newToken()
-		sess := Session{Username: names[i%len(names)], Stamp: uint64(i % len(names)), ExpiresAt: expires}
-		if err := s.Issue(ctx, digest, sess, benchTokensPerUser, now); err != nil {
+		user := i % len(names)
+		if err := s.Issue(ctx, digest, benchSession(names[user], user, i/len(names), expires), benchTokensPerUser, now); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -80,7 +105,8 @@ func issueBenchToken(tb testing.TB, s Store, users *fileDirectory, now time.Time
 	tb.Helper()
 	token, digest := newToken()
 	u := users.index().byName["bench"]
-	sess := Session{Username: u.info.Username, Stamp: u.stamp, ExpiresAt: now.Add(24 * time.Hour).Truncate(time.Second).UTC()}
+	sess := benchSession(u.info.Username, 0, 0, now.Add(24*time.Hour).Truncate(time.Second).UTC())
+	sess.Stamp = u.stamp
 	if err := s.Issue(context.Background(), digest, sess, benchTokensPerUser, now); err != nil {
 		tb.Fatal(err)
 	}
@@ -233,7 +259,8 @@ func BenchmarkInfoHandler(b *testing.B) {
 
 // BenchmarkHeapPerToken reports the live heap a memory store holds per
 // session (B/token), filled as the login handler fills it: N tokens over
-// N/100 users at the default per-user limit of 100, 24 h expiry. Run it with
+// N/100 users at the default per-user limit of 100, 24 h expiry, each with
+// its records (id, client, User-Agent, times). Run it with
 // -benchtime 1x.
 func BenchmarkHeapPerToken(b *testing.B) {
 	for _, n := range []int{100_000, 1_000_000} {
