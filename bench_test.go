@@ -123,29 +123,32 @@ func countLabel(n int) string {
 	return strconv.Itoa(n)
 }
 
-// benchDeps is serverDeps as serve builds them (metrics included), with the
-// bench's throttle raised (all load comes from one address). logTo is where
-// the log goes; nil drops every log line before it is formatted, to measure
-// what the access log costs. A real destination (stderr) is written through
-// newLogWriter, batched and flushed every logFlushInterval as serve writes
-// its log, and closed (flushed) when tb ends; io.Discard is used as is, so
-// that the micro-benchmarks and the allocation census measure the handler.
+// benchDeps is serverDeps as serve builds them (metrics included, every
+// setting at its default, the throttle too), but for the per-user limit
+// the bench's sessions are spread by. logTo is where the log goes; nil
+// drops every log line before it is formatted, to measure what the access
+// log costs. A real destination (stderr) is written through newLogWriter,
+// batched and flushed every logFlushInterval as serve writes its log, and
+// closed (flushed) when tb ends; io.Discard is used as is, so that the
+// micro-benchmarks and the allocation census measure the handler. Either
+// is given to the access log as its output, as serve gives it.
 func benchDeps(tb testing.TB, users *fileDirectory, store Store, logTo io.Writer) serverDeps {
 	log := slog.New(slog.DiscardHandler)
+	opts := []depsOption{withDirectory(users), withStore(store)}
 	switch logTo {
 	case nil:
 	case io.Discard:
 		log = newLogger("text", logTo)
+		opts = append(opts, withLogOutput(logTo))
 	default:
 		w := newLogWriter(logTo, logFlushInterval)
 		tb.Cleanup(func() { w.Close() })
 		log = newLogger("text", w)
+		opts = append(opts, withLogOutput(w))
 	}
 	cfg := defaultServeConfig()
 	cfg.maxPerUser = benchTokensPerUser
-	cfg.throttle = throttleConfig{PairFailures: 1e8, UserFailures: 1e8, AddrRate: 1e5, AddrBurst: 1e5, MaxEntries: cfg.throttle.MaxEntries,
-		Window: cfg.throttle.Window, BaseBackoff: cfg.throttle.BaseBackoff, MaxBackoff: cfg.throttle.MaxBackoff}
-	d, closeDeps, err := buildDeps(cfg, log, withDirectory(users), withStore(store))
+	d, closeDeps, err := buildDeps(cfg, log, opts...)
 	tb.Cleanup(closeDeps)
 	if err != nil {
 		tb.Fatal(err)

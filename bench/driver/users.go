@@ -114,12 +114,83 @@ func procStatus(pid int, key string) (float64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, key)
 }
 
+// descendants returns the processes below pid (authsvc's hash workers).
+func descendants(pid int) []int {
+	children := make(map[int][]int)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The fields after the command, which is in parentheses: state, ppid.
+		i := strings.LastIndexByte(string(data), ')')
+		if f := strings.Fields(string(data[i+1:])); i > 0 && len(f) > 1 {
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var out []int
+	next := []int{pid}
+	for len(next) > 0 {
+		p := next[0]
+		next = next[1:]
+		out = append(out, children[p]...)
+		next = append(next, children[p]...)
+	}
+	return out
+}
+
+// memory is a server's memory: its own and its worker processes', in bytes.
+type memory struct {
+	server, workers float64
+	nworkers        int
+}
+
+func (m memory) total() float64 { return m.server + m.workers }
+
+// String says how the total is made up.
+func (m memory) String() string {
+	return fmt.Sprintf("%.1f MB: server %.1f MB + %d hash workers %.1f MB", m.total()/1e6, m.server/1e6, m.nworkers, m.workers/1e6)
+}
+
+// treeMemory reads key (VmRSS or VmHWM) of pid and of every process below it.
+func treeMemory(pid int, key string) (memory, error) {
+	var m memory
+	var err error
+	if m.server, err = procStatus(pid, key); err != nil {
+		return m, err
+	}
+	for _, p := range descendants(pid) {
+		if v, err := procStatus(p, key); err == nil {
+			m.workers += v
+			m.nworkers++
+		}
+	}
+	return m, nil
+}
+
+// resetPeaks resets VmHWM to the current RSS of pid and every process below
+// it ("5" to clear_refs, proc(5)).
+func resetPeaks(pid int) error {
+	for _, p := range append([]int{pid}, descendants(pid)...) {
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p), []byte("5"), 0); err != nil {
+			return fmt.Errorf("reset the RSS peak of %d: %v", p, err)
+		}
+	}
+	return nil
+}
+
 // bigResult is the users-file part: a file of n users.
 type bigResult struct {
 	n                 int
 	fileBytes         int64
 	load              time.Duration // exec to /readyz 200
-	steady, peak      float64       // VmRSS after load, VmHWM during a reload, bytes
+	steady, peak      memory        // VmRSS after load, VmHWM during a reload
 	reload            time.Duration // SIGHUP to the reload counted in /metrics
 	userAdd           time.Duration
 	err, userAddError error
@@ -145,7 +216,7 @@ func (d *driver) bigUsers() bigResult {
 	r.load = load
 	r.err = d.measureReload(s, &r)
 	s.stop()
-	d.logf("big    load %s  steady RSS %.0f MB  reload %s  peak %.0f MB", r.load.Round(time.Millisecond), r.steady/1e6, r.reload.Round(time.Millisecond), r.peak/1e6)
+	d.logf("big    load %s  steady RSS %s  reload %s  peak %s", r.load.Round(time.Millisecond), r.steady, r.reload.Round(time.Millisecond), r.peak)
 
 	// A new username each run: the file may be reused.
 	name := fmt.Sprintf("added%d", time.Now().UnixNano()%1e9)
@@ -169,7 +240,7 @@ func (d *driver) measureReload(s *server, r *bigResult) error {
 		return err
 	}
 	var err error
-	if r.steady, err = procStatus(pid, "VmRSS"); err != nil {
+	if r.steady, err = treeMemory(pid, "VmRSS"); err != nil {
 		return err
 	}
 	const okReloads = `authsvc_users_reloads_total{result="ok"}`
@@ -183,9 +254,8 @@ func (d *driver) measureReload(s *server, r *bigResult) error {
 		return errors.New("no " + okReloads + " in /metrics")
 	}
 	failedBefore, _ := metricValue(body, failedReloads)
-	// "5" resets VmHWM to the current RSS (proc(5)).
-	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
-		return fmt.Errorf("reset the RSS peak: %v", err)
+	if err := resetPeaks(pid); err != nil {
+		return err
 	}
 	start := time.Now()
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -210,7 +280,7 @@ func (d *driver) measureReload(s *server, r *bigResult) error {
 		}
 	}
 	r.reload = time.Since(start)
-	r.peak, err = procStatus(pid, "VmHWM")
+	r.peak, err = treeMemory(pid, "VmHWM")
 	return err
 }
 
@@ -221,7 +291,7 @@ type pgResult struct {
 	err    error
 	imp    time.Duration // user import --from file
 	start  time.Duration // exec to /readyz 200
-	rss    float64       // bytes, after a short /info and login load
+	rss    memory        // after a short /info and login load
 	logins loginResult
 	info   wrkResult
 }
@@ -270,8 +340,8 @@ func (d *driver) postgres() pgResult {
 		r.err = err
 		return r
 	}
-	r.rss, r.err = procStatus(s.cmd.Process.Pid, "VmRSS")
-	d.logf("pg     start %s  RSS %.1f MB", r.start.Round(time.Millisecond), r.rss/1e6)
+	r.rss, r.err = treeMemory(s.cmd.Process.Pid, "VmRSS")
+	d.logf("pg     start %s  RSS %s", r.start.Round(time.Millisecond), r.rss)
 	return r
 }
 
