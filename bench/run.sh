@@ -30,6 +30,7 @@ cleanup() {
 	set +e
 	if [ "${#pg_stop[@]}" -gt 0 ]; then "${pg_stop[@]}" >/dev/null 2>&1; fi
 	if [ -n "$pg_dir" ]; then rm -rf "$pg_dir"; fi
+	rm -f "$OUT/big-users.json" "$OUT/big-users.json.lock" "$OUT/pg-users.json" # hundreds of MB
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
 	for _ in $(seq 100); do
 		alive=0
