@@ -53,7 +53,7 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 
 	p("\nauthsvc benchmark — %s — nproc %d — CPU %s — %s — %s\n", start.UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.Version(), d.wrkVersion())
 	p("Servers run here side by side; each figure is a median of alternating runs (run order rotates per round).\n")
-	p("authsvc serve --addr … --users … --store … %s: every other flag at its default, the login throttle included\n", c.authsvcFlags)
+	p("authsvc serve --addr … --users … --store …%s: every other flag at its default, the login throttle included\n", strings.TrimRight(" "+c.authsvcFlags, " "))
 	p("  (all load comes from 127.0.0.1; replies by status per part are counted below).\n")
 	p("  Users made with `authsvc user add` (argon2id, the default policy); \"%s\" serves users made with\n", label("authsvc-bcrypt"))
 	p("  `user add --cost %d` with --cost %d, so no login rehashes. Server stderr (the access log) goes to /dev/null.\n", c.cost, c.cost)
