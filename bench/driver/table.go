@@ -59,7 +59,7 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	p("  `user add --cost %d` with --cost %d, so no login rehashes. Server stderr (the access log) goes to /dev/null.\n", c.cost, c.cost)
 	p("/info: wrk -t1 -c%d --latency, %d rounds × %s. Login: %d keep-alive Go clients (bench/driver), %d rounds × %s,\n", c.conns, c.infoRounds, seconds(c.infoDur), c.loginConns, c.loginRounds, c.loginDur)
 	p("  alternating with bench/bcryptrate on %d goroutines (the hasher's default slots). Flood: %d × (wrk -c%d /info %s unloaded,\n", d.slots, c.floodRounds, c.conns, seconds(c.floodDur-2*time.Second))
-	p("  then wrk -t1 -c%d login for %s with wrk -c%d /info inside it); the ratio is the median of the pairs' ratios.\n", c.floodConns, seconds(c.floodDur), c.conns)
+	p("  then wrk -t1 -c%d login for %s with wrk -c%d /info inside it); ratio: median flooded ÷ median unloaded.\n", c.floodConns, seconds(c.floodDur), c.conns)
 	p("RSS and its peak are the server's own plus its hash-worker processes' (/proc/PID/status VmRSS, VmHWM).\n")
 	p("Load average (other processes on this machine) at start %s, at end %s.\n", loadStart, loadavg())
 	p("Ratios between two servers carry about ±0.10 of noise (shared/FACTS.md).\n")
@@ -82,12 +82,14 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	}
 	for _, hc := range res.hashes {
 		frs := res.floods[hc.name]
-		var ratios, q []float64
+		var unloaded, flooded, q []float64
 		for _, fr := range frs {
-			ratios = append(ratios, fr.info.rps/fr.unloaded.rps)
+			unloaded = append(unloaded, fr.unloaded.rps)
+			flooded = append(flooded, fr.info.rps)
 			q = append(q, fr.info.p99)
 		}
-		r, p99 := median(ratios), median(q)
+		// Medians first: one disturbed run cannot swing the ratio.
+		r, p99 := median(flooded)/median(unloaded), median(q)
 		row(fmt.Sprintf("/info in a %d-connection login flood ÷ unloaded, %s", c.floodConns, strings.Fields(hc.name)[0]),
 			fmt.Sprintf("%.2f, p99 %s", r, ms(p99)), "≥ 0.65, p99 ≤ 15 ms", verdict(r >= 0.65 && p99 <= 15))
 	}
