@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -59,17 +60,41 @@ func benchUsernames(n int) []string {
 	return names
 }
 
+// benchUserAgent is the User-Agent of a bench session's i-th login: one of
+// a few clients in common use, as a real population of sessions shows them.
+func benchUserAgent(i int) string {
+	agents := [...]string{
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+		"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15",
+		"Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+		"okhttp/4.12.0",
+		"python-requests/2.32.3",
+		"curl/8.5.0",
+	}
+	return agents[i%len(agents)]
+}
+
+// benchSession is the session the login handler would store for the i-th
+// login of username: with a session id, the client address (one per user)
+// and a User-Agent, each string a fresh copy as every request brings its
+// own, so that the heap shows whether the store shares equal strings.
+func benchSession(username string, user, i int, expires time.Time) Session {
+	ip := netip.AddrFrom4([4]byte{10, byte(user >> 16), byte(user >> 8), byte(user)})
+	return Session{Username: username, Stamp: uint64(user), ExpiresAt: expires, ID: newSessionID(),
+		Client: clientKey(ip), UserAgent: cutUTF8(strings.Clone(benchUserAgent(i)), maxUserAgent)}
+}
+
 // fillStore issues n sessions round-robin over names, the way the login
-// handler issues them: a fresh token's digest, a 24 h expiry, the default
-// per-user limit.
+// handler issues them: a fresh token's digest, the session's records, a
+// 24 h expiry, the default per-user limit.
 func fillStore(tb testing.TB, s Store, names []string, n int, now time.Time) {
 	tb.Helper()
 	ctx := context.Background()
 	expires := now.Add(24 * time.Hour).Truncate(time.Second).UTC()
 	for i := range n {
 		_, digest := newToken()
-		sess := Session{Username: names[i%len(names)], Stamp: uint64(i % len(names)), ExpiresAt: expires}
-		if err := s.Issue(ctx, digest, sess, benchTokensPerUser, now); err != nil {
+		user := i % len(names)
+		if err := s.Issue(ctx, digest, benchSession(names[user], user, i/len(names), expires), benchTokensPerUser, now); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -80,7 +105,8 @@ func issueBenchToken(tb testing.TB, s Store, users *fileDirectory, now time.Time
 	tb.Helper()
 	token, digest := newToken()
 	u := users.index().byName["bench"]
-	sess := Session{Username: u.info.Username, Stamp: u.stamp(), ExpiresAt: now.Add(24 * time.Hour).Truncate(time.Second).UTC()}
+	sess := benchSession(u.info.Username, 0, 0, now.Add(24*time.Hour).Truncate(time.Second).UTC())
+	sess.Stamp = u.stamp()
 	if err := s.Issue(context.Background(), digest, sess, benchTokensPerUser, now); err != nil {
 		tb.Fatal(err)
 	}
@@ -97,29 +123,32 @@ func countLabel(n int) string {
 	return strconv.Itoa(n)
 }
 
-// benchDeps is serverDeps as serve builds them (metrics included), with the
-// bench's throttle raised (all load comes from one address). logTo is where
-// the log goes; nil drops every log line before it is formatted, to measure
-// what the access log costs. A real destination (stderr) is written through
-// newLogWriter, batched and flushed every logFlushInterval as serve writes
-// its log, and closed (flushed) when tb ends; io.Discard is used as is, so
-// that the micro-benchmarks and the allocation census measure the handler.
+// benchDeps is serverDeps as serve builds them (metrics included, every
+// setting at its default, the throttle too), but for the per-user limit
+// the bench's sessions are spread by. logTo is where the log goes; nil
+// drops every log line before it is formatted, to measure what the access
+// log costs. A real destination (stderr) is written through newLogWriter,
+// batched and flushed every logFlushInterval as serve writes its log, and
+// closed (flushed) when tb ends; io.Discard is used as is, so that the
+// micro-benchmarks and the allocation census measure the handler. Either
+// is given to the access log as its output, as serve gives it.
 func benchDeps(tb testing.TB, users *fileDirectory, store Store, logTo io.Writer) serverDeps {
 	log := slog.New(slog.DiscardHandler)
+	opts := []depsOption{withDirectory(users), withStore(store)}
 	switch logTo {
 	case nil:
 	case io.Discard:
 		log = newLogger("text", logTo)
+		opts = append(opts, withLogOutput(logTo))
 	default:
 		w := newLogWriter(logTo, logFlushInterval)
 		tb.Cleanup(func() { w.Close() })
 		log = newLogger("text", w)
+		opts = append(opts, withLogOutput(w))
 	}
 	cfg := defaultServeConfig()
 	cfg.maxPerUser = benchTokensPerUser
-	cfg.throttle = throttleConfig{PairFailures: 1e8, UserFailures: 1e8, AddrRate: 1e5, AddrBurst: 1e5, MaxEntries: cfg.throttle.MaxEntries,
-		Window: cfg.throttle.Window, BaseBackoff: cfg.throttle.BaseBackoff, MaxBackoff: cfg.throttle.MaxBackoff}
-	d, closeDeps, err := buildDeps(cfg, log, withDirectory(users), withStore(store))
+	d, closeDeps, err := buildDeps(cfg, log, opts...)
 	tb.Cleanup(closeDeps)
 	if err != nil {
 		tb.Fatal(err)
@@ -233,7 +262,8 @@ func BenchmarkInfoHandler(b *testing.B) {
 
 // BenchmarkHeapPerToken reports the live heap a memory store holds per
 // session (B/token), filled as the login handler fills it: N tokens over
-// N/100 users at the default per-user limit of 100, 24 h expiry. Run it with
+// N/100 users at the default per-user limit of 100, 24 h expiry, each with
+// its records (id, client, User-Agent, times). Run it with
 // -benchtime 1x.
 func BenchmarkHeapPerToken(b *testing.B) {
 	for _, n := range []int{100_000, 1_000_000} {

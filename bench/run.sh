@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# make bench: build authsvc and the baseline, start them (and Redis, and the
-# in-process servers of bench_test.go) on free loopback ports, let
-# bench/driver measure them side by side, print one table (also saved to
-# bench/out/latest.txt), and stop every process started here, whatever happens.
-# Knobs (environment): GO, BENCH_COST (bcrypt cost, default 12), BENCH_ARGS
-# (extra driver flags, e.g. "-info-rounds 3"; see go run ./bench/driver -h).
+# make bench: build authsvc and the baseline, start them (and Redis, a
+# throwaway PostgreSQL cluster, and the in-process servers of bench_test.go)
+# on free loopback ports, write the users files (a 1M-user one among them),
+# let bench/driver measure everything side by side, print one table (also
+# saved to bench/out/latest.txt), and stop every process started here and
+# remove the cluster, whatever happens. authsvc runs with its throttle at the
+# defaults: the table counts 429 replies per part.
+# Knobs (environment): GO, BENCH_COST (bcrypt cost, default 12), BENCH_USERS
+# (users in the big file, default 1000000), BENCH_PG_USERS (default 100000),
+# BENCH_ARGS (extra driver flags, e.g. "-info-rounds 3"; see go run ./bench/driver -h).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
 COST=${BENCH_COST:-12}
+BIG_N=${BENCH_USERS:-1000000}
+PG_N=${BENCH_PG_USERS:-100000}
 OUT=bench/out
 mkdir -p "$OUT"
 
@@ -17,9 +23,14 @@ say() { printf 'bench: %s\n' "$*" >&2; }
 
 # --- every process started here is stopped on exit ---------------------------
 pids=()
+pg_stop=() # the command that stops the PostgreSQL cluster, once it runs
+pg_dir=""
 cleanup() {
 	local pid alive
 	set +e
+	if [ "${#pg_stop[@]}" -gt 0 ]; then "${pg_stop[@]}" >/dev/null 2>&1; fi
+	if [ -n "$pg_dir" ]; then rm -rf "$pg_dir"; fi
+	rm -f "$OUT/big-users.json" "$OUT/big-users.json.lock" "$OUT/pg-users.json" # hundreds of MB
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
 	for _ in $(seq 100); do
 		alive=0
@@ -42,6 +53,8 @@ need=()
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+pg_bins() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
+[ -n "$(pg_bins)" ] || need+=(postgresql)
 if [ "${#need[@]}" -gt 0 ]; then
 	say "installing ${need[*]} (apt-get)"
 	$sudo apt-get update -qq
@@ -52,10 +65,11 @@ command -v wrk >/dev/null 2>&1 || { say "wrk is required"; exit 1; }
 command -v curl >/dev/null 2>&1 || { say "curl is required"; exit 1; }
 
 # --- build -----------------------------------------------------------------------
-say "building authsvc, the baseline, bcryptrate, the driver and authsvc's test binary"
+say "building authsvc, the baseline, bcryptrate, bigusers, the driver and authsvc's test binary"
 "$GO" build -o "$OUT/authsvc" .
 "$GO" build -o "$OUT/baseline" ./bench/baseline
 "$GO" build -o "$OUT/bcryptrate" ./bench/bcryptrate
+"$GO" build -o "$OUT/bigusers" ./bench/bigusers
 "$GO" build -o "$OUT/driver" ./bench/driver
 "$GO" test -c -o "$OUT/authsvc.test" .
 
@@ -95,17 +109,28 @@ login() {
 SERVERS="$OUT/servers.txt"
 : >"$SERVERS"
 
-# --- users file, made with the real CLI --------------------------------------------
-# "bench" takes the login load; "reader" holds the tokens /info is driven with
-# (authsvc keeps 100 tokens per user: the login runs would evict them).
-USERS="$OUT/users.json"
-rm -f "$USERS" "$USERS.lock"
+# --- users files ---------------------------------------------------------------------
+# Made with the real CLI: users.json with the default hash policy (argon2id),
+# users-bcrypt.json with --cost $COST. "bench" takes the login load; "reader"
+# holds the tokens /info is driven with (authsvc keeps 100 tokens per user:
+# the login runs would evict them).
 PASSWORD=$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24)
+export BENCH_PASSWORD="$PASSWORD"
+USERS="$OUT/users.json"
+USERS_BCRYPT="$OUT/users-bcrypt.json"
+rm -f "$USERS" "$USERS.lock" "$USERS_BCRYPT" "$USERS_BCRYPT.lock"
 for user in bench reader; do
-	printf '%s\n' "$PASSWORD" | "$OUT/authsvc" user add --users "$USERS" --cost "$COST" \
-		--name "$user" --email "$user@example.com" --group bench "$user"
+	printf '%s\n' "$PASSWORD" | "$OUT/authsvc" user add --users "$USERS" \
+		--name "$user" --email "$user@example.com" --group bench "$user" >/dev/null
+	printf '%s\n' "$PASSWORD" | "$OUT/authsvc" user add --users "$USERS_BCRYPT" --cost "$COST" \
+		--name "$user" --email "$user@example.com" --group bench "$user" >/dev/null
 done
-export BENCH_USER=bench BENCH_PASSWORD="$PASSWORD"
+# Big files (bench/bigusers): a few argon2id hashes of $PASSWORD, reused.
+BIG="$OUT/big-users.json"
+PG_USERS="$OUT/pg-users.json"
+rm -f "$BIG" "$BIG.lock"
+"$OUT/bigusers" -o "$BIG" -n "$BIG_N"
+"$OUT/bigusers" -o "$PG_USERS" -n "$PG_N"
 
 # --- in-process servers (bench_test.go TestBenchServe): 1k and 1M live tokens -------
 # Started first: filling a million sessions takes a few seconds.
@@ -123,6 +148,7 @@ start_inproc inproc-1k-nolog 1000 off
 
 # --- Redis ---------------------------------------------------------------------------
 redis_url=""
+redis_skip=""
 if command -v redis-server >/dev/null 2>&1; then
 	rport=$(free_port)
 	redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$OUT/redis.log" 2>&1 &
@@ -133,31 +159,70 @@ if command -v redis-server >/dev/null 2>&1; then
 		kill -0 "$rpid" 2>/dev/null || break
 		sleep 0.1
 	done
-	[ -n "$redis_url" ] || say "redis-server did not start (see $OUT/redis.log): no Redis column"
+	[ -n "$redis_url" ] || redis_skip="redis-server did not start (see $OUT/redis.log)"
 else
-	say "no redis-server: no Redis column"
+	redis_skip="no redis-server"
 fi
+[ -z "$redis_skip" ] || say "Redis row not measured: $redis_skip"
+
+# --- PostgreSQL: a throwaway cluster ------------------------------------------------
+# It refuses to run as root: then its commands run as the postgres user, in
+# a directory that user owns.
+pg_url=""
+pg_skip=""
+start_postgres() {
+	local bin as port
+	bin=$(pg_bins)
+	[ -n "$bin" ] || { pg_skip="no PostgreSQL in /usr/lib/postgresql/*/bin"; return; }
+	as=()
+	if [ "$(id -u)" -eq 0 ]; then
+		id postgres >/dev/null 2>&1 || { pg_skip="running as root and no postgres user"; return; }
+		as=(runuser -u postgres --)
+	fi
+	pg_dir=$(mktemp -d /tmp/authsvc-bench-pg.XXXXXX)
+	chmod 755 "$pg_dir"
+	[ "${#as[@]}" -eq 0 ] || chown postgres: "$pg_dir"
+	if ! "${as[@]}" "$bin/initdb" -D "$pg_dir/data" --auth=trust -U postgres -E UTF8 --locale=C --no-sync \
+		--no-instructions >"$OUT/postgres.log" 2>&1; then
+		pg_skip="initdb failed (see $OUT/postgres.log)"
+		return
+	fi
+	port=$(free_port)
+	pg_stop=("${as[@]}" "$bin/pg_ctl" -D "$pg_dir/data" -m immediate -w stop)
+	if ! "${as[@]}" "$bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/postgres.log" -w -t 30 -o \
+		"-p $port -k $pg_dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+		start >>"$OUT/postgres.log" 2>&1; then
+		cat "$pg_dir/postgres.log" >>"$OUT/postgres.log" 2>/dev/null
+		pg_skip="PostgreSQL did not start (see $OUT/postgres.log)"
+		return
+	fi
+	pg_url="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+}
+start_postgres
+[ -z "$pg_skip" ] || say "PostgreSQL part not measured: $pg_skip"
 
 # --- authsvc and the baseline --------------------------------------------------------
-# The login throttle is raised: all the load comes from 127.0.0.1. The hash
-# policy is the users' own (bcrypt at $COST), so that no login rehashes.
-AUTHSVC_FLAGS=(--login-rate 100000 --login-burst 100000 --login-failures 100000000 --user-failures 100000000 --cost "$COST")
-start_authsvc() { # name store [more serve flags]
-	local name=$1 store=$2 port pid
-	shift 2
+# Every serve flag at its default, the login throttle included, although all
+# the load comes from 127.0.0.1: the driver counts 429 replies per part.
+# authsvc-bcrypt serves the bcrypt users with --cost $COST, so no login rehashes.
+AUTHSVC_FLAGS=()
+start_authsvc() { # name users store [more serve flags]
+	local name=$1 users=$2 store=$3 port pid
+	shift 3
 	port=$(free_port)
-	"$OUT/authsvc" serve --addr "127.0.0.1:$port" --users "$USERS" --store "$store" "${AUTHSVC_FLAGS[@]}" "$@" >/dev/null 2>&1 &
+	"$OUT/authsvc" serve --addr "127.0.0.1:$port" --users "$users" --store "$store" ${AUTHSVC_FLAGS[@]+"${AUTHSVC_FLAGS[@]}"} "$@" >/dev/null 2>&1 &
 	pid=$!
 	pids+=("$pid")
 	wait_http "http://127.0.0.1:$port/healthz" "$pid"
 	echo "$name http://127.0.0.1:$port $(login "http://127.0.0.1:$port")" >>"$SERVERS"
 }
-start_authsvc authsvc memory
-start_authsvc authsvc-noaccess memory --access-log=false
-if [ -n "$redis_url" ]; then start_authsvc authsvc-redis "$redis_url"; fi
+start_authsvc authsvc "$USERS" memory
+start_authsvc authsvc-noaccess "$USERS" memory --access-log=false
+if [ -n "$redis_url" ]; then start_authsvc authsvc-redis "$USERS" "$redis_url"; fi
+start_authsvc authsvc-bcrypt "$USERS_BCRYPT" memory --cost "$COST"
 
 bport=$(free_port)
-"$OUT/baseline" --addr "127.0.0.1:$bport" --users "$USERS" >/dev/null 2>&1 &
+"$OUT/baseline" --addr "127.0.0.1:$bport" --users "$USERS_BCRYPT" >/dev/null 2>&1 &
 bpid=$!
 pids+=("$bpid")
 wait_http "http://127.0.0.1:$bport/inflight" "$bpid"
@@ -181,10 +246,13 @@ while read -r name url token; do
 done <"$SERVERS"
 
 # --- measure ---------------------------------------------------------------------------
-say "servers up; measuring (about 4 minutes)"
+say "servers up; measuring (about 5 minutes)"
+pg_args=(-pg-skip "$pg_skip")
+[ -z "$pg_url" ] || pg_args=(-pg-url "$pg_url" -pg-users "$PG_USERS" -pg-n "$PG_N")
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
-"$OUT/driver" -cost "$COST" -authsvc-flags "${AUTHSVC_FLAGS[*]}" -servers "$SERVERS" \
-	-bcryptrate "$OUT/bcryptrate" -testbin "$OUT/authsvc.test" -lua bench/login.lua \
+"$OUT/driver" -cost "$COST" -authsvc-flags "${AUTHSVC_FLAGS[*]-}" -servers "$SERVERS" \
+	-bcryptrate "$OUT/bcryptrate" -testbin "$OUT/authsvc.test" -authsvc "$OUT/authsvc" -lua bench/login.lua \
+	-redis-skip "$redis_skip" -big-users "$BIG" -big-n "$BIG_N" "${pg_args[@]}" \
 	-out "$OUT/latest.txt" -runs "$OUT/runs.txt" ${BENCH_ARGS:-} &
 dpid=$!
 pids=("$dpid" "${pids[@]}")

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// verdict says whether a target is met; it never fails the run.
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT MET"
+}
+
+func ms(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f ms", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f ms", v)
+	}
+	return fmt.Sprintf("%.2f ms", v)
+}
+
+// count writes n as 1M or 100k.
+func count(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return strconv.Itoa(n/1_000_000) + "M"
+	case n >= 1000 && n%1000 == 0:
+		return strconv.Itoa(n/1000) + "k"
+	}
+	return strconv.Itoa(n)
+}
+
+// table writes the results: the targets first, then the details.
+func (d *driver) table(res *results, start time.Time, loadStart string) string {
+	c := d.cfg
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	row := func(figure, value, target, v string) {
+		p("  %-62s %-24s %-24s %s\n", figure, value, target, v)
+	}
+	notMeasured := func(figure, target string, why error) {
+		row(figure, "not measured: "+strings.ReplaceAll(why.Error(), "\n", " "), target, "")
+	}
+
+	p("\nauthsvc benchmark — %s — nproc %d — CPU %s — %s — %s\n", start.UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.Version(), d.wrkVersion())
+	p("Servers run here side by side; each figure is a median of alternating runs (run order rotates per round).\n")
+	p("authsvc serve --addr … --users … --store …%s: every other flag at its default, the login throttle included\n", strings.TrimRight(" "+c.authsvcFlags, " "))
+	p("  (all load comes from 127.0.0.1; replies by status per part are counted below).\n")
+	p("  Users made with `authsvc user add` (argon2id, the default policy); \"%s\" serves users made with\n", label("authsvc-bcrypt"))
+	p("  `user add --cost %d` with --cost %d, so no login rehashes. Server stderr (the access log) goes to /dev/null.\n", c.cost, c.cost)
+	p("/info: wrk -t1 -c%d --latency, %d rounds × %s. Login: %d keep-alive Go clients (bench/driver), %d rounds × %s,\n", c.conns, c.infoRounds, seconds(c.infoDur), c.loginConns, c.loginRounds, c.loginDur)
+	p("  alternating with bench/bcryptrate on %d goroutines (the hasher's default slots). Flood: %d × (wrk -c%d /info %s unloaded,\n", d.slots, c.floodRounds, c.conns, seconds(c.floodDur-2*time.Second))
+	p("  then wrk -t1 -c%d login for %s with wrk -c%d /info inside it); ratio: median flooded ÷ median unloaded.\n", c.floodConns, seconds(c.floodDur), c.conns)
+	p("RSS and its peak are the server's own plus its hash-worker processes' (/proc/PID/status VmRSS, VmHWM).\n")
+	p("Load average (other processes on this machine) at start %s, at end %s.\n", loadStart, loadavg())
+	p("Ratios between two servers carry about ±0.10 of noise (shared/FACTS.md).\n")
+
+	// The targets of issue #14.
+	p("\nTargets (issue #14)                                              figure                   target\n")
+	base := median(field(res.info["baseline"], rps))
+	infoRatio := func(name string) float64 { return median(field(res.info[name], rps)) / base }
+	r := infoRatio("authsvc")
+	row("/info ÷ bare baseline, memory store, access log on", fmt.Sprintf("%.2f", r), "≥ 0.90", verdict(r >= 0.90))
+	if d.targets["authsvc-redis"] != nil {
+		r := infoRatio("authsvc-redis")
+		row("/info ÷ baseline, Redis store", fmt.Sprintf("%.2f", r), "≥ 0.60", verdict(r >= 0.60))
+	} else {
+		notMeasured("/info ÷ baseline, Redis store", "≥ 0.60", fmt.Errorf("%s", c.redisSkip))
+	}
+	for _, hc := range res.hashes {
+		r := median(res.login[hc.name]) / median(res.raw[hc.name])
+		row("login ÷ raw hash rate, "+hc.name, fmt.Sprintf("%.2f", r), "≥ 0.97", verdict(r >= 0.97))
+	}
+	for _, hc := range res.hashes {
+		frs := res.floods[hc.name]
+		var unloaded, flooded, q []float64
+		for _, fr := range frs {
+			unloaded = append(unloaded, fr.unloaded.rps)
+			flooded = append(flooded, fr.info.rps)
+			q = append(q, fr.info.p99)
+		}
+		// Medians first: one disturbed run cannot swing the ratio.
+		r, p99 := median(flooded)/median(unloaded), median(q)
+		row(fmt.Sprintf("/info in a %d-connection login flood ÷ unloaded, %s", c.floodConns, strings.Fields(hc.name)[0]),
+			fmt.Sprintf("%.2f, p99 %s", r, ms(p99)), "≥ 0.65, p99 ≤ 15 ms", verdict(r >= 0.65 && p99 <= 15))
+	}
+	for _, hb := range res.gob.heap {
+		if bt, ok := hb.metrics["B/token"]; ok {
+			n := strings.TrimPrefix(hb.name, "HeapPerToken/tokens=")
+			row("heap per live token with its session records, "+n+" tokens", fmt.Sprintf("%.0f B", bt), "≤ 250 B", verdict(bt <= 250))
+		}
+	}
+	big := res.big
+	bigName := fmt.Sprintf("users file of %s users", count(big.n))
+	if big.err != nil && big.load == 0 {
+		notMeasured(bigName+": load", "≤ 3 s", big.err)
+	} else {
+		row(bigName+": load (exec → /readyz 200)", fmt.Sprintf("%.2f s", big.load.Seconds()), "≤ 3 s", verdict(big.load <= 3*time.Second))
+	}
+	if big.err != nil {
+		notMeasured(bigName+": RSS per user, steady", "≤ 400 B", big.err)
+		notMeasured(bigName+": reload (SIGHUP) peak ÷ steady", "≤ 1.3", big.err)
+	} else {
+		perUser := big.steady.total() / float64(big.n)
+		row(bigName+": RSS per user, steady", fmt.Sprintf("%.0f B (%.0f MB)", perUser, big.steady.total()/1e6), "≤ 400 B", verdict(perUser <= 400))
+		ratio := big.peak.total() / big.steady.total()
+		row(bigName+": reload (SIGHUP) peak ÷ steady", fmt.Sprintf("%.2f (%.0f MB)", ratio, big.peak.total()/1e6), "≤ 1.3", verdict(ratio <= 1.3))
+	}
+	switch {
+	case big.userAddError != nil:
+		notMeasured(fmt.Sprintf("`user add` into a %s-user file", count(big.n)), "≤ 2 s", big.userAddError)
+	case big.userAdd == 0:
+		notMeasured(fmt.Sprintf("`user add` into a %s-user file", count(big.n)), "≤ 2 s", big.err)
+	default:
+		row(fmt.Sprintf("`user add` into a %s-user file (wall time)", count(big.n)), fmt.Sprintf("%.2f s", big.userAdd.Seconds()), "≤ 2 s", verdict(big.userAdd <= 2*time.Second))
+	}
+	pg := res.pg
+	pgName := fmt.Sprintf("PostgreSQL directory, %s users", count(pg.n))
+	switch {
+	case pg.skip != "":
+		notMeasured(pgName+": start", "≤ 2 s", fmt.Errorf("%s", pg.skip))
+		notMeasured(pgName+": RSS", "≤ 100 MB", fmt.Errorf("%s", pg.skip))
+	case pg.start == 0:
+		notMeasured(pgName+": start", "≤ 2 s", pg.err)
+		notMeasured(pgName+": RSS", "≤ 100 MB", pg.err)
+	default:
+		row(pgName+": start (exec → /readyz 200)", fmt.Sprintf("%.2f s", pg.start.Seconds()), "≤ 2 s", verdict(pg.start <= 2*time.Second))
+		if pg.err != nil {
+			notMeasured(pgName+": RSS", "≤ 100 MB", pg.err)
+		} else {
+			row(pgName+": RSS after /info + login load", fmt.Sprintf("%.1f MB", pg.rss.total()/1e6), "≤ 100 MB", verdict(pg.rss.total() <= 100e6))
+		}
+	}
+	if k, m := res.inproc["inproc-1k"], res.inproc["inproc-1m"]; len(k) > 0 && len(m) > 0 {
+		kx := field(k, p99)
+		mp := median(field(m, p99))
+		// Flat: the 1M median falls inside the range of the 1k runs.
+		row("/info p99 from 1k to 1M live tokens", fmt.Sprintf("%s → %s", ms(median(kx)), ms(mp)), "flat (within 1k range)", verdict(mp <= slices.Max(kx)))
+	} else {
+		notMeasured("/info p99 from 1k to 1M live tokens", "flat", fmt.Errorf("no in-process servers"))
+	}
+
+	// Details.
+	p("\n/info, unloaded                          req/s       p50       p99   ×baseline\n")
+	for _, t := range res.infoTs {
+		rs := res.info[t.name]
+		r := median(field(rs, rps))
+		p("  %-36s %8.0f %9s %9s %10.2f\n", t.label, r, ms(median(field(rs, p50))), ms(median(field(rs, p99))), r/base)
+		for _, x := range rs {
+			if x.non2xx > 0 || x.sockErr != "" {
+				res.warn = append(res.warn, fmt.Sprintf("/info %s: %d non-2xx replies, socket errors %q: the token did not work", t.name, x.non2xx, x.sockErr))
+				break
+			}
+		}
+	}
+
+	p("\nlogin                                                  logins/s   ×raw hash\n")
+	for _, hc := range res.hashes {
+		raw := median(res.raw[hc.name])
+		p("  %-52s %8.2f %11.2f\n", fmt.Sprintf("raw %s, %d goroutines", hc.name, d.slots), raw, 1.0)
+		p("  %-52s %8.2f %11.2f\n", fmt.Sprintf("%s (%s)", label(hc.server), strings.Fields(hc.name)[0]), median(res.login[hc.name]), median(res.login[hc.name])/raw)
+	}
+
+	p("\n/info during a %d-connection login flood  unloaded   flooded  ratio        p99   logins/s    429/s    503/s\n", c.floodConns)
+	for _, hc := range res.hashes {
+		for i, fr := range res.floods[hc.name] {
+			f := fr.flood
+			p("  %-38s %8.0f %9.0f %6.2f %10s %10.2f %8.1f %8.1f\n", fmt.Sprintf("%s, run %d", strings.Fields(hc.name)[0], i+1),
+				fr.unloaded.rps, fr.info.rps, fr.info.rps/fr.unloaded.rps, ms(fr.info.p99),
+				float64(f.statuses[http.StatusOK])/f.seconds, float64(f.statuses[http.StatusTooManyRequests])/f.seconds, float64(f.statuses[http.StatusServiceUnavailable])/f.seconds)
+			if fr.info.non2xx > 0 {
+				res.warn = append(res.warn, fmt.Sprintf("/info %s during the flood: %d non-2xx replies", hc.server, fr.info.non2xx))
+			}
+		}
+	}
+	p("  (wrk counts login replies in its window; 429: throttled, 503: refused at the hasher's capacity)\n")
+
+	p("\nReplies by part, the throttle at its defaults (a throttled part shows 429s)\n")
+	for _, pt := range d.parts {
+		if pt.statuses != nil {
+			p("  %-44s login replies: %s\n", pt.name, statusText(pt.statuses))
+			if n := pt.statuses[http.StatusTooManyRequests]; n > 0 {
+				res.warn = append(res.warn, fmt.Sprintf("%s: %d of %d login replies were 429 (throttled) with the throttle at its defaults; every login sent the right password", pt.name, n, sum(pt.statuses)))
+			}
+		}
+	}
+	var infoReq, infoBad int
+	for _, pt := range d.parts {
+		if pt.statuses == nil {
+			infoReq += pt.requests
+			infoBad += pt.non2xx
+		}
+	}
+	p("  %-44s %d requests, %d non-2xx (a 429 would be among them)\n", "/info, every part", infoReq, infoBad)
+
+	p("\nmemory store, heap per live token     B/token      heap\n")
+	for _, hb := range res.gob.heap {
+		if bt, ok := hb.metrics["B/token"]; ok {
+			n := strings.TrimPrefix(hb.name, "HeapPerToken/tokens=")
+			p("  %-32s %8.0f %7.0f MB\n", n+" tokens", bt, bt*tokenCount(n)/1e6)
+		}
+	}
+	p("  (as the login handler issues them: N tokens over N/100 users at the default limit of 100 per user, 24 h TTL,\n")
+	p("   each with its id, client address and a fresh copy of one of 6 User-Agent strings)\n")
+
+	p("\n%s (bench/bigusers: %.0f MB, argon2id hashes reused)\n", bigName, float64(big.fileBytes)/1e6)
+	if big.load > 0 {
+		p("  load %.2f s; steady RSS (3 s after /readyz) %s\n", big.load.Seconds(), big.steady)
+		p("  SIGHUP reload took %.2f s; peak RSS (VmHWM, reset before) %s\n", big.reload.Seconds(), big.peak)
+	}
+	if big.userAdd > 0 {
+		p("  `authsvc user add` (argon2id, password on stdin) with no server running: %.2f s\n", big.userAdd.Seconds())
+	}
+	if big.err != nil {
+		p("  error: %v\n", big.err)
+	}
+
+	p("\n%s\n", pgName)
+	switch {
+	case pg.skip != "":
+		p("  not measured: %s\n", pg.skip)
+	default:
+		if pg.imp > 0 {
+			p("  `authsvc user import --from file` of %s users: %.2f s\n", count(pg.n), pg.imp.Seconds())
+		}
+		if pg.start > 0 {
+			p("  start %.2f s; load: %d logins of 4 users (%s) at %.1f/s, then /info %.0f req/s p99 %s\n",
+				pg.start.Seconds(), sum(pg.logins.statuses), statusText(pg.logins.statuses), pg.logins.rate, pg.info.rps, ms(pg.info.p99))
+			p("  RSS %s\n", pg.rss)
+		}
+		if pg.err != nil {
+			p("  error: %v\n", pg.err)
+		}
+	}
+
+	if len(res.inproc) > 0 {
+		p("\n/info by live tokens (in-process server: the real handler and memory store preloaded, driven by wrk)\n")
+		p("                                       req/s       p50       p99   p99 range of runs\n")
+		for _, t := range res.inprocTs {
+			rs := res.inproc[t.name]
+			xs := field(rs, p99)
+			p("  %-32s %8.0f %9s %9s   %s – %s\n", t.label, median(field(rs, rps)), ms(median(field(rs, p50))), ms(median(xs)), ms(slices.Min(xs)), ms(slices.Max(xs)))
+		}
+		if k, n := res.inproc["inproc-1k"], res.inproc["inproc-1k-nolog"]; len(k) > 0 && len(n) > 0 {
+			with, without := median(field(k, rps)), median(field(n, rps))
+			p("  access log (batched by newLogWriter, as serve writes it): %.0f req/s with it, %.0f without (logger drops lines unformatted): it costs %.0f %% of /info throughput\n", with, without, 100*(1-with/without))
+		}
+	}
+
+	p("\nGo micro-benchmarks (go test -bench -benchmem)      ns/op      B/op   allocs/op\n")
+	for _, mb := range res.gob.micro {
+		p("  %-46s %8.0f %9.0f %11.0f\n", mb.name, mb.nsOp, mb.bytesOp, mb.allocsOp)
+	}
+	p("  InfoHandler/discard is the handler's own cost; -nolog drops the access-log line before formatting it.\n")
+
+	if len(res.gob.sites) > 0 {
+		total := 0.0
+		for _, s := range res.gob.sites {
+			total += s.perRequest
+		}
+		p("\n/info handler allocations per request: %.1f (every allocation sampled over %d requests; target: as few as possible)\n", total, res.gob.censusN)
+		for _, s := range res.gob.sites {
+			if s.perRequest >= 0.01 {
+				p("  %5.2f  %-22s %s\n", s.perRequest, s.origin, s.callee)
+			}
+		}
+	}
+
+	for _, w := range res.warn {
+		p("\nWARNING: %s\n", w)
+	}
+	p("\nTargets are reported, never enforced. Took %s.\n", time.Since(start).Round(time.Second))
+	return b.String()
+}
