@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 )
@@ -85,9 +84,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "version":
 		return versionCommand(rest, getenv, stdout)
 	case hashWorkerCommand: // started by the server itself (hasherpool.go); not in --help
-		// An argon2id check allocates its 19 MiB afresh: a small GC goal keeps
-		// the worker's heap near one check's memory, not twice its peak.
-		debug.SetGCPercent(20)
 		return runHashWorker(stdin, stdout)
 	case "help":
 		fmt.Fprint(stdout, usage())
