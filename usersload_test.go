@@ -12,7 +12,7 @@ import (
 )
 
 // benchUsersFile returns a users file for the load benchmarks: the one
-// AUTHSVC_BENCH_USERS names (make one with go run ./bench/mkusers), or n
+// AUTHSVC_BENCH_USERS names (make one with BENCH_PASSWORD=… go run ./bench/bigusers), or n
 // users written here, sharing a few real argon2id hashes.
 func benchUsersFile(b *testing.B, n int) string {
 	b.Helper()

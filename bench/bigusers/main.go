@@ -2,7 +2,6 @@
 // distinct usernames (user0000001 …), names, emails, some groups, and a few
 // real argon2id hashes of one password at the server's default parameters,
 // reused round-robin, so that a million users take seconds, not hours.
-// (It may merge with bench/mkusers.)
 package main
 
 import (
