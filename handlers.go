@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -257,6 +258,8 @@ func handleInfo(log *slog.Logger, tc tokenCheck) http.Handler {
 	// Header values shared by every reply (net/http never writes into them):
 	// the hot path allocates no header.
 	noStore, varyAuth, contentType := []string{"no-store"}, []string{"Authorization"}, []string{"application/json"}
+	// Reply buffers, reused: Write copies the body into the connection's buffer.
+	bodies := sync.Pool{New: func() any { return new([]byte) }}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := tc.authenticate(r)
 		var target *dirUser
@@ -275,10 +278,13 @@ func handleInfo(log *slog.Logger, tc tokenCheck) http.Handler {
 			h["Vary"] = varyAuth
 		}
 		h["Content-Type"] = contentType
-		body, length := target.infoReply()
+		buf := bodies.Get().(*[]byte)
+		body, length := target.infoReply(*buf)
 		h["Content-Length"] = length
 		w.WriteHeader(http.StatusOK)
 		w.Write(body)
+		*buf = body
+		bodies.Put(buf)
 	})
 }
 

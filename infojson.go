@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -9,14 +10,15 @@ import (
 // memory than the whole rest of a user (about 130 B each, 130 MB at a
 // million users), and encoding it takes well under a microsecond.
 
-// infoReply returns u's info reply and its Content-Length header value
+// infoReply returns u's info reply, written over dst's array when it has
+// room (the handler reuses its buffers), and its Content-Length header value
 // (shared: the caller must not change it).
-func (u *dirUser) infoReply() (body []byte, length []string) {
+func (u *dirUser) infoReply(dst []byte) (body []byte, length []string) {
 	n := 64 + len(u.info.Username) + len(u.info.Name) + len(u.info.Email) // the keys and punctuation, and the values unescaped
 	for _, g := range u.info.Groups {
 		n += len(g) + 3
 	}
-	body = u.appendInfoJSON(make([]byte, 0, n))
+	body = u.appendInfoJSON(slices.Grow(dst[:0], n))
 	if len(body) < len(contentLengths) {
 		return body, contentLengths[len(body)]
 	}

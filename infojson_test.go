@@ -30,7 +30,7 @@ func TestAppendInfoJSON(t *testing.T) {
 		if got, want := string(u.appendInfoJSON(nil)), marshalInfo(t, info); got != want {
 			t.Errorf("appendInfoJSON(%+v) = %q; want %q", info, got, want)
 		}
-		body, length := u.infoReply()
+		body, length := u.infoReply(nil)
 		if want := marshalInfo(t, info); string(body) != want || len(length) != 1 || length[0] != strconv.Itoa(len(want)) {
 			t.Errorf("infoReply(%+v) = %q, %q; want %q, %d", info, body, length, want, len(want))
 		}
