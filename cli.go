@@ -132,30 +132,6 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	}
 }
 
-// checkProfile returns why the --name, --email and --group values cannot be
-// set, naming the flag, or nil.
-func checkProfile(name, email string, groups []string) error {
-	if err := checkText(name, maxNameLen, false); err != nil {
-		return fmt.Errorf("--name: %v", err)
-	}
-	if err := checkText(email, maxEmailLen, true); err != nil {
-		return fmt.Errorf("--email: %v", err)
-	}
-	if len(groups) > maxGroups {
-		return fmt.Errorf("--group: %d groups; at most %d", len(groups), maxGroups)
-	}
-	for i, g := range groups {
-		err := checkText(g, maxGroupLen, false)
-		if g == "" {
-			err = errors.New("empty")
-		}
-		if err != nil {
-			return fmt.Errorf("--group number %d: %v", i+1, err)
-		}
-	}
-	return nil
-}
-
 // checkUsers validates the users file offline, as the server would load it.
 func checkUsers(ctx context.Context, dir Directory, stdout io.Writer) error {
 	users, err := dir.List(ctx)

@@ -105,13 +105,8 @@ type userIndex struct {
 // no CPU), so that mixed costs do not tell which users exist.
 type slowestCheck struct {
 	hash  *passwordHash
-	shape string       // the scheme and parameters hash was made with (hashShape)
+	shape string       // the scheme and parameters hash was made with (passwordHash.shape)
 	took  atomic.Int64 // nanoseconds a check against hash takes: measured when it is made, then a moving average of the dummy checks
-}
-
-// hashShape names h's scheme and parameters, what decides how long a check takes.
-func hashShape(h *passwordHash) string {
-	return fmt.Sprintf("%s cost=%d m=%d t=%d p=%d i=%d", h.kind, h.cost, h.memoryKiB, h.time, h.threads, h.iterations)
 }
 
 // observe folds the duration of a check against the slowest hash into the average.

@@ -51,7 +51,7 @@ func TestImportDjangoFixture(t *testing.T) {
 	} {
 		tok := loginToken(t, base, user, password)
 		h, err := parsePasswordHash(mustReadUsers(t, usersPath)[user].PasswordHash)
-		if err != nil || h.kind != schemeArgon2id {
+		if err != nil || h.scheme() != schemeArgon2id {
 			t.Errorf("%s's hash after the first login = %v, %v; want rehashed to argon2id", user, h, err)
 		}
 		if code, body := getInfo(t, base, tok, ""); code != 200 {

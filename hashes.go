@@ -386,6 +386,11 @@ func unsupportedHash(s string) error {
 // "unusable".
 func (h *passwordHash) scheme() string { return h.kind }
 
+// shape names h's scheme and parameters, what decides how long a check takes.
+func (h *passwordHash) shape() string {
+	return fmt.Sprintf("%s cost=%d m=%d t=%d p=%d i=%d", h.kind, h.cost, h.memoryKiB, h.time, h.threads, h.iterations)
+}
+
 // usable reports whether any password can match the hash.
 func (h *passwordHash) usable() bool { return h.kind != schemeUnusable }
 

@@ -157,7 +157,7 @@ func TestRehashOnLogin(t *testing.T) {
 	}
 	before := login()
 	h, err := parsePasswordHash(mustReadUsers(t, e.usersPath)["alice"].PasswordHash)
-	if err != nil || h.kind != schemeArgon2id || h.memoryKiB != 19*1024 || h.time != 2 || h.threads != 1 {
+	if err != nil || h.scheme() != schemeArgon2id || h.memoryKiB != 19*1024 || h.time != 2 || h.threads != 1 {
 		t.Fatalf("alice's hash after her first login = %v, %v; want argon2id at m=19456 t=2 p=1", h, err)
 	}
 	after := login()

@@ -62,7 +62,7 @@ func TestCLIHashPolicy(t *testing.T) {
 			continue
 		}
 		h, err := parsePasswordHash(strings.TrimSpace(stdout))
-		if err != nil || h.kind != tt.scheme || h.cost != tt.cost {
+		if err != nil || h.scheme() != tt.scheme || h.cost != tt.cost {
 			t.Errorf("hash %v = %q, %v; want %s (cost %d)", tt.flags, stdout, err, tt.scheme, tt.cost)
 			continue
 		}

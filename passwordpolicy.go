@@ -31,6 +31,10 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
+// maxPasswordLen is API.md's longest password, in bytes: longer ones are
+// refused before any hash sees them.
+const maxPasswordLen = 1024
+
 // defaultPasswordMinLength is --password-min-length's default, in code
 // points.
 const defaultPasswordMinLength = 12
@@ -69,7 +73,7 @@ func (p passwordPolicy) check(username, password string) error {
 	// NFKC on both sides, so a fullwidth or ligature spelling of the
 	// username or of a listed password is caught like the plain one.
 	folded := norm.NFKC.String(password)
-	if strings.EqualFold(folded, normalizeUsername(username)) {
+	if strings.EqualFold(folded, norm.NFKC.String(username)) {
 		return weakPassword("password is the same as the username")
 	}
 	if isCommonPassword(folded) {

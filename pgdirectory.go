@@ -441,7 +441,7 @@ func (d *pgDirectory) refreshSlowest(ctx context.Context) error {
 			return fmt.Errorf("slowest hash: %w", err)
 		}
 	}
-	shape := hashShape(slowest)
+	shape := slowest.shape()
 	if prev := d.slowest.Load(); prev != nil && prev.shape == shape {
 		return nil
 	}

@@ -63,6 +63,7 @@ const (
 // the hashing defaults follow GOMAXPROCS at the time of the call.
 func serveSettings() []setting {
 	slots := runtime.GOMAXPROCS(0)
+	th := defaultThrottleConfig()
 	return []setting{
 		{name: "addr", arg: "ADDR", def: "127.0.0.1:8080", help: "listen address",
 			field: func(c *serveConfig) any { return &c.addr }},
@@ -95,21 +96,21 @@ func serveSettings() []setting {
 		{name: "trusted-proxy", arg: "CIDR", help: "CIDR of a proxy whose X-Forwarded-For is believed; repeatable",
 			field: func(c *serveConfig) any { return &c.trustedRaw }},
 
-		{section: sectionThrottle, name: "login-failures", arg: "N", def: 5, help: "failed logins per (username, client) before backoff",
+		{section: sectionThrottle, name: "login-failures", arg: "N", def: th.PairFailures, help: "failed logins per (username, client) before backoff",
 			field: func(c *serveConfig) any { return &c.throttle.PairFailures }},
-		{section: sectionThrottle, name: "login-backoff", arg: "DURATION", def: time.Second, help: "first backoff; doubles with each further failure",
+		{section: sectionThrottle, name: "login-backoff", arg: "DURATION", def: th.BaseBackoff, help: "first backoff; doubles with each further failure",
 			field: func(c *serveConfig) any { return &c.throttle.BaseBackoff }},
-		{section: sectionThrottle, name: "login-max-backoff", arg: "DURATION", def: 5 * time.Minute, help: "backoff cap",
+		{section: sectionThrottle, name: "login-max-backoff", arg: "DURATION", def: th.MaxBackoff, help: "backoff cap",
 			field: func(c *serveConfig) any { return &c.throttle.MaxBackoff }},
-		{section: sectionThrottle, name: "login-window", arg: "DURATION", def: 15 * time.Minute, help: "a failure streak is forgotten after this long without a failure",
+		{section: sectionThrottle, name: "login-window", arg: "DURATION", def: th.Window, help: "a failure streak is forgotten after this long without a failure",
 			field: func(c *serveConfig) any { return &c.throttle.Window }},
-		{section: sectionThrottle, name: "user-failures", arg: "N", def: 100, help: "failed logins per username over all clients before it is refused everywhere",
+		{section: sectionThrottle, name: "user-failures", arg: "N", def: th.UserFailures, help: "failed logins per username over all clients before it is refused everywhere",
 			field: func(c *serveConfig) any { return &c.throttle.UserFailures }},
-		{section: sectionThrottle, name: "login-rate", arg: "R", def: 1.0, help: "failed logins per second per client address, over all usernames (token bucket; successful logins never count)",
+		{section: sectionThrottle, name: "login-rate", arg: "R", def: th.AddrRate, help: "failed logins per second per client address, over all usernames (token bucket; successful logins never count)",
 			field: func(c *serveConfig) any { return &c.throttle.AddrRate }},
-		{section: sectionThrottle, name: "login-burst", arg: "N", def: 10, help: "bucket depth",
+		{section: sectionThrottle, name: "login-burst", arg: "N", def: th.AddrBurst, help: "bucket depth",
 			field: func(c *serveConfig) any { return &c.throttle.AddrBurst }},
-		{section: sectionThrottle, name: "throttle-entries", arg: "N", def: 100000, help: "cap on each throttle table (least recently used evicted)",
+		{section: sectionThrottle, name: "throttle-entries", arg: "N", def: th.MaxEntries, help: "cap on each throttle table (least recently used evicted)",
 			field: func(c *serveConfig) any { return &c.throttle.MaxEntries }},
 
 		{section: sectionHashing, name: "hash", arg: "SCHEME", def: "", defText: "argon2id", help: "hash policy for new hashes (password changes, rehash on login): argon2id (m=19 MiB, t=2, p=1) or bcrypt",

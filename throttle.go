@@ -11,7 +11,7 @@ import (
 )
 
 // throttleConfig sets the login throttle's limits. A zero or negative field
-// takes its default, the serve setting's (settings.go).
+// takes its default (defaultThrottleConfig), which the serve flags show too.
 type throttleConfig struct {
 	PairFailures int           // failures per (username, client address) before backoff
 	Window       time.Duration // a failure streak is forgotten after this long without a failure
@@ -23,9 +23,23 @@ type throttleConfig struct {
 	MaxEntries   int           // keys per table (pairs, users, addresses); 100000 is about 60 MB in all when full of 150-byte usernames
 }
 
-// withDefaults returns c with every unset field at its serve setting's default.
+// defaultThrottleConfig returns the throttle's default limits.
+func defaultThrottleConfig() throttleConfig {
+	return throttleConfig{
+		PairFailures: 5,
+		Window:       15 * time.Minute,
+		BaseBackoff:  time.Second,
+		MaxBackoff:   5 * time.Minute,
+		UserFailures: 100,
+		AddrRate:     1,
+		AddrBurst:    10,
+		MaxEntries:   100000,
+	}
+}
+
+// withDefaults returns c with every unset field at its default.
 func (c throttleConfig) withDefaults() throttleConfig {
-	d := defaultServeConfig().throttle
+	d := defaultThrottleConfig()
 	setDefault(&c.PairFailures, d.PairFailures)
 	setDefault(&c.Window, d.Window)
 	setDefault(&c.BaseBackoff, d.BaseBackoff)

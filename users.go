@@ -19,11 +19,8 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of API.md's login request; a user the CLI creates meets them.
-const (
-	maxUsernameLen = 150
-	maxPasswordLen = 1024
-)
+// maxUsernameLen is API.md's longest username; a user the CLI creates meets it.
+const maxUsernameLen = 150
 
 // Limits of a user's profile as the CLI sets it: room for any real name,
 // address or group, and no more, since each login and /info reply carries it.
@@ -91,6 +88,30 @@ func (u *User) info() userInfo {
 		groups = []string{}
 	}
 	return userInfo{Username: u.Username, Name: u.Name, Email: u.Email, Groups: groups, Admin: u.Admin}
+}
+
+// checkProfile returns why the --name, --email and --group values cannot be
+// set, naming the flag, or nil.
+func checkProfile(name, email string, groups []string) error {
+	if err := checkText(name, maxNameLen, false); err != nil {
+		return fmt.Errorf("--name: %v", err)
+	}
+	if err := checkText(email, maxEmailLen, true); err != nil {
+		return fmt.Errorf("--email: %v", err)
+	}
+	if len(groups) > maxGroups {
+		return fmt.Errorf("--group: %d groups; at most %d", len(groups), maxGroups)
+	}
+	for i, g := range groups {
+		err := checkText(g, maxGroupLen, false)
+		if g == "" {
+			err = errors.New("empty")
+		}
+		if err != nil {
+			return fmt.Errorf("--group number %d: %v", i+1, err)
+		}
+	}
+	return nil
 }
 
 // checkUsername returns why name cannot be a stored username, or nil:

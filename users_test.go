@@ -205,7 +205,7 @@ func TestSlowestCheckEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := defaultHashPolicy()
-	if h := x.slowest.hash; h.kind != schemeArgon2id || h.memoryKiB != p.argonMemoryKiB || h.time != p.argonTime {
+	if h := x.slowest.hash; h.scheme() != schemeArgon2id || h.memoryKiB != p.argonMemoryKiB || h.time != p.argonTime {
 		t.Errorf("slowest check of a directory without a usable hash = %s; want the default policy's argon2id", x.slowest.shape)
 	}
 }
@@ -230,7 +230,7 @@ func TestSlowestCheckCost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if x.slowest.hash.kind != schemeBcrypt || x.slowest.hash.cost != tt.want {
+		if x.slowest.hash.scheme() != schemeBcrypt || x.slowest.hash.cost != tt.want {
 			t.Errorf("newUserIndex(costs %v).slowest = %s; want bcrypt at cost %d", tt.costs, x.slowest.shape, tt.want)
 		}
 	}

@@ -92,7 +92,7 @@ func (b *indexBuilder) finish() (*userIndex, error) {
 			return nil, err
 		}
 	}
-	x, shape := b.x, hashShape(slowest)
+	x, shape := b.x, slowest.shape()
 	if prev := b.prevIndex; prev != nil && prev.slowest != nil && prev.slowest.shape == shape {
 		x.slowest = prev.slowest
 		return x, nil
