@@ -5,6 +5,7 @@ package main
 // unless the harness asks for it.
 
 import (
+	"authsvc/internal/tick"
 	"context"
 	"fmt"
 	"io"
@@ -94,7 +95,7 @@ func fillStore(tb testing.TB, s Store, names []string, n int, now time.Time) {
 	for i := range n {
 		_, digest := newToken()
 		user := i % len(names)
-		if err := s.Issue(ctx, digest, benchSession(names[user], user, i/len(names), expires), benchTokensPerUser, now); err != nil {
+		if _, err := s.Issue(ctx, digest, benchSession(names[user], user, i/len(names), expires), benchTokensPerUser, now); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -107,7 +108,7 @@ func issueBenchToken(tb testing.TB, s Store, users *fileDirectory, now time.Time
 	u := users.index().byName["bench"]
 	sess := benchSession(u.info.Username, 0, 0, now.Add(24*time.Hour).Truncate(time.Second).UTC())
 	sess.Stamp = u.stamp()
-	if err := s.Issue(context.Background(), digest, sess, benchTokensPerUser, now); err != nil {
+	if _, err := s.Issue(context.Background(), digest, sess, benchTokensPerUser, now); err != nil {
 		tb.Fatal(err)
 	}
 	return token
@@ -279,8 +280,8 @@ func BenchmarkHeapPerToken(b *testing.B) {
 				fillStore(b, store, names, n, now)
 				runtime.GC()
 				runtime.ReadMemStats(&after)
-				if store.Len() != n {
-					b.Fatalf("store holds %d sessions; want %d", store.Len(), n)
+				if got, _ := store.Len(); got != n {
+					b.Fatalf("store holds %d sessions; want %d", got, n)
 				}
 				perToken = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
 				runtime.KeepAlive(store)
@@ -340,7 +341,7 @@ func TestBenchServe(t *testing.T) {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	go runEvery(ctx, time.Minute, func(now time.Time) { store.Sweep(now) }) // as serve runs it with a 24h TTL
+	go tick.Every(ctx, time.Minute, func(now time.Time) { store.Sweep(now) }) // as serve runs it with a 24h TTL
 
 	tmp := out + ".tmp"
 	if err := os.WriteFile(tmp, []byte(ln.Addr().String()+" "+token+"\n"), 0o600); err != nil {

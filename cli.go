@@ -1,6 +1,8 @@
 package main
 
 import (
+	"authsvc/internal/buildinfo"
+	"authsvc/internal/password"
 	"bufio"
 	"context"
 	"errors"
@@ -305,35 +307,35 @@ func newUserPassword(cmd string, hashing hashFlags, username string, getenv func
 	if err != nil {
 		return "", err
 	}
-	minLength := defaultPasswordMinLength
+	minLength := password.DefaultMinLength
 	if v := getenv("AUTHSVC_PASSWORD_MIN_LENGTH"); v != "" {
-		if minLength, err = strconv.Atoi(v); err != nil || minLength < 1 || minLength > maxPasswordLen {
-			return "", usagef("AUTHSVC_PASSWORD_MIN_LENGTH=%q: want 1 to %d", v, maxPasswordLen)
+		if minLength, err = strconv.Atoi(v); err != nil || minLength < 1 || minLength > password.MaxLen {
+			return "", usagef("AUTHSVC_PASSWORD_MIN_LENGTH=%q: want 1 to %d", v, password.MaxLen)
 		}
 	}
-	password, err := readPassword(stdin, stderr)
+	pw, err := readPassword(stdin, stderr)
 	if err != nil {
 		return "", err
 	}
-	if err := checkNewPassword(password); err != nil {
+	if err := checkNewPassword(pw); err != nil {
 		return "", err
 	}
-	if err := (passwordPolicy{minLength: minLength}).check(username, password); err != nil {
+	if err := (password.Policy{MinLength: minLength}).Check(username, pw); err != nil {
 		return "", err
 	}
-	return hashPassword(policy, password, stderr)
+	return hashPassword(policy, pw, stderr)
 }
 
 // hashPassword returns password's hash under policy, warning on stderr of
 // a bcrypt cost fit only for tests.
-func hashPassword(policy hashPolicy, password string, stderr io.Writer) (string, error) {
-	if err := checkNewPassword(password); err != nil {
+func hashPassword(policy password.HashPolicy, pw string, stderr io.Writer) (string, error) {
+	if err := checkNewPassword(pw); err != nil {
 		return "", err
 	}
-	if policy.scheme == schemeBcrypt && policy.bcryptCost < minSafeCost {
-		fmt.Fprintf(stderr, "authsvc: warning: bcrypt cost %d is below %d; use it only for tests\n", policy.bcryptCost, minSafeCost)
+	if policy.Scheme == password.SchemeBcrypt && policy.BcryptCost < minSafeCost {
+		fmt.Fprintf(stderr, "authsvc: warning: bcrypt cost %d is below %d; use it only for tests\n", policy.BcryptCost, minSafeCost)
 	}
-	return policy.hash([]byte(password))
+	return policy.Hash([]byte(pw))
 }
 
 // readPassword reads a password: from a terminal without echo, asking
@@ -358,7 +360,7 @@ func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
 		return string(first), nil
 	}
 	// One byte more than a line may hold reveals an over-long password.
-	line, err := bufio.NewReader(io.LimitReader(stdin, maxPasswordLen+3)).ReadString('\n')
+	line, err := bufio.NewReader(io.LimitReader(stdin, password.MaxLen+3)).ReadString('\n')
 	if err != nil && err != io.EOF {
 		return "", fmt.Errorf("read password: %w", err)
 	}
@@ -373,7 +375,7 @@ func versionCommand(args []string, getenv func(string) string, stdout io.Writer)
 	if err := parseFlags(fs, args, getenv, nil, stdout); err != nil {
 		return err
 	}
-	b := readBuild()
-	fmt.Fprintf(stdout, "authsvc %s, revision %s, committed %s, built with %s\n", b.version, b.revision, b.time, b.goVersion)
+	b := buildinfo.Read()
+	fmt.Fprintf(stdout, "authsvc %s, revision %s, committed %s, built with %s\n", b.Version, b.Revision, b.Time, b.GoVersion)
 	return nil
 }

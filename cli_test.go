@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"bytes"
 	"flag"
 	"fmt"
@@ -505,7 +506,7 @@ func TestCLIHash(t *testing.T) {
 		t.Fatalf("hash --cost 4: stdout %q; want one line", stdout)
 	}
 	checkPassword(t, hash, "s3cret", true)
-	if h, err := parsePasswordHash(hash); err != nil || h.scheme() != schemeBcrypt || h.cost != 4 {
+	if h, err := password.ParseHash(hash); err != nil || h.Scheme() != password.SchemeBcrypt || h.Cost != 4 {
 		t.Errorf("parsePasswordHash(%q) = %v, %v; want bcrypt at cost 4", hash, h, err)
 	}
 	code, stdout, stderr = runCLI(t, "", nil, "hash", "--cost", "4")

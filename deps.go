@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"context"
 	"io"
 	"log/slog"
@@ -33,7 +34,8 @@ func withLogOutput(out io.Writer) depsOption {
 	return func(d *serverDeps) { d.logOut = out }
 }
 
-// withStore keeps tokens in store instead of the --store one.
+// withStore keeps tokens in store instead of the --store one; the login
+// throttle is then kept in memory.
 func withStore(store Store) depsOption {
 	return func(d *serverDeps) { d.store = store }
 }
@@ -52,9 +54,9 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 		noAccessLog:   !cfg.accessLog,
 		logFormat:     cfg.logFormat,
 		passwords: passwordSetter{
-			policy: passwordPolicy{minLength: cfg.passwordMinLength},
+			policy: password.Policy{MinLength: cfg.passwordMinLength},
 			hash: func(password string) (string, error) {
-				return cfg.hashPolicy.hash([]byte(password))
+				return cfg.hashPolicy.Hash([]byte(password))
 			},
 		},
 	}
@@ -79,11 +81,15 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 			return d, closeDeps, err
 		}
 	}
+	var th loginThrottle
 	if d.store == nil {
-		if d.store, err = openStore(cfg.store, cfg.storePrefix); err != nil {
+		var closeStore func() error
+		if d.store, th, closeStore, err = openStore(cfg.store, cfg.storePrefix, cfg.throttle); err != nil {
 			return d, closeDeps, err
 		}
-		closers = append(closers, d.store)
+		closers = append(closers, closerFunc(closeStore))
+	} else {
+		th = memoryThrottle{newThrottle(cfg.throttle)}
 	}
 	adm := newAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
 	// The workers run this very binary (hashworker.go); tests run theirs, whose TestMain knows the command.
@@ -91,14 +97,8 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 	if err != nil {
 		log.Warn("cannot find the server's binary; checking passwords in its own process", "err", err)
 	}
-	hasher := newHasherPool(cfg.bcryptSlots, exe, log)
+	hasher := password.NewPool(cfg.bcryptSlots, exe, log)
 	closers = append(closers, hasher)
-	// With Redis, the throttle's counters are shared too: a fleet allows as
-	// many guesses as one instance.
-	var th loginThrottle = memoryThrottle{newThrottle(cfg.throttle)}
-	if rs, ok := d.store.(*redisStore); ok {
-		th = rs.throttle(cfg.throttle)
-	}
 	d.guard = &loginGuard{
 		throttle:  th,
 		admission: adm,
@@ -111,11 +111,13 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 	}
 	d.metrics = newMetrics(metricsSources{users: d.users, store: d.store, admission: adm})
 	d.guard.metrics = d.metrics
-	if s, ok := d.store.(interface{ onEvict(func(int)) }); ok {
-		s.onEvict(func(n int) { d.metrics.revoked(revokedEviction, n) })
-	}
 	return d, closeDeps, nil
 }
+
+// A closerFunc is a Close method.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
 
 // isPostgresURL reports whether a --users value names a PostgreSQL database
 // rather than a users file.

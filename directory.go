@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"context"
 	"errors"
 	"fmt"
@@ -104,7 +105,7 @@ type userIndex struct {
 // faster hash is held until the check would have taken as long (a sleep,
 // no CPU), so that mixed costs do not tell which users exist.
 type slowestCheck struct {
-	hash  *passwordHash
+	hash  *password.Hash
 	shape string       // the scheme and parameters hash was made with (passwordHash.shape)
 	took  atomic.Int64 // nanoseconds a check against hash takes: measured when it is made, then a moving average of the dummy checks
 }
@@ -172,10 +173,10 @@ func unpackCutoff(c int64) time.Time {
 
 // hash returns u's password hash, parsed; validated when u was made, so it
 // does not fail, and fails closed (never matching) if it did.
-func (u *dirUser) hash() *passwordHash {
-	h, err := parsePasswordHash(u.hashText)
+func (u *dirUser) hash() *password.Hash {
+	h, err := password.ParseHash(u.hashText)
 	if err != nil {
-		return &passwordHash{kind: schemeUnusable}
+		return password.Unusable()
 	}
 	return h
 }
@@ -198,7 +199,7 @@ func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
 
 // newDirUser returns u as the server uses it, its hash validated.
 func newDirUser(u *User) (*dirUser, error) {
-	hash, err := parsePasswordHash(u.PasswordHash)
+	hash, err := password.ParseHash(u.PasswordHash)
 	if err != nil {
 		return nil, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
 	}
@@ -207,8 +208,8 @@ func newDirUser(u *User) (*dirUser, error) {
 		groups = []string{}
 	}
 	var work float32
-	if hash.usable() {
-		work = float32(hash.work())
+	if hash.Usable() {
+		work = float32(hash.Work())
 	}
 	return makeDirUser(rawUser(u), "", groups, work), nil
 }
@@ -226,19 +227,19 @@ type userReader interface {
 // wrong password against a faster hash is held until it has taken as long:
 // every failure takes the same time, whatever mix of schemes and costs the
 // directory holds.
-func authenticate(ctx context.Context, d userReader, username, password string, verify func(*passwordHash, []byte) bool) (*dirUser, bool) {
+func authenticate(ctx context.Context, d userReader, username, pw string, verify func(*password.Hash, []byte) bool) (*dirUser, bool) {
 	u, _ := d.Lookup(ctx, username)
-	var hash *passwordHash
+	var hash *password.Hash
 	if u != nil && !u.disabled {
 		hash = u.hash()
 	}
-	usable := hash != nil && hash.usable()
+	usable := hash != nil && hash.Usable()
 	slowest := d.Slowest()
 	if !usable {
 		hash = slowest.hash
 	}
 	start := time.Now()
-	ok := verify(hash, []byte(password))
+	ok := verify(hash, []byte(pw))
 	took := time.Since(start)
 	switch {
 	case usable && ok:

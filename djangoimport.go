@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -89,7 +90,7 @@ func parseDjangoDump(data []byte, now time.Time) ([]User, []djangoSkip, error) {
 			skipped = append(skipped, djangoSkip{at, "username: a second record for it, after " + first})
 			continue
 		}
-		hash, err := parsePasswordHash(f.Password)
+		hash, err := password.ParseHash(f.Password)
 		if err != nil {
 			skipped = append(skipped, djangoSkip{at, "password: " + err.Error()})
 			continue
@@ -112,7 +113,7 @@ func parseDjangoDump(data []byte, now time.Time) ([]User, []djangoSkip, error) {
 			Email:        f.Email,
 			Groups:       groups,
 			Admin:        f.IsStaff || f.IsSuperuser,
-			Disabled:     !active || !hash.usable(),
+			Disabled:     !active || !hash.Usable(),
 			TokensAfter:  now,
 		})
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -45,22 +46,22 @@ func TestImportDjangoFixture(t *testing.T) {
 
 	base, _, stop := startServer(t, nil, "--users", usersPath) // the default policy: argon2id
 	defer stop()
-	for user, password := range map[string]string{
+	for user, pw := range map[string]string{
 		"ada": "analytical-engine-1843", "grace": "cobol-compiler-1959", "linus": "kernel-monolith-1991",
 		"ken": "unix-timesharing-1969", "josé": "contraseña-segura-42",
 	} {
-		tok := loginToken(t, base, user, password)
-		h, err := parsePasswordHash(mustReadUsers(t, usersPath)[user].PasswordHash)
-		if err != nil || h.scheme() != schemeArgon2id {
+		tok := loginToken(t, base, user, pw)
+		h, err := password.ParseHash(mustReadUsers(t, usersPath)[user].PasswordHash)
+		if err != nil || h.Scheme() != password.SchemeArgon2id {
 			t.Errorf("%s's hash after the first login = %v, %v; want rehashed to argon2id", user, h, err)
 		}
 		if code, body := getInfo(t, base, tok, ""); code != 200 {
 			t.Errorf("info with %s's token from before the rehash = %d %s; want 200", user, code, body)
 		}
-		loginToken(t, base, user, password) // the new hash takes the same password
+		loginToken(t, base, user, pw) // the new hash takes the same password
 	}
-	for user, password := range map[string]string{"margo": "berkeley-db-1996-x", "nobodyhome": "anything-at-all"} {
-		resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"`+user+`","password":"`+password+`"}`)
+	for user, pw := range map[string]string{"margo": "berkeley-db-1996-x", "nobodyhome": "anything-at-all"} {
+		resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"`+user+`","password":"`+pw+`"}`)
 		if resp.StatusCode != 401 {
 			t.Errorf("login of %s (disabled) = %d %s; want 401", user, resp.StatusCode, body)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/tick"
 	"context"
 	"fmt"
 	"log/slog"
@@ -260,7 +261,7 @@ func (s *fileDirectory) Watch(ctx context.Context, interval time.Duration, hup <
 			}
 		}
 	}()
-	runEvery(ctx, interval, func(time.Time) {
+	tick.Every(ctx, interval, func(time.Time) {
 		if s.changed() {
 			s.logReload("file changed", hooks)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"errors"
 	"flag"
 	"fmt"
@@ -165,27 +166,27 @@ func (h *hashFlags) define(fs *flag.FlagSet) {
 // policy resolves the flags into a hash policy (API.md "Passwords"):
 // argon2id unless --hash bcrypt or --cost C alone (bcrypt at cost C);
 // --hash argon2id with --cost is a usage error.
-func (h hashFlags) policy(cmd string) (hashPolicy, error) {
-	p := defaultHashPolicy()
+func (h hashFlags) policy(cmd string) (password.HashPolicy, error) {
+	p := password.DefaultHashPolicy()
 	switch h.scheme {
 	case "":
 		if h.cost != 0 {
-			p.scheme = schemeBcrypt
+			p.Scheme = password.SchemeBcrypt
 		}
-	case schemeArgon2id:
+	case password.SchemeArgon2id:
 		if h.cost != 0 {
 			return p, usagef("%s: --cost is bcrypt's; it does not go with --hash argon2id", cmd)
 		}
-	case schemeBcrypt:
-		p.scheme = schemeBcrypt
+	case password.SchemeBcrypt:
+		p.Scheme = password.SchemeBcrypt
 	default:
 		return p, usagef("%s: --hash %q: want argon2id or bcrypt", cmd, h.scheme)
 	}
 	if h.cost != 0 {
-		if h.cost < minBcryptCost || h.cost > maxBcryptCost {
-			return p, usagef("--cost %d: want %d to %d", h.cost, minBcryptCost, maxBcryptCost)
+		if h.cost < password.MinBcryptCost || h.cost > password.MaxBcryptCost {
+			return p, usagef("--cost %d: want %d to %d", h.cost, password.MinBcryptCost, password.MaxBcryptCost)
 		}
-		p.bcryptCost = h.cost
+		p.BcryptCost = h.cost
 	}
 	return p, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,7 +78,7 @@ func decodeLogin(body []byte) (loginRequest, error) {
 		return loginRequest{}, invalidRequest("password is required.")
 	case utf8.RuneCountInString(req.Username) > maxUsernameLen:
 		return loginRequest{}, invalidRequest("username is longer than 150 characters.")
-	case len(req.Password) > maxPasswordLen:
+	case len(req.Password) > password.MaxLen:
 		return loginRequest{}, invalidRequest("password is longer than 1024 bytes.")
 	}
 	// API.md: every request's username is matched, and throttled, in its NFKC form.
@@ -147,7 +148,7 @@ func handleLogin(log *slog.Logger, users Directory, store Store, policy tokenPol
 		// A new token (503 when the store cannot keep it).
 		var reply loginReply
 		if err == nil {
-			reply, err = issueToken(r.Context(), store, policy, u, now(), attempt.client, r.UserAgent())
+			reply, err = issueToken(r.Context(), store, policy, guard.metrics, u, now(), attempt.client, r.UserAgent())
 		}
 		attempt.audit(err)
 		if err != nil {
@@ -161,7 +162,7 @@ func handleLogin(log *slog.Logger, users Directory, store Store, policy tokenPol
 
 // issueToken stores a new session of u, logged in from client with
 // userAgent, and returns the login reply with its token.
-func issueToken(ctx context.Context, store Store, policy tokenPolicy, u *dirUser, now time.Time, client, userAgent string) (loginReply, error) {
+func issueToken(ctx context.Context, store Store, policy tokenPolicy, m *metrics, u *dirUser, now time.Time, client, userAgent string) (loginReply, error) {
 	token, digest := newToken()
 	sess := Session{Username: u.info.Username, Stamp: u.stamp(), ID: newSessionID(), Client: client, UserAgent: cutUTF8(userAgent, maxUserAgent)}
 	reply := loginReply{Token: token, User: u.info}
@@ -170,9 +171,11 @@ func issueToken(ctx context.Context, store Store, policy tokenPolicy, u *dirUser
 		sess.ExpiresAt = expires
 		reply.ExpiresAt = &expires
 	}
-	if err := store.Issue(ctx, digest, sess, policy.maxPerUser, now); err != nil {
+	evicted, err := store.Issue(ctx, digest, sess, policy.maxPerUser, now)
+	if err != nil {
 		return loginReply{}, err
 	}
+	m.revoked(revokedEviction, evicted)
 	return reply, nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,7 +89,7 @@ func testConfig(usersPath string) serveConfig {
 	c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 2, 8, 2*time.Second
 	c.refusalDelay = 0
 	// New hashes as cheap as testUsers' own: no rehash on login, fast password changes.
-	c.hashPolicy.scheme, c.hashPolicy.bcryptCost = schemeBcrypt, testCost
+	c.hashPolicy.Scheme, c.hashPolicy.BcryptCost = password.SchemeBcrypt, testCost
 	return c
 }
 
@@ -226,7 +227,7 @@ func TestLoginErrors(t *testing.T) {
 			}
 		})
 	}
-	if n := e.store.Len(); n != 0 {
+	if n, _ := e.store.Len(); n != 0 {
 		t.Errorf("store holds %d sessions after failed logins; want 0", n)
 	}
 }
@@ -577,7 +578,7 @@ func FuzzDecodeLogin(f *testing.F) {
 			}
 			return
 		}
-		if req.Username == "" || req.Password == "" || len(req.Username) > maxUsernameLen || len(req.Password) > maxPasswordLen {
+		if req.Username == "" || req.Password == "" || len(req.Username) > maxUsernameLen || len(req.Password) > password.MaxLen {
 			t.Fatalf("decodeLogin(%q) = %+v; accepted a field outside its limits", body, req)
 		}
 		if !json.Valid(body) {

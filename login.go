@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"context"
 	"errors"
 	"log/slog"
@@ -16,12 +17,12 @@ import (
 type loginGuard struct {
 	throttle  loginThrottle
 	admission *admission
-	hasher    *hasherPool    // nil: compare on the caller's goroutine
+	hasher    *password.Pool // nil: compare on the caller's goroutine
 	tarpit    *tarpit        // nil: refusals are immediate
 	trusted   []netip.Prefix // proxies whose X-Forwarded-For is believed
 	log       *slog.Logger   // for the audit lines
 	now       func() time.Time
-	policy    hashPolicy // a hash outside it is rehashed after a successful login
+	policy    password.HashPolicy // a hash outside it is rehashed after a successful login
 	metrics   *metrics
 }
 
@@ -77,7 +78,7 @@ func (a *loginAttempt) verify(password string) (*dirUser, error) {
 		g.tarpit.hold(ctx)
 		return nil, errUnavailable
 	}
-	u, ok := authenticate(ctx, a.users, a.username, password, g.hasher.verify)
+	u, ok := authenticate(ctx, a.users, a.username, password, g.hasher.Verify)
 	release()
 	if !ok {
 		if err := g.throttle.failure(ctx, a.username, a.client, g.now()); err != nil {
@@ -128,15 +129,15 @@ var errHashChanged = errors.New("password hash changed meanwhile")
 // not hang on the hash), writes only if the stored hash is still the one
 // just verified, never writes a bcrypt hash of a password bcrypt would cut,
 // and when it fails the login still succeeds: the failure is logged.
-func (g *loginGuard) rehash(ctx context.Context, users Directory, u *dirUser, password string) {
-	if !g.policy.needsRehash(u.hash()) {
+func (g *loginGuard) rehash(ctx context.Context, users Directory, u *dirUser, pw string) {
+	if !g.policy.NeedsRehash(u.hash()) {
 		return
 	}
-	if g.policy.scheme == schemeBcrypt && len(password) > bcryptKeyBytes {
+	if g.policy.Scheme == password.SchemeBcrypt && len(pw) > password.BcryptKeyBytes {
 		g.metrics.rehashed("skipped")
 		return
 	}
-	hash, err := g.policy.hash([]byte(password))
+	hash, err := g.policy.Hash([]byte(pw))
 	if err == nil {
 		err = users.Update(ctx, u.info.Username, func(x *User) error {
 			if x.PasswordHash != u.hashText {
@@ -155,6 +156,6 @@ func (g *loginGuard) rehash(ctx context.Context, users Directory, u *dirUser, pa
 	default:
 		g.metrics.rehashed("ok")
 		g.log.LogAttrs(ctx, slog.LevelInfo, "rehashed on login", slog.String("username", u.info.Username),
-			slog.String("from", u.hash().scheme()), slog.String("to", g.policy.scheme))
+			slog.String("from", u.hash().Scheme()), slog.String("to", g.policy.Scheme))
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/tick"
 	"bufio"
 	"context"
 	"io"
@@ -25,7 +26,7 @@ func newLogWriter(w io.Writer, interval time.Duration) *logWriter {
 	l := &logWriter{buf: bufio.NewWriterSize(w, 64<<10), stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
-		runEvery(ctx, interval, func(time.Time) { l.flush() })
+		tick.Every(ctx, interval, func(time.Time) { l.flush() })
 	}()
 	return l
 }

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"context"
 	"errors"
 	"fmt"
@@ -83,8 +84,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return hashCommand(rest, getenv, stdin, stdout, stderr)
 	case "version":
 		return versionCommand(rest, getenv, stdout)
-	case hashWorkerCommand: // started by the server itself (hasherpool.go); not in --help
-		return runHashWorker(stdin, stdout)
+	case password.WorkerCommand: // started by the server itself (hasherpool.go); not in --help
+		return password.RunWorker(stdin, stdout)
 	case "help":
 		fmt.Fprint(stdout, usage())
 		return nil

@@ -24,7 +24,6 @@ type memoryStore struct {
 	byUser  map[strHandle][]tokenDigest // each user's digests, oldest first
 	strings strTable                    // usernames, user agents and odd client addresses, shared by equal ones
 
-	evicted func(n int) // told of sessions the per-user limit evicts; nil for none
 }
 
 type memShard struct {
@@ -72,9 +71,6 @@ func newMemoryStore() *memoryStore {
 	}
 	return s
 }
-
-// onEvict sets the function told how many sessions each Issue evicted.
-func (s *memoryStore) onEvict(f func(n int)) { s.evicted = f }
 
 func (s *memoryStore) shard(d tokenDigest) *memShard {
 	return &s.shards[d[0]%memShards]
@@ -131,7 +127,7 @@ func (s *memoryStore) release(rec *memRecord) {
 	}
 }
 
-func (s *memoryStore) Issue(_ context.Context, d tokenDigest, sess Session, limit int, now time.Time) error {
+func (s *memoryStore) Issue(_ context.Context, d tokenDigest, sess Session, limit int, now time.Time) (evicted int, err error) {
 	rec := memRecord{stamp: sess.Stamp, issuedAt: now.UnixNano(), lastUsed: now.UnixNano(), id: sess.ID}
 	if !sess.ExpiresAt.IsZero() {
 		rec.expiresAt = sess.ExpiresAt.UnixNano()
@@ -152,19 +148,16 @@ func (s *memoryStore) Issue(_ context.Context, d tokenDigest, sess Session, limi
 	sh.mu.Unlock()
 	digests := append(s.byUser[rec.user], d)
 	if limit > 0 && len(digests) > limit {
-		evicted := len(digests) - limit
+		evicted = len(digests) - limit
 		for _, old := range digests[:evicted] {
 			if rec, ok := s.removeRecord(old); ok {
 				s.release(&rec)
 			}
 		}
 		digests = append(digests[:0], digests[evicted:]...)
-		if s.evicted != nil {
-			s.evicted(evicted)
-		}
 	}
 	s.byUser[rec.user] = digests
-	return nil
+	return evicted, nil
 }
 
 // put stores rec in a free position and returns it. The caller holds sh.mu.
@@ -293,15 +286,14 @@ func (s *memoryStore) Ping(context.Context) error { return nil }
 func (s *memoryStore) Close() error { return nil }
 
 // Len returns the number of stored sessions, expired ones not yet swept included.
-func (s *memoryStore) Len() int {
-	n := 0
+func (s *memoryStore) Len() (n int, ok bool) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.RLock()
 		n += len(sh.index)
 		sh.mu.RUnlock()
 	}
-	return n
+	return n, true
 }
 
 // Sweep deletes the sessions expired at now, one shard at a time, and

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/buildinfo"
 	"net/http"
 	"strings"
 	"time"
@@ -130,12 +131,12 @@ func newMetrics(src metricsSources) *metrics {
 	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
-	b := readBuild()
+	b := buildinfo.Read()
 	reg.MustRegister(
 		m.requests, m.logins, m.passwords, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_build_info", Help: "Build information; always 1.",
-			ConstLabels: prometheus.Labels{"version": b.version, "revision": b.revision, "goversion": b.goVersion},
+			ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
 		}, func() float64 { return 1 }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_users_loaded", Help: "Users in force.",
@@ -152,10 +153,10 @@ func newMetrics(src metricsSources) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	if ms, ok := src.store.(interface{ Len() int }); ok { // stores that count their sessions cheaply
+	if _, ok := src.store.Len(); ok { // stores that count their sessions cheaply
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_live_tokens", Help: "Sessions in the memory store, expired ones not yet swept included.",
-		}, func() float64 { return float64(ms.Len()) }))
+		}, func() float64 { n, _ := src.store.Len(); return float64(n) }))
 	}
 	return m
 }

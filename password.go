@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"log/slog"
 	"net/http"
 	"time"
@@ -25,9 +26,9 @@ func decodePasswordChange(body []byte) (passwordRequest, error) {
 		return passwordRequest{}, invalidRequest("current_password is required.")
 	case req.NewPassword == "":
 		return passwordRequest{}, invalidRequest("new_password is required.")
-	case len(req.CurrentPassword) > maxPasswordLen:
+	case len(req.CurrentPassword) > password.MaxLen:
 		return passwordRequest{}, invalidRequest("current_password is longer than 1024 bytes.")
-	case len(req.NewPassword) > maxPasswordLen:
+	case len(req.NewPassword) > password.MaxLen:
 		return passwordRequest{}, invalidRequest("new_password is longer than 1024 bytes.")
 	}
 	return req, nil
@@ -36,7 +37,7 @@ func decodePasswordChange(body []byte) (passwordRequest, error) {
 // A passwordSetter makes the hash of a new password: the policy that
 // decides whether it may be set, and the hash policy that hashes it.
 type passwordSetter struct {
-	policy passwordPolicy
+	policy password.Policy
 	hash   func(password string) (string, error)
 }
 
@@ -73,7 +74,7 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *loginGuard, setter p
 			u, err = changePassword(r, tc, setter, u, req.NewPassword)
 		}
 		if err == nil {
-			reply, err = issueToken(r.Context(), tc.store, tc.policy, u, tc.now(), attempt.client, r.UserAgent())
+			reply, err = issueToken(r.Context(), tc.store, tc.policy, tc.metrics, u, tc.now(), attempt.client, r.UserAgent())
 		}
 		attempt.audit(err)
 		if err != nil {
@@ -90,7 +91,7 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *loginGuard, setter p
 // store, and returns the user as the directory now has them.
 func changePassword(r *http.Request, tc tokenCheck, setter passwordSetter, u *dirUser, password string) (*dirUser, error) {
 	username := u.info.Username
-	if err := setter.policy.check(username, password); err != nil {
+	if err := setter.policy.Check(username, password); err != nil {
 		return nil, weakPasswordReply(err)
 	}
 	hash, err := setter.hash(password)

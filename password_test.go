@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -12,6 +13,16 @@ import (
 const newPassphrase = "a brand new passphrase"
 
 // changeBody is a password-change body.
+// Django test vectors (as in internal/password/hashes_test.go).
+const (
+	// BCryptSHA256PasswordHasher (rounds=4).encode(50 × "ł", 100 bytes):
+	// matches; 36 × "ł" (its first 72 bytes) does not.
+	djangoBcryptSHA256Long = "bcrypt_sha256$$2b$04$sS6C3nLTNkIbmMdLRTxDmeLWcMdZjeI6Q4byHQ7Evr8DYW/Pptd4y"
+	// PBKDF2PasswordHasher.encode("contraseña", "sälz", 1000): a salt that
+	// is not ASCII, used as its UTF-8 bytes.
+	djangoPBKDF2Small = "pbkdf2_sha256$1000$sälz$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA="
+)
+
 func changeBody(current, next string) string {
 	b, _ := json.Marshal(passwordRequest{CurrentPassword: current, NewPassword: next})
 	return string(b)
@@ -138,7 +149,7 @@ func TestPasswordChangeReachesOtherInstance(t *testing.T) {
 func TestRehashOnLogin(t *testing.T) {
 	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
 		c.tokenTTL = time.Hour
-		c.hashPolicy = defaultHashPolicy() // argon2id
+		c.hashPolicy = password.DefaultHashPolicy() // argon2id
 	})
 	if err := e.users.Update(context.Background(), "alice", func(u *User) error {
 		u.PasswordHash = djangoPBKDF2Small // the password "contraseña"
@@ -156,8 +167,8 @@ func TestRehashOnLogin(t *testing.T) {
 		return reply.Token
 	}
 	before := login()
-	h, err := parsePasswordHash(mustReadUsers(t, e.usersPath)["alice"].PasswordHash)
-	if err != nil || h.scheme() != schemeArgon2id || h.memoryKiB != 19*1024 || h.time != 2 || h.threads != 1 {
+	h, err := password.ParseHash(mustReadUsers(t, e.usersPath)["alice"].PasswordHash)
+	if err != nil || h.Scheme() != password.SchemeArgon2id || h.MemoryKiB != 19*1024 || h.Time != 2 || h.Threads != 1 {
 		t.Fatalf("alice's hash after her first login = %v, %v; want argon2id at m=19456 t=2 p=1", h, err)
 	}
 	after := login()
@@ -174,7 +185,7 @@ func TestRehashOnLogin(t *testing.T) {
 // TestRehashLosesToConcurrentPasswd: a rehash writes only if the stored
 // hash is still the one just verified.
 func TestRehashLosesToConcurrentPasswd(t *testing.T) {
-	e := newTestEnvConfig(t, nil, func(c *serveConfig) { c.hashPolicy = defaultHashPolicy() })
+	e := newTestEnvConfig(t, nil, func(c *serveConfig) { c.hashPolicy = password.DefaultHashPolicy() })
 	u, err := e.users.Lookup(context.Background(), "alice")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,25 +52,25 @@ func TestCLIHashPolicy(t *testing.T) {
 		scheme string
 		cost   int
 	}{
-		{nil, schemeArgon2id, 0},
-		{[]string{"--cost", "5"}, schemeBcrypt, 5},
-		{[]string{"--hash", "bcrypt", "--cost", "4"}, schemeBcrypt, 4},
-		{[]string{"--hash", "argon2id"}, schemeArgon2id, 0},
+		{nil, password.SchemeArgon2id, 0},
+		{[]string{"--cost", "5"}, password.SchemeBcrypt, 5},
+		{[]string{"--hash", "bcrypt", "--cost", "4"}, password.SchemeBcrypt, 4},
+		{[]string{"--hash", "argon2id"}, password.SchemeArgon2id, 0},
 	} {
 		code, stdout, stderr := runCLI(t, "a fine long password\n", nil, append([]string{"hash"}, tt.flags...)...)
 		if code != 0 {
 			t.Errorf("hash %v = exit %d, %s", tt.flags, code, stderr)
 			continue
 		}
-		h, err := parsePasswordHash(strings.TrimSpace(stdout))
-		if err != nil || h.scheme() != tt.scheme || h.cost != tt.cost {
+		h, err := password.ParseHash(strings.TrimSpace(stdout))
+		if err != nil || h.Scheme() != tt.scheme || h.Cost != tt.cost {
 			t.Errorf("hash %v = %q, %v; want %s (cost %d)", tt.flags, stdout, err, tt.scheme, tt.cost)
 			continue
 		}
-		if tt.scheme == schemeArgon2id && (h.memoryKiB != 19*1024 || h.time != 2 || h.threads != 1) {
-			t.Errorf("hash %v = m=%d t=%d p=%d; want OWASP's m=19456 t=2 p=1", tt.flags, h.memoryKiB, h.time, h.threads)
+		if tt.scheme == password.SchemeArgon2id && (h.MemoryKiB != 19*1024 || h.Time != 2 || h.Threads != 1) {
+			t.Errorf("hash %v = m=%d t=%d p=%d; want OWASP's m=19456 t=2 p=1", tt.flags, h.MemoryKiB, h.Time, h.Threads)
 		}
-		if !h.verify([]byte("a fine long password")) {
+		if !h.Verify([]byte("a fine long password")) {
 			t.Errorf("hash %v does not verify its password", tt.flags)
 		}
 	}
@@ -92,12 +93,12 @@ func TestServeHashFlags(t *testing.T) {
 		scheme string
 		cost   int
 	}{
-		{nil, schemeArgon2id, 12},
-		{[]string{"--cost", "11"}, schemeBcrypt, 11},
-		{[]string{"--hash", "bcrypt"}, schemeBcrypt, 12},
+		{nil, password.SchemeArgon2id, 12},
+		{[]string{"--cost", "11"}, password.SchemeBcrypt, 11},
+		{[]string{"--hash", "bcrypt"}, password.SchemeBcrypt, 12},
 	} {
 		c, err := parseServeFlags(tt.args, noenv, nil)
-		if err != nil || c.hashPolicy.scheme != tt.scheme || c.hashPolicy.bcryptCost != tt.cost {
+		if err != nil || c.hashPolicy.Scheme != tt.scheme || c.hashPolicy.BcryptCost != tt.cost {
 			t.Errorf("parseServeFlags(%v).hashPolicy = %+v, %v; want %s, cost %d", tt.args, c.hashPolicy, err, tt.scheme, tt.cost)
 		}
 	}

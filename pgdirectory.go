@@ -1,6 +1,8 @@
 package main
 
 import (
+	"authsvc/internal/lru"
+	"authsvc/internal/password"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -66,9 +68,9 @@ type pgDirectory struct {
 	name    string   // the URL without its password, for messages
 	secrets []string // passwords in the URL, scrubbed from every error
 
-	mu    sync.Mutex             // guards cache and epoch
-	cache *lru[string, *dirUser] // users looked up, most recent first; nil: no such user
-	epoch uint64                 // bumped by every invalidation: a miss that read before one does not cache what it read
+	mu    sync.Mutex                   // guards cache and epoch
+	cache *lru.Cache[string, *dirUser] // users looked up, most recent first; nil: no such user
+	epoch uint64                       // bumped by every invalidation: a miss that read before one does not cache what it read
 
 	users    atomic.Int64
 	slowest  atomic.Pointer[slowestCheck]
@@ -158,7 +160,7 @@ func openPGDirectory(ctx context.Context, rawURL string, cacheSize int, log *slo
 		log:     log,
 		name:    pgName(cfg.ConnConfig),
 		secrets: secrets,
-		cache:   newLRU[string, *dirUser](cacheSize),
+		cache:   lru.New[string, *dirUser](cacheSize),
 	}
 	d.done, d.close = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(ctx, pgOpenTimeout)
@@ -338,9 +340,9 @@ func (d *pgDirectory) Lookup(ctx context.Context, username string) (*dirUser, er
 	}
 	now := time.Now()
 	d.mu.Lock()
-	u, cached := d.cache.get(username)
+	u, cached := d.cache.Get(username)
 	if cached && d.trusted(now) {
-		d.cache.put(username, u) // most recently used
+		d.cache.Put(username, u) // most recently used
 		d.mu.Unlock()
 		if u == nil {
 			return nil, errUserNotFound
@@ -372,7 +374,7 @@ func (d *pgDirectory) Lookup(ctx context.Context, username string) (*dirUser, er
 	}
 	d.mu.Lock()
 	if d.epoch == epoch {
-		d.cache.put(username, u)
+		d.cache.Put(username, u)
 	}
 	d.mu.Unlock()
 	if u == nil {
@@ -428,25 +430,25 @@ func (d *pgDirectory) refreshSlowest(ctx context.Context) error {
 	defer d.slowMu.Unlock()
 	var text string
 	err := d.pool.QueryRow(ctx, `select password_hash from authsvc_users where hash_work > 0 order by hash_work desc limit 1`).Scan(&text)
-	var slowest *passwordHash
+	var slowest *password.Hash
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if slowest, err = defaultHashPolicy().dummy(); err != nil {
+		if slowest, err = password.DefaultHashPolicy().Dummy(); err != nil {
 			return err
 		}
 	case err != nil:
 		return d.fail(ctx, "find the slowest hash", err)
 	default:
-		if slowest, err = parsePasswordHash(text); err != nil {
+		if slowest, err = password.ParseHash(text); err != nil {
 			return fmt.Errorf("slowest hash: %w", err)
 		}
 	}
-	shape := slowest.shape()
+	shape := slowest.Shape()
 	if prev := d.slowest.Load(); prev != nil && prev.shape == shape {
 		return nil
 	}
 	start := time.Now()
-	dummy, err := dummyLike(slowest)
+	dummy, err := password.DummyLike(slowest)
 	if err != nil {
 		return err
 	}
@@ -461,14 +463,14 @@ func checkUser(u *User) (float64, error) {
 	if err := checkUsername(u.Username); err != nil {
 		return 0, err
 	}
-	hash, err := parsePasswordHash(u.PasswordHash)
+	hash, err := password.ParseHash(u.PasswordHash)
 	if err != nil {
 		return 0, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
 	}
 	if u.Groups == nil {
 		u.Groups = []string{}
 	}
-	return hash.work(), nil
+	return hash.Work(), nil
 }
 
 // pgTime is t as stored: NULL for no cut-off, and rounded up to
@@ -539,17 +541,17 @@ func (d *pgDirectory) invalidate(names []string) map[string]*dirUser {
 	d.epoch++
 	for _, name := range names {
 		if name == "" {
-			for k, e := range d.cache.m {
-				if e.val == nil {
-					d.cache.remove(k)
+			for k, u := range d.cache.All() {
+				if u == nil {
+					d.cache.Remove(k)
 				}
 			}
 			continue
 		}
-		if u, ok := d.cache.get(name); ok && u != nil {
+		if u, ok := d.cache.Get(name); ok && u != nil {
 			was[name] = u
 		}
-		d.cache.remove(name)
+		d.cache.Remove(name)
 	}
 	return was
 }
@@ -712,13 +714,13 @@ func (d *pgDirectory) Reload(ctx context.Context) error {
 func (d *pgDirectory) dropAll() map[string]*dirUser {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	was := make(map[string]*dirUser, d.cache.len())
-	for k, e := range d.cache.m {
-		if e.val != nil {
-			was[k] = e.val
+	was := make(map[string]*dirUser, d.cache.Len())
+	for k, u := range d.cache.All() {
+		if u != nil {
+			was[k] = u
 		}
 	}
-	d.cache = newLRU[string, *dirUser](d.cache.cap)
+	d.cache = lru.New[string, *dirUser](d.cache.Cap())
 	d.epoch++
 	return was
 }
@@ -982,14 +984,14 @@ func (d *pgDirectory) Close() error {
 // Bootstrap adds the admin user "admin" with a random password, printed
 // once to stderr, when the database has no user; of several instances
 // starting at once only one does (the writers' lock), and only it prints.
-func (d *pgDirectory) Bootstrap(ctx context.Context, policy hashPolicy, stderr io.Writer) error {
+func (d *pgDirectory) Bootstrap(ctx context.Context, policy password.HashPolicy, stderr io.Writer) error {
 	if d.Len() > 0 {
 		return nil
 	}
 	var secret [18]byte
 	rand.Read(secret[:])
 	password := base64.RawURLEncoding.EncodeToString(secret[:])
-	hash, err := policy.hash([]byte(password))
+	hash, err := policy.Hash([]byte(password))
 	if err != nil {
 		return err
 	}

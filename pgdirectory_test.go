@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"bytes"
 	"context"
 	"errors"
@@ -488,7 +489,7 @@ func TestPGDirectoryCacheBounded(t *testing.T) {
 				t.Fatalf("Lookup(%s) = %v, %v; want %s", u.Username, got, err, u.Name)
 			}
 			d.mu.Lock()
-			n := d.cache.len()
+			n := d.cache.Len()
 			d.mu.Unlock()
 			if n > 3 {
 				t.Fatalf("cache holds %d users; want at most 3", n)
@@ -507,7 +508,7 @@ func TestPGDirectoryBootstrapOnce(t *testing.T) {
 	url, _, _ := startPostgres(t)
 	db := newDatabase(t, url)
 	a, b := openPG(t, db, 10), openPG(t, db, 10)
-	policy := hashPolicy{scheme: "bcrypt", bcryptCost: testCost}
+	policy := password.HashPolicy{Scheme: "bcrypt", BcryptCost: testCost}
 	var outA, outB bytes.Buffer
 	var wg sync.WaitGroup
 	var errA, errB error
@@ -551,11 +552,11 @@ func TestPGDirectory100kUsers(t *testing.T) {
 	db := newDatabase(t, url)
 	openPG(t, db, 10).Close() // create the tables
 	ctx := context.Background()
-	hash, err := defaultHashPolicy().hash([]byte("pw"))
+	hash, err := password.DefaultHashPolicy().Hash([]byte("pw"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	parsed, err := parsePasswordHash(hash)
+	parsed, err := password.ParseHash(hash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +569,7 @@ func TestPGDirectory100kUsers(t *testing.T) {
 	start := time.Now()
 	if _, err := conn.Exec(ctx, `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, version)
 		select 'user' || i, $1, $2, 'User ' || i, 'user' || i || '@example.com', '{dev}', 1 from generate_series(1, $3) i`,
-		hash, parsed.work(), n); err != nil {
+		hash, parsed.Work(), n); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `update authsvc_users_state set generation = 1, users = $1`, n); err != nil {

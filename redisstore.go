@@ -54,8 +54,6 @@ type redisStore struct {
 	// blocking (dropping them when the queue is full) and touchLoop writes
 	// each batch with one script call.
 	touches chan touchRequest
-
-	evicted func(n int) // told of sessions the per-user limit evicts; nil for none
 }
 
 // touchRequest is one recorded use of a token key, at Unix ms.
@@ -119,11 +117,11 @@ var lookupWaiters = sync.Pool{New: func() any {
 
 var _ Store = (*redisStore)(nil)
 
-// newRedisStore returns a store on the Redis at rawURL (redis:// or, for TLS,
-// rediss://), with keys under prefix ("" means defaultRedisPrefix). It does
-// not connect: the first call does, and Ping tells whether Redis answers.
-// Timeouts given in the URL (dial_timeout=, read_timeout=, ...) win.
-func newRedisStore(rawURL, prefix string) (*redisStore, error) {
+// dialRedis returns a client of the Redis at rawURL (redis:// or, for TLS,
+// rediss://), with the timeouts a login can afford. It does not connect:
+// the first call does. Timeouts given in the URL (dial_timeout=,
+// read_timeout=, ...) win. Its errors never quote the URL's password.
+func dialRedis(rawURL string) (*redis.Client, error) {
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		// A *url.Error quotes the whole URL, password included: keep only its reason.
@@ -152,15 +150,23 @@ func newRedisStore(rawURL, prefix string) (*redisStore, error) {
 	opt.DialerRetries = 1
 	// Let redisCallTimeout (and the caller's ctx) bound every call.
 	opt.ContextTimeoutEnabled = true
-	if prefix == "" {
-		prefix = defaultRedisPrefix
-	}
 	// go-redis logs every failed dial to the process's stderr, outside this
 	// service's log; the failures reach the operator as "token store
 	// unavailable" warnings instead. (SetLogger stores atomically.)
 	redis.SetLogger(quietRedisLog{})
+	return redis.NewClient(opt), nil
+}
+
+// newRedisStore returns a store on client's Redis (see dialRedis), with
+// keys under prefix ("" means defaultRedisPrefix); Ping tells whether Redis
+// answers. Its Close stops the store's loops and leaves client open: the
+// login throttle may share it.
+func newRedisStore(client *redis.Client, prefix string) *redisStore {
+	if prefix == "" {
+		prefix = defaultRedisPrefix
+	}
 	s := &redisStore{
-		client:     redis.NewClient(opt),
+		client:     client,
 		prefix:     prefix,
 		userPrefix: prefix + "u:",
 		lookups:    make(chan lookupRequest),
@@ -173,7 +179,7 @@ func newRedisStore(rawURL, prefix string) (*redisStore, error) {
 	}
 	s.loops.Add(1)
 	go s.touchLoop()
-	return s, nil
+	return s
 }
 
 // lookupLoop takes a look-up, adds every other one already waiting, and
@@ -431,7 +437,7 @@ return n
 `)
 
 // Issue stores sess under d, atomically with the user index and the limit.
-func (s *redisStore) Issue(ctx context.Context, d tokenDigest, sess Session, limit int, now time.Time) error {
+func (s *redisStore) Issue(ctx context.Context, d tokenDigest, sess Session, limit int, now time.Time) (evicted int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	expiry := ""
@@ -439,17 +445,14 @@ func (s *redisStore) Issue(ctx context.Context, d tokenDigest, sess Session, lim
 		expiry = strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10)
 	}
 	keys := []string{s.tokenKey(d), s.userKey(sess.Username)}
-	evicted, err := issueScript.Run(ctx, s.client, keys,
+	evicted, err = issueScript.Run(ctx, s.client, keys,
 		hex.EncodeToString(d[:]), sess.Username, strconv.FormatUint(sess.Stamp, 10),
 		max(limit, 0), now.UnixMilli(), s.prefix+"t:", expiry,
 		sess.ID.String(), sess.Client, sess.UserAgent).Int()
 	if err != nil {
-		return unavailable("issue", err)
+		return 0, unavailable("issue", err)
 	}
-	if evicted > 0 && s.evicted != nil {
-		s.evicted(evicted)
-	}
-	return nil
+	return evicted, nil
 }
 
 // Lookup returns the session under d. Redis expires it by its own clock and
@@ -752,8 +755,11 @@ func (s *redisStore) RevokeID(ctx context.Context, username string, id sessionID
 	return n == 1, nil
 }
 
-// onEvict sets the function told how many sessions each Issue evicted.
-func (s *redisStore) onEvict(f func(n int)) { s.evicted = f }
+// Sweep does nothing: Redis expires sessions on its own.
+func (s *redisStore) Sweep(time.Time) int { return 0 }
+
+// Len does not count: counting would scan Redis.
+func (s *redisStore) Len() (int, bool) { return 0, false }
 
 // Ping reports whether Redis answers PING now.
 func (s *redisStore) Ping(ctx context.Context) error {
@@ -765,9 +771,9 @@ func (s *redisStore) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connections to Redis.
+// Close stops the store's loops; the client stays open (newRedisStore).
 func (s *redisStore) Close() error {
 	close(s.stop)
 	s.loops.Wait()
-	return s.client.Close()
+	return nil
 }

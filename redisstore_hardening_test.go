@@ -135,7 +135,7 @@ func TestRedisStoreIssueAtMaxmemory(t *testing.T) {
 			sess.ExpiresAt = time.Time{} // the script's no-expiry branch too
 		}
 		_, d := newToken()
-		err := s.Issue(ctx, d, sess, 100, now)
+		_, err := s.Issue(ctx, d, sess, 100, now)
 		if i == 0 {
 			t.Logf("Issue at maxmemory = %v", err)
 		}
@@ -283,15 +283,12 @@ func TestRedisStoreLookupWrongType(t *testing.T) {
 // pipeline, against a redis-server of its own.
 func BenchmarkRedisLookup(b *testing.B) {
 	url, _, _ := startRedis(b)
-	s, err := newRedisStore(url, testPrefix())
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := newRedisStore(testRedisClient(b, url), testPrefix())
 	defer s.Close()
 	ctx := context.Background()
 	now := time.Now()
 	_, d := newToken()
-	if err := s.Issue(ctx, d, Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 100, now); err != nil {
+	if _, err := s.Issue(ctx, d, Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 100, now); err != nil {
 		b.Fatal(err)
 	}
 	b.SetParallelism(32)

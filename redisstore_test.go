@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // startRedis returns the URL of a Redis for t. With AUTHSVC_TEST_REDIS set it
@@ -118,14 +120,22 @@ func testPrefix() string {
 	return "authsvc-test-" + hex.EncodeToString(b[:]) + ":"
 }
 
+// testRedisClient returns a client of the Redis at url, closed when t ends.
+func testRedisClient(t testing.TB, url string) *redis.Client {
+	t.Helper()
+	client, err := dialRedis(url)
+	if err != nil {
+		t.Fatalf("dialRedis(%q) = %v", url, err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
 // newTestRedisStore returns a store on url under a fresh prefix, closed when
 // t ends.
 func newTestRedisStore(t *testing.T, url string) *redisStore {
 	t.Helper()
-	s, err := newRedisStore(url, testPrefix())
-	if err != nil {
-		t.Fatalf("newRedisStore(%q) = %v", url, err)
-	}
+	s := newRedisStore(testRedisClient(t, url), testPrefix())
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -216,7 +226,7 @@ func TestRedisStoreKeysHoldNoToken(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	token, d := newToken()
-	if err := s.Issue(ctx, d, Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 100, now); err != nil {
+	if _, err := s.Issue(ctx, d, Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 100, now); err != nil {
 		t.Fatal(err)
 	}
 
@@ -277,7 +287,8 @@ func TestRedisStoreUnavailable(t *testing.T) {
 	}{
 		{"Issue", func() error {
 			_, d := newToken()
-			return s.Issue(ctx, d, alice, 10, now)
+			_, err := s.Issue(ctx, d, alice, 10, now)
+			return err
 		}},
 		{"Lookup", func() error { _, err := s.Lookup(ctx, d, now); return err }},
 		{"Revoke", func() error { return s.Revoke(ctx, d) }},
@@ -337,10 +348,7 @@ func TestRedisStoreHung(t *testing.T) {
 			go func() { defer held.Done(); io.Copy(io.Discard, conn); conn.Close() }()
 		}
 	}()
-	s, err := newRedisStore("redis://"+ln.Addr().String()+"/0", "hung:")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newRedisStore(testRedisClient(t, "redis://"+ln.Addr().String()+"/0"), "hung:")
 	defer s.Close()
 	now := time.Now()
 	var wg sync.WaitGroup
@@ -355,7 +363,7 @@ func TestRedisStoreHung(t *testing.T) {
 	}
 	wg.Go(func() {
 		start := time.Now()
-		err := s.Issue(context.Background(), tokenDigest{1}, Session{Username: "alice"}, 10, now)
+		_, err := s.Issue(context.Background(), tokenDigest{1}, Session{Username: "alice"}, 10, now)
 		if d := time.Since(start); !errors.Is(err, errStoreUnavailable) || d >= 5*time.Second {
 			t.Errorf("Issue on a hung Redis = %v after %v; want errStoreUnavailable within 5s", err, d)
 		}
@@ -368,13 +376,13 @@ func TestRedisStoreHung(t *testing.T) {
 // quoting its password.
 func TestRedisStoreURLErrorHidesPassword(t *testing.T) {
 	for _, raw := range []string{"redis://:s3cret@127.0.0.1:xx/0", "redis://user:s3cret@127.0.0.1:6379/abc", "rediss://:s3cret@[::1/0"} {
-		_, err := newRedisStore(raw, "")
+		_, err := dialRedis(raw)
 		if err == nil {
-			t.Errorf("newRedisStore(%q) = nil error; want one", raw)
+			t.Errorf("dialRedis(%q) = nil error; want one", raw)
 			continue
 		}
 		if strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("newRedisStore(%q) error %q quotes the password", raw, err)
+			t.Errorf("dialRedis(%q) error %q quotes the password", raw, err)
 		}
 	}
 }

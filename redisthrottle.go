@@ -72,11 +72,6 @@ func newRedisThrottle(client *redis.Client, prefix string, cfg throttleConfig) *
 	}
 }
 
-// throttle returns a login throttle on s's Redis, under s's prefix.
-func (s *redisStore) throttle(cfg throttleConfig) *redisThrottle {
-	return newRedisThrottle(s.client, s.prefix, cfg)
-}
-
 // ceilMilli returns d in whole milliseconds, rounded up.
 func ceilMilli(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)

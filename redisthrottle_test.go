@@ -15,9 +15,9 @@ import (
 
 func TestRedisThrottleConformance(t *testing.T) {
 	url, _, _ := startRedis(t)
-	s := newTestRedisStore(t, url)
+	client := testRedisClient(t, url)
 	testThrottleConformance(t, func(t *testing.T, cfg throttleConfig) loginThrottle {
-		return newRedisThrottle(s.client, testPrefix(), cfg)
+		return newRedisThrottle(client, testPrefix(), cfg)
 	})
 }
 
@@ -29,12 +29,7 @@ func twoInstances(t *testing.T, url string, cfg throttleConfig) (a, b loginThrot
 	prefix := testPrefix()
 	var th [2]loginThrottle
 	for i := range th {
-		s, err := newRedisStore(url, prefix)
-		if err != nil {
-			t.Fatalf("newRedisStore(%q) = %v", url, err)
-		}
-		t.Cleanup(func() { s.Close() })
-		th[i] = s.throttle(cfg)
+		th[i] = newRedisThrottle(testRedisClient(t, url), prefix, cfg)
 	}
 	return th[0], th[1]
 }
@@ -134,7 +129,7 @@ func TestRedisThrottleUnavailable(t *testing.T) {
 	if stop == nil {
 		t.Skip("needs a Redis it can stop: unset AUTHSVC_TEST_REDIS")
 	}
-	th := newTestRedisStore(t, url).throttle(throttleConfig{})
+	th := newRedisThrottle(testRedisClient(t, url), testPrefix(), throttleConfig{})
 	ctx := context.Background()
 	if _, ok, err := th.reserve(ctx, "alice", "192.0.2.1", t0); !ok || err != nil {
 		t.Fatalf("reserve with Redis up = %v, %v; want true, nil", ok, err)
@@ -192,7 +187,7 @@ func TestRedisThrottleUnavailable(t *testing.T) {
 // hanging up at the right moment would guess for free.
 func TestRedisThrottleSettleOutlivesCaller(t *testing.T) {
 	url, _, _ := startRedis(t)
-	th := newTestRedisStore(t, url).throttle(throttleConfig{PairFailures: 1, AddrRate: fastAddrs, AddrBurst: fastBurst})
+	th := newRedisThrottle(testRedisClient(t, url), testPrefix(), throttleConfig{PairFailures: 1, AddrRate: fastAddrs, AddrBurst: fastBurst})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, ok, err := th.reserve(ctx, "alice", "192.0.2.1", t0); !ok || err != nil {
@@ -210,8 +205,8 @@ func TestRedisThrottleSettleOutlivesCaller(t *testing.T) {
 // a bucket a margin after it is full again.
 func TestRedisThrottleKeys(t *testing.T) {
 	url, _, _ := startRedis(t)
-	s := newTestRedisStore(t, url)
-	th := s.throttle(throttleConfig{})
+	client, prefix := testRedisClient(t, url), testPrefix()
+	th := newRedisThrottle(client, prefix, throttleConfig{})
 	ctx := context.Background()
 	d := throttleDriver{t, th}
 	const alice, home = "alice", "192.0.2.1"
@@ -219,24 +214,24 @@ func TestRedisThrottleKeys(t *testing.T) {
 
 	pairSum := sha256.Sum256([]byte(alice + "\x00" + home))
 	userSum := sha256.Sum256([]byte(alice))
-	pair := s.prefix + "th:p:" + hex.EncodeToString(pairSum[:])
-	user := s.prefix + "th:u:" + hex.EncodeToString(userSum[:])
-	addr := s.prefix + "th:a:" + home
+	pair := prefix + "th:p:" + hex.EncodeToString(pairSum[:])
+	user := prefix + "th:u:" + hex.EncodeToString(userSum[:])
+	addr := prefix + "th:a:" + home
 
 	// wantKey checks key's fields and that it expires within (ttl-1s, ttl].
 	wantKey := func(key string, fields map[string]string, ttl time.Duration) {
 		t.Helper()
-		got, err := s.client.HGetAll(ctx, key).Result()
+		got, err := client.HGetAll(ctx, key).Result()
 		if err != nil || fmt.Sprint(got) != fmt.Sprint(fields) {
 			t.Errorf("HGETALL %s = %v, %v; want %v", key, got, err, fields)
 		}
-		if got, err := s.client.PTTL(ctx, key).Result(); err != nil || got > ttl || got <= ttl-time.Second {
+		if got, err := client.PTTL(ctx, key).Result(); err != nil || got > ttl || got <= ttl-time.Second {
 			t.Errorf("PTTL %s = %v, %v; want in (%v, %v]", key, got, err, ttl-time.Second, ttl)
 		}
 	}
 	wantGone := func(key string) {
 		t.Helper()
-		if n, err := s.client.Exists(ctx, key).Result(); n != 0 || err != nil {
+		if n, err := client.Exists(ctx, key).Result(); n != 0 || err != nil {
 			t.Errorf("EXISTS %s = %d, %v; want 0", key, n, err)
 		}
 	}
@@ -288,15 +283,15 @@ func TestRedisThrottleKeys(t *testing.T) {
 		}
 		th.reserve(ctx, username, from, t0) // left pending
 	}
-	keys, err := s.client.Keys(ctx, s.prefix+"*").Result()
+	keys, err := client.Keys(ctx, prefix+"*").Result()
 	if err != nil || len(keys) == 0 {
-		t.Fatalf("KEYS %s* = %d keys, %v", s.prefix, len(keys), err)
+		t.Fatalf("KEYS %s* = %d keys, %v", prefix, len(keys), err)
 	}
 	for _, key := range keys {
 		if strings.Contains(key, "alice") {
 			t.Errorf("key %s names a user", key)
 		}
-		if got, err := s.client.PTTL(ctx, key).Result(); err != nil || got <= 0 || got > w+m {
+		if got, err := client.PTTL(ctx, key).Result(); err != nil || got <= 0 || got > w+m {
 			t.Errorf("PTTL %s = %v, %v; want in (0, %v]", key, got, err, w+m)
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -43,9 +44,9 @@ func methodNotAllowed(allow string) error {
 // password; its detail names the rule, never the password.
 func weakPasswordReply(err error) error {
 	detail := "The new password does not meet the password policy."
-	var weak *weakPasswordError
+	var weak *password.WeakError
 	if errors.As(err, &weak) {
-		detail = "The new password is refused: " + weak.reason + "."
+		detail = "The new password is refused: " + weak.Reason + "."
 	}
 	return &apiError{status: http.StatusBadRequest, code: "weak_password", detail: detail}
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"authsvc/internal/connlimit"
+	"authsvc/internal/password"
+	"authsvc/internal/tick"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -38,19 +41,29 @@ func newLogger(format string, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, nil))
 }
 
-// openStore returns the token store that spec names.
-func openStore(spec, prefix string) (Store, error) {
+// openStore returns the token store that spec names and the login throttle
+// that goes with it. With Redis, the throttle's counters are shared too: a
+// fleet allows as many guesses as one instance. closeStore closes both.
+func openStore(spec, prefix string, th throttleConfig) (store Store, throttle loginThrottle, closeStore func() error, err error) {
 	switch {
 	case spec == "memory":
-		return newMemoryStore(), nil
+		return newMemoryStore(), memoryThrottle{newThrottle(th)}, func() error { return nil }, nil
 	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
-		s, err := newRedisStore(spec, prefix)
+		client, err := dialRedis(spec)
 		if err != nil {
-			return nil, &usageError{msg: "serve: --store: " + err.Error()}
+			return nil, nil, nil, &usageError{msg: "serve: --store: " + err.Error()}
 		}
-		return s, nil
+		if prefix == "" {
+			prefix = defaultRedisPrefix
+		}
+		s := newRedisStore(client, prefix)
+		closeStore = func() error {
+			s.Close()
+			return client.Close()
+		}
+		return s, newRedisThrottle(client, prefix, th), closeStore, nil
 	}
-	return nil, usagef("serve: --store %q: want memory, redis://… or rediss://…", spec)
+	return nil, nil, nil, usagef("serve: --store %q: want memory, redis://… or rediss://…", spec)
 }
 
 // serve runs the server until ctx is done, then shuts it down gracefully.
@@ -93,9 +106,9 @@ func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
 	}
 	maxConns := cfg.maxConns
 	if maxConns == 0 {
-		maxConns = defaultMaxConns()
+		maxConns = connlimit.DefaultMax()
 	}
-	conns := newConnLimiter(maxConns)
+	conns := connlimit.New(maxConns)
 	api := newHTTPServer(log, newServer(deps))
 	api.ConnState = conns.ConnState
 	servers := []*http.Server{api}
@@ -122,8 +135,8 @@ func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
 		reloaded: func(err error) { deps.metrics.reloaded(err, time.Now()) },
 		cut:      func(username string, before time.Time) { endTokens(ctx, deps, username, before) },
 	})
-	if sweeper, ok := deps.store.(interface{ Sweep(time.Time) int }); ok && cfg.tokenTTL > 0 {
-		go runEvery(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { sweeper.Sweep(now) })
+	if cfg.tokenTTL > 0 {
+		go tick.Every(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { deps.store.Sweep(now) })
 	}
 
 	log.Info("listening", "addr", ln.Addr().String(), "users", deps.users.Len(), "directory", directoryKind(cfg.usersPath), "store", storeKind(cfg.store), "max_conns", maxConns)
@@ -201,14 +214,14 @@ func storeKind(spec string) string {
 // (its hash under policy),
 // and prints its random password once to stderr: the one way into a new
 // installation.
-func bootstrapUsers(path string, policy hashPolicy, stderr io.Writer) error {
+func bootstrapUsers(path string, policy password.HashPolicy, stderr io.Writer) error {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		return nil // exists, or unreadable: loading it will say which
 	}
 	var secret [18]byte
 	rand.Read(secret[:])
 	password := base64.RawURLEncoding.EncodeToString(secret[:])
-	hash, err := policy.hash([]byte(password))
+	hash, err := policy.Hash([]byte(password))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"flag"
 	"fmt"
 	"io"
@@ -33,8 +34,8 @@ type serveConfig struct {
 	maxConns          int
 	userCache         int
 	passwordMinLength int
-	hashing           hashFlags  // --hash and --cost as given
-	hashPolicy        hashPolicy // what they mean
+	hashing           hashFlags           // --hash and --cost as given
+	hashPolicy        password.HashPolicy // what they mean
 
 	// The repeatable flags as given, before parsing into the fields above.
 	trustedRaw, corsRaw stringList
@@ -117,7 +118,7 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.hashing.scheme }},
 		{section: sectionHashing, name: "cost", arg: "C", def: 0, defText: "12", help: "bcrypt's cost, 4-16; --cost alone means --hash bcrypt",
 			field: func(c *serveConfig) any { return &c.hashing.cost }},
-		{section: sectionHashing, name: "password-min-length", arg: "N", def: defaultPasswordMinLength, help: "shortest new password, in characters (CLI: AUTHSVC_PASSWORD_MIN_LENGTH)",
+		{section: sectionHashing, name: "password-min-length", arg: "N", def: password.DefaultMinLength, help: "shortest new password, in characters (CLI: AUTHSVC_PASSWORD_MIN_LENGTH)",
 			field: func(c *serveConfig) any { return &c.passwordMinLength }},
 		{section: sectionHashing, name: "bcrypt-slots", arg: "N", def: slots, defText: "GOMAXPROCS", help: "password checks running at once",
 			field: func(c *serveConfig) any { return &c.bcryptSlots }},
@@ -251,8 +252,8 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: --token-ttl must not be negative")
 	case c.tokenIdle < 0:
 		return c, usagef("serve: --token-idle must not be negative")
-	case c.passwordMinLength < 1 || c.passwordMinLength > maxPasswordLen:
-		return c, usagef("serve: --password-min-length must be 1 to %d", maxPasswordLen)
+	case c.passwordMinLength < 1 || c.passwordMinLength > password.MaxLen:
+		return c, usagef("serve: --password-min-length must be 1 to %d", password.MaxLen)
 	case c.userCache < 1:
 		return c, usagef("serve: --user-cache must be at least 1")
 	case c.maxConns < 0:

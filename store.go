@@ -51,7 +51,8 @@ type listedSession struct {
 //
 // The contract every implementation meets, checked by testStoreConformance:
 //   - Issue stores s under d. If the user then holds more than limit
-//     sessions (limit > 0), the oldest are revoked until limit remain.
+//     sessions (limit > 0), the oldest are revoked until limit remain, and
+//     Issue reports how many it revoked so.
 //     Issuing an existing digest is not expected (tokens are 160 random bits).
 //   - Lookup returns the session under d, or errTokenNotFound if there is
 //     none or it expired at or before now.
@@ -74,13 +75,20 @@ type listedSession struct {
 //   - Lookup returns a session's IssuedAt: the now Issue was called with,
 //     rounded down at most to the millisecond (and, for logins of one user
 //     in one millisecond, at most a millisecond per login later).
+//   - Sweep removes the sessions expired at now and reports how many; a
+//     store whose backing expires sessions on its own returns 0. The
+//     caller calls it now and then; Lookup never returns an expired
+//     session either way.
+//   - Len reports how many sessions the store holds, expired ones not yet
+//     swept included, and ok; ok is false when counting would cost a
+//     round trip to the backing service (the caller then does not ask).
 //   - Ping reports whether the store can serve requests now.
 //   - Any failure to reach the backing service wraps errStoreUnavailable;
 //     no method ever returns a session it could not confirm (fail closed).
 //   - All methods are safe for concurrent use; ctx bounds each call.
 //   - No method stores or logs a usable token: only digests reach the store.
 type Store interface {
-	Issue(ctx context.Context, d tokenDigest, s Session, limit int, now time.Time) error
+	Issue(ctx context.Context, d tokenDigest, s Session, limit int, now time.Time) (evicted int, err error)
 	Lookup(ctx context.Context, d tokenDigest, now time.Time) (Session, error)
 	Revoke(ctx context.Context, d tokenDigest) error
 	Touch(ctx context.Context, d tokenDigest, now time.Time)
@@ -88,6 +96,8 @@ type Store interface {
 	RevokeID(ctx context.Context, username string, id sessionID) (bool, error)
 	RevokeUser(ctx context.Context, username string) (int, error)
 	RevokeUserBefore(ctx context.Context, username string, before time.Time) (int, error)
+	Sweep(now time.Time) int
+	Len() (n int, ok bool)
 	Ping(ctx context.Context) error
 	Close() error
 }

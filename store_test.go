@@ -61,7 +61,7 @@ func randomDigest() tokenDigest {
 func mustIssue(t *testing.T, st Store, s Session, limit int, now time.Time) tokenDigest {
 	t.Helper()
 	_, d := newToken()
-	if err := st.Issue(context.Background(), d, s, limit, now); err != nil {
+	if _, err := st.Issue(context.Background(), d, s, limit, now); err != nil {
 		t.Fatalf("Issue(%s) = %v; want nil", s.Username, err)
 	}
 	return d
@@ -306,7 +306,7 @@ func testConcurrentSessions(t *testing.T, st Store) {
 			for i := range 30 {
 				s := Session{Username: fmt.Sprint("user", g%3), Stamp: 1, ID: newSessionID()}
 				_, d := newToken()
-				if err := st.Issue(ctx, d, s, 5, now); err != nil {
+				if _, err := st.Issue(ctx, d, s, 5, now); err != nil {
 					t.Errorf("Issue = %v", err)
 					return
 				}
@@ -473,7 +473,7 @@ func testConcurrent(t *testing.T, st Store) {
 					u := (g + i) % users
 					want := session(u)
 					_, d := newToken()
-					if err := st.Issue(ctx, d, want, limit, now); err != nil {
+					if _, err := st.Issue(ctx, d, want, limit, now); err != nil {
 						return fmt.Errorf("Issue(%s) = %v; want nil", want.Username, err)
 					}
 					mu.Lock()
@@ -556,7 +556,7 @@ func TestMemoryStoreSweep(t *testing.T) {
 	bobShort := mustIssue(t, s, Session{Username: "bob", Stamp: 1, ExpiresAt: now.Add(time.Minute)}, 0, now)
 	bobLong := mustIssue(t, s, long, 0, now)
 	carol := mustIssue(t, s, never, 0, now)
-	if got := s.Len(); got != 6 {
+	if got, _ := s.Len(); got != 6 {
 		t.Fatalf("Len() = %d; want 6", got)
 	}
 
@@ -566,7 +566,7 @@ func TestMemoryStoreSweep(t *testing.T) {
 	if n := s.Sweep(now.Add(time.Minute)); n != 4 {
 		t.Fatalf("Sweep(now+1m) = %d; want 4", n)
 	}
-	if got := s.Len(); got != 2 {
+	if got, _ := s.Len(); got != 2 {
 		t.Fatalf("Len() after Sweep = %d; want 2", got)
 	}
 	wantNotFound(t, s, bobShort, now)
@@ -582,7 +582,7 @@ func TestMemoryStoreSweep(t *testing.T) {
 			t.Errorf("RevokeUser(%s) after Sweep = %d, %v; want %d, nil", tt.user, n, err, tt.want)
 		}
 	}
-	if got := s.Len(); got != 0 {
+	if got, _ := s.Len(); got != 0 {
 		t.Fatalf("Len() after RevokeUser = %d; want 0", got)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/lru"
 	"context"
 	"math"
 	"net/netip"
@@ -144,9 +145,9 @@ type throttle struct {
 	cfg throttleConfig
 
 	mu    sync.Mutex // guards pairs, users and addrs, including the limiters in addrs
-	pairs *lru[pairKey, streak]
-	users *lru[string, streak]
-	addrs *lru[string, *rate.Limiter]
+	pairs *lru.Cache[pairKey, streak]
+	users *lru.Cache[string, streak]
+	addrs *lru.Cache[string, *rate.Limiter]
 }
 
 // pairKey is a (username, client address) pair: a struct of two strings, so
@@ -171,9 +172,9 @@ func newThrottle(cfg throttleConfig) *throttle {
 	cfg = cfg.withDefaults()
 	return &throttle{
 		cfg:   cfg,
-		pairs: newLRU[pairKey, streak](cfg.MaxEntries),
-		users: newLRU[string, streak](cfg.MaxEntries),
-		addrs: newLRU[string, *rate.Limiter](cfg.MaxEntries),
+		pairs: lru.New[pairKey, streak](cfg.MaxEntries),
+		users: lru.New[string, streak](cfg.MaxEntries),
+		addrs: lru.New[string, *rate.Limiter](cfg.MaxEntries),
 	}
 }
 
@@ -209,7 +210,7 @@ func (t *throttle) reserve(username, addr string, now time.Time) (retryAfter tim
 	case user.n+user.pending >= t.cfg.UserFailures:
 		wait = max(wait, time.Second)
 	}
-	if lim, ok := t.addrs.get(addr); ok {
+	if lim, ok := t.addrs.Get(addr); ok {
 		if tokens := lim.TokensAt(now); tokens < 1 {
 			wait = max(wait, time.Duration(math.Ceil((1-tokens)/t.cfg.AddrRate*float64(time.Second))))
 		}
@@ -218,9 +219,9 @@ func (t *throttle) reserve(username, addr string, now time.Time) (retryAfter tim
 		return ceilSecond(wait), false
 	}
 	pair.pending++
-	t.pairs.put(pk, pair)
+	t.pairs.Put(pk, pair)
 	user.pending++
-	t.users.put(username, user)
+	t.users.Put(username, user)
 	return 0, true
 }
 
@@ -232,12 +233,12 @@ func (t *throttle) failure(username, addr string, now time.Time) {
 	defer t.mu.Unlock()
 	addFailure(t.pairs, pairKey{username, addr}, now, t.cfg.Window)
 	addFailure(t.users, username, now, t.cfg.Window)
-	lim, ok := t.addrs.get(addr)
+	lim, ok := t.addrs.Get(addr)
 	if !ok {
 		lim = rate.NewLimiter(rate.Limit(t.cfg.AddrRate), t.cfg.AddrBurst)
 	}
 	lim.ReserveN(now, 1) // may go below zero: failures that complete at once all count
-	t.addrs.put(addr, lim)
+	t.addrs.Put(addr, lim)
 	trim(t.addrs, trimPerWrite, func(lim *rate.Limiter) bool {
 		return lim.TokensAt(now) >= float64(t.cfg.AddrBurst) // a full bucket is as good as none
 	})
@@ -250,7 +251,7 @@ func (t *throttle) failure(username, addr string, now time.Time) {
 func (t *throttle) success(username, addr string, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.pairs.remove(pairKey{username, addr})
+	t.pairs.Remove(pairKey{username, addr})
 	unreserve(t.users, username)
 }
 
@@ -267,7 +268,7 @@ func (t *throttle) release(username, addr string) {
 func (t *throttle) sizes() (pairs, users, addrs int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.pairs.len(), t.users.len(), t.addrs.len()
+	return t.pairs.Len(), t.users.Len(), t.addrs.Len()
 }
 
 // backoff returns how long a pair with n >= PairFailures failures waits
@@ -285,11 +286,11 @@ func (t *throttle) backoff(n int) time.Duration {
 
 // liveStreak returns k's streak and reports whether it is still live at now,
 // deleting it if it has expired.
-func liveStreak[K comparable](l *lru[K, streak], k K, now time.Time, window time.Duration) (streak, bool) {
-	s, ok := l.get(k)
+func liveStreak[K comparable](l *lru.Cache[K, streak], k K, now time.Time, window time.Duration) (streak, bool) {
+	s, ok := l.Get(k)
 	if ok && s.n > 0 && now.Sub(s.last) >= window {
 		if s.pending == 0 {
-			l.remove(k)
+			l.Remove(k)
 			return streak{}, false
 		}
 		s.n = 0 // the failures are forgotten; the attempts in flight still count
@@ -299,40 +300,40 @@ func liveStreak[K comparable](l *lru[K, streak], k K, now time.Time, window time
 
 // unreserve ends one of k's pending attempts, if it still has one (a full
 // table may have evicted it).
-func unreserve[K comparable](l *lru[K, streak], k K) {
-	s, ok := l.get(k)
+func unreserve[K comparable](l *lru.Cache[K, streak], k K) {
+	s, ok := l.Get(k)
 	if !ok || s.pending == 0 {
 		return
 	}
 	s.pending--
 	if s.n == 0 && s.pending == 0 {
-		l.remove(k)
+		l.Remove(k)
 		return
 	}
-	l.put(k, s)
+	l.Put(k, s)
 }
 
 // addFailure settles one of k's pending attempts as a failure at now,
 // starting a new streak if the old one has expired, and trims expired
 // streaks from l.
-func addFailure[K comparable](l *lru[K, streak], k K, now time.Time, window time.Duration) {
+func addFailure[K comparable](l *lru.Cache[K, streak], k K, now time.Time, window time.Duration) {
 	s, _ := liveStreak(l, k, now, window)
 	s.n++
 	s.last = now
 	s.pending = max(0, s.pending-1)
-	l.put(k, s)
+	l.Put(k, s)
 	trim(l, trimPerWrite, func(s streak) bool { return s.pending == 0 && now.Sub(s.last) >= window })
 }
 
 // trim removes up to n of l's least recently put keys while expired reports
 // true of their values. Removing an expired key changes no decision.
-func trim[K comparable, V any](l *lru[K, V], n int, expired func(V) bool) {
+func trim[K comparable, V any](l *lru.Cache[K, V], n int, expired func(V) bool) {
 	for range n {
-		k, v, ok := l.oldest()
+		k, v, ok := l.Oldest()
 		if !ok || !expired(v) {
 			return
 		}
-		l.remove(k)
+		l.Remove(k)
 	}
 }
 

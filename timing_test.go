@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"io"
 	"log/slog"
 	"net/http"
@@ -64,7 +65,7 @@ func BenchmarkLoginTiming(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if x := d.users.(*fileDirectory).index(); x.slowest.hash.cost != defaultCost { // the cost-12 dummy hash
+	if x := d.users.(*fileDirectory).index(); x.slowest.hash.Cost != defaultCost { // the cost-12 dummy hash
 		b.Fatalf("slowest check = %s; want cost %d", x.slowest.shape, defaultCost)
 	}
 	handler := newServer(d)
@@ -98,13 +99,13 @@ func BenchmarkLoginTiming(b *testing.B) {
 //
 //	go test -run '^$' -bench LoginSchemes -benchtime 20x -count 5 .
 func BenchmarkLoginSchemes(b *testing.B) {
-	argon, err := defaultHashPolicy().hash([]byte("argon-user-pw"))
+	argon, err := password.DefaultHashPolicy().Hash([]byte("argon-user-pw"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	bc := defaultHashPolicy()
-	bc.scheme = schemeBcrypt
-	bcryptHash, err := bc.hash([]byte("bcrypt-user-pw"))
+	bc := password.DefaultHashPolicy()
+	bc.Scheme = password.SchemeBcrypt
+	bcryptHash, err := bc.Hash([]byte("bcrypt-user-pw"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func BenchmarkLoginSchemes(b *testing.B) {
 	}
 	// Each user under its own scheme's policy, so that no login rehashes.
 	handlers := make(map[string]http.Handler)
-	for name, policy := range map[string]hashPolicy{"argon": defaultHashPolicy(), "bcrypt": bc} {
+	for name, policy := range map[string]password.HashPolicy{"argon": password.DefaultHashPolicy(), "bcrypt": bc} {
 		cfg := defaultServeConfig()
 		cfg.usersPath = path
 		cfg.hashPolicy = policy

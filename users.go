@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -199,7 +200,7 @@ func collectUsers(users *[]User) entrySink {
 		for k, g := range e.groups {
 			u.Groups[k] = string(g)
 		}
-		if _, err := parsePasswordHash(u.PasswordHash); err != nil {
+		if _, err := password.ParseHash(u.PasswordHash); err != nil {
 			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
 		}
 		*users = append(*users, u)
@@ -240,7 +241,7 @@ func parseUsersStrict(data []byte) ([]User, error) {
 			return nil, fmt.Errorf("%s: username: duplicate of users[%d]", entryAt(i, u.Username), j)
 		}
 		seen[u.Username] = i
-		if _, err := parsePasswordHash(u.PasswordHash); err != nil {
+		if _, err := password.ParseHash(u.PasswordHash); err != nil {
 			return nil, fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
 		}
 		if u.Groups == nil {

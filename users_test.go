@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"bytes"
 	"context"
 	"fmt"
@@ -204,8 +205,8 @@ func TestSlowestCheckEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := defaultHashPolicy()
-	if h := x.slowest.hash; h.scheme() != schemeArgon2id || h.memoryKiB != p.argonMemoryKiB || h.time != p.argonTime {
+	p := password.DefaultHashPolicy()
+	if h := x.slowest.hash; h.Scheme() != password.SchemeArgon2id || h.MemoryKiB != p.ArgonMemoryKiB || h.Time != p.ArgonTime {
 		t.Errorf("slowest check of a directory without a usable hash = %s; want the default policy's argon2id", x.slowest.shape)
 	}
 }
@@ -230,7 +231,7 @@ func TestSlowestCheckCost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if x.slowest.hash.scheme() != schemeBcrypt || x.slowest.hash.cost != tt.want {
+		if x.slowest.hash.Scheme() != password.SchemeBcrypt || x.slowest.hash.Cost != tt.want {
 			t.Errorf("newUserIndex(costs %v).slowest = %s; want bcrypt at cost %d", tt.costs, x.slowest.shape, tt.want)
 		}
 	}
@@ -283,7 +284,7 @@ func TestNewDirectoryDummyCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d1.slowest.hash.cost != 5 {
+	if d1.slowest.hash.Cost != 5 {
 		t.Errorf("newUserIndex(costs 5, 4, 5).slowest = %s; want cost 5", d1.slowest.shape)
 	}
 
@@ -292,7 +293,7 @@ func TestNewDirectoryDummyCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d2.slowest.hash.cost != 5 || d2.slowest != d1.slowest {
+	if d2.slowest.hash.Cost != 5 || d2.slowest != d1.slowest {
 		t.Errorf("newUserIndex(cost 5, prev at 5): %s, slowest check reused %v; want cost 5, true", d2.slowest.shape, d2.slowest == d1.slowest)
 	}
 
@@ -301,7 +302,7 @@ func TestNewDirectoryDummyCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cost := d3.slowest.hash.cost; cost != 4 {
+	if cost := d3.slowest.hash.Cost; cost != 4 {
 		t.Errorf("newUserIndex(cost 4, prev at 5): slowest at cost %d; want 4", cost)
 	}
 
@@ -657,3 +658,6 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// verifyHere checks a password on the caller's goroutine, as a nil pool does.
+var verifyHere = (*password.Pool)(nil).Verify

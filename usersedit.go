@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -190,7 +191,7 @@ func newHashChecker() *hashChecker {
 				if c.err != nil {
 					break
 				}
-				if _, err := parsePasswordHash(h.hash); err != nil {
+				if _, err := password.ParseHash(h.hash); err != nil {
 					c.err = fmt.Errorf("%s: password_hash: %v", entryAt(h.i, h.username), err)
 				}
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"fmt"
 	"strconv"
 	"strings"
@@ -64,13 +65,13 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *dirUser) error {
 		u = makeDirUser(e, "", b.intern(e.groups), 0)
 	}
 	if u != old && (old == nil || old.hashText != u.hashText) { // a known hash was checked when it was loaded
-		hash, err := parsePasswordHash(u.hashText)
+		hash, err := password.ParseHash(u.hashText)
 		if err != nil {
 			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.info.Username), err)
 		}
 		u.work = 0
-		if hash.usable() {
-			u.work = float32(hash.work())
+		if hash.Usable() {
+			u.work = float32(hash.Work())
 		}
 	}
 	b.x.byName[u.info.Username] = u
@@ -83,22 +84,22 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *dirUser) error {
 // finish returns the index, its slowest check reused from the index it
 // replaces when the slowest hash's scheme and parameters have not changed.
 func (b *indexBuilder) finish() (*userIndex, error) {
-	var slowest *passwordHash
+	var slowest *password.Hash
 	if b.slowest != nil {
 		slowest = b.slowest.hash()
 	} else { // no usable hash: check against the default policy's
 		var err error
-		if slowest, err = defaultHashPolicy().dummy(); err != nil {
+		if slowest, err = password.DefaultHashPolicy().Dummy(); err != nil {
 			return nil, err
 		}
 	}
-	x, shape := b.x, slowest.shape()
+	x, shape := b.x, slowest.Shape()
 	if prev := b.prevIndex; prev != nil && prev.slowest != nil && prev.slowest.shape == shape {
 		x.slowest = prev.slowest
 		return x, nil
 	}
 	start := time.Now()
-	dummy, err := dummyLike(slowest)
+	dummy, err := password.DummyLike(slowest)
 	if err != nil {
 		return nil, err
 	}

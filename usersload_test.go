@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/password"
 	"bytes"
 	"fmt"
 	"log/slog"
@@ -20,9 +21,9 @@ func benchUsersFile(b *testing.B, n int) string {
 		return path
 	}
 	hashes := make([]string, 4)
-	p := hashPolicy{scheme: schemeArgon2id, argonMemoryKiB: 64, argonTime: 1, argonThreads: 1}
+	p := password.HashPolicy{Scheme: password.SchemeArgon2id, ArgonMemoryKiB: 64, ArgonTime: 1, ArgonThreads: 1}
 	for k := range hashes {
-		h, err := p.hash([]byte(fmt.Sprintf("password-%d", k)))
+		h, err := p.Hash([]byte(fmt.Sprintf("password-%d", k)))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package tick
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 // runEvery calls f every interval until ctx is done: the one ticker loop
 // behind the directory's watch, the store's sweep and the log's flush.
-func runEvery(ctx context.Context, interval time.Duration, f func(now time.Time)) {
+func Every(ctx context.Context, interval time.Duration, f func(now time.Time)) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {

@@ -1,35 +1,35 @@
-package main
+package buildinfo
 
 import "runtime/debug"
 
 // buildInfo is what the binary knows of its own build.
-type buildInfo struct {
-	version, revision, time, goVersion string
+type Info struct {
+	Version, Revision, Time, GoVersion string
 }
 
-func readBuild() buildInfo {
-	b := buildInfo{version: "(devel)", revision: "unknown", time: "unknown", goVersion: "unknown"}
+func Read() Info {
+	b := Info{Version: "(devel)", Revision: "unknown", Time: "unknown", GoVersion: "unknown"}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return b
 	}
-	b.goVersion = info.GoVersion
+	b.GoVersion = info.GoVersion
 	if info.Main.Version != "" {
-		b.version = info.Main.Version
+		b.Version = info.Main.Version
 	}
 	modified := false
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			b.revision = s.Value
+			b.Revision = s.Value
 		case "vcs.time":
-			b.time = s.Value
+			b.Time = s.Value
 		case "vcs.modified":
 			modified = s.Value == "true"
 		}
 	}
 	if modified {
-		b.revision += "+dirty"
+		b.Revision += "+dirty"
 	}
 	return b
 }

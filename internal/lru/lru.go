@@ -1,9 +1,11 @@
-package main
+package lru
+
+import "iter"
 
 // An lru is a map that holds at most cap keys: adding a key to a full lru
 // evicts the least recently put key. All operations are O(1).
 // It is not safe for concurrent use; its owner's mutex guards it.
-type lru[K comparable, V any] struct {
+type Cache[K comparable, V any] struct {
 	cap  int
 	m    map[K]*lruEntry[K, V]
 	root lruEntry[K, V] // ring sentinel: root.next is the most recently put entry, root.prev the least
@@ -16,15 +18,15 @@ type lruEntry[K comparable, V any] struct {
 }
 
 // newLRU returns an empty lru that holds at most capacity keys (at least one).
-func newLRU[K comparable, V any](capacity int) *lru[K, V] {
-	l := &lru[K, V]{cap: max(1, capacity), m: make(map[K]*lruEntry[K, V])}
+func New[K comparable, V any](capacity int) *Cache[K, V] {
+	l := &Cache[K, V]{cap: max(1, capacity), m: make(map[K]*lruEntry[K, V])}
 	l.root.prev, l.root.next = &l.root, &l.root
 	return l
 }
 
 // get returns k's value and reports whether k is present. It does not
 // change k's recency: only put does.
-func (l *lru[K, V]) get(k K) (V, bool) {
+func (l *Cache[K, V]) Get(k K) (V, bool) {
 	if e, ok := l.m[k]; ok {
 		return e.val, true
 	}
@@ -34,13 +36,13 @@ func (l *lru[K, V]) get(k K) (V, bool) {
 
 // put sets k's value and makes k the most recently put key. If k is new
 // and l is full, the least recently put key is evicted first.
-func (l *lru[K, V]) put(k K, v V) {
+func (l *Cache[K, V]) Put(k K, v V) {
 	e, ok := l.m[k]
 	if ok {
 		l.unlink(e)
 	} else {
 		if len(l.m) >= l.cap {
-			l.remove(l.root.prev.key)
+			l.Remove(l.root.prev.key)
 		}
 		e = &lruEntry[K, V]{key: k}
 		l.m[k] = e
@@ -52,7 +54,7 @@ func (l *lru[K, V]) put(k K, v V) {
 }
 
 // remove deletes k, if present.
-func (l *lru[K, V]) remove(k K) {
+func (l *Cache[K, V]) Remove(k K) {
 	if e, ok := l.m[k]; ok {
 		l.unlink(e)
 		delete(l.m, k)
@@ -61,7 +63,7 @@ func (l *lru[K, V]) remove(k K) {
 
 // oldest returns the least recently put key and its value, and reports
 // whether l holds any key.
-func (l *lru[K, V]) oldest() (K, V, bool) {
+func (l *Cache[K, V]) Oldest() (K, V, bool) {
 	if len(l.m) == 0 {
 		var k K
 		var v V
@@ -72,9 +74,24 @@ func (l *lru[K, V]) oldest() (K, V, bool) {
 }
 
 // len returns the number of keys held.
-func (l *lru[K, V]) len() int { return len(l.m) }
+func (l *Cache[K, V]) Len() int { return len(l.m) }
 
-func (l *lru[K, V]) unlink(e *lruEntry[K, V]) {
+// all yields every entry in no particular order; the loop may remove the
+// entry it was given.
+func (l *Cache[K, V]) All() iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		for k, e := range l.m {
+			if !yield(k, e.val) {
+				return
+			}
+		}
+	}
+}
+
+// capacity returns how many entries l holds at most.
+func (l *Cache[K, V]) Cap() int { return l.cap }
+
+func (l *Cache[K, V]) unlink(e *lruEntry[K, V]) {
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.prev, e.next = nil, nil // no dangling references to keep evicted entries alive
 }

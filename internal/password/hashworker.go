@@ -1,4 +1,4 @@
-package main
+package password
 
 import (
 	"encoding/binary"
@@ -10,7 +10,7 @@ import (
 // hashWorkerCommand is the hidden subcommand the hasher pool starts its
 // worker processes with (hasherpool.go): "authsvc hash-worker" checks the
 // passwords framed on its stdin and answers one byte each on stdout.
-const hashWorkerCommand = "hash-worker"
+const WorkerCommand = "hash-worker"
 
 // Bounds on a job frame: a password is at most maxPasswordLen bytes (the
 // login body's rule) and a hash's salt or digest far less than a KiB.
@@ -29,11 +29,11 @@ const (
 // password against h: a uvarint length, then h's scheme, parameters, salt
 // and digest, then the password. The frame holds the password: callers
 // clear it once written.
-func appendHashJob(b []byte, h *passwordHash, password []byte) []byte {
+func appendHashJob(b []byte, h *Hash, password []byte) []byte {
 	var body []byte
 	body = appendField(body, []byte(h.kind))
 	body = appendField(body, h.bcrypt)
-	for _, n := range []uint64{uint64(h.cost), uint64(h.memoryKiB), uint64(h.time), uint64(h.threads), uint64(h.iterations)} {
+	for _, n := range []uint64{uint64(h.Cost), uint64(h.MemoryKiB), uint64(h.Time), uint64(h.Threads), uint64(h.Iterations)} {
 		body = binary.AppendUvarint(body, n)
 	}
 	body = appendField(body, h.salt)
@@ -56,9 +56,9 @@ var errBadJob = errors.New("malformed hash job")
 // into the hash and the password, and checks the hash against the same
 // bounds a users file's hashes are held to, so that no frame can make the
 // worker allocate or loop beyond what a stored hash could.
-func decodeHashJob(body []byte) (*passwordHash, []byte, error) {
+func decodeHashJob(body []byte) (*Hash, []byte, error) {
 	d := jobDecoder{rest: body}
-	h := &passwordHash{kind: string(d.field())}
+	h := &Hash{kind: string(d.field())}
 	h.bcrypt = d.field()
 	cost, m, t, p, iterations := d.number(), d.number(), d.number(), d.number(), d.number()
 	h.salt = d.field()
@@ -67,10 +67,10 @@ func decodeHashJob(body []byte) (*passwordHash, []byte, error) {
 	if d.err != nil || len(d.rest) != 0 {
 		return nil, nil, errBadJob
 	}
-	if cost > maxBcryptCost || m > maxArgon2MemoryKiB || t > maxArgon2Time || p > maxArgon2Threads || iterations > maxPBKDF2Iterations {
+	if cost > MaxBcryptCost || m > maxArgon2MemoryKiB || t > maxArgon2Time || p > maxArgon2Threads || iterations > maxPBKDF2Iterations {
 		return nil, nil, errBadJob
 	}
-	h.cost, h.memoryKiB, h.time, h.threads, h.iterations = int(cost), uint32(m), uint32(t), uint8(p), int(iterations)
+	h.Cost, h.MemoryKiB, h.Time, h.Threads, h.Iterations = int(cost), uint32(m), uint32(t), uint8(p), int(iterations)
 	if err := h.checkBounds(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", errBadJob, err)
 	}
@@ -79,22 +79,22 @@ func decodeHashJob(body []byte) (*passwordHash, []byte, error) {
 
 // checkBounds returns why h's parameters are outside what parsePasswordHash
 // accepts for its scheme, or nil.
-func (h *passwordHash) checkBounds() error {
+func (h *Hash) checkBounds() error {
 	switch h.kind {
-	case schemeBcrypt, schemeDjangoBcrypt, schemeBcryptSHA256:
-		return checkBcryptCost(h.cost)
-	case schemeArgon2id, schemeDjangoArgon2:
-		if err := checkArgon2Params(h.memoryKiB, h.time, uint32(h.threads)); err != nil {
+	case SchemeBcrypt, SchemeDjangoBcrypt, SchemeBcryptSHA256:
+		return checkBcryptCost(h.Cost)
+	case SchemeArgon2id, SchemeDjangoArgon2:
+		if err := checkArgon2Params(h.MemoryKiB, h.Time, uint32(h.Threads)); err != nil {
 			return err
 		}
 		if len(h.salt) < minArgon2SaltLen || len(h.salt) > maxArgon2SaltLen || len(h.digest) < minArgon2KeyLen || len(h.digest) > maxArgon2KeyLen {
 			return errors.New("argon2 salt or digest length out of range")
 		}
-	case schemePBKDF2:
-		if h.iterations < minPBKDF2Iterations || len(h.salt) > maxPBKDF2SaltLen {
+	case SchemePBKDF2:
+		if h.Iterations < minPBKDF2Iterations || len(h.salt) > maxPBKDF2SaltLen {
 			return errors.New("pbkdf2 iterations or salt out of range")
 		}
-	case schemeUnusable:
+	case SchemeUnusable:
 	default:
 		return errors.New("unknown scheme")
 	}
@@ -138,7 +138,7 @@ func (d *jobDecoder) field() []byte {
 // stdin and writes its answer to stdout, until stdin ends (the server has
 // closed the pipe or died). A malformed frame ends it with an error that
 // quotes nothing; the server then checks in its own process.
-func runHashWorker(stdin io.Reader, stdout io.Writer) error {
+func RunWorker(stdin io.Reader, stdout io.Writer) error {
 	in := byteReader{r: stdin} // unbuffered: the frame buffer below is the only copy of a password
 	frame := make([]byte, maxJobFrame)
 	for {
@@ -147,20 +147,20 @@ func runHashWorker(stdin io.Reader, stdout io.Writer) error {
 		case err == io.EOF:
 			return nil
 		case err != nil:
-			return fmt.Errorf("%s: %w", hashWorkerCommand, errBadJob)
+			return fmt.Errorf("%s: %w", WorkerCommand, errBadJob)
 		case n > maxJobFrame:
-			return fmt.Errorf("%s: %w: frame too long", hashWorkerCommand, errBadJob)
+			return fmt.Errorf("%s: %w: frame too long", WorkerCommand, errBadJob)
 		}
 		body := frame[:n]
 		if _, err := io.ReadFull(stdin, body); err != nil {
-			return fmt.Errorf("%s: %w: frame cut short", hashWorkerCommand, errBadJob)
+			return fmt.Errorf("%s: %w: frame cut short", WorkerCommand, errBadJob)
 		}
 		h, password, err := decodeHashJob(body)
 		if err != nil {
-			return fmt.Errorf("%s: %w", hashWorkerCommand, err)
+			return fmt.Errorf("%s: %w", WorkerCommand, err)
 		}
 		answer := byte(jobMismatch)
-		if h.verify(password) {
+		if h.Verify(password) {
 			answer = jobMatch
 		}
 		clear(body)

@@ -1,4 +1,4 @@
-package main
+package password
 
 import (
 	"bytes"
@@ -23,13 +23,13 @@ import (
 // Django forms are checked exactly as Django 3.2 checks them, so an imported
 // user logs in with the password Django accepted and with no other.
 const (
-	schemeBcrypt       = "bcrypt"        // $2a$, $2b$, $2y$
-	schemeArgon2id     = "argon2id"      // PHC $argon2id$v=19$…
-	schemePBKDF2       = "pbkdf2_sha256" // Django's PBKDF2PasswordHasher
-	schemeDjangoArgon2 = "django_argon2" // Django's Argon2PasswordHasher: argon2$ + PHC
-	schemeBcryptSHA256 = "bcrypt_sha256" // Django's BCryptSHA256PasswordHasher
-	schemeDjangoBcrypt = "django_bcrypt" // Django's BCryptPasswordHasher: bcrypt$ + bcrypt
-	schemeUnusable     = "unusable"      // Django's "!…" or "": never matches
+	SchemeBcrypt       = "bcrypt"        // $2a$, $2b$, $2y$
+	SchemeArgon2id     = "argon2id"      // PHC $argon2id$v=19$…
+	SchemePBKDF2       = "pbkdf2_sha256" // Django's PBKDF2PasswordHasher
+	SchemeDjangoArgon2 = "django_argon2" // Django's Argon2PasswordHasher: argon2$ + PHC
+	SchemeBcryptSHA256 = "bcrypt_sha256" // Django's BCryptSHA256PasswordHasher
+	SchemeDjangoBcrypt = "django_bcrypt" // Django's BCryptPasswordHasher: bcrypt$ + bcrypt
+	SchemeUnusable     = "unusable"      // Django's "!…" or "": never matches
 )
 
 // Bounds on stored hashes. A hash beyond them is refused at load rather than
@@ -37,11 +37,11 @@ const (
 // slowest hash in the directory (API.md), so one absurd hash would slow them
 // all, and an argon2 check holds its memory for as long as it runs.
 const (
-	minBcryptCost = bcrypt.MinCost
+	MinBcryptCost = bcrypt.MinCost
 	// maxBcryptCost: cost 12 takes about 230 ms here and each step doubles, so 16 is about 3.7 s a check (FACTS.md).
-	maxBcryptCost = 16
+	MaxBcryptCost = 16
 	// bcryptKeyBytes is how much of a password bcrypt reads; the rest is ignored.
-	bcryptKeyBytes = 72
+	BcryptKeyBytes = 72
 
 	// 256 MiB: 2.5 times Django's 100 MiB default, already more than a
 	// small instance should give one login.
@@ -86,19 +86,19 @@ var argon2Encoding = base64.RawStdEncoding.Strict()
 // A passwordHash is a parsed, validated password hash: its scheme, its
 // parameters, its salt and its digest. It is never changed once parsed, so
 // it may be shared between goroutines.
-type passwordHash struct {
+type Hash struct {
 	kind string // one of the scheme* constants
 
 	// bcrypt, bcrypt_sha256, django_bcrypt
 	bcrypt []byte // the $2?$ hash itself, what x/crypto compares against
-	cost   int
+	Cost   int
 
 	// argon2id, django_argon2
-	memoryKiB, time uint32
-	threads         uint8
+	MemoryKiB, Time uint32
+	Threads         uint8
 
 	// pbkdf2_sha256
-	iterations int
+	Iterations int
 
 	// argon2: the decoded salt and digest. pbkdf2: the salt's literal bytes
 	// (Django does not decode it) and the digest's base64 text (Django
@@ -109,14 +109,14 @@ type passwordHash struct {
 // parsePasswordHash parses and validates a stored password hash. Its errors
 // name the problem and at most the scheme, never the hash: a plain-text
 // password mistakenly stored as a hash must not reach a log.
-func parsePasswordHash(s string) (*passwordHash, error) {
+func ParseHash(s string) (*Hash, error) {
 	switch {
 	case s == "" || strings.HasPrefix(s, "!"):
-		return &passwordHash{kind: schemeUnusable}, nil
+		return &Hash{kind: SchemeUnusable}, nil
 	case strings.HasPrefix(s, "$2a$"), strings.HasPrefix(s, "$2b$"), strings.HasPrefix(s, "$2y$"):
-		return parseBcrypt(schemeBcrypt, s)
+		return parseBcrypt(SchemeBcrypt, s)
 	case strings.HasPrefix(s, "$argon2id$"):
-		return parseArgon2id(schemeArgon2id, s)
+		return parseArgon2id(SchemeArgon2id, s)
 	case strings.HasPrefix(s, "pbkdf2_sha256$"):
 		return parsePBKDF2(s)
 	case strings.HasPrefix(s, "argon2$"):
@@ -124,11 +124,11 @@ func parsePasswordHash(s string) (*passwordHash, error) {
 		if !strings.HasPrefix(rest, "$argon2id$") {
 			return nil, errors.New("Django argon2 hash: only argon2id is supported, not " + argon2Variant(rest))
 		}
-		return parseArgon2id(schemeDjangoArgon2, rest)
+		return parseArgon2id(SchemeDjangoArgon2, rest)
 	case strings.HasPrefix(s, "bcrypt_sha256$"):
-		return parseBcrypt(schemeBcryptSHA256, strings.TrimPrefix(s, "bcrypt_sha256$"))
+		return parseBcrypt(SchemeBcryptSHA256, strings.TrimPrefix(s, "bcrypt_sha256$"))
 	case strings.HasPrefix(s, "bcrypt$"):
-		return parseBcrypt(schemeDjangoBcrypt, strings.TrimPrefix(s, "bcrypt$"))
+		return parseBcrypt(SchemeDjangoBcrypt, strings.TrimPrefix(s, "bcrypt$"))
 	}
 	return nil, unsupportedHash(s)
 }
@@ -137,7 +137,7 @@ func parsePasswordHash(s string) (*passwordHash, error) {
 // exactly what bcrypt writes (60 characters, two-digit cost, canonical
 // base64): Django compares the whole string it recomputes, so any other
 // spelling would never match there.
-func parseBcrypt(kind, b string) (*passwordHash, error) {
+func parseBcrypt(kind, b string) (*Hash, error) {
 	name := schemeLabel(kind)
 	if len(b) != 60 || b[0] != '$' || b[1] != '2' || !strings.ContainsRune("aby", rune(b[2])) || b[3] != '$' ||
 		!isDigit(b[4]) || !isDigit(b[5]) || b[6] != '$' {
@@ -154,16 +154,16 @@ func parseBcrypt(kind, b string) (*passwordHash, error) {
 	if err := checkBcryptCost(cost); err != nil {
 		return nil, djangoLabel(kind, err)
 	}
-	return &passwordHash{kind: kind, bcrypt: []byte(b), cost: cost}, nil
+	return &Hash{kind: kind, bcrypt: []byte(b), Cost: cost}, nil
 }
 
 // checkBcryptCost returns why cost is out of range, or nil.
 func checkBcryptCost(cost int) error {
 	switch {
-	case cost < minBcryptCost:
-		return fmt.Errorf("bcrypt cost %d is below the minimum %d", cost, minBcryptCost)
-	case cost > maxBcryptCost:
-		return fmt.Errorf("bcrypt cost %d is above the maximum %d", cost, maxBcryptCost)
+	case cost < MinBcryptCost:
+		return fmt.Errorf("bcrypt cost %d is below the minimum %d", cost, MinBcryptCost)
+	case cost > MaxBcryptCost:
+		return fmt.Errorf("bcrypt cost %d is above the maximum %d", cost, MaxBcryptCost)
 	}
 	return nil
 }
@@ -172,7 +172,7 @@ func checkBcryptCost(cost int) error {
 // syntax is the argon2 reference decoder's, which argon2-cffi (so Django)
 // uses: fields in this order, decimals without leading zeros, base64 without
 // padding. Only version 19 is accepted: x/crypto implements no other.
-func parseArgon2id(kind, phc string) (*passwordHash, error) {
+func parseArgon2id(kind, phc string) (*Hash, error) {
 	name := schemeLabel(kind)
 	var f [6]string
 	if !splitExactly(phc, '$', f[:]) || f[0] != "" || f[1] != "argon2id" {
@@ -202,7 +202,7 @@ func parseArgon2id(kind, phc string) (*passwordHash, error) {
 	if len(sum) < minArgon2KeyLen || len(sum) > maxArgon2KeyLen {
 		return nil, fmt.Errorf("%s: digest is %d bytes, want %d to %d", name, len(sum), minArgon2KeyLen, maxArgon2KeyLen)
 	}
-	return &passwordHash{kind: kind, memoryKiB: m, time: t, threads: uint8(p), salt: salt, digest: sum}, nil
+	return &Hash{kind: kind, MemoryKiB: m, Time: t, Threads: uint8(p), salt: salt, digest: sum}, nil
 }
 
 // splitExactly splits s around each sep into f, and reports whether there
@@ -257,7 +257,7 @@ func checkArgon2Params(m, t, p uint32) error {
 // Django recomputes the whole string and compares, so the iterations must be
 // written as %d writes them and the digest as standard padded base64 of 32
 // bytes: any other spelling would never match there.
-func parsePBKDF2(s string) (*passwordHash, error) {
+func parsePBKDF2(s string) (*Hash, error) {
 	const name = "Django pbkdf2_sha256 hash"
 	f := strings.Split(s, "$")
 	if len(f) != 4 {
@@ -278,7 +278,7 @@ func parsePBKDF2(s string) (*passwordHash, error) {
 	if sum, err := decodeBase64(base64.StdEncoding.Strict(), f[3]); err != nil || len(sum) != pbkdf2KeyLen {
 		return nil, fmt.Errorf("%s: digest is not the base64 of %d bytes", name, pbkdf2KeyLen)
 	}
-	return &passwordHash{kind: schemePBKDF2, iterations: int(n), salt: []byte(f[2]), digest: []byte(f[3])}, nil
+	return &Hash{kind: SchemePBKDF2, Iterations: int(n), salt: []byte(f[2]), digest: []byte(f[3])}, nil
 }
 
 // decodeBase64 decodes s, refusing the line breaks Go's decoders skip and
@@ -308,7 +308,7 @@ func parseDecimal(s string) (uint32, bool) {
 // djangoLabel prefixes err with the Django form it is about; a range error
 // about a plain bcrypt or argon2id hash names its scheme already.
 func djangoLabel(kind string, err error) error {
-	if kind == schemeBcrypt || kind == schemeArgon2id {
+	if kind == SchemeBcrypt || kind == SchemeArgon2id {
 		return err
 	}
 	return fmt.Errorf("%s: %w", schemeLabel(kind), err)
@@ -319,15 +319,15 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // schemeLabel names a scheme in error messages.
 func schemeLabel(kind string) string {
 	switch kind {
-	case schemePBKDF2, schemeBcryptSHA256:
+	case SchemePBKDF2, SchemeBcryptSHA256:
 		return "Django " + kind + " hash"
-	case schemeDjangoArgon2:
+	case SchemeDjangoArgon2:
 		return "Django argon2 hash"
-	case schemeDjangoBcrypt:
+	case SchemeDjangoBcrypt:
 		return "Django bcrypt hash"
-	case schemeArgon2id: // constant: a load labels a million hashes
+	case SchemeArgon2id: // constant: a load labels a million hashes
 		return "argon2id hash"
-	case schemeBcrypt:
+	case SchemeBcrypt:
 		return "bcrypt hash"
 	}
 	return kind + " hash"
@@ -384,42 +384,45 @@ func unsupportedHash(s string) error {
 // scheme returns the hash's scheme: one of "bcrypt", "argon2id",
 // "pbkdf2_sha256", "django_argon2", "bcrypt_sha256", "django_bcrypt",
 // "unusable".
-func (h *passwordHash) scheme() string { return h.kind }
+func (h *Hash) Scheme() string { return h.kind }
+
+// unusableHash returns a hash no password matches.
+func Unusable() *Hash { return &Hash{kind: SchemeUnusable} }
 
 // shape names h's scheme and parameters, what decides how long a check takes.
-func (h *passwordHash) shape() string {
-	return fmt.Sprintf("%s cost=%d m=%d t=%d p=%d i=%d", h.kind, h.cost, h.memoryKiB, h.time, h.threads, h.iterations)
+func (h *Hash) Shape() string {
+	return fmt.Sprintf("%s cost=%d m=%d t=%d p=%d i=%d", h.kind, h.Cost, h.MemoryKiB, h.Time, h.Threads, h.Iterations)
 }
 
 // usable reports whether any password can match the hash.
-func (h *passwordHash) usable() bool { return h.kind != schemeUnusable }
+func (h *Hash) Usable() bool { return h.kind != SchemeUnusable }
 
 // verify reports whether password matches the hash, as the hash's origin
 // would decide it. Digests are compared in constant time; what is not
 // constant is the time a scheme takes, which the caller pads (work).
-func (h *passwordHash) verify(password []byte) bool {
+func (h *Hash) Verify(password []byte) bool {
 	switch h.kind {
-	case schemeBcrypt:
+	case SchemeBcrypt:
 		// x/crypto would match on the first 72 bytes alone (FACTS.md).
-		if len(password) > bcryptKeyBytes {
+		if len(password) > BcryptKeyBytes {
 			return false
 		}
 		return bcrypt.CompareHashAndPassword(h.bcrypt, password) == nil
-	case schemeDjangoBcrypt:
+	case SchemeDjangoBcrypt:
 		// Django's bcrypt$ reads only the first 72 bytes (API.md), as its
 		// python-bcrypt does; that library refuses a NUL byte anywhere,
 		// and Django then fails the request: never a match.
 		if bytes.IndexByte(password, 0) >= 0 {
 			return false
 		}
-		return bcrypt.CompareHashAndPassword(h.bcrypt, password[:min(len(password), bcryptKeyBytes)]) == nil
-	case schemeBcryptSHA256:
+		return bcrypt.CompareHashAndPassword(h.bcrypt, password[:min(len(password), BcryptKeyBytes)]) == nil
+	case SchemeBcryptSHA256:
 		return bcrypt.CompareHashAndPassword(h.bcrypt, djangoSHA256Hex(password)) == nil
-	case schemeArgon2id, schemeDjangoArgon2:
-		sum := argon2.IDKey(password, h.salt, h.time, h.memoryKiB, h.threads, uint32(len(h.digest)))
+	case SchemeArgon2id, SchemeDjangoArgon2:
+		sum := argon2.IDKey(password, h.salt, h.Time, h.MemoryKiB, h.Threads, uint32(len(h.digest)))
 		return subtle.ConstantTimeCompare(sum, h.digest) == 1
-	case schemePBKDF2:
-		sum, err := pbkdf2.Key(sha256.New, string(password), h.salt, h.iterations, pbkdf2KeyLen)
+	case SchemePBKDF2:
+		sum, err := pbkdf2.Key(sha256.New, string(password), h.salt, h.Iterations, pbkdf2KeyLen)
 		if err != nil {
 			return false
 		}
@@ -452,34 +455,34 @@ const (
 // running in parallel on up to GOMAXPROCS cores (Django's p=8 runs about
 // twice as fast on two cores); PBKDF2 grows with its iterations. An unusable
 // hash does no work.
-func (h *passwordHash) work() float64 {
+func (h *Hash) Work() float64 {
 	switch h.kind {
-	case schemeBcrypt, schemeBcryptSHA256, schemeDjangoBcrypt:
-		return bcryptCost12Seconds * math.Exp2(float64(h.cost-12))
-	case schemeArgon2id, schemeDjangoArgon2:
-		lanes := min(int(h.threads), runtime.GOMAXPROCS(0))
-		return argon2SecondsPerKiBPass * float64(h.memoryKiB) * float64(h.time) / float64(lanes)
-	case schemePBKDF2:
-		return pbkdf2SecondsPerIteration * float64(h.iterations)
+	case SchemeBcrypt, SchemeBcryptSHA256, SchemeDjangoBcrypt:
+		return bcryptCost12Seconds * math.Exp2(float64(h.Cost-12))
+	case SchemeArgon2id, SchemeDjangoArgon2:
+		lanes := min(int(h.Threads), runtime.GOMAXPROCS(0))
+		return argon2SecondsPerKiBPass * float64(h.MemoryKiB) * float64(h.Time) / float64(lanes)
+	case SchemePBKDF2:
+		return pbkdf2SecondsPerIteration * float64(h.Iterations)
 	}
 	return 0
 }
 
 // A hashPolicy says how new hashes are made (API.md, Passwords): argon2id
 // with its memory, time and threads, or bcrypt at a cost.
-type hashPolicy struct {
-	scheme         string // "argon2id" or "bcrypt"
-	bcryptCost     int
-	argonMemoryKiB uint32
-	argonTime      uint32
-	argonThreads   uint8
+type HashPolicy struct {
+	Scheme         string // "argon2id" or "bcrypt"
+	BcryptCost     int
+	ArgonMemoryKiB uint32
+	ArgonTime      uint32
+	ArgonThreads   uint8
 }
 
 // defaultHashPolicy is argon2id at OWASP's minimum, m=19 MiB, t=2, p=1
 // (about 27 ms here, FACTS.md), with bcrypt's cost at API.md's default 12
 // for when the scheme is switched to bcrypt.
-func defaultHashPolicy() hashPolicy {
-	return hashPolicy{scheme: schemeArgon2id, bcryptCost: 12, argonMemoryKiB: 19 << 10, argonTime: 2, argonThreads: 1}
+func DefaultHashPolicy() HashPolicy {
+	return HashPolicy{Scheme: SchemeArgon2id, BcryptCost: 12, ArgonMemoryKiB: 19 << 10, ArgonTime: 2, ArgonThreads: 1}
 }
 
 // hash returns a new hash of password under the policy. Under bcrypt a
@@ -487,27 +490,27 @@ func defaultHashPolicy() hashPolicy {
 // parameters are held only to the parser's bounds, so that what hash makes
 // always loads; API.md's floor (OWASP's m=19 MiB, t=2, p=1) is for the
 // settings to enforce, and tests hash at less.
-func (p hashPolicy) hash(password []byte) (string, error) {
-	switch p.scheme {
-	case schemeArgon2id:
-		if err := checkArgon2Params(p.argonMemoryKiB, p.argonTime, uint32(p.argonThreads)); err != nil {
+func (p HashPolicy) Hash(password []byte) (string, error) {
+	switch p.Scheme {
+	case SchemeArgon2id:
+		if err := checkArgon2Params(p.ArgonMemoryKiB, p.ArgonTime, uint32(p.ArgonThreads)); err != nil {
 			return "", fmt.Errorf("hash policy: %w", err)
 		}
 		salt := make([]byte, policyArgon2SaltLen)
 		rand.Read(salt)
-		sum := argon2.IDKey(password, salt, p.argonTime, p.argonMemoryKiB, p.argonThreads, policyArgon2KeyLen)
-		return formatArgon2id(p.argonMemoryKiB, p.argonTime, p.argonThreads, salt, sum), nil
-	case schemeBcrypt:
-		if err := checkBcryptCost(p.bcryptCost); err != nil {
+		sum := argon2.IDKey(password, salt, p.ArgonTime, p.ArgonMemoryKiB, p.ArgonThreads, policyArgon2KeyLen)
+		return formatArgon2id(p.ArgonMemoryKiB, p.ArgonTime, p.ArgonThreads, salt, sum), nil
+	case SchemeBcrypt:
+		if err := checkBcryptCost(p.BcryptCost); err != nil {
 			return "", fmt.Errorf("hash policy: %w", err)
 		}
-		if len(password) > bcryptKeyBytes {
-			return "", fmt.Errorf("password is %d bytes; bcrypt reads only %d", len(password), bcryptKeyBytes)
+		if len(password) > BcryptKeyBytes {
+			return "", fmt.Errorf("password is %d bytes; bcrypt reads only %d", len(password), BcryptKeyBytes)
 		}
-		b, err := bcrypt.GenerateFromPassword(password, p.bcryptCost)
+		b, err := bcrypt.GenerateFromPassword(password, p.BcryptCost)
 		return string(b), err
 	}
-	return "", fmt.Errorf("hash policy: scheme %q, want argon2id or bcrypt", p.scheme)
+	return "", fmt.Errorf("hash policy: scheme %q, want argon2id or bcrypt", p.Scheme)
 }
 
 // formatArgon2id writes an argon2id hash in PHC form.
@@ -521,15 +524,15 @@ func formatArgon2id(m, t uint32, p uint8, salt, sum []byte) string {
 // among them), or the policy's scheme with any parameter different, weaker
 // or stronger, as Django's must_update decides. For argon2id the salt and
 // digest lengths count as parameters.
-func (p hashPolicy) needsRehash(h *passwordHash) bool {
-	if h.kind != p.scheme {
+func (p HashPolicy) NeedsRehash(h *Hash) bool {
+	if h.kind != p.Scheme {
 		return true
 	}
 	switch h.kind {
-	case schemeBcrypt:
-		return h.cost != p.bcryptCost
-	case schemeArgon2id:
-		return h.memoryKiB != p.argonMemoryKiB || h.time != p.argonTime || h.threads != p.argonThreads ||
+	case SchemeBcrypt:
+		return h.Cost != p.BcryptCost
+	case SchemeArgon2id:
+		return h.MemoryKiB != p.ArgonMemoryKiB || h.Time != p.ArgonTime || h.Threads != p.ArgonThreads ||
 			len(h.salt) != policyArgon2SaltLen || len(h.digest) != policyArgon2KeyLen
 	}
 	return true
@@ -537,12 +540,12 @@ func (p hashPolicy) needsRehash(h *passwordHash) bool {
 
 // dummy returns a hash of a random secret under the policy: what an unknown
 // user's login is checked against when no stored hash is slower.
-func (p hashPolicy) dummy() (*passwordHash, error) {
-	s, err := p.hash(randomSecret())
+func (p HashPolicy) Dummy() (*Hash, error) {
+	s, err := p.Hash(randomSecret())
 	if err != nil {
 		return nil, err
 	}
-	return parsePasswordHash(s)
+	return ParseHash(s)
 }
 
 // dummyLike returns a hash of a random secret with exactly h's scheme and
@@ -551,48 +554,48 @@ func (p hashPolicy) dummy() (*passwordHash, error) {
 // copy of the slowest hash in the directory. An unusable hash has no cost to
 // copy; for it dummyLike returns defaultHashPolicy's dummy, and a caller with
 // another policy should use that policy's dummy instead.
-func dummyLike(h *passwordHash) (*passwordHash, error) {
+func DummyLike(h *Hash) (*Hash, error) {
 	secret := randomSecret()
 	var s string
 	switch h.kind {
-	case schemeUnusable:
-		return defaultHashPolicy().dummy()
-	case schemeBcrypt, schemeDjangoBcrypt, schemeBcryptSHA256:
-		b, err := bcrypt.GenerateFromPassword(secret, h.cost)
+	case SchemeUnusable:
+		return DefaultHashPolicy().Dummy()
+	case SchemeBcrypt, SchemeDjangoBcrypt, SchemeBcryptSHA256:
+		b, err := bcrypt.GenerateFromPassword(secret, h.Cost)
 		if err != nil {
 			return nil, err
 		}
 		s = string(b)
 		switch h.kind {
-		case schemeDjangoBcrypt:
+		case SchemeDjangoBcrypt:
 			s = "bcrypt$" + s
-		case schemeBcryptSHA256:
+		case SchemeBcryptSHA256:
 			s = "bcrypt_sha256$" + s
 		}
-	case schemeArgon2id, schemeDjangoArgon2:
+	case SchemeArgon2id, SchemeDjangoArgon2:
 		salt := make([]byte, len(h.salt))
 		rand.Read(salt)
-		sum := argon2.IDKey(secret, salt, h.time, h.memoryKiB, h.threads, uint32(len(h.digest)))
-		s = formatArgon2id(h.memoryKiB, h.time, h.threads, salt, sum)
-		if h.kind == schemeDjangoArgon2 {
+		sum := argon2.IDKey(secret, salt, h.Time, h.MemoryKiB, h.Threads, uint32(len(h.digest)))
+		s = formatArgon2id(h.MemoryKiB, h.Time, h.Threads, salt, sum)
+		if h.kind == SchemeDjangoArgon2 {
 			s = "argon2" + s
 		}
-	case schemePBKDF2:
+	case SchemePBKDF2:
 		// Letters and digits, as Django's salts: never '$'.
 		var salt []byte
 		for len(salt) < len(h.salt) {
 			salt = append(salt, rand.Text()...)
 		}
 		salt = salt[:len(h.salt)]
-		sum, err := pbkdf2.Key(sha256.New, string(secret), salt, h.iterations, pbkdf2KeyLen)
+		sum, err := pbkdf2.Key(sha256.New, string(secret), salt, h.Iterations, pbkdf2KeyLen)
 		if err != nil {
 			return nil, err
 		}
-		s = fmt.Sprintf("pbkdf2_sha256$%d$%s$%s", h.iterations, salt, base64.StdEncoding.EncodeToString(sum))
+		s = fmt.Sprintf("pbkdf2_sha256$%d$%s$%s", h.Iterations, salt, base64.StdEncoding.EncodeToString(sum))
 	default:
 		return nil, fmt.Errorf("no dummy for hash scheme %q", h.kind)
 	}
-	return parsePasswordHash(s)
+	return ParseHash(s)
 }
 
 // randomSecret returns a password no one knows: 26 random base32

@@ -1,4 +1,4 @@
-package main
+package connlimit
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 // limitedServer is a real http.Server on 127.0.0.1 behind a connLimiter.
 type limitedServer struct {
 	addr    string
-	lim     *connLimiter
+	lim     *Limiter
 	peak    atomic.Int64  // most connections the limiter counted after any event
 	entered chan struct{} // a /block request has reached its handler
 	release chan struct{} // one value lets one /block request finish
@@ -26,7 +26,7 @@ type limitedServer struct {
 
 func startLimitedServer(t *testing.T, max int) *limitedServer {
 	t.Helper()
-	s := &limitedServer{lim: newConnLimiter(max), entered: make(chan struct{}, 16), release: make(chan struct{})}
+	s := &limitedServer{lim: New(max), entered: make(chan struct{}, 16), release: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /block", func(w http.ResponseWriter, r *http.Request) {
@@ -282,7 +282,7 @@ func TestConnLimitHijackedLeaves(t *testing.T) {
 
 func TestConnLimitListenerClose(t *testing.T) {
 	// Serve returns once its listener is closed, also while Accept waits for room.
-	lim := newConnLimiter(1)
+	lim := New(1)
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -314,7 +314,7 @@ func TestConnLimitListenerClose(t *testing.T) {
 }
 
 func TestDefaultMaxConns(t *testing.T) {
-	n := defaultMaxConns()
+	n := DefaultMax()
 	if n < 1 {
 		t.Fatalf("defaultMaxConns() = %d; want positive", n)
 	}

@@ -1,4 +1,4 @@
-package main
+package password
 
 import (
 	"runtime"
@@ -11,16 +11,16 @@ import (
 
 func TestHasherPoolVerifies(t *testing.T) {
 	raw, _ := bcrypt.GenerateFromPassword([]byte("right"), bcrypt.MinCost)
-	hash, err := parsePasswordHash(string(raw))
+	hash, err := ParseHash(string(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	exe := testBinary(t)
-	for _, p := range []*hasherPool{newHasherPool(2, exe, discardLog), newHasherPool(1, "", discardLog), nil} {
-		if !p.verify(hash, []byte("right")) {
+	for _, p := range []*Pool{NewPool(2, exe, discardLog), NewPool(1, "", discardLog), nil} {
+		if !p.Verify(hash, []byte("right")) {
 			t.Errorf("verify(right) = false; want true")
 		}
-		if p.verify(hash, []byte("wrong")) {
+		if p.Verify(hash, []byte("wrong")) {
 			t.Errorf("verify(wrong) = true; want a mismatch")
 		}
 		if p != nil {
@@ -57,13 +57,13 @@ func TestLowerThreadPriority(t *testing.T) {
 // TestHasherPoolCloseDoesNotWait: shutdown must not wait for a password
 // check, which at the highest accepted cost holds a thread for seconds.
 func TestHasherPoolCloseDoesNotWait(t *testing.T) {
-	p := newHasherPool(1, testBinary(t), discardLog)
+	p := NewPool(1, testBinary(t), discardLog)
 	// testHash's salt and digest at cost 16: about 4 s to find it wrong.
-	slowHash, err := parsePasswordHash("$2a$16" + testHash[6:])
+	slowHash, err := ParseHash("$2a$16" + testHash[6:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast, err := parsePasswordHash(testHash)
+	fast, err := ParseHash(testHash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestHasherPoolCloseDoesNotWait(t *testing.T) {
 
 	// A second compare waits for the busy worker.
 	queued := make(chan bool, 1)
-	go func() { queued <- p.verify(fast, []byte("pw")) }()
+	go func() { queued <- p.Verify(fast, []byte("pw")) }()
 
 	closed := make(chan struct{})
 	go func() {
@@ -103,7 +103,7 @@ func TestHasherPoolCloseDoesNotWait(t *testing.T) {
 		t.Errorf("verify queued behind the busy worker still blocked a minute after Close; want an error at once")
 	}
 	after := make(chan bool, 1)
-	go func() { after <- p.verify(fast, []byte("pw")) }()
+	go func() { after <- p.Verify(fast, []byte("pw")) }()
 	select {
 	case ok := <-after:
 		if ok {
@@ -113,6 +113,3 @@ func TestHasherPoolCloseDoesNotWait(t *testing.T) {
 		t.Errorf("verify after Close still blocked after a minute; want an error at once")
 	}
 }
-
-// verifyHere checks a password on the caller's goroutine, as a nil pool does.
-var verifyHere = (*hasherPool)(nil).verify

@@ -1,4 +1,4 @@
-package main
+package connlimit
 
 import (
 	"math"
@@ -17,7 +17,7 @@ const (
 // RLIMIT_NOFILE. Go raises the soft limit to just below the hard one at
 // startup (Go 1.19+, package syscall; on Linux and macOS), so this is sized
 // from the raised soft limit and need not raise it.
-func defaultMaxConns() int {
+func DefaultMax() int {
 	soft, ok := nofileLimit()
 	if !ok {
 		soft = 1024 // the usual soft limit where there is none to read
@@ -52,7 +52,7 @@ func maxConnsFor(soft uint64) int {
 // Use both Listener and ConnState on the same http.Server. A closed idle
 // connection may race a request its client has just sent; the client sees the
 // connection closed, as when IdleTimeout or Shutdown closes it.
-type connLimiter struct {
+type Limiter struct {
 	max int
 
 	mu      sync.Mutex              // guards conns, idle, waiting and every limitedListener's closed
@@ -73,18 +73,18 @@ type connEntry struct {
 
 // newConnLimiter returns a limiter of max open connections; max must be at
 // least 1.
-func newConnLimiter(max int) *connLimiter {
+func New(max int) *Limiter {
 	if max < 1 {
 		panic("newConnLimiter: max must be at least 1")
 	}
-	l := &connLimiter{max: max, conns: make(map[net.Conn]*connEntry)}
+	l := &Limiter{max: max, conns: make(map[net.Conn]*connEntry)}
 	l.idle.prev, l.idle.next = &l.idle, &l.idle
 	l.room = sync.NewCond(&l.mu)
 	return l
 }
 
 // goIdle links e at the back of the idle ring. The caller holds l.mu.
-func (l *connLimiter) goIdle(e *connEntry) {
+func (l *Limiter) goIdle(e *connEntry) {
 	if e.next != nil {
 		return
 	}
@@ -95,7 +95,7 @@ func (l *connLimiter) goIdle(e *connEntry) {
 }
 
 // goActive unlinks e from the idle ring. The caller holds l.mu.
-func (l *connLimiter) goActive(e *connEntry) {
+func (l *Limiter) goActive(e *connEntry) {
 	if e.next == nil {
 		return
 	}
@@ -105,20 +105,20 @@ func (l *connLimiter) goActive(e *connEntry) {
 }
 
 // wake tells a waiting Accept that there may be room. The caller holds l.mu.
-func (l *connLimiter) wake() {
+func (l *Limiter) wake() {
 	if l.waiting > 0 {
 		l.room.Broadcast()
 	}
 }
 
 // Listener returns inner with Accept limited by l.
-func (l *connLimiter) Listener(inner net.Listener) net.Listener {
+func (l *Limiter) Listener(inner net.Listener) net.Listener {
 	return &limitedListener{Listener: inner, lim: l}
 }
 
 // ConnState tracks which connections are idle; set it as the
 // http.Server's ConnState.
-func (l *connLimiter) ConnState(c net.Conn, s http.ConnState) {
+func (l *Limiter) ConnState(c net.Conn, s http.ConnState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.conns[c]
@@ -140,7 +140,7 @@ func (l *connLimiter) ConnState(c net.Conn, s http.ConnState) {
 }
 
 // open returns the number of open connections l counts.
-func (l *connLimiter) open() int {
+func (l *Limiter) open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.conns)
@@ -149,7 +149,7 @@ func (l *connLimiter) open() int {
 // add counts c as open, first closing the longest-idle connection if c would
 // exceed the limit. If none is idle, it waits for one to go idle or close. It
 // returns net.ErrClosed if ln is closed meanwhile.
-func (l *connLimiter) add(ln *limitedListener, c net.Conn) error {
+func (l *Limiter) add(ln *limitedListener, c net.Conn) error {
 	l.mu.Lock()
 	for !ln.closed && len(l.conns) >= l.max && l.nIdle == 0 {
 		l.waiting++
@@ -178,7 +178,7 @@ func (l *connLimiter) add(ln *limitedListener, c net.Conn) error {
 // limitedListener is a net.Listener whose Accept is limited by lim.
 type limitedListener struct {
 	net.Listener
-	lim    *connLimiter
+	lim    *Limiter
 	closed bool // guarded by lim.mu
 }
 

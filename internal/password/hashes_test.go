@@ -1,4 +1,4 @@
-package main
+package password
 
 import (
 	"encoding/json"
@@ -13,8 +13,8 @@ import (
 
 // The Django fixture lives beside the repository (README: Where things are).
 const (
-	djangoDumpPath = "testdata/django/dumpdata.json"
-	djangoSpecPath = "testdata/django/spec.json"
+	djangoDumpPath = "../../testdata/django/dumpdata.json"
+	djangoSpecPath = "../../testdata/django/spec.json"
 )
 
 // Vectors made by Django 3.2.25 itself (python3-django, python3-bcrypt
@@ -44,13 +44,13 @@ const (
 )
 
 // phTestPolicy hashes fast: argon2id at 64 KiB, bcrypt at cost 4.
-func phTestPolicy(scheme string) hashPolicy {
-	return hashPolicy{scheme: scheme, bcryptCost: 4, argonMemoryKiB: 64, argonTime: 1, argonThreads: 2}
+func phTestPolicy(scheme string) HashPolicy {
+	return HashPolicy{Scheme: scheme, BcryptCost: 4, ArgonMemoryKiB: 64, ArgonTime: 1, ArgonThreads: 2}
 }
 
-func mustParseHash(t testing.TB, s string) *passwordHash {
+func mustParseHash(t testing.TB, s string) *Hash {
 	t.Helper()
-	h, err := parsePasswordHash(s)
+	h, err := ParseHash(s)
 	if err != nil {
 		t.Fatalf("parsePasswordHash(%.20q…): %v", s, err)
 	}
@@ -93,8 +93,8 @@ func TestPasswordHashDjangoFixture(t *testing.T) {
 		}
 	}
 	wantScheme := map[string]string{
-		"pbkdf2_sha256": schemePBKDF2, "argon2": schemeDjangoArgon2,
-		"bcrypt_sha256": schemeBcryptSHA256, "bcrypt": schemeDjangoBcrypt,
+		"pbkdf2_sha256": SchemePBKDF2, "argon2": SchemeDjangoArgon2,
+		"bcrypt_sha256": SchemeBcryptSHA256, "bcrypt": SchemeDjangoBcrypt,
 	}
 	seen := map[string]bool{}
 	for _, u := range spec.Users {
@@ -103,13 +103,13 @@ func TestPasswordHashDjangoFixture(t *testing.T) {
 			t.Fatalf("%s: not in the dump", u.Username)
 		}
 		h := mustParseHash(t, encoded)
-		seen[h.scheme()] = true
+		seen[h.Scheme()] = true
 		if u.Password == nil {
-			if h.usable() || h.scheme() != schemeUnusable {
-				t.Errorf("%s: scheme %s, usable %v; want unusable", u.Username, h.scheme(), h.usable())
+			if h.Usable() || h.Scheme() != SchemeUnusable {
+				t.Errorf("%s: scheme %s, usable %v; want unusable", u.Username, h.Scheme(), h.Usable())
 			}
 			for _, pw := range []string{"", "!", encoded, encoded[1:]} {
-				if h.verify([]byte(pw)) {
+				if h.Verify([]byte(pw)) {
 					t.Errorf("%s: the unusable password matched %q", u.Username, pw)
 				}
 			}
@@ -117,26 +117,26 @@ func TestPasswordHashDjangoFixture(t *testing.T) {
 		}
 		t.Run(u.Username, func(t *testing.T) {
 			t.Parallel()
-			if got, want := h.scheme(), wantScheme[*u.Hasher]; got != want {
+			if got, want := h.Scheme(), wantScheme[*u.Hasher]; got != want {
 				t.Errorf("scheme %s, want %s", got, want)
 			}
-			if !h.usable() {
+			if !h.Usable() {
 				t.Error("not usable")
 			}
 			pw := *u.Password
-			if !h.verify([]byte(pw)) {
+			if !h.Verify([]byte(pw)) {
 				t.Errorf("%q does not match", pw)
 			}
 			// One wrong password each: a check at Django's costs takes up to
 			// a third of a second, several times that under -race.
 			for _, wrong := range []string{pw + "x"} {
-				if h.verify([]byte(wrong)) {
+				if h.Verify([]byte(wrong)) {
 					t.Errorf("wrong password %q matches", wrong)
 				}
 			}
 		})
 	}
-	for _, s := range []string{schemePBKDF2, schemeDjangoArgon2, schemeBcryptSHA256, schemeDjangoBcrypt, schemeUnusable} {
+	for _, s := range []string{SchemePBKDF2, SchemeDjangoArgon2, SchemeBcryptSHA256, SchemeDjangoBcrypt, SchemeUnusable} {
 		if !seen[s] {
 			t.Errorf("the fixture has no %s hash", s)
 		}
@@ -151,27 +151,27 @@ func TestPasswordHashDjangoVectors(t *testing.T) {
 		hash, scheme string
 		match, miss  []string
 	}{
-		{djangoBcrypt72, schemeDjangoBcrypt, []string{p72, p72 + "x", p72 + strings.Repeat("y", 100)}, []string{p72[:71], p72[:71] + "\x00", "p\x00" + p72}},
-		{djangoBcryptSHA256Long, schemeBcryptSHA256, []string{strings.Repeat("ł", 50)}, []string{strings.Repeat("ł", 36), strings.Repeat("ł", 51)}},
-		{djangoPBKDF2Small, schemePBKDF2, []string{"contraseña"}, []string{"contrasena", "contraseña "}},
-		{djangoArgon2Small, schemeDjangoArgon2, []string{"grâce"}, []string{"grace"}},
-		{phcArgon2Small, schemeArgon2id, []string{"phc-password"}, []string{"phc-passwor"}},
-		{bcryptSalty, schemeBcrypt, []string{"salty"}, []string{"Salty"}},
-		{strings.Replace(bcryptSalty, "$2b$", "$2y$", 1), schemeBcrypt, []string{"salty"}, nil},
-		{strings.Replace(bcryptSalty, "$2b$", "$2a$", 1), schemeBcrypt, []string{"salty"}, nil},
-		{"bcrypt$" + strings.Replace(bcryptSalty, "$2b$", "$2y$", 1), schemeDjangoBcrypt, []string{"salty"}, nil},
+		{djangoBcrypt72, SchemeDjangoBcrypt, []string{p72, p72 + "x", p72 + strings.Repeat("y", 100)}, []string{p72[:71], p72[:71] + "\x00", "p\x00" + p72}},
+		{djangoBcryptSHA256Long, SchemeBcryptSHA256, []string{strings.Repeat("ł", 50)}, []string{strings.Repeat("ł", 36), strings.Repeat("ł", 51)}},
+		{djangoPBKDF2Small, SchemePBKDF2, []string{"contraseña"}, []string{"contrasena", "contraseña "}},
+		{djangoArgon2Small, SchemeDjangoArgon2, []string{"grâce"}, []string{"grace"}},
+		{phcArgon2Small, SchemeArgon2id, []string{"phc-password"}, []string{"phc-passwor"}},
+		{bcryptSalty, SchemeBcrypt, []string{"salty"}, []string{"Salty"}},
+		{strings.Replace(bcryptSalty, "$2b$", "$2y$", 1), SchemeBcrypt, []string{"salty"}, nil},
+		{strings.Replace(bcryptSalty, "$2b$", "$2a$", 1), SchemeBcrypt, []string{"salty"}, nil},
+		{"bcrypt$" + strings.Replace(bcryptSalty, "$2b$", "$2y$", 1), SchemeDjangoBcrypt, []string{"salty"}, nil},
 	} {
 		h := mustParseHash(t, tt.hash)
-		if h.scheme() != tt.scheme {
-			t.Errorf("%.24s…: scheme %s, want %s", tt.hash, h.scheme(), tt.scheme)
+		if h.Scheme() != tt.scheme {
+			t.Errorf("%.24s…: scheme %s, want %s", tt.hash, h.Scheme(), tt.scheme)
 		}
 		for _, pw := range tt.match {
-			if !h.verify([]byte(pw)) {
+			if !h.Verify([]byte(pw)) {
 				t.Errorf("%.24s…: %.20q… does not match", tt.hash, pw)
 			}
 		}
 		for _, pw := range tt.miss {
-			if h.verify([]byte(pw)) {
+			if h.Verify([]byte(pw)) {
 				t.Errorf("%.24s…: %.20q… matches", tt.hash, pw)
 			}
 		}
@@ -185,61 +185,61 @@ func TestPasswordHashNonCanonicalBcrypt(t *testing.T) {
 		t.Logf("x/crypto no longer accepts a non-canonical salt: %v", err)
 	}
 	for _, s := range []string{bcryptSaltyNonCanonical, "bcrypt$" + bcryptSaltyNonCanonical, "bcrypt_sha256$" + bcryptSaltyNonCanonical} {
-		if _, err := parsePasswordHash(s); err == nil || !strings.Contains(err.Error(), "malformed salt") {
+		if _, err := ParseHash(s); err == nil || !strings.Contains(err.Error(), "malformed salt") {
 			t.Errorf("%.20s…: error %v, want malformed salt", s, err)
 		}
 	}
 }
 
 func TestHashPolicyRoundTrip(t *testing.T) {
-	for _, scheme := range []string{schemeArgon2id, schemeBcrypt} {
+	for _, scheme := range []string{SchemeArgon2id, SchemeBcrypt} {
 		p := phTestPolicy(scheme)
 		for _, pw := range []string{"correct horse battery staple", "ünïcødé パスワード", strings.Repeat("z", 72), "a\x00b"} {
-			s, err := p.hash([]byte(pw))
+			s, err := p.Hash([]byte(pw))
 			if err != nil {
 				t.Fatalf("%s: hash: %v", scheme, err)
 			}
 			h := mustParseHash(t, s)
-			if h.scheme() != scheme || !h.usable() {
-				t.Errorf("%s: parsed as %s", scheme, h.scheme())
+			if h.Scheme() != scheme || !h.Usable() {
+				t.Errorf("%s: parsed as %s", scheme, h.Scheme())
 			}
-			if !h.verify([]byte(pw)) {
+			if !h.Verify([]byte(pw)) {
 				t.Errorf("%s: %q does not match its own hash", scheme, pw)
 			}
-			if h.verify([]byte(pw+"!")) || h.verify([]byte(strings.TrimSuffix(pw, pw[len(pw)-1:]))) {
+			if h.Verify([]byte(pw+"!")) || h.Verify([]byte(strings.TrimSuffix(pw, pw[len(pw)-1:]))) {
 				t.Errorf("%s: a wrong password matches %q's hash", scheme, pw)
 			}
-			if p.needsRehash(h) {
+			if p.NeedsRehash(h) {
 				t.Errorf("%s: a fresh hash needs a rehash under its own policy", scheme)
 			}
 		}
 	}
-	if _, err := phTestPolicy(schemeArgon2id).hash([]byte(strings.Repeat("z", 1024))); err != nil {
+	if _, err := phTestPolicy(SchemeArgon2id).Hash([]byte(strings.Repeat("z", 1024))); err != nil {
 		t.Errorf("argon2id refused a 1024-byte password: %v", err)
 	}
-	if _, err := phTestPolicy(schemeBcrypt).hash([]byte(strings.Repeat("z", 73))); err == nil || !strings.Contains(err.Error(), "72") {
+	if _, err := phTestPolicy(SchemeBcrypt).Hash([]byte(strings.Repeat("z", 73))); err == nil || !strings.Contains(err.Error(), "72") {
 		t.Errorf("bcrypt hashed a 73-byte password: %v", err)
 	}
-	for _, p := range []hashPolicy{
-		{scheme: "sha1"},
-		{scheme: schemeBcrypt, bcryptCost: 17},
-		{scheme: schemeBcrypt, bcryptCost: 3},
-		{scheme: schemeArgon2id, argonMemoryKiB: 15, argonTime: 1, argonThreads: 2},
-		{scheme: schemeArgon2id, argonMemoryKiB: 64, argonTime: 0, argonThreads: 1},
-		{scheme: schemeArgon2id, argonMemoryKiB: 64, argonTime: 1, argonThreads: 0},
+	for _, p := range []HashPolicy{
+		{Scheme: "sha1"},
+		{Scheme: SchemeBcrypt, BcryptCost: 17},
+		{Scheme: SchemeBcrypt, BcryptCost: 3},
+		{Scheme: SchemeArgon2id, ArgonMemoryKiB: 15, ArgonTime: 1, ArgonThreads: 2},
+		{Scheme: SchemeArgon2id, ArgonMemoryKiB: 64, ArgonTime: 0, ArgonThreads: 1},
+		{Scheme: SchemeArgon2id, ArgonMemoryKiB: 64, ArgonTime: 1, ArgonThreads: 0},
 	} {
-		if s, err := p.hash([]byte("pw")); err == nil {
+		if s, err := p.Hash([]byte("pw")); err == nil {
 			t.Errorf("%+v: made %q, want an error", p, s)
 		}
 	}
 }
 
 func TestDefaultHashPolicy(t *testing.T) {
-	p := defaultHashPolicy()
-	if p.scheme != schemeArgon2id || p.bcryptCost != 12 {
+	p := DefaultHashPolicy()
+	if p.Scheme != SchemeArgon2id || p.BcryptCost != 12 {
 		t.Errorf("default policy %+v", p)
 	}
-	s, err := p.hash([]byte("a default password"))
+	s, err := p.Hash([]byte("a default password"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestDefaultHashPolicy(t *testing.T) {
 		t.Errorf("default hash %q, want $argon2id$v=19$m=19456,t=2,p=1$…", s)
 	}
 	h := mustParseHash(t, s)
-	if !h.verify([]byte("a default password")) || h.verify([]byte("a default password.")) || p.needsRehash(h) {
+	if !h.Verify([]byte("a default password")) || h.Verify([]byte("a default password.")) || p.NeedsRehash(h) {
 		t.Errorf("default hash %q does not round-trip", s)
 	}
 	if len(h.salt) != 16 || len(h.digest) != 32 {
@@ -256,8 +256,8 @@ func TestDefaultHashPolicy(t *testing.T) {
 }
 
 func TestHashPolicyNeedsRehash(t *testing.T) {
-	bcryptPolicy := hashPolicy{scheme: schemeBcrypt, bcryptCost: 12}
-	argonPolicy := hashPolicy{scheme: schemeArgon2id, argonMemoryKiB: 256, argonTime: 1, argonThreads: 2}
+	bcryptPolicy := HashPolicy{Scheme: SchemeBcrypt, BcryptCost: 12}
+	argonPolicy := HashPolicy{Scheme: SchemeArgon2id, ArgonMemoryKiB: 256, ArgonTime: 1, ArgonThreads: 2}
 	argonHash := func(m, t, p uint32) string {
 		return formatArgon2id(m, t, uint8(p), make([]byte, 16), make([]byte, 32))
 	}
@@ -265,7 +265,7 @@ func TestHashPolicyNeedsRehash(t *testing.T) {
 	bcrypt12 := strings.Replace(bcryptSalty, "$04$", "$12$", 1)
 	for _, tt := range []struct {
 		name   string
-		policy hashPolicy
+		policy HashPolicy
 		hash   string
 		want   bool
 	}{
@@ -291,7 +291,7 @@ func TestHashPolicyNeedsRehash(t *testing.T) {
 		{"Django pbkdf2 under bcrypt", bcryptPolicy, djangoPBKDF2Small, true},
 		{"unusable", argonPolicy, "!x", true},
 	} {
-		if got := tt.policy.needsRehash(mustParseHash(t, tt.hash)); got != tt.want {
+		if got := tt.policy.NeedsRehash(mustParseHash(t, tt.hash)); got != tt.want {
 			t.Errorf("%s: needsRehash %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -360,7 +360,7 @@ func TestParsePasswordHashRefusals(t *testing.T) {
 		{"scrypt$16384$salt$8$1$x", "Django scrypt"},
 		{"$6$salt$x", "sha512-crypt"},
 	} {
-		_, err := parsePasswordHash(tt.hash)
+		_, err := ParseHash(tt.hash)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: error %v, want %q", tt.hash, err, tt.want)
 			continue
@@ -379,11 +379,11 @@ func TestParsePasswordHashRefusals(t *testing.T) {
 func TestPasswordHashUnusable(t *testing.T) {
 	for _, s := range []string{"", "!", "!pPJvZJQDbV6DdaLlglhCaQuEkhrsojTNaKKYDn0l", "!" + bcryptSalty} {
 		h := mustParseHash(t, s)
-		if h.usable() || h.scheme() != schemeUnusable || h.work() != 0 {
-			t.Errorf("%q: usable %v, scheme %s, work %v", s, h.usable(), h.scheme(), h.work())
+		if h.Usable() || h.Scheme() != SchemeUnusable || h.Work() != 0 {
+			t.Errorf("%q: usable %v, scheme %s, work %v", s, h.Usable(), h.Scheme(), h.Work())
 		}
 		for _, pw := range []string{"", s, "salty", strings.TrimPrefix(s, "!")} {
-			if h.verify([]byte(pw)) {
+			if h.Verify([]byte(pw)) {
 				t.Errorf("%q matches %q", s, pw)
 			}
 		}
@@ -395,7 +395,7 @@ func TestPasswordHashUnusable(t *testing.T) {
 // bcrypt_sha256 has no limit.
 func TestPasswordHashBcrypt72(t *testing.T) {
 	p72 := strings.Repeat("p", 72)
-	s, err := phTestPolicy(schemeBcrypt).hash([]byte(p72))
+	s, err := phTestPolicy(SchemeBcrypt).Hash([]byte(p72))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,28 +403,28 @@ func TestPasswordHashBcrypt72(t *testing.T) {
 		t.Log("x/crypto no longer matches a 73-byte password against its first 72 bytes")
 	}
 	h := mustParseHash(t, s)
-	if !h.verify([]byte(p72)) {
+	if !h.Verify([]byte(p72)) {
 		t.Error("72 × p does not match its own hash")
 	}
-	if h.verify([]byte(p72 + "x")) {
+	if h.Verify([]byte(p72 + "x")) {
 		t.Error("72 × p + x matches the hash of 72 × p")
 	}
 	long := strings.Repeat("ł", 50)
 	h = mustParseHash(t, djangoBcryptSHA256Long)
-	if !h.verify([]byte(long)) || h.verify([]byte(long[:72])) {
+	if !h.Verify([]byte(long)) || h.Verify([]byte(long[:72])) {
 		t.Error("bcrypt_sha256 does not tell a 100-byte password from its first 72 bytes")
 	}
-	dummy, err := dummyLike(h)
+	dummy, err := DummyLike(h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dummy.verify([]byte(long)) {
+	if dummy.Verify([]byte(long)) {
 		t.Error("a dummy matches")
 	}
 }
 
 func TestPasswordHashWork(t *testing.T) {
-	work := func(s string) float64 { return mustParseHash(t, s).work() }
+	work := func(s string) float64 { return mustParseHash(t, s).Work() }
 	cost := func(c string) string { return strings.Replace(bcryptSalty, "$04$", "$"+c+"$", 1) }
 	argon := func(m uint32) string { return formatArgon2id(m, 2, 1, make([]byte, 16), make([]byte, 32)) }
 	for _, tt := range []struct{ slower, faster string }{
@@ -468,33 +468,33 @@ func TestDummyLike(t *testing.T) {
 		"pbkdf2_sha256$1000$" + strings.Repeat("s", 100) + "$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=",
 	} {
 		h := mustParseHash(t, s)
-		d, err := dummyLike(h)
+		d, err := DummyLike(h)
 		if err != nil {
 			t.Fatalf("%.24s…: %v", s, err)
 		}
-		if d.scheme() != h.scheme() || d.cost != h.cost || d.memoryKiB != h.memoryKiB || d.time != h.time ||
-			d.threads != h.threads || d.iterations != h.iterations || len(d.salt) != len(h.salt) ||
-			len(d.digest) != len(h.digest) || d.work() != h.work() {
+		if d.Scheme() != h.Scheme() || d.Cost != h.Cost || d.MemoryKiB != h.MemoryKiB || d.Time != h.Time ||
+			d.Threads != h.Threads || d.Iterations != h.Iterations || len(d.salt) != len(h.salt) ||
+			len(d.digest) != len(h.digest) || d.Work() != h.Work() {
 			t.Errorf("%.24s…: dummy %+v unlike %+v", s, d, h)
 		}
 		if slices.Equal(d.salt, h.salt) && (h.bcrypt == nil || string(d.bcrypt[7:29]) == string(h.bcrypt[7:29])) {
 			t.Errorf("%.24s…: dummy reuses the salt", s)
 		}
 		for _, pw := range []string{"", "salty", "grâce", "contraseña", "phc-password"} {
-			if d.verify([]byte(pw)) {
+			if d.Verify([]byte(pw)) {
 				t.Errorf("%.24s…: dummy matches %q", s, pw)
 			}
 		}
 	}
-	d, err := dummyLike(mustParseHash(t, "!"))
+	d, err := DummyLike(mustParseHash(t, "!"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if defaultHashPolicy().needsRehash(d) {
+	if DefaultHashPolicy().NeedsRehash(d) {
 		t.Errorf("dummy for an unusable hash is %+v, not the default policy's", d)
 	}
-	d, err = phTestPolicy(schemeBcrypt).dummy()
-	if err != nil || d.scheme() != schemeBcrypt || d.cost != 4 {
+	d, err = phTestPolicy(SchemeBcrypt).Dummy()
+	if err != nil || d.Scheme() != SchemeBcrypt || d.Cost != 4 {
 		t.Errorf("bcrypt policy dummy %+v, %v", d, err)
 	}
 }
@@ -512,20 +512,20 @@ func FuzzParsePasswordHash(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	schemes := []string{schemeBcrypt, schemeArgon2id, schemePBKDF2, schemeDjangoArgon2, schemeBcryptSHA256, schemeDjangoBcrypt, schemeUnusable}
+	schemes := []string{SchemeBcrypt, SchemeArgon2id, SchemePBKDF2, SchemeDjangoArgon2, SchemeBcryptSHA256, SchemeDjangoBcrypt, SchemeUnusable}
 	f.Fuzz(func(t *testing.T, s string) {
-		h, err := parsePasswordHash(s)
+		h, err := ParseHash(s)
 		if err != nil {
 			if h != nil {
 				t.Fatalf("%q: a hash and an error", s)
 			}
 			return
 		}
-		if !slices.Contains(schemes, h.scheme()) {
-			t.Fatalf("%q: scheme %q", s, h.scheme())
+		if !slices.Contains(schemes, h.Scheme()) {
+			t.Fatalf("%q: scheme %q", s, h.Scheme())
 		}
-		if h.usable() != (h.scheme() != schemeUnusable) {
-			t.Fatalf("%q: usable %v for %s", s, h.usable(), h.scheme())
+		if h.Usable() != (h.Scheme() != SchemeUnusable) {
+			t.Fatalf("%q: usable %v for %s", s, h.Usable(), h.Scheme())
 		}
 		// What loads is written exactly as its origin writes it: Django
 		// compares whole strings, and argon2's decoder is as strict.
@@ -534,7 +534,7 @@ func FuzzParsePasswordHash(f *testing.F) {
 		}
 		// At most bcrypt at maxBcryptCost (3.7 s), or argon2 at its
 		// maxima on one lane (3.4 s).
-		if w := h.work(); !(w >= 0 && w <= 4) {
+		if w := h.Work(); !(w >= 0 && w <= 4) {
 			t.Fatalf("%q: work %v", s, w)
 		}
 	})
@@ -542,20 +542,20 @@ func FuzzParsePasswordHash(f *testing.F) {
 
 // phEncode writes h as its origin would; false for an unusable hash, whose
 // text is not kept.
-func phEncode(h *passwordHash) (string, bool) {
+func phEncode(h *Hash) (string, bool) {
 	switch h.kind {
-	case schemeBcrypt:
+	case SchemeBcrypt:
 		return string(h.bcrypt), true
-	case schemeDjangoBcrypt:
+	case SchemeDjangoBcrypt:
 		return "bcrypt$" + string(h.bcrypt), true
-	case schemeBcryptSHA256:
+	case SchemeBcryptSHA256:
 		return "bcrypt_sha256$" + string(h.bcrypt), true
-	case schemeArgon2id:
-		return formatArgon2id(h.memoryKiB, h.time, h.threads, h.salt, h.digest), true
-	case schemeDjangoArgon2:
-		return "argon2" + formatArgon2id(h.memoryKiB, h.time, h.threads, h.salt, h.digest), true
-	case schemePBKDF2:
-		return fmt.Sprintf("pbkdf2_sha256$%d$%s$%s", h.iterations, h.salt, h.digest), true
+	case SchemeArgon2id:
+		return formatArgon2id(h.MemoryKiB, h.Time, h.Threads, h.salt, h.digest), true
+	case SchemeDjangoArgon2:
+		return "argon2" + formatArgon2id(h.MemoryKiB, h.Time, h.Threads, h.salt, h.digest), true
+	case SchemePBKDF2:
+		return fmt.Sprintf("pbkdf2_sha256$%d$%s$%s", h.Iterations, h.salt, h.digest), true
 	}
 	return "", false
 }
@@ -563,11 +563,11 @@ func phEncode(h *passwordHash) (string, bool) {
 // BenchmarkVerify times one verify per scheme at the Django fixture's
 // parameters, and at our policy's defaults.
 func BenchmarkVerify(b *testing.B) {
-	bcrypt12, err := hashPolicy{scheme: schemeBcrypt, bcryptCost: 12}.hash([]byte("x"))
+	bcrypt12, err := HashPolicy{Scheme: SchemeBcrypt, BcryptCost: 12}.Hash([]byte("x"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	owasp, err := defaultHashPolicy().hash([]byte("x"))
+	owasp, err := DefaultHashPolicy().Hash([]byte("x"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -582,9 +582,9 @@ func BenchmarkVerify(b *testing.B) {
 		h := mustParseHash(b, bm.hash)
 		b.Run(bm.name, func(b *testing.B) {
 			for b.Loop() {
-				h.verify([]byte("not the password"))
+				h.Verify([]byte("not the password"))
 			}
-			b.ReportMetric(h.work()*1e3, "est-ms/op")
+			b.ReportMetric(h.Work()*1e3, "est-ms/op")
 		})
 	}
 }

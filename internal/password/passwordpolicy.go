@@ -1,4 +1,4 @@
-package main
+package password
 
 // The policy for every password that is set (API.md "Passwords"): length,
 // not the username, not a common password, and no composition rules, as
@@ -33,40 +33,40 @@ import (
 
 // maxPasswordLen is API.md's longest password, in bytes: longer ones are
 // refused before any hash sees them.
-const maxPasswordLen = 1024
+const MaxLen = 1024
 
 // defaultPasswordMinLength is --password-min-length's default, in code
 // points.
-const defaultPasswordMinLength = 12
+const DefaultMinLength = 12
 
 // A passwordPolicy decides whether a password may be set.
-type passwordPolicy struct {
-	minLength int // code points; below 1 counts as 1, so "" is never allowed
+type Policy struct {
+	MinLength int // code points; below 1 counts as 1, so "" is never allowed
 }
 
 // A weakPasswordError is a password the policy refused: a one-line reason
 // naming the rule, for the CLI's message and the weak_password reply. It
 // never quotes the password.
-type weakPasswordError struct{ reason string }
+type WeakError struct{ Reason string }
 
-func (e *weakPasswordError) Error() string { return e.reason }
+func (e *WeakError) Error() string { return e.Reason }
 
 func weakPassword(format string, args ...any) error {
-	return &weakPasswordError{reason: fmt.Sprintf(format, args...)}
+	return &WeakError{Reason: fmt.Sprintf(format, args...)}
 }
 
 // check returns nil if password may be set for username, or a
 // *weakPasswordError naming the first rule it breaks.
-func (p passwordPolicy) check(username, password string) error {
+func (p Policy) Check(username, password string) error {
 	// Validity first: a code point count of bytes that are not UTF-8 means
 	// nothing, and such bytes could not round-trip through the JSON API.
 	if !utf8.ValidString(password) {
 		return weakPassword("password is not valid UTF-8")
 	}
-	if len(password) > maxPasswordLen {
-		return weakPassword("password is longer than %d bytes", maxPasswordLen)
+	if len(password) > MaxLen {
+		return weakPassword("password is longer than %d bytes", MaxLen)
 	}
-	minLength := max(p.minLength, 1)
+	minLength := max(p.MinLength, 1)
 	if utf8.RuneCountInString(password) < minLength {
 		return weakPassword("password is shorter than %d characters", minLength)
 	}

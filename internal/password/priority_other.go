@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package password
 
 // lowerThreadPriority is a no-op where threads have no priority of their own.
 func lowerThreadPriority() {}

@@ -1,4 +1,4 @@
-package main
+package password
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ import (
 // to 20% with p99 near 50 ms on Go's scheduler alone). A worker that cannot
 // be started, or dies, is replaced by a check in this process: slower
 // token checks under a flood, never a wrong answer.
-type hasherPool struct {
+type Pool struct {
 	jobs      chan verifyJob // unbuffered: a sent job is being hashed
 	stop      chan struct{}  // closed by Close
 	closeOnce sync.Once      // closes stop once, however often Close is called
@@ -32,22 +32,22 @@ type hasherPool struct {
 }
 
 type verifyJob struct {
-	hash     *passwordHash
+	hash     *Hash
 	password []byte
 	done     chan bool
 }
 
 // newHasherPool starts workers checkers (at least one), each with a worker
 // process of exe started on its first job.
-func newHasherPool(workers int, exe string, log *slog.Logger) *hasherPool {
-	p := &hasherPool{jobs: make(chan verifyJob), stop: make(chan struct{}), exe: exe, log: log, procs: map[*hashProc]bool{}}
+func NewPool(workers int, exe string, log *slog.Logger) *Pool {
+	p := &Pool{jobs: make(chan verifyJob), stop: make(chan struct{}), exe: exe, log: log, procs: map[*hashProc]bool{}}
 	for range max(1, workers) {
 		go p.work()
 	}
 	return p
 }
 
-func (p *hasherPool) work() {
+func (p *Pool) work() {
 	var proc *hashProc
 	defer func() { p.drop(proc) }()
 	for {
@@ -64,7 +64,7 @@ func (p *hasherPool) work() {
 
 // check runs j on proc, starting a worker process when there is none, and
 // returns the answer and the worker to use next.
-func (p *hasherPool) check(proc *hashProc, j verifyJob) (bool, *hashProc) {
+func (p *Pool) check(proc *hashProc, j verifyJob) (bool, *hashProc) {
 	if proc == nil && p.exe != "" {
 		var err error
 		if proc, err = p.start(); err != nil {
@@ -72,7 +72,7 @@ func (p *hasherPool) check(proc *hashProc, j verifyJob) (bool, *hashProc) {
 		}
 	}
 	if proc == nil {
-		return j.hash.verify(j.password), nil
+		return j.hash.Verify(j.password), nil
 	}
 	ok, err := proc.verify(j.hash, j.password)
 	if err != nil {
@@ -83,13 +83,13 @@ func (p *hasherPool) check(proc *hashProc, j verifyJob) (bool, *hashProc) {
 		default:
 		}
 		p.log.Warn("hash worker failed; checking this password in the server's process", "err", err)
-		return j.hash.verify(j.password), nil
+		return j.hash.Verify(j.password), nil
 	}
 	return ok, proc
 }
 
 // start starts a worker process and registers it for Close.
-func (p *hasherPool) start() (*hashProc, error) {
+func (p *Pool) start() (*hashProc, error) {
 	proc, err := startHashProc(p.exe)
 	if err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func (p *hasherPool) start() (*hashProc, error) {
 }
 
 // drop kills proc (nil: nothing) and forgets it.
-func (p *hasherPool) drop(proc *hashProc) {
+func (p *Pool) drop(proc *hashProc) {
 	if proc == nil {
 		return
 	}
@@ -120,9 +120,9 @@ func (p *hasherPool) drop(proc *hashProc) {
 // verify reports whether password matches hash, checked by a worker; a nil
 // pool checks on the caller's goroutine. Once the pool is closed it reports
 // false without waiting for a worker.
-func (p *hasherPool) verify(hash *passwordHash, password []byte) bool {
+func (p *Pool) Verify(hash *Hash, password []byte) bool {
 	if p == nil {
-		return hash.verify(password)
+		return hash.Verify(password)
 	}
 	// Checked first: with a worker still free, the select below could pick
 	// the job over stop.
@@ -148,7 +148,7 @@ func (p *hasherPool) verify(hash *passwordHash, password []byte) bool {
 // Close stops the workers and kills their processes without waiting for
 // the checks they are running: at cost 16 one takes seconds, longer than
 // shutdown's grace.
-func (p *hasherPool) Close() error {
+func (p *Pool) Close() error {
 	p.closeOnce.Do(func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -172,7 +172,7 @@ type hashProc struct {
 // startHashProc starts "exe hash-worker" from a thread at the lowest
 // priority, which the process and every thread it makes inherit.
 func startHashProc(exe string) (*hashProc, error) {
-	cmd := exec.Command(exe, hashWorkerCommand)
+	cmd := exec.Command(exe, WorkerCommand)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -200,7 +200,7 @@ func startHashProc(exe string) (*hashProc, error) {
 }
 
 // verify sends one job and reads its answer.
-func (w *hashProc) verify(h *passwordHash, password []byte) (bool, error) {
+func (w *hashProc) verify(h *Hash, password []byte) (bool, error) {
 	w.frame = appendHashJob(w.frame[:0], h, password)
 	_, err := w.in.Write(w.frame)
 	clear(w.frame)

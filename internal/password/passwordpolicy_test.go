@@ -1,4 +1,4 @@
-package main
+package password
 
 import (
 	"errors"
@@ -7,19 +7,19 @@ import (
 )
 
 func TestPasswordPolicy(t *testing.T) {
-	p := passwordPolicy{minLength: defaultPasswordMinLength}
+	p := Policy{MinLength: DefaultMinLength}
 	tests := []struct {
 		username, password string
 		rule               string // a word the refusal must contain; "" means accepted
 	}{
-		{"alice", "k7#Vq2!mZp9w", ""},                      // 12 random-looking characters
-		{"alice", "correct horse battery staple", ""},      // a passphrase: no composition rules
-		{"alice", strings.Repeat("é", 12), ""},             // 12 code points, 24 bytes
-		{"alice", strings.Repeat("x", maxPasswordLen), ""}, // exactly the byte limit
-		{"alice", "k7#Vq2!mZp9", "12"},                     // 11 characters
-		{"alice", strings.Repeat("é", 11), "12"},           // 22 bytes but 11 code points
+		{"alice", "k7#Vq2!mZp9w", ""},                 // 12 random-looking characters
+		{"alice", "correct horse battery staple", ""}, // a passphrase: no composition rules
+		{"alice", strings.Repeat("é", 12), ""},        // 12 code points, 24 bytes
+		{"alice", strings.Repeat("x", MaxLen), ""},    // exactly the byte limit
+		{"alice", "k7#Vq2!mZp9", "12"},                // 11 characters
+		{"alice", strings.Repeat("é", 11), "12"},      // 22 bytes but 11 code points
 		{"alice", "", "12"},
-		{"alice", strings.Repeat("x", maxPasswordLen+1), "1024"},
+		{"alice", strings.Repeat("x", MaxLen+1), "1024"},
 		{"alice", "valid prefix \xff\xfe then junk", "UTF-8"},
 		{"administrator", "administrator", "username"},
 		{"administrator", "AdMiNiStRaToR", "username"},
@@ -32,7 +32,7 @@ func TestPasswordPolicy(t *testing.T) {
 		{"bob", "Administrator", "common"}, // listed, and not bob's name
 	}
 	for _, tt := range tests {
-		err := p.check(tt.username, tt.password)
+		err := p.Check(tt.username, tt.password)
 		switch {
 		case tt.rule == "" && err != nil:
 			t.Errorf("check(%q, %q) = %v; want nil", tt.username, tt.password, err)
@@ -41,7 +41,7 @@ func TestPasswordPolicy(t *testing.T) {
 		case tt.rule != "" && !strings.Contains(err.Error(), tt.rule):
 			t.Errorf("check(%q, %q) = %v; want a refusal naming %q", tt.username, tt.password, err, tt.rule)
 		}
-		var weak *weakPasswordError
+		var weak *WeakError
 		if err != nil && !errors.As(err, &weak) {
 			t.Errorf("check(%q, %q) = %T; want *weakPasswordError", tt.username, tt.password, err)
 		}
@@ -50,15 +50,15 @@ func TestPasswordPolicy(t *testing.T) {
 
 // The list matters when an operator lowers the minimum, so test it there.
 func TestPasswordPolicyCommon(t *testing.T) {
-	p := passwordPolicy{minLength: 6}
+	p := Policy{MinLength: 6}
 	for _, pw := range []string{"password", "123456", "Password", "PASSWORD", "qwerty123", "michael", "ｐａｓｓｗｏｒｄ"} {
-		err := p.check("alice", pw)
+		err := p.Check("alice", pw)
 		if err == nil || !strings.Contains(err.Error(), "common") {
 			t.Errorf("check(alice, %q) = %v; want a refusal as common", pw, err)
 		}
 	}
 	for _, pw := range []string{"k7#Vq2!m", "zq9!Lw2@"} {
-		if err := p.check("alice", pw); err != nil {
+		if err := p.Check("alice", pw); err != nil {
 			t.Errorf("check(alice, %q) = %v; want nil", pw, err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestPasswordPolicyMinLength(t *testing.T) {
 	} {
 		// Letters the list cannot hold: a long run of one rare letter.
 		pw := strings.Repeat("ж", tt.n)
-		err := passwordPolicy{minLength: tt.min}.check("alice", pw)
+		err := Policy{MinLength: tt.min}.Check("alice", pw)
 		if (err == nil) != tt.ok {
 			t.Errorf("passwordPolicy{%d}.check(alice, %d characters) = %v; want ok %v", tt.min, tt.n, err, tt.ok)
 		}
@@ -102,20 +102,20 @@ func TestCommonPasswordsList(t *testing.T) {
 
 func TestPasswordPolicyNeverQuotesPassword(t *testing.T) {
 	refusals := []struct {
-		p                  passwordPolicy
+		p                  Policy
 		username, password string
 	}{
-		{passwordPolicy{minLength: 12}, "alice", "short pw"},
-		{passwordPolicy{minLength: 12}, "alice", strings.Repeat("secret", 200)},
-		{passwordPolicy{minLength: 12}, "alice", "secret \xff secret"},
-		{passwordPolicy{minLength: 12}, "administrator", "Administrator"},
+		{Policy{MinLength: 12}, "alice", "short pw"},
+		{Policy{MinLength: 12}, "alice", strings.Repeat("secret", 200)},
+		{Policy{MinLength: 12}, "alice", "secret \xff secret"},
+		{Policy{MinLength: 12}, "administrator", "Administrator"},
 		// Not "password" itself: every message says "password", quoting nothing.
-		{passwordPolicy{minLength: 6}, "alice", "iloveyou"},
-		{passwordPolicy{minLength: 6}, "alice", "Dragon"},
-		{passwordPolicy{minLength: 6}, "alice", "qwerty123"},
+		{Policy{MinLength: 6}, "alice", "iloveyou"},
+		{Policy{MinLength: 6}, "alice", "Dragon"},
+		{Policy{MinLength: 6}, "alice", "qwerty123"},
 	}
 	for _, r := range refusals {
-		err := r.p.check(r.username, r.password)
+		err := r.p.Check(r.username, r.password)
 		if err == nil {
 			t.Errorf("check(%q, %q) = nil; want a refusal", r.username, r.password)
 			continue
@@ -131,9 +131,9 @@ func TestPasswordPolicyNeverQuotesPassword(t *testing.T) {
 }
 
 func BenchmarkPasswordPolicy(b *testing.B) {
-	p := passwordPolicy{minLength: defaultPasswordMinLength}
+	p := Policy{MinLength: DefaultMinLength}
 	commonPasswords()
 	for b.Loop() {
-		_ = p.check("alice", "k7#Vq2!mZp9w")
+		_ = p.Check("alice", "k7#Vq2!mZp9w")
 	}
 }

@@ -1,9 +1,10 @@
-package main
+package password
 
 import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,7 +14,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/crypto/bcrypt"
 )
+
+// testHash is bcrypt("pw") at cost 4.
+const testHash = "$2a$04$V8Q8Epg2X6wrj9o4CB/dsOsmSNtQq0PjAZGGWfx2E7GlYRFT2lXVK"
 
 // discardLog is a logger for tests that read no log lines.
 var discardLog = slog.New(slog.DiscardHandler)
@@ -21,8 +27,12 @@ var discardLog = slog.New(slog.DiscardHandler)
 // TestMain lets the test binary be the hasher pool's worker, as the server
 // binary is: the pool starts "os.Executable() hash-worker".
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == hashWorkerCommand {
-		os.Exit(exitStatus(runHashWorker(os.Stdin, os.Stdout), os.Stderr))
+	if len(os.Args) > 1 && os.Args[1] == WorkerCommand {
+		if err := RunWorker(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "hash-worker: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -39,20 +49,20 @@ func testBinary(t *testing.T) string {
 
 // hashesOfEveryScheme returns a hash of "right" in every scheme the users
 // file accepts, but cheap.
-func hashesOfEveryScheme(t *testing.T) map[string]*passwordHash {
+func hashesOfEveryScheme(t *testing.T) map[string]*Hash {
 	t.Helper()
 	texts := map[string]string{
-		schemeBcrypt:       testHash,
-		schemeArgon2id:     policyHash(t, hashPolicy{scheme: schemeArgon2id, argonMemoryKiB: 64, argonTime: 1, argonThreads: 2}, "right"),
-		schemePBKDF2:       djangoPBKDF2Small,
-		schemeDjangoArgon2: "argon2" + policyHash(t, hashPolicy{scheme: schemeArgon2id, argonMemoryKiB: 64, argonTime: 1, argonThreads: 1}, "right"),
-		schemeBcryptSHA256: "bcrypt_sha256$" + mustBcrypt(t, string(djangoSHA256Hex([]byte("right")))),
-		schemeDjangoBcrypt: "bcrypt$" + mustBcrypt(t, "right"),
-		schemeUnusable:     "!unusable",
+		SchemeBcrypt:       testHash,
+		SchemeArgon2id:     policyHash(t, HashPolicy{Scheme: SchemeArgon2id, ArgonMemoryKiB: 64, ArgonTime: 1, ArgonThreads: 2}, "right"),
+		SchemePBKDF2:       djangoPBKDF2Small,
+		SchemeDjangoArgon2: "argon2" + policyHash(t, HashPolicy{Scheme: SchemeArgon2id, ArgonMemoryKiB: 64, ArgonTime: 1, ArgonThreads: 1}, "right"),
+		SchemeBcryptSHA256: "bcrypt_sha256$" + mustBcrypt(t, string(djangoSHA256Hex([]byte("right")))),
+		SchemeDjangoBcrypt: "bcrypt$" + mustBcrypt(t, "right"),
+		SchemeUnusable:     "!unusable",
 	}
-	hashes := map[string]*passwordHash{}
+	hashes := map[string]*Hash{}
 	for scheme, text := range texts {
-		h, err := parsePasswordHash(text)
+		h, err := ParseHash(text)
 		if err != nil {
 			t.Fatalf("parsePasswordHash(%s) = %v", scheme, err)
 		}
@@ -64,9 +74,9 @@ func hashesOfEveryScheme(t *testing.T) map[string]*passwordHash {
 	return hashes
 }
 
-func policyHash(t *testing.T, p hashPolicy, password string) string {
+func policyHash(t *testing.T, p HashPolicy, password string) string {
 	t.Helper()
-	h, err := p.hash([]byte(password))
+	h, err := p.Hash([]byte(password))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +85,11 @@ func policyHash(t *testing.T, p hashPolicy, password string) string {
 
 func mustBcrypt(t *testing.T, password string) string {
 	t.Helper()
-	return mustHash(t, password, 4)
+	h, err := bcrypt.GenerateFromPassword([]byte(password), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(h)
 }
 
 // TestHashJobFrames: what a worker decodes answers as the hash it was made
@@ -95,7 +109,7 @@ func TestHashJobFrames(t *testing.T) {
 			if string(gotPassword) != password {
 				t.Errorf("%s: decoded password = %q; want %q", scheme, gotPassword, password)
 			}
-			if want := h.verify([]byte(password)); got.verify(gotPassword) != want {
+			if want := h.Verify([]byte(password)); got.Verify(gotPassword) != want {
 				t.Errorf("%s: decoded hash verify(%q) = %v; want %v", scheme, password, !want, want)
 			}
 		}
@@ -103,7 +117,7 @@ func TestHashJobFrames(t *testing.T) {
 }
 
 func TestDecodeHashJobRefuses(t *testing.T) {
-	h, err := parsePasswordHash(testHash)
+	h, err := ParseHash(testHash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,14 +125,14 @@ func TestDecodeHashJobRefuses(t *testing.T) {
 	_, size := binary.Uvarint(frame)
 	body := frame[size:]
 	big := *h
-	big.cost = 31
-	argon := hashPolicy{scheme: schemeArgon2id, argonMemoryKiB: 64, argonTime: 1, argonThreads: 1}
-	ah, err := parsePasswordHash(policyHash(t, argon, "pw"))
+	big.Cost = 31
+	argon := HashPolicy{Scheme: SchemeArgon2id, ArgonMemoryKiB: 64, ArgonTime: 1, ArgonThreads: 1}
+	ah, err := ParseHash(policyHash(t, argon, "pw"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	huge := *ah
-	huge.memoryKiB = 1 << 30
+	huge.MemoryKiB = 1 << 30
 	unknown := *h
 	unknown.kind = "md5"
 	for name, b := range map[string][]byte{
@@ -145,7 +159,7 @@ func bodyOf(frame []byte) []byte {
 // job, in order, and a malformed frame ends it with an error that quotes
 // nothing of it.
 func TestRunHashWorker(t *testing.T) {
-	h, err := parsePasswordHash(testHash)
+	h, err := ParseHash(testHash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +167,7 @@ func TestRunHashWorker(t *testing.T) {
 	in.Write(appendHashJob(nil, h, []byte("pw")))
 	in.Write(appendHashJob(nil, h, []byte("wrong-secret")))
 	var out bytes.Buffer
-	if err := runHashWorker(&in, &out); err != nil {
+	if err := RunWorker(&in, &out); err != nil {
 		t.Fatalf("runHashWorker = %v; want nil at the end of stdin", err)
 	}
 	if got := out.String(); got != "10" {
@@ -163,7 +177,7 @@ func TestRunHashWorker(t *testing.T) {
 	bad := appendHashJob(nil, h, []byte("the-secret-password"))
 	bad = bad[:len(bad)-3]
 	out.Reset()
-	err = runHashWorker(bytes.NewReader(bad), &out)
+	err = RunWorker(bytes.NewReader(bad), &out)
 	if err == nil || strings.Contains(err.Error(), "secret") {
 		t.Errorf("runHashWorker(cut frame) = %v; want an error quoting nothing", err)
 	}
@@ -173,7 +187,7 @@ func TestRunHashWorker(t *testing.T) {
 }
 
 func FuzzDecodeHashJob(f *testing.F) {
-	h, _ := parsePasswordHash(testHash)
+	h, _ := ParseHash(testHash)
 	f.Add(bodyOf(appendHashJob(nil, h, []byte("pw"))))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -190,7 +204,7 @@ func FuzzDecodeHashJob(f *testing.F) {
 }
 
 // hashProcs returns the pool's running worker processes' ids.
-func hashProcs(p *hasherPool) []int {
+func hashProcs(p *Pool) []int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var pids []int
@@ -206,10 +220,10 @@ func TestHashWorkerNiced(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("thread priorities are Linux's")
 	}
-	p := newHasherPool(1, testBinary(t), discardLog)
+	p := NewPool(1, testBinary(t), discardLog)
 	defer p.Close()
-	h, _ := parsePasswordHash(testHash)
-	if !p.verify(h, []byte("pw")) {
+	h, _ := ParseHash(testHash)
+	if !p.Verify(h, []byte("pw")) {
 		t.Fatal("verify(right) = false; want true")
 	}
 	pids := hashProcs(p)
@@ -251,10 +265,10 @@ func statNice(t *testing.T, path string) int {
 // TestHasherPoolWorkerKilled: a worker that dies costs no answer; the next
 // check starts a new one.
 func TestHasherPoolWorkerKilled(t *testing.T) {
-	p := newHasherPool(1, testBinary(t), discardLog)
+	p := NewPool(1, testBinary(t), discardLog)
 	defer p.Close()
-	h, _ := parsePasswordHash(testHash)
-	if !p.verify(h, []byte("pw")) {
+	h, _ := ParseHash(testHash)
+	if !p.Verify(h, []byte("pw")) {
 		t.Fatal("verify(right) = false; want true")
 	}
 	first := hashProcs(p)
@@ -266,7 +280,7 @@ func TestHasherPoolWorkerKilled(t *testing.T) {
 		password string
 		want     bool
 	}{{"pw", true}, {"wrong", false}, {"pw", true}} {
-		if got := p.verify(h, []byte(tc.password)); got != tc.want {
+		if got := p.Verify(h, []byte(tc.password)); got != tc.want {
 			t.Errorf("after the worker was killed, verify(%q) = %v; want %v", tc.password, got, tc.want)
 		}
 	}
@@ -278,10 +292,10 @@ func TestHasherPoolWorkerKilled(t *testing.T) {
 // TestHasherPoolNoWorkerBinary: a binary that cannot be started leaves the
 // checks in the server's process, still right.
 func TestHasherPoolNoWorkerBinary(t *testing.T) {
-	p := newHasherPool(1, filepath.Join(t.TempDir(), "missing"), discardLog)
+	p := NewPool(1, filepath.Join(t.TempDir(), "missing"), discardLog)
 	defer p.Close()
-	h, _ := parsePasswordHash(testHash)
-	if !p.verify(h, []byte("pw")) || p.verify(h, []byte("wrong")) {
+	h, _ := ParseHash(testHash)
+	if !p.Verify(h, []byte("pw")) || p.Verify(h, []byte("wrong")) {
 		t.Errorf("verify with no worker binary gave a wrong answer")
 	}
 }
