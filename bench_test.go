@@ -5,7 +5,9 @@ package main
 // unless the harness asks for it.
 
 import (
+	"authsvc/internal/throttle"
 	"authsvc/internal/tick"
+	"authsvc/internal/tokens"
 	"context"
 	"fmt"
 	"io"
@@ -79,21 +81,21 @@ func benchUserAgent(i int) string {
 // login of username: with a session id, the client address (one per user)
 // and a User-Agent, each string a fresh copy as every request brings its
 // own, so that the heap shows whether the store shares equal strings.
-func benchSession(username string, user, i int, expires time.Time) Session {
+func benchSession(username string, user, i int, expires time.Time) tokens.Session {
 	ip := netip.AddrFrom4([4]byte{10, byte(user >> 16), byte(user >> 8), byte(user)})
-	return Session{Username: username, Stamp: uint64(user), ExpiresAt: expires, ID: newSessionID(),
-		Client: clientKey(ip), UserAgent: cutUTF8(strings.Clone(benchUserAgent(i)), maxUserAgent)}
+	return tokens.Session{Username: username, Stamp: uint64(user), ExpiresAt: expires, ID: tokens.NewSessionID(),
+		Client: throttle.ClientKey(ip), UserAgent: cutUTF8(strings.Clone(benchUserAgent(i)), maxUserAgent)}
 }
 
 // fillStore issues n sessions round-robin over names, the way the login
 // handler issues them: a fresh token's digest, the session's records, a
 // 24 h expiry, the default per-user limit.
-func fillStore(tb testing.TB, s Store, names []string, n int, now time.Time) {
+func fillStore(tb testing.TB, s tokens.Store, names []string, n int, now time.Time) {
 	tb.Helper()
 	ctx := context.Background()
 	expires := now.Add(24 * time.Hour).Truncate(time.Second).UTC()
 	for i := range n {
-		_, digest := newToken()
+		_, digest := tokens.New()
 		user := i % len(names)
 		if _, err := s.Issue(ctx, digest, benchSession(names[user], user, i/len(names), expires), benchTokensPerUser, now); err != nil {
 			tb.Fatal(err)
@@ -102,11 +104,11 @@ func fillStore(tb testing.TB, s Store, names []string, n int, now time.Time) {
 }
 
 // issueBenchToken issues a live token for the user "bench" and returns it.
-func issueBenchToken(tb testing.TB, s Store, users *fileDirectory, now time.Time) string {
+func issueBenchToken(tb testing.TB, s tokens.Store, users *fileDirectory, now time.Time) string {
 	tb.Helper()
-	token, digest := newToken()
+	token, digest := tokens.New()
 	u := users.index().byName["bench"]
-	sess := benchSession(u.info.Username, 0, 0, now.Add(24*time.Hour).Truncate(time.Second).UTC())
+	sess := benchSession(u.Username(), 0, 0, now.Add(24*time.Hour).Truncate(time.Second).UTC())
 	sess.Stamp = u.stamp()
 	if _, err := s.Issue(context.Background(), digest, sess, benchTokensPerUser, now); err != nil {
 		tb.Fatal(err)
@@ -133,7 +135,7 @@ func countLabel(n int) string {
 // closed (flushed) when tb ends; io.Discard is used as is, so that the
 // micro-benchmarks and the allocation census measure the handler. Either
 // is given to the access log as its output, as serve gives it.
-func benchDeps(tb testing.TB, users *fileDirectory, store Store, logTo io.Writer) serverDeps {
+func benchDeps(tb testing.TB, users *fileDirectory, store tokens.Store, logTo io.Writer) serverDeps {
 	log := slog.New(slog.DiscardHandler)
 	opts := []depsOption{withDirectory(users), withStore(store)}
 	switch logTo {
@@ -165,7 +167,7 @@ func BenchmarkParseAuthorization(b *testing.B) {
 	h := http.Header{"Authorization": {benchAuthorization}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := parseAuthorization(h); err != nil {
+		if _, err := tokens.ParseAuthorization(h); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -178,14 +180,14 @@ func BenchmarkDigestLookup(b *testing.B) {
 		b.Run("tokens="+countLabel(n), func(b *testing.B) {
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
 			users := benchUserSource(b, b.TempDir(), log)
-			store := newMemoryStore()
+			store := tokens.NewMemoryStore()
 			now := time.Now()
 			fillStore(b, store, benchUsernames(n-1), n-1, now)
 			token := issueBenchToken(b, store, users, now)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				d, err := digestOf(token)
+				d, err := tokens.DigestOf(token)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -221,7 +223,7 @@ func (d *discardResponse) WriteHeader(status int)      { d.status = status }
 func BenchmarkInfoHandler(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	users := benchUserSource(b, b.TempDir(), log)
-	store := newMemoryStore()
+	store := tokens.NewMemoryStore()
 	now := time.Now()
 	fillStore(b, store, benchUsernames(999), 999, now)
 	token := issueBenchToken(b, store, users, now)
@@ -276,7 +278,7 @@ func BenchmarkHeapPerToken(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				store := newMemoryStore()
+				store := tokens.NewMemoryStore()
 				fillStore(b, store, names, n, now)
 				runtime.GC()
 				runtime.ReadMemStats(&after)
@@ -327,7 +329,7 @@ func TestBenchServe(t *testing.T) {
 		logTo = nil
 	}
 	users := benchUserSource(t, t.TempDir(), slog.New(slog.DiscardHandler))
-	store := newMemoryStore()
+	store := tokens.NewMemoryStore()
 	now := time.Now()
 	fillStore(t, store, benchUsernames(n-1), n-1, now)
 	token := issueBenchToken(t, store, users, now)
@@ -376,7 +378,7 @@ func TestInfoAllocSites(t *testing.T) {
 		t.Fatalf("AUTHSVC_BENCH_ALLOCS=%q: want a positive integer", v)
 	}
 	users := benchUserSource(t, t.TempDir(), slog.New(slog.DiscardHandler))
-	store := newMemoryStore()
+	store := tokens.NewMemoryStore()
 	now := time.Now()
 	fillStore(t, store, benchUsernames(999), 999, now)
 	token := issueBenchToken(t, store, users, now)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/testservers"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -129,7 +130,7 @@ func TestDeadStaysDead(t *testing.T) {
 // disabled in A's file, then enabled again) is refused by B at once,
 // though B's file never changed.
 func TestDeadStaysDeadAcrossInstances(t *testing.T) {
-	redisURL, _, _ := startRedis(t)
+	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	pathA, pathB := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
 	users := testUsers(t)
@@ -138,7 +139,7 @@ func TestDeadStaysDeadAcrossInstances(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	prefix := testPrefix()
+	prefix := testservers.UniquePrefix()
 	baseA, _, stopA := startServer(t, nil, "--users", pathA, "--store", redisURL, "--store-prefix", prefix, "--reload-interval", "20ms")
 	defer stopA()
 	baseB, _, stopB := startServer(t, nil, "--users", pathB, "--store", redisURL, "--store-prefix", prefix, "--reload-interval", "20ms")

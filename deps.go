@@ -2,6 +2,8 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/throttle"
+	"authsvc/internal/tokens"
 	"context"
 	"io"
 	"log/slog"
@@ -36,7 +38,7 @@ func withLogOutput(out io.Writer) depsOption {
 
 // withStore keeps tokens in store instead of the --store one; the login
 // throttle is then kept in memory.
-func withStore(store Store) depsOption {
+func withStore(store tokens.Store) depsOption {
 	return func(d *serverDeps) { d.store = store }
 }
 
@@ -81,7 +83,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 			return d, closeDeps, err
 		}
 	}
-	var th loginThrottle
+	var th throttle.Throttle
 	if d.store == nil {
 		var closeStore func() error
 		if d.store, th, closeStore, err = openStore(cfg.store, cfg.storePrefix, cfg.throttle); err != nil {
@@ -89,7 +91,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 		}
 		closers = append(closers, closerFunc(closeStore))
 	} else {
-		th = memoryThrottle{newThrottle(cfg.throttle)}
+		th = throttle.NewMemory(cfg.throttle)
 	}
 	adm := newAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
 	// The workers run this very binary (hashworker.go); tests run theirs, whose TestMain knows the command.

@@ -3,8 +3,11 @@ package main
 import (
 	"authsvc/internal/password"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"sync/atomic"
@@ -21,6 +24,10 @@ var (
 	errUserNotFound = errors.New("no such user")
 	// errUserExists: Add of a name that is taken.
 	errUserExists = errors.New("user already exists")
+	// errDirectoryUnavailable: the backing cannot be reached, or has not
+	// been for longer than what was loaded may be trusted. The caller
+	// fails closed and answers 503 unavailable.
+	errDirectoryUnavailable = errors.New("user directory unavailable")
 )
 
 // A Directory is where users live: the users file (fileDirectory), or any
@@ -40,6 +47,9 @@ var (
 //     Lookup when they return. Add of a taken name is errUserExists;
 //     Update and Delete of a missing one, errUserNotFound. When change or
 //     the backing fails, nothing is written.
+//   - Bootstrap adds admin when the backing has never held a user (no
+//     users file; a database with no user) and reports whether it did; of
+//     several processes bootstrapping at once only one adds it.
 //   - AddAll adds, in one write, every user whose name is free, and
 //     returns the names that were taken (those users are left alone).
 //   - List returns every user from the backing, in its stored order.
@@ -52,12 +62,16 @@ var (
 //     attempt, and hooks.cut of every user whose tokens the change killed
 //     (deleted, disabled, password changed, a new cut-off), so that the
 //     caller can remove them from the token store for good.
+//   - String names the backing (the file's path, the database's name)
+//     for messages; it never holds a password.
 //   - All methods are safe for concurrent use. No method logs or returns
 //     a password or a hash outside the dirUser and User values it is asked for.
 type Directory interface {
 	userReader
+	fmt.Stringer // names the backing in messages, never with a password
 	Len() int
 	Add(ctx context.Context, u User) error
+	Bootstrap(ctx context.Context, admin User) (added bool, err error)
 	AddAll(ctx context.Context, users []User) (existing []string, err error)
 	Update(ctx context.Context, username string, change func(*User) error) error
 	Delete(ctx context.Context, username string) error
@@ -72,6 +86,26 @@ type watchHooks struct {
 	cut      func(username string, before time.Time) // the user's tokens issued before before died in the change
 }
 
+// bootstrapAdmin adds the admin user "admin" to dir if dir has never held a
+// user (Directory.Bootstrap), with a random password hashed under policy,
+// and prints that password once to stderr.
+func bootstrapAdmin(ctx context.Context, dir Directory, policy password.HashPolicy, stderr io.Writer) error {
+	var secret [18]byte
+	rand.Read(secret[:])
+	pw := base64.RawURLEncoding.EncodeToString(secret[:])
+	hash, err := policy.Hash([]byte(pw))
+	if err != nil {
+		return err
+	}
+	admin := User{Username: "admin", PasswordHash: hash, Name: "Administrator", Groups: []string{}, Admin: true, TokensAfter: time.Now().UTC()}
+	added, err := dir.Bootstrap(ctx, admin)
+	if err != nil || !added {
+		return err
+	}
+	fmt.Fprintf(stderr, "authsvc: created the admin user \"admin\" in %s; change its password with 'authsvc user passwd admin'; password: %s\n", dir, pw)
+	return nil
+}
+
 // cutsBetween calls cut for every user of old whose tokens died in new:
 // deleted or newly disabled (every token issued before now), or with a
 // later cut-off, which every password change sets (every token issued
@@ -83,7 +117,7 @@ func cutsBetween(old, new *userIndex, now time.Time, cut func(username string, b
 	for name, was := range old.byName {
 		is := new.byName[name]
 		switch {
-		case is == nil, is.disabled && !was.disabled:
+		case is == nil, is.isDisabled && !was.isDisabled:
 			cut(name, now)
 		case is.cutoff > was.cutoff:
 			cut(name, is.tokensAfter())
@@ -130,13 +164,28 @@ func (c *slowestCheck) pad(d time.Duration) {
 // demand (appendInfoJSON). It is never changed once made, so a reload keeps
 // the dirUser of a user whose entry did not change.
 type dirUser struct {
-	info     userInfo
-	hashText string // as stored: a rehash writes only if it is still this
-	cutoff   int64  // tokensAfter, in 8 bytes rather than time.Time's 24 (packCutoff)
-	admin    bool
-	disabled bool
-	work     float32 // hash().work() when usable, else 0: the index's slowest without parsing every hash again
+	public     userInfo
+	storedHash string // as stored: a rehash writes only if it is still this
+	cutoff     int64  // tokensAfter, in 8 bytes rather than time.Time's 24 (packCutoff)
+	isAdmin    bool
+	isDisabled bool
+	work       float32 // hash().work() when usable, else 0: the index's slowest without parsing every hash again
 }
+
+// Username returns u's name, as stored.
+func (u *dirUser) Username() string { return u.public.Username }
+
+// Info returns u's public view: the info reply, the login reply's "user".
+func (u *dirUser) Info() userInfo { return u.public }
+
+// Admin reports whether u may act on other users.
+func (u *dirUser) Admin() bool { return u.isAdmin }
+
+// Disabled reports whether u is disabled: no login, no live token.
+func (u *dirUser) Disabled() bool { return u.isDisabled }
+
+// StoredHash returns u's hash as stored, for a write conditional on it.
+func (u *dirUser) StoredHash() string { return u.storedHash }
 
 // tokensAfter returns u's cut-off: tokens issued before it are dead.
 func (u *dirUser) tokensAfter() time.Time { return unpackCutoff(u.cutoff) }
@@ -174,7 +223,7 @@ func unpackCutoff(c int64) time.Time {
 // hash returns u's password hash, parsed; validated when u was made, so it
 // does not fail, and fails closed (never matching) if it did.
 func (u *dirUser) hash() *password.Hash {
-	h, err := password.ParseHash(u.hashText)
+	h, err := password.ParseHash(u.storedHash)
 	if err != nil {
 		return password.Unusable()
 	}
@@ -182,7 +231,7 @@ func (u *dirUser) hash() *password.Hash {
 }
 
 // stamp returns the stamp of u's hash (passwordStamp).
-func (u *dirUser) stamp() uint64 { return passwordStamp(u.hashText) }
+func (u *dirUser) stamp() uint64 { return passwordStamp(u.storedHash) }
 
 // newUserIndex builds an index of validated users, reusing prev's slowest
 // check when the slowest hash's scheme and parameters have not changed.
@@ -230,7 +279,7 @@ type userReader interface {
 func authenticate(ctx context.Context, d userReader, username, pw string, verify func(*password.Hash, []byte) bool) (*dirUser, bool) {
 	u, _ := d.Lookup(ctx, username)
 	var hash *password.Hash
-	if u != nil && !u.disabled {
+	if u != nil && !u.isDisabled {
 		hash = u.hash()
 	}
 	usable := hash != nil && hash.Usable()
@@ -252,21 +301,22 @@ func authenticate(ctx context.Context, d userReader, username, pw string, verify
 	return nil, false
 }
 
-// sessionUser returns the user a session belongs to, or nil when the token
-// has died with its user: deleted, disabled, or issued before the user's
-// cut-off (TokensAfter), which every password change moves on. The hash
-// itself does not decide: a rehash on login must not end a session.
+// sessionUser returns the user named username whose token was issued at
+// issuedAt, or nil when the token has died with its user: deleted,
+// disabled, or issued before the user's cut-off (TokensAfter), which every
+// password change moves on. The hash itself does not decide: a rehash on
+// login must not end a session.
 //
 // An error means the directory cannot say (PostgreSQL unreachable past its
 // grace): the caller answers 503 and must not take the token for dead.
-func sessionUser(ctx context.Context, d userReader, s Session) (*dirUser, error) {
-	u, err := d.Lookup(ctx, s.Username)
+func sessionUser(ctx context.Context, d userReader, username string, issuedAt time.Time) (*dirUser, error) {
+	u, err := d.Lookup(ctx, username)
 	switch {
 	case errors.Is(err, errUserNotFound):
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case u.disabled || s.IssuedAt.Before(u.tokensAfter()):
+	case u.isDisabled || issuedAt.Before(u.tokensAfter()):
 		return nil, nil
 	}
 	return u, nil

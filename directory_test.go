@@ -38,6 +38,23 @@ func testDirectoryConformance(t *testing.T, factory directoryFactory) {
 		}
 	})
 
+	t.Run("bootstrap leaves users alone", func(t *testing.T) {
+		d := factory(t)()
+		if err := d.Add(ctx, alice); err != nil {
+			t.Fatalf("Add(alice) = %v", err)
+		}
+		admin := User{Username: "admin", PasswordHash: hash, Groups: []string{}, Admin: true}
+		if added, err := d.Bootstrap(ctx, admin); added || err != nil {
+			t.Errorf("Bootstrap(admin) of a directory with alice = %v, %v; want false, nil", added, err)
+		}
+		if u, err := d.Lookup(ctx, "admin"); !errors.Is(err, errUserNotFound) {
+			t.Errorf("Lookup(admin) after Bootstrap = %v, %v; want errUserNotFound", u, err)
+		}
+		if d.Len() != 1 {
+			t.Errorf("Len() after Bootstrap = %d; want 1", d.Len())
+		}
+	})
+
 	t.Run("add, look up, list", func(t *testing.T) {
 		d := factory(t)()
 		if err := d.Add(ctx, alice); err != nil {
@@ -47,8 +64,8 @@ func testDirectoryConformance(t *testing.T, factory directoryFactory) {
 		if err != nil {
 			t.Fatalf("Lookup(alice) after Add = %v; want the user", err)
 		}
-		if u.info.Name != "Alice" || u.info.Email != "alice@example.com" || len(u.info.Groups) != 1 || u.admin || u.disabled {
-			t.Errorf("Lookup(alice) = %+v; want Alice's fields as added", u.info)
+		if u.Info().Name != "Alice" || u.Info().Email != "alice@example.com" || len(u.Info().Groups) != 1 || u.Admin() || u.Disabled() {
+			t.Errorf("Lookup(alice) = %+v; want Alice's fields as added", u.Info())
 		}
 		if d.Len() != 1 {
 			t.Errorf("Len() = %d; want 1", d.Len())
@@ -86,14 +103,14 @@ func testDirectoryConformance(t *testing.T, factory directoryFactory) {
 		if err := d.Update(ctx, "alice", func(u *User) error { u.Disabled = true; return nil }); err != nil {
 			t.Fatalf("Update(alice) = %v", err)
 		}
-		if u, err := d.Lookup(ctx, "alice"); err != nil || !u.disabled {
+		if u, err := d.Lookup(ctx, "alice"); err != nil || !u.Disabled() {
 			t.Errorf("Lookup(alice) after disabling = %v, %v; want disabled", u, err)
 		}
 		refused := errors.New("refused")
 		if err := d.Update(ctx, "alice", func(u *User) error { u.Disabled = false; return refused }); !errors.Is(err, refused) {
 			t.Errorf("Update(alice) with a failing change = %v; want its error", err)
 		}
-		if u, _ := d.Lookup(ctx, "alice"); u == nil || !u.disabled {
+		if u, _ := d.Lookup(ctx, "alice"); u == nil || !u.Disabled() {
 			t.Errorf("a failed Update wrote its change")
 		}
 		if err := d.Update(ctx, "bob", func(*User) error { return nil }); !errors.Is(err, errUserNotFound) {

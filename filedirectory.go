@@ -3,6 +3,7 @@ package main
 import (
 	"authsvc/internal/tick"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -82,6 +83,26 @@ func (s *fileDirectory) Add(ctx context.Context, u User) error {
 		},
 		end: func() ([]User, error) { return []User{u}, nil },
 	})
+}
+
+// Bootstrap creates the missing users file holding admin alone. An existing
+// file, even an empty or unreadable one, is left to the load to judge.
+func (s *fileDirectory) Bootstrap(ctx context.Context, admin User) (bool, error) {
+	if _, err := os.Stat(s.path); !errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	added := false
+	err := editUsers(s.path, true, func(users []User) ([]User, error) {
+		if len(users) > 0 {
+			return users, nil // another process created it meanwhile
+		}
+		added = true
+		return []User{admin}, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("create users file: %w", err)
+	}
+	return added, nil
 }
 
 func (s *fileDirectory) AddAll(ctx context.Context, add []User) ([]string, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/testservers"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,12 +12,12 @@ import (
 // failures split across them count together, so the pair's sixth attempt
 // is refused on either, the right password included.
 func TestFleetThrottleShared(t *testing.T) {
-	redisURL, _, _ := startRedis(t)
+	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testPrefix(), "--cost", "4"}
+	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4"}
 	baseA, _, stopA := startServer(t, nil, args...)
 	defer stopA()
 	baseB, _, stopB := startServer(t, nil, args...)
@@ -41,10 +42,10 @@ func TestFleetThrottleShared(t *testing.T) {
 // across them throttle as one; PostgreSQL stopped gives 503 on both within
 // API.md's bounds, and its return heals both without a restart.
 func TestFleet(t *testing.T) {
-	pgURL, stopPG, restartPG := startPostgres(t)
-	dbURL := newDatabase(t, pgURL)
-	redisURL, _, _ := startRedis(t)
-	args := []string{"--users", dbURL, "--store", redisURL, "--store-prefix", testPrefix(), "--cost", "4", "--reload-interval", "200ms"}
+	pgURL, stopPG, restartPG := testservers.Postgres(t)
+	dbURL := testservers.NewDatabase(t, pgURL)
+	redisURL, _, _ := testservers.Redis(t)
+	args := []string{"--users", dbURL, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--reload-interval", "200ms"}
 	baseA, logA, stopA := startServer(t, nil, args...)
 	defer stopA()
 	baseB, logB, stopB := startServer(t, nil, args...)
@@ -118,8 +119,8 @@ func TestFleet(t *testing.T) {
 // TestImportFileIntoPostgres: a users file moves into PostgreSQL whole,
 // hashes and cut-offs included, and its users log in against the database.
 func TestImportFileIntoPostgres(t *testing.T) {
-	pgURL, _, _ := startPostgres(t)
-	dbURL := newDatabase(t, pgURL)
+	pgURL, _, _ := testservers.Postgres(t)
+	dbURL := testservers.NewDatabase(t, pgURL)
 	file := filepath.Join(t.TempDir(), "users.json")
 	if err := writeUsersFile(file, testUsers(t)); err != nil {
 		t.Fatal(err)

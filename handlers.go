@@ -2,6 +2,7 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/tokens"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,7 +47,7 @@ func (p tokenPolicy) touchLag() time.Duration {
 // only once idle + touchLag has passed since it: one used within the idle
 // limit is never refused, and one unused for longer is refused at most
 // touchLag late.
-func (p tokenPolicy) idleExpired(sess Session, now time.Time) bool {
+func (p tokenPolicy) idleExpired(sess tokens.Session, now time.Time) bool {
 	return p.idle > 0 && now.Sub(sess.LastUsedAt) > p.idle+p.touchLag()
 }
 
@@ -122,7 +123,7 @@ func readLoginBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 
 // handleLogin exchanges a username and password for a new token, in
 // API.md's order of checks.
-func handleLogin(log *slog.Logger, users Directory, store Store, policy tokenPolicy, guard *loginGuard, now func() time.Time) http.Handler {
+func handleLogin(log *slog.Logger, users Directory, store tokens.Store, policy tokenPolicy, guard *loginGuard, now func() time.Time) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The media type (415) and size (413). The body is read even at
 		// capacity: net/http would close a connection that left it.
@@ -162,10 +163,10 @@ func handleLogin(log *slog.Logger, users Directory, store Store, policy tokenPol
 
 // issueToken stores a new session of u, logged in from client with
 // userAgent, and returns the login reply with its token.
-func issueToken(ctx context.Context, store Store, policy tokenPolicy, m *metrics, u *dirUser, now time.Time, client, userAgent string) (loginReply, error) {
-	token, digest := newToken()
-	sess := Session{Username: u.info.Username, Stamp: u.stamp(), ID: newSessionID(), Client: client, UserAgent: cutUTF8(userAgent, maxUserAgent)}
-	reply := loginReply{Token: token, User: u.info}
+func issueToken(ctx context.Context, store tokens.Store, policy tokenPolicy, m *metrics, u *dirUser, now time.Time, client, userAgent string) (loginReply, error) {
+	token, digest := tokens.New()
+	sess := tokens.Session{Username: u.Username(), Stamp: u.stamp(), ID: tokens.NewSessionID(), Client: client, UserAgent: cutUTF8(userAgent, maxUserAgent)}
+	reply := loginReply{Token: token, User: u.Info()}
 	if policy.ttl > 0 {
 		expires := now.Add(policy.ttl).Truncate(time.Second).UTC()
 		sess.ExpiresAt = expires
@@ -181,8 +182,8 @@ func issueToken(ctx context.Context, store Store, policy tokenPolicy, m *metrics
 
 // A principal is who a request's token speaks for.
 type principal struct {
-	digest  tokenDigest
-	session Session
+	digest  tokens.Digest
+	session tokens.Session
 	user    *dirUser
 }
 
@@ -190,7 +191,7 @@ type principal struct {
 // every handler behind a token shares.
 type tokenCheck struct {
 	users   Directory
-	store   Store
+	store   tokens.Store
 	policy  tokenPolicy
 	metrics *metrics
 	now     func() time.Time
@@ -200,9 +201,9 @@ type tokenCheck struct {
 // errNotAuthenticated or errInvalidToken when there is none, a store error
 // when the store cannot say. It records the token's use.
 func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
-	digest, err := parseAuthorization(r.Header)
+	digest, err := tokens.ParseAuthorization(r.Header)
 	switch {
-	case errors.Is(err, errNoCredentials):
+	case errors.Is(err, tokens.ErrNoCredentials):
 		return principal{}, errNotAuthenticated
 	case err != nil:
 		return principal{}, errInvalidToken
@@ -210,7 +211,7 @@ func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
 	now := c.now()
 	sess, err := c.store.Lookup(r.Context(), digest, now)
 	switch {
-	case errors.Is(err, errTokenNotFound):
+	case errors.Is(err, tokens.ErrNotFound):
 		return principal{}, errInvalidToken
 	case err != nil:
 		return principal{}, err
@@ -220,7 +221,7 @@ func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
 		c.metrics.revoked(revokedIdle, 1)
 		return principal{}, errInvalidToken
 	}
-	u, err := sessionUser(r.Context(), c.users, sess)
+	u, err := sessionUser(r.Context(), c.users, sess.Username, sess.IssuedAt)
 	if err != nil {
 		return principal{}, err
 	}
@@ -247,10 +248,10 @@ func (c tokenCheck) target(r *http.Request, p principal) (*dirUser, error) {
 		return nil, err
 	}
 	name = normalizeUsername(name)
-	if name == "" || name == p.user.info.Username {
+	if name == "" || name == p.user.Username() {
 		return p.user, nil
 	}
-	if !p.user.admin {
+	if !p.user.Admin() {
 		return nil, errPermissionDenied
 	}
 	return c.users.Lookup(r.Context(), name)
@@ -369,7 +370,7 @@ func handleHealthz() http.Handler {
 // handleReadyz reports whether the store, and a remote user directory, answer. Users are always loaded:
 // serve does not listen before the users file loads, and a reload that fails
 // keeps the previous users.
-func handleReadyz(log *slog.Logger, store Store, users Directory) http.Handler {
+func handleReadyz(log *slog.Logger, store tokens.Store, users Directory) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		err := store.Ping(r.Context())
 		if p, ok := users.(interface{ Ping(context.Context) error }); ok && err == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/tokens"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,7 +46,7 @@ type testEnv struct {
 	t         *testing.T
 	usersPath string
 	users     *fileDirectory
-	store     *memoryStore
+	store     *tokens.MemoryStore
 	clock     *testClock
 	metrics   *metrics
 	handler   http.Handler
@@ -122,7 +123,7 @@ func newTestEnvConfig(t *testing.T, log *slog.Logger, change func(c *serveConfig
 	}
 	e.deps = d
 	e.users = d.users.(*fileDirectory)
-	e.store = d.store.(*memoryStore)
+	e.store = d.store.(*tokens.MemoryStore)
 	e.metrics = d.metrics
 	e.handler = newServer(d)
 	return e
@@ -276,7 +277,7 @@ func TestLoginSuccess(t *testing.T) {
 		if err := json.Unmarshal(w.Body.Bytes(), &reply); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := digestOf(reply.Token); err != nil {
+		if _, err := tokens.DigestOf(reply.Token); err != nil {
 			t.Errorf("token %q is not 40 lowercase hex", reply.Token)
 		}
 		if reply.ExpiresAt == nil || *reply.ExpiresAt != "2026-11-22T12:00:00Z" {
@@ -312,12 +313,14 @@ func TestLoginIssuesDistinctTokens(t *testing.T) {
 func TestTokenStoredOnlyAsDigest(t *testing.T) {
 	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
 	tok := e.login("alice")
-	d, _ := digestOf(tok)
-	for i := range e.store.shards {
-		for k := range e.store.shards[i].index {
-			if string(k[:]) == tok || strings.Contains(string(k[:]), tok[:20]) {
-				t.Fatalf("store key holds the token")
-			}
+	d, _ := tokens.DigestOf(tok)
+	listed, err := e.store.List(t.Context(), "alice", e.clock.Now())
+	if err != nil || len(listed) != 1 || listed[0].Digest != d {
+		t.Fatalf("List(alice) = %d sessions, %v; want the one under digest(token)", len(listed), err)
+	}
+	for _, s := range listed {
+		if k := s.Digest; string(k[:]) == tok || strings.Contains(string(k[:]), tok[:20]) {
+			t.Fatalf("store key holds the token")
 		}
 	}
 	if _, err := e.store.Lookup(t.Context(), d, e.clock.Now()); err != nil {

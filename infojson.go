@@ -14,8 +14,8 @@ import (
 // room (the handler reuses its buffers), and its Content-Length header value
 // (shared: the caller must not change it).
 func (u *dirUser) infoReply(dst []byte) (body []byte, length []string) {
-	n := 64 + len(u.info.Username) + len(u.info.Name) + len(u.info.Email) // the keys and punctuation, and the values unescaped
-	for _, g := range u.info.Groups {
+	n := 64 + len(u.public.Username) + len(u.public.Name) + len(u.public.Email) // the keys and punctuation, and the values unescaped
+	for _, g := range u.public.Groups {
 		n += len(g) + 3
 	}
 	body = u.appendInfoJSON(slices.Grow(dst[:0], n))
@@ -39,7 +39,7 @@ var contentLengths = func() [][]string {
 // appendInfoJSON appends u's info reply to dst: what json.Marshal(u.info)
 // and a newline make, byte for byte, without reflection.
 func (u *dirUser) appendInfoJSON(dst []byte) []byte {
-	i := &u.info
+	i := &u.public
 	dst = append(dst, `{"username":`...)
 	dst = appendJSONString(dst, i.Username)
 	dst = append(dst, `,"name":`...)

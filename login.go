@@ -2,6 +2,8 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/throttle"
+	"authsvc/internal/tokens"
 	"context"
 	"errors"
 	"log/slog"
@@ -15,7 +17,7 @@ import (
 // the admission bounds the CPU spent on passwords, the tarpit slows
 // refused clients down, and one audit line records each attempt's outcome.
 type loginGuard struct {
-	throttle  loginThrottle
+	throttle  throttle.Throttle
 	admission *admission
 	hasher    *password.Pool // nil: compare on the caller's goroutine
 	tarpit    *tarpit        // nil: refusals are immediate
@@ -50,7 +52,7 @@ type loginAttempt struct {
 
 // attempt starts a password check of username from r's client against users.
 func (g *loginGuard) attempt(w http.ResponseWriter, r *http.Request, users userReader, username string) *loginAttempt {
-	return &loginAttempt{g: g, w: w, r: r, users: users, username: username, client: clientKey(clientIP(r, g.trusted)), event: "login"}
+	return &loginAttempt{g: g, w: w, r: r, users: users, username: username, client: throttle.ClientKey(clientIP(r, g.trusted)), event: "login"}
 }
 
 // verify checks password in three steps: admit (a place in the throttle,
@@ -64,7 +66,7 @@ func (a *loginAttempt) verify(password string) (*dirUser, error) {
 	if _, err := a.users.Lookup(ctx, a.username); err != nil && !errors.Is(err, errUserNotFound) {
 		return nil, err
 	}
-	wait, ok, err := g.throttle.reserve(ctx, a.username, a.client, g.now())
+	wait, ok, err := g.throttle.Reserve(ctx, a.username, a.client, g.now())
 	switch {
 	case err != nil:
 		return nil, err // the throttle cannot decide: fail closed
@@ -74,19 +76,19 @@ func (a *loginAttempt) verify(password string) (*dirUser, error) {
 	}
 	release, err := g.admission.acquire(ctx)
 	if err != nil {
-		g.throttle.release(ctx, a.username, a.client)
+		g.throttle.Release(ctx, a.username, a.client)
 		g.tarpit.hold(ctx)
 		return nil, errUnavailable
 	}
 	u, ok := authenticate(ctx, a.users, a.username, password, g.hasher.Verify)
 	release()
 	if !ok {
-		if err := g.throttle.failure(ctx, a.username, a.client, g.now()); err != nil {
+		if err := g.throttle.Failure(ctx, a.username, a.client, g.now()); err != nil {
 			return nil, err
 		}
 		return nil, errInvalidCredentials
 	}
-	if err := g.throttle.success(ctx, a.username, a.client, g.now()); err != nil {
+	if err := g.throttle.Success(ctx, a.username, a.client, g.now()); err != nil {
 		return nil, err
 	}
 	return u, nil
@@ -113,7 +115,7 @@ func outcomeName(err error) string {
 		return "success"
 	case errors.As(err, &e):
 		return e.code
-	case errors.Is(err, errStoreUnavailable):
+	case errors.Is(err, tokens.ErrUnavailable):
 		return errUnavailable.code
 	}
 	return errInternal.code
@@ -139,8 +141,8 @@ func (g *loginGuard) rehash(ctx context.Context, users Directory, u *dirUser, pw
 	}
 	hash, err := g.policy.Hash([]byte(pw))
 	if err == nil {
-		err = users.Update(ctx, u.info.Username, func(x *User) error {
-			if x.PasswordHash != u.hashText {
+		err = users.Update(ctx, u.Username(), func(x *User) error {
+			if x.PasswordHash != u.StoredHash() {
 				return errHashChanged
 			}
 			x.PasswordHash = hash
@@ -152,10 +154,10 @@ func (g *loginGuard) rehash(ctx context.Context, users Directory, u *dirUser, pw
 		g.metrics.rehashed("skipped")
 	case err != nil:
 		g.metrics.rehashed("error")
-		g.log.LogAttrs(ctx, slog.LevelWarn, "rehash on login failed; the old hash stays", slog.String("username", u.info.Username), slog.Any("err", err))
+		g.log.LogAttrs(ctx, slog.LevelWarn, "rehash on login failed; the old hash stays", slog.String("username", u.Username()), slog.Any("err", err))
 	default:
 		g.metrics.rehashed("ok")
-		g.log.LogAttrs(ctx, slog.LevelInfo, "rehashed on login", slog.String("username", u.info.Username),
+		g.log.LogAttrs(ctx, slog.LevelInfo, "rehashed on login", slog.String("username", u.Username()),
 			slog.String("from", u.hash().Scheme()), slog.String("to", g.policy.Scheme))
 	}
 }

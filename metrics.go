@@ -2,6 +2,7 @@ package main
 
 import (
 	"authsvc/internal/buildinfo"
+	"authsvc/internal/tokens"
 	"net/http"
 	"strings"
 	"time"
@@ -72,7 +73,7 @@ func outcomeOf(status int, code string, outcomes []string) string {
 // metricsSources are the gauges read at scrape time.
 type metricsSources struct {
 	users     interface{ Len() int }
-	store     Store
+	store     tokens.Store
 	admission *admission
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/testservers"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -145,12 +146,12 @@ func tokenOf(t *testing.T, name string, r miReply) string {
 // tokens and revocations, fail closed while Redis is down, and resume when it
 // is back, without a restart.
 func TestMultiInstance(t *testing.T) {
-	redisURL, stopRedis, restartRedis := startRedis(t)
+	redisURL, stopRedis, restartRedis := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	prefix := testPrefix()
+	prefix := testservers.UniquePrefix()
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", prefix}
 	baseA, logA, stopA := startServer(t, nil, args...)
 	baseB, logB, stopB := startServer(t, nil, args...)
@@ -253,8 +254,8 @@ func TestRedisStoreUnreachableAtStart(t *testing.T) {
 	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	store := "redis://127.0.0.1:" + freePort(t) + "/0" // closed: nothing listens there
-	base, log, stop := startServer(t, nil, "--users", usersPath, "--store", store, "--store-prefix", testPrefix())
+	store := "redis://127.0.0.1:" + testservers.FreePort(t) + "/0" // closed: nothing listens there
+	base, log, stop := startServer(t, nil, "--users", usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix())
 	defer func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", log)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/tokens"
 	"encoding/json"
 	"errors"
 	"io"
@@ -287,7 +288,7 @@ func TestOpenAPILoginReply(t *testing.T) {
 		t.Fatalf("token pattern %q: %v", pattern, err)
 	}
 	for range 20 {
-		if tok, _ := newToken(); !re.MatchString(tok) {
+		if tok, _ := tokens.New(); !re.MatchString(tok) {
 			t.Fatalf("token %q does not match %q", tok, pattern)
 		}
 	}

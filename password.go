@@ -64,7 +64,7 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *loginGuard, setter p
 			return
 		}
 		// The throttle (429), a hasher slot (503), the current password (401).
-		username := p.user.info.Username
+		username := p.user.Username()
 		attempt := guard.attempt(w, r, tc.users, username)
 		attempt.event = "password change"
 		u, err := attempt.verify(req.CurrentPassword)
@@ -90,7 +90,7 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *loginGuard, setter p
 // cut-off that kills every earlier token, removes those tokens from the
 // store, and returns the user as the directory now has them.
 func changePassword(r *http.Request, tc tokenCheck, setter passwordSetter, u *dirUser, password string) (*dirUser, error) {
-	username := u.info.Username
+	username := u.Username()
 	if err := setter.policy.Check(username, password); err != nil {
 		return nil, weakPasswordReply(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/tokens"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -37,7 +38,7 @@ func TestPasswordChange(t *testing.T) {
 		t.Fatalf("password change = %d %s (Cache-Control %q); want 200, no-store", w.Code, w.Body, w.Header().Get("Cache-Control"))
 	}
 	var reply loginReply
-	if err := json.Unmarshal(w.Body.Bytes(), &reply); err != nil || len(reply.Token) != tokenLen || reply.User.Username != "alice" || reply.ExpiresAt == nil {
+	if err := json.Unmarshal(w.Body.Bytes(), &reply); err != nil || len(reply.Token) != tokens.Length || reply.User.Username != "alice" || reply.ExpiresAt == nil {
 		t.Fatalf("password change reply = %s; want the login reply shape", w.Body)
 	}
 	for name, tok := range map[string]string{"the presented token": presented, "another token of alice": other} {

@@ -4,11 +4,8 @@ import (
 	"authsvc/internal/lru"
 	"authsvc/internal/password"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -24,10 +21,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// errDirectoryUnavailable: the users database cannot be reached, or has not
-// been for longer than the cache may be trusted (API.md: 503 unavailable).
-var errDirectoryUnavailable = errors.New("user directory unavailable")
 
 const (
 	pgQueryTimeout   = 2 * time.Second // every round trip: a token check must not hang on a dead database
@@ -814,7 +807,7 @@ func cutChange(name string, was *dirUser, is *User, now time.Time, cut func(stri
 	switch {
 	case is == nil:
 		cut(name, now)
-	case is.Disabled && (was == nil || !was.disabled):
+	case is.Disabled && (was == nil || !was.Disabled()):
 		cut(name, now)
 	case was == nil && !is.TokensAfter.IsZero(), was != nil && is.TokensAfter.After(was.tokensAfter()):
 		cut(name, is.TokensAfter)
@@ -981,24 +974,15 @@ func (d *pgDirectory) Close() error {
 	return nil
 }
 
-// Bootstrap adds the admin user "admin" with a random password, printed
-// once to stderr, when the database has no user; of several instances
-// starting at once only one does (the writers' lock), and only it prints.
-func (d *pgDirectory) Bootstrap(ctx context.Context, policy password.HashPolicy, stderr io.Writer) error {
+// Bootstrap adds admin when the database has no user; of several
+// instances starting at once only one does (the writers' lock).
+func (d *pgDirectory) Bootstrap(ctx context.Context, admin User) (bool, error) {
 	if d.Len() > 0 {
-		return nil
+		return false, nil
 	}
-	var secret [18]byte
-	rand.Read(secret[:])
-	password := base64.RawURLEncoding.EncodeToString(secret[:])
-	hash, err := policy.Hash([]byte(password))
-	if err != nil {
-		return err
-	}
-	admin := User{Username: "admin", PasswordHash: hash, Name: "Administrator", Groups: []string{}, Admin: true, TokensAfter: time.Now().UTC()}
 	work, err := checkUser(&admin)
 	if err != nil {
-		return err
+		return false, err
 	}
 	errNotEmpty := errors.New("not empty")
 	var users int64
@@ -1016,11 +1000,10 @@ func (d *pgDirectory) Bootstrap(ctx context.Context, policy password.HashPolicy,
 	})
 	if errors.Is(err, errNotEmpty) {
 		d.users.Store(users) // as the winner left it
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("bootstrap the users database: %w", err)
+		return false, fmt.Errorf("bootstrap the users database: %w", err)
 	}
-	fmt.Fprintf(stderr, "authsvc: created the admin user \"admin\" in %s; change its password with 'authsvc user passwd admin'; password: %s\n", d.name, password)
-	return nil
+	return true, nil
 }

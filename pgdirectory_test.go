@@ -2,6 +2,7 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/testservers"
 	"bytes"
 	"context"
 	"errors"
@@ -60,9 +61,9 @@ func eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 }
 
 func TestPGDirectoryConformance(t *testing.T) {
-	url, _, _ := startPostgres(t)
+	url, _, _ := testservers.Postgres(t)
 	testDirectoryConformance(t, func(t *testing.T) func() Directory {
-		db := newDatabase(t, url)
+		db := testservers.NewDatabase(t, url)
 		return func() Directory { return openPG(t, db, 100) }
 	})
 }
@@ -93,8 +94,8 @@ func (c *cuts) get(username string) (time.Time, bool) {
 // Lookup within 5 s by NOTIFY alone (its poll is an hour away), and the
 // changes that kill tokens reach its cut hook.
 func TestPGDirectoryTwoInstances(t *testing.T) {
-	url, _, _ := startPostgres(t)
-	db := newDatabase(t, url)
+	url, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	a, b := openPG(t, db, 100), openPG(t, db, 100)
 	var cut cuts
@@ -137,7 +138,7 @@ func TestPGDirectoryTwoInstances(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "alice disabled on b", func() bool {
 		u, err := b.Lookup(ctx, "alice")
-		return err == nil && u.disabled
+		return err == nil && u.Disabled()
 	})
 	eventually(t, 5*time.Second, "cut(alice) for disabling", func() bool {
 		before, ok := cut.get("alice")
@@ -160,8 +161,8 @@ func TestPGDirectoryTwoInstances(t *testing.T) {
 // (no LISTEN at all), the poll of the change log still brings changes, and
 // their cuts, within 5 s.
 func TestPGDirectoryPollWithoutNotifications(t *testing.T) {
-	url, _, _ := startPostgres(t)
-	db := newDatabase(t, url)
+	url, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	a, b := openPG(t, db, 100), openPG(t, db, 100)
 	b.noListen = true
@@ -180,7 +181,7 @@ func TestPGDirectoryPollWithoutNotifications(t *testing.T) {
 	}
 	took := eventually(t, 5*time.Second, "alice disabled on b, by the poll", func() bool {
 		u, err := b.Lookup(ctx, "alice")
-		return err == nil && u.disabled
+		return err == nil && u.Disabled()
 	})
 	t.Logf("a change reached the polling instance in %v", took)
 	eventually(t, 5*time.Second, "cut(alice) by the poll", func() bool {
@@ -193,8 +194,8 @@ func TestPGDirectoryPollWithoutNotifications(t *testing.T) {
 // killed by the server), the watch connects again and catches up with the
 // changes made meanwhile from the change log, with no poll to help.
 func TestPGDirectoryListenReconnects(t *testing.T) {
-	url, _, _ := startPostgres(t)
-	db := newDatabase(t, url)
+	url, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	a, b := openPG(t, db, 100), openPG(t, db, 100)
 	watch(t, b, time.Hour, watchHooks{})
@@ -225,8 +226,8 @@ func TestPGDirectoryListenReconnects(t *testing.T) {
 // TestPGDirectoryHUPDropsCache: a change made by hand in the database,
 // around the change log, reaches Lookup at the next SIGHUP, with its cut.
 func TestPGDirectoryHUPDropsCache(t *testing.T) {
-	url, _, _ := startPostgres(t)
-	db := newDatabase(t, url)
+	url, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	d := openPG(t, db, 100)
 	hup := make(chan os.Signal, 1)
@@ -241,7 +242,7 @@ func TestPGDirectoryHUPDropsCache(t *testing.T) {
 	if err := <-reloaded; err != nil { // the watch applied the Add (its notification)
 		t.Fatalf("reload after Add = %v", err)
 	}
-	if u, err := d.Lookup(ctx, "alice"); err != nil || u.disabled {
+	if u, err := d.Lookup(ctx, "alice"); err != nil || u.Disabled() {
 		t.Fatalf("Lookup(alice) = %v, %v; want her, enabled", u, err)
 	}
 	conn, err := pgx.Connect(ctx, db)
@@ -252,14 +253,14 @@ func TestPGDirectoryHUPDropsCache(t *testing.T) {
 	if _, err := conn.Exec(ctx, `update authsvc_users set disabled = true where username = 'alice'`); err != nil {
 		t.Fatal(err)
 	}
-	if u, err := d.Lookup(ctx, "alice"); err != nil || u.disabled {
+	if u, err := d.Lookup(ctx, "alice"); err != nil || u.Disabled() {
 		t.Fatalf("Lookup(alice) before SIGHUP = %v, %v; want her as cached, enabled", u, err)
 	}
 	hup <- syscall.SIGHUP
 	if err := <-reloaded; err != nil {
 		t.Fatalf("reload on SIGHUP = %v", err)
 	}
-	if u, err := d.Lookup(ctx, "alice"); err != nil || !u.disabled {
+	if u, err := d.Lookup(ctx, "alice"); err != nil || !u.Disabled() {
 		t.Errorf("Lookup(alice) after SIGHUP = %v, %v; want her disabled", u, err)
 	}
 	if _, ok := cut.get("alice"); !ok {
@@ -273,12 +274,12 @@ func TestPGDirectoryHUPDropsCache(t *testing.T) {
 // the same directory answers again within 5 s. No error and no log line
 // quotes the URL's password.
 func TestPGDirectoryFailsClosed(t *testing.T) {
-	url, stop, restart := startPostgres(t)
+	url, stop, restart := testservers.Postgres(t)
 	if stop == nil {
 		t.Skip("AUTHSVC_TEST_POSTGRES: not this test's server to stop")
 	}
 	const password = "s3cr3t-Pw"
-	db := strings.Replace(newDatabase(t, url), "postgres@", "postgres:"+password+"@", 1) // trust auth ignores it
+	db := strings.Replace(testservers.NewDatabase(t, url), "postgres@", "postgres:"+password+"@", 1) // trust auth ignores it
 	var logs lockedBuffer
 	d, err := openPGDirectory(context.Background(), db, 100, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
@@ -390,7 +391,7 @@ func (b *lockedBuffer) String() string {
 // servers that cannot be reached, make errors that do not quote the password.
 func TestPGDirectoryURLPasswordNeverQuoted(t *testing.T) {
 	const password = "s3cr3t-Pw"
-	port := freePort(t) // nothing listens there
+	port := testservers.FreePort(t) // nothing listens there
 	for _, url := range []string{
 		fmt.Sprintf("postgres://authsvc:%s@127.0.0.1:%s/users", password, port),
 		fmt.Sprintf("postgresql://authsvc:%s@127.0.0.1:%s/users?sslmode=require", password, port),
@@ -420,8 +421,8 @@ func TestPGDirectoryURLPasswordNeverQuoted(t *testing.T) {
 // once all succeed, the schema ends at the last version, and opening again
 // changes nothing.
 func TestPGDirectoryMigrations(t *testing.T) {
-	url, _, _ := startPostgres(t)
-	db := newDatabase(t, url)
+	url, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, url)
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
@@ -471,8 +472,8 @@ func TestPGDirectoryMigrations(t *testing.T) {
 // TestPGDirectoryCacheBounded: the cache holds at most cacheSize users,
 // however many are looked up, and every look-up still answers right.
 func TestPGDirectoryCacheBounded(t *testing.T) {
-	url, _, _ := startPostgres(t)
-	d := openPG(t, newDatabase(t, url), 3)
+	url, _, _ := testservers.Postgres(t)
+	d := openPG(t, testservers.NewDatabase(t, url), 3)
 	ctx := context.Background()
 	hash := mustHash(t, "pw", testCost)
 	var users []User
@@ -485,7 +486,7 @@ func TestPGDirectoryCacheBounded(t *testing.T) {
 	for range 2 {
 		for _, u := range users {
 			got, err := d.Lookup(ctx, u.Username)
-			if err != nil || got.info.Name != u.Name {
+			if err != nil || got.Info().Name != u.Name {
 				t.Fatalf("Lookup(%s) = %v, %v; want %s", u.Username, got, err, u.Name)
 			}
 			d.mu.Lock()
@@ -505,15 +506,15 @@ func TestPGDirectoryCacheBounded(t *testing.T) {
 // database at once, one creates admin and prints its password, the other
 // neither; the password printed logs admin in.
 func TestPGDirectoryBootstrapOnce(t *testing.T) {
-	url, _, _ := startPostgres(t)
-	db := newDatabase(t, url)
+	url, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, url)
 	a, b := openPG(t, db, 10), openPG(t, db, 10)
 	policy := password.HashPolicy{Scheme: "bcrypt", BcryptCost: testCost}
 	var outA, outB bytes.Buffer
 	var wg sync.WaitGroup
 	var errA, errB error
-	wg.Go(func() { errA = a.Bootstrap(context.Background(), policy, &outA) })
-	wg.Go(func() { errB = b.Bootstrap(context.Background(), policy, &outB) })
+	wg.Go(func() { errA = bootstrapAdmin(context.Background(), a, policy, &outA) })
+	wg.Go(func() { errB = bootstrapAdmin(context.Background(), b, policy, &outB) })
 	wg.Wait()
 	if errA != nil || errB != nil {
 		t.Fatalf("Bootstrap = %v, %v", errA, errB)
@@ -536,7 +537,7 @@ func TestPGDirectoryBootstrapOnce(t *testing.T) {
 		t.Errorf("authenticate(admin, the printed password) failed")
 	}
 	var again bytes.Buffer
-	if err := a.Bootstrap(context.Background(), policy, &again); err != nil || again.Len() != 0 {
+	if err := bootstrapAdmin(context.Background(), a, policy, &again); err != nil || again.Len() != 0 {
 		t.Errorf("Bootstrap of a database with users = %v, printed %q; want nothing done", err, again.String())
 	}
 }
@@ -548,8 +549,8 @@ func TestPGDirectory100kUsers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	url, _, _ := startPostgres(t)
-	db := newDatabase(t, url)
+	url, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, url)
 	openPG(t, db, 10).Close() // create the tables
 	ctx := context.Background()
 	hash, err := password.DefaultHashPolicy().Hash([]byte("pw"))

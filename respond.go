@@ -2,6 +2,8 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/throttle"
+	"authsvc/internal/tokens"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -72,8 +74,11 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	case errors.Is(err, errDirectoryUnavailable):
 		log.WarnContext(r.Context(), "user directory unavailable", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
 		e = errUnavailable
-	case errors.Is(err, errStoreUnavailable):
+	case errors.Is(err, tokens.ErrUnavailable):
 		log.WarnContext(r.Context(), "token store unavailable", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
+		e = errUnavailable
+	case errors.Is(err, throttle.ErrUnavailable):
+		log.WarnContext(r.Context(), "login throttle unavailable", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
 		e = errUnavailable
 	default:
 		log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))

@@ -3,12 +3,12 @@ package main
 import (
 	"authsvc/internal/connlimit"
 	"authsvc/internal/password"
+	"authsvc/internal/throttle"
+	"authsvc/internal/throttle/redisthrottle"
 	"authsvc/internal/tick"
+	"authsvc/internal/tokens"
+	"authsvc/internal/tokens/redisstore"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -43,25 +43,26 @@ func newLogger(format string, w io.Writer) *slog.Logger {
 
 // openStore returns the token store that spec names and the login throttle
 // that goes with it. With Redis, the throttle's counters are shared too: a
-// fleet allows as many guesses as one instance. closeStore closes both.
-func openStore(spec, prefix string, th throttleConfig) (store Store, throttle loginThrottle, closeStore func() error, err error) {
+// fleet allows as many guesses as one instance. The function returned
+// closes both.
+func openStore(spec, prefix string, th throttle.Config) (tokens.Store, throttle.Throttle, func() error, error) {
 	switch {
 	case spec == "memory":
-		return newMemoryStore(), memoryThrottle{newThrottle(th)}, func() error { return nil }, nil
+		return tokens.NewMemoryStore(), throttle.NewMemory(th), func() error { return nil }, nil
 	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
-		client, err := dialRedis(spec)
+		client, err := redisstore.Dial(spec)
 		if err != nil {
 			return nil, nil, nil, &usageError{msg: "serve: --store: " + err.Error()}
 		}
 		if prefix == "" {
-			prefix = defaultRedisPrefix
+			prefix = redisstore.DefaultPrefix
 		}
-		s := newRedisStore(client, prefix)
-		closeStore = func() error {
+		s := redisstore.New(client, prefix)
+		closeBoth := func() error {
 			s.Close()
 			return client.Close()
 		}
-		return s, newRedisThrottle(client, prefix, th), closeStore, nil
+		return s, redisthrottle.New(client, prefix, th), closeBoth, nil
 	}
 	return nil, nil, nil, usagef("serve: --store %q: want memory, redis://… or rediss://…", spec)
 }
@@ -76,24 +77,29 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer logOut.Close()
 	log := newLogger(cfg.logFormat, logOut)
 	start := time.Now()
-	if !isPostgresURL(cfg.usersPath) {
-		if err := bootstrapUsers(cfg.usersPath, cfg.hashPolicy, stderr); err != nil {
-			return err
-		}
+	if err := bootstrap(ctx, cfg.usersPath, cfg.hashPolicy, stderr); err != nil {
+		return err
 	}
 	deps, closeDeps, err := buildDeps(cfg, log, withLogOutput(logOut))
 	defer closeDeps()
 	if err != nil {
 		return err
 	}
-	if pg, ok := deps.users.(*pgDirectory); ok {
-		// An empty database gets the admin user, as a missing file does.
-		if err := pg.Bootstrap(ctx, cfg.hashPolicy, stderr); err != nil {
-			return err
-		}
-	}
 	deps.metrics.reloaded(nil, start)
 	return runServers(ctx, cfg, deps)
+}
+
+// bootstrap gives a new installation its one way in: when the directory
+// at users has never held a user, it adds the admin user "admin" with a
+// random password (its hash under policy) and prints that password once to
+// stderr.
+func bootstrap(ctx context.Context, users string, policy password.HashPolicy, stderr io.Writer) error {
+	dir, done, err := openCLIDirectory(ctx, users)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return bootstrapAdmin(ctx, dir, policy, stderr)
 }
 
 // runServers serves the API (and the metrics, on --metrics-addr) with deps,
@@ -208,36 +214,4 @@ func storeKind(spec string) string {
 	}
 	scheme, _, _ := strings.Cut(spec, "://")
 	return scheme
-}
-
-// bootstrapUsers creates a missing users file with one admin user, "admin"
-// (its hash under policy),
-// and prints its random password once to stderr: the one way into a new
-// installation.
-func bootstrapUsers(path string, policy password.HashPolicy, stderr io.Writer) error {
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		return nil // exists, or unreadable: loading it will say which
-	}
-	var secret [18]byte
-	rand.Read(secret[:])
-	password := base64.RawURLEncoding.EncodeToString(secret[:])
-	hash, err := policy.Hash([]byte(password))
-	if err != nil {
-		return err
-	}
-	created := false
-	err = editUsers(path, true, func(users []User) ([]User, error) {
-		if len(users) > 0 {
-			return users, nil // another process created it meanwhile
-		}
-		created = true
-		return []User{{Username: "admin", PasswordHash: hash, Name: "Administrator", Groups: []string{}, Admin: true, TokensAfter: time.Now().UTC()}}, nil
-	})
-	if err != nil {
-		return fmt.Errorf("create users file: %w", err)
-	}
-	if created {
-		fmt.Fprintf(stderr, "authsvc: created %s with the admin user \"admin\"; change its password with 'authsvc user passwd admin'; password: %s\n", path, password)
-	}
-	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/tokens"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,7 +14,7 @@ import (
 type serverDeps struct {
 	log    *slog.Logger
 	users  Directory
-	store  Store
+	store  tokens.Store
 	policy tokenPolicy
 	guard  *loginGuard
 	// passwords decides and hashes new passwords (POST /api/auth/password/).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/tokens"
 	"log/slog"
 	"net/http"
 	"time"
@@ -23,13 +24,13 @@ func cutUTF8(s string, n int) string {
 
 // sessionReply is one session as GET /api/auth/sessions/ shows it.
 type sessionReply struct {
-	ID         sessionID  `json:"id"`
-	CreatedAt  time.Time  `json:"created_at"`
-	LastUsedAt time.Time  `json:"last_used_at"`
-	ExpiresAt  *time.Time `json:"expires_at"`
-	Client     string     `json:"client"`
-	UserAgent  string     `json:"user_agent"`
-	Current    bool       `json:"current"`
+	ID         tokens.SessionID `json:"id"`
+	CreatedAt  time.Time        `json:"created_at"`
+	LastUsedAt time.Time        `json:"last_used_at"`
+	ExpiresAt  *time.Time       `json:"expires_at"`
+	Client     string           `json:"client"`
+	UserAgent  string           `json:"user_agent"`
+	Current    bool             `json:"current"`
 }
 
 // sessionsReply is the body of GET /api/auth/sessions/.
@@ -46,9 +47,9 @@ func handleSessions(log *slog.Logger, tc tokenCheck) http.Handler {
 		if err == nil {
 			target, err = tc.target(r, p)
 		}
-		var listed []listedSession
+		var listed []tokens.ListedSession
 		if err == nil {
-			listed, err = tc.store.List(r.Context(), target.info.Username, tc.now())
+			listed, err = tc.store.List(r.Context(), target.Username(), tc.now())
 		}
 		if err != nil {
 			writeError(w, r, log, err)
@@ -56,7 +57,7 @@ func handleSessions(log *slog.Logger, tc tokenCheck) http.Handler {
 		}
 		reply := sessionsReply{Sessions: make([]sessionReply, 0, len(listed))}
 		for _, ls := range listed {
-			if u, _ := sessionUser(r.Context(), tc.users, ls.Session); u == nil || tc.policy.idleExpired(ls.Session, tc.now()) {
+			if u, _ := sessionUser(r.Context(), tc.users, ls.Username, ls.IssuedAt); u == nil || tc.policy.idleExpired(ls.Session, tc.now()) {
 				continue // dead, though not yet removed
 			}
 			s := sessionReply{
@@ -88,15 +89,15 @@ func handleRevokeSession(log *slog.Logger, tc tokenCheck) http.Handler {
 		if err == nil {
 			target, err = tc.target(r, p)
 		}
-		var id sessionID
+		var id tokens.SessionID
 		if err == nil {
-			if id, err = parseSessionID(r.PathValue("id")); err != nil {
+			if id, err = tokens.ParseSessionID(r.PathValue("id")); err != nil {
 				err = errNotFound // no session has a malformed id
 			}
 		}
 		found := false
 		if err == nil {
-			found, err = tc.store.RevokeID(r.Context(), target.info.Username, id)
+			found, err = tc.store.RevokeID(r.Context(), target.Username(), id)
 		}
 		if err == nil && !found {
 			err = errNotFound
@@ -107,8 +108,8 @@ func handleRevokeSession(log *slog.Logger, tc tokenCheck) http.Handler {
 		}
 		tc.metrics.revoked(revokedByID, 1)
 		if target != p.user {
-			log.LogAttrs(r.Context(), slog.LevelInfo, "session revoked", slog.String("by", p.user.info.Username),
-				slog.String("username", target.info.Username), slog.String("session", id.String()),
+			log.LogAttrs(r.Context(), slog.LevelInfo, "session revoked", slog.String("by", p.user.Username()),
+				slog.String("username", target.Username()), slog.String("session", id.String()),
 				slog.String("request_id", requestID(w)))
 		}
 		w.WriteHeader(http.StatusNoContent)

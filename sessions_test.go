@@ -1,6 +1,8 @@
 package main
 
 import (
+	"authsvc/internal/testservers"
+	"authsvc/internal/tokens"
 	"encoding/json"
 	"net/http"
 	"path/filepath"
@@ -201,12 +203,12 @@ func TestTokenIdle(t *testing.T) {
 // TestSessionsAcrossInstances: two instances on one Redis. An admin on A
 // lists and ends one of alice's sessions; that token is dead on B at once.
 func TestSessionsAcrossInstances(t *testing.T) {
-	redisURL, _, _ := startRedis(t)
+	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testPrefix()}
+	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
 	baseA, _, stopA := startServer(t, nil, args...)
 	defer stopA()
 	baseB, _, stopB := startServer(t, nil, args...)
@@ -219,7 +221,7 @@ func TestSessionsAcrossInstances(t *testing.T) {
 	if r.status != 200 || json.Unmarshal([]byte(r.body), &list) != nil || len(list.Sessions) != 1 {
 		t.Fatalf("admin on A lists alice's sessions = %s; want one session", r)
 	}
-	if s := list.Sessions[0]; s.Client != "127.0.0.1" || s.Current || s.ID == (sessionID{}) {
+	if s := list.Sessions[0]; s.Client != "127.0.0.1" || s.Current || s.ID == (tokens.SessionID{}) {
 		t.Errorf("alice's session = %+v; want client 127.0.0.1, an id, not current", s)
 	}
 	if r := miDo(t, "DELETE", baseA+"/api/auth/sessions/"+list.Sessions[0].ID.String()+"?username=alice", bobTok, ""); r.status != 204 {
@@ -232,13 +234,13 @@ func TestSessionsAcrossInstances(t *testing.T) {
 // TestTokenIdleRedis: with the Redis store, a token in use stays alive
 // past the idle limit, and an unused one dies within the limit plus its lag.
 func TestTokenIdleRedis(t *testing.T) {
-	redisURL, _, _ := startRedis(t)
+	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	const idle = 2 * time.Second // lag: a quarter, 500 ms
-	base, _, stop := startServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", testPrefix(), "--token-idle", idle.String())
+	base, _, stop := startServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String())
 	defer stop()
 	busy, unused := loginToken(t, base, "alice", "alice-pw"), loginToken(t, base, "alice", "alice-pw")
 	start := time.Now()

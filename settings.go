@@ -2,6 +2,8 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/throttle"
+	"authsvc/internal/tokens/redisstore"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +24,7 @@ type serveConfig struct {
 	maxPerUser        int
 	reloadInterval    time.Duration
 	logFormat         string
-	throttle          throttleConfig
+	throttle          throttle.Config
 	trustedProxies    []netip.Prefix
 	bcryptSlots       int
 	bcryptQueue       int
@@ -64,7 +66,7 @@ const (
 // the hashing defaults follow GOMAXPROCS at the time of the call.
 func serveSettings() []setting {
 	slots := runtime.GOMAXPROCS(0)
-	th := defaultThrottleConfig()
+	th := throttle.DefaultConfig()
 	return []setting{
 		{name: "addr", arg: "ADDR", def: "127.0.0.1:8080", help: "listen address",
 			field: func(c *serveConfig) any { return &c.addr }},
@@ -78,7 +80,7 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.tokenIdle }},
 		{name: "store", arg: "STORE", def: "memory", help: "token store: memory, redis://[user:pass@]host:port/db or rediss://… (TLS)",
 			field: func(c *serveConfig) any { return &c.store }},
-		{name: "store-prefix", arg: "PREFIX", def: defaultRedisPrefix, help: "key prefix in a shared Redis",
+		{name: "store-prefix", arg: "PREFIX", def: redisstore.DefaultPrefix, help: "key prefix in a shared Redis",
 			field: func(c *serveConfig) any { return &c.storePrefix }},
 		{name: "max-tokens-per-user", arg: "N", def: 100, help: "live tokens per user; a new login evicts the oldest; 0 = no limit",
 			field: func(c *serveConfig) any { return &c.maxPerUser }},

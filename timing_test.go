@@ -2,6 +2,7 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/throttle"
 	"io"
 	"log/slog"
 	"net/http"
@@ -58,7 +59,7 @@ func BenchmarkLoginTiming(b *testing.B) {
 	cfg.usersPath = path
 	cfg.tokenTTL = time.Hour
 	// A throttle that never refuses, and a slot always free.
-	cfg.throttle = throttleConfig{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}
+	cfg.throttle = throttle.Config{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}
 	cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait = 2, 8, time.Minute
 	d, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) // the niced compare threads, as serve runs them
 	defer closeDeps()
@@ -119,7 +120,7 @@ func BenchmarkLoginSchemes(b *testing.B) {
 		cfg := defaultServeConfig()
 		cfg.usersPath = path
 		cfg.hashPolicy = policy
-		cfg.throttle = throttleConfig{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}
+		cfg.throttle = throttle.Config{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}
 		d, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		defer closeDeps()
 		if err != nil {

@@ -344,13 +344,13 @@ func TestDirectoryAuthenticate(t *testing.T) {
 			t.Errorf("authenticate(%q, %q) = %v, %v; want ok %v", tt.username, tt.password, u, ok, tt.ok)
 			continue
 		}
-		if ok && u.info.Username != tt.username {
-			t.Errorf("authenticate(%q, %q).info.Username = %q; want %q", tt.username, tt.password, u.info.Username, tt.username)
+		if ok && u.public.Username != tt.username {
+			t.Errorf("authenticate(%q, %q).info.Username = %q; want %q", tt.username, tt.password, u.public.Username, tt.username)
 		}
 	}
 	u, _ := authenticate(context.Background(), d, "alice", "right", verifyHere)
 	wantInfo := `{"username":"alice","name":"Alice","email":"","groups":["dev"],"admin":true}` + "\n"
-	if u == nil || string(u.appendInfoJSON(nil)) != wantInfo || !u.admin {
+	if u == nil || string(u.appendInfoJSON(nil)) != wantInfo || !u.isAdmin {
 		t.Errorf("authenticate(alice).appendInfoJSON = %q; want %q", u.appendInfoJSON(nil), wantInfo)
 	}
 	if u != nil && bytes.Contains(u.appendInfoJSON(nil), []byte("$2")) {
@@ -380,33 +380,34 @@ func TestDirectorySessionUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		d    *userIndex
-		s    Session
-		want string // "" for nil
+		d        *userIndex
+		user     string
+		issuedAt time.Time
+		want     string // "" for nil
 	}{
-		{before, Session{Username: "alice", IssuedAt: t0}, "alice"},
-		{before, Session{Username: "bob", IssuedAt: t0}, "bob"},
-		{before, Session{Username: "nobody", IssuedAt: t0}, ""},
-		{after, Session{Username: "alice", IssuedAt: t0}, ""},                     // before the cut-off
-		{after, Session{Username: "alice", IssuedAt: t0.Add(time.Hour)}, "alice"}, // at it
-		{after, Session{Username: "bob", IssuedAt: t0}, ""},
-		{after, Session{Username: "carol", IssuedAt: t0}, ""},
-		{after, Session{Username: "dave", IssuedAt: t0}, "dave"}, // another hash alone kills nothing
+		{before, "alice", t0, "alice"},
+		{before, "bob", t0, "bob"},
+		{before, "nobody", t0, ""},
+		{after, "alice", t0, ""},                     // before the cut-off
+		{after, "alice", t0.Add(time.Hour), "alice"}, // at it
+		{after, "bob", t0, ""},
+		{after, "carol", t0, ""},
+		{after, "dave", t0, "dave"}, // another hash alone kills nothing
 	} {
-		u, err := sessionUser(context.Background(), tt.d, tt.s)
+		u, err := sessionUser(context.Background(), tt.d, tt.user, tt.issuedAt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := ""
 		if u != nil {
-			got = u.info.Username
+			got = u.public.Username
 		}
 		which := "before"
 		if tt.d == after {
 			which = "after"
 		}
 		if got != tt.want {
-			t.Errorf("%s.sessionUser(%s issued %v) = %q; want %q", which, tt.s.Username, tt.s.IssuedAt, got, tt.want)
+			t.Errorf("%s.sessionUser(%s issued %v) = %q; want %q", which, tt.user, tt.issuedAt, got, tt.want)
 		}
 	}
 }
@@ -603,8 +604,8 @@ func FuzzParseUsers(f *testing.F) {
 		for _, u := range users {
 			du, err := d.Lookup(context.Background(), u.Username)
 			want := newDirUserForTest(t, u)
-			if err != nil || du.hashText != want.hashText || !reflect.DeepEqual(du.info, want.info) || du.admin != want.admin ||
-				du.disabled != want.disabled || du.cutoff != want.cutoff || du.work != want.work {
+			if err != nil || du.storedHash != want.storedHash || !reflect.DeepEqual(du.public, want.public) || du.isAdmin != want.isAdmin ||
+				du.isDisabled != want.isDisabled || du.cutoff != want.cutoff || du.work != want.work {
 				t.Fatalf("Lookup(%q) in %q = %+v, %v; want %+v", u.Username, data, du, err, want)
 			}
 		}

@@ -41,7 +41,7 @@ func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
 	var u *dirUser
 	if old == nil {
 		u = makeDirUser(e, "", b.intern(e.groups), 0)
-		if err := checkUsername(u.info.Username); err != nil {
+		if err := checkUsername(u.public.Username); err != nil {
 			return fmt.Errorf("users[%d]: %w", i, err)
 		}
 	}
@@ -59,22 +59,22 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *dirUser) error {
 		if groups := b.intern(e.groups); old.is(e, groups) {
 			u = old
 		} else {
-			u = makeDirUser(e, old.info.Username, groups, old.work)
+			u = makeDirUser(e, old.public.Username, groups, old.work)
 		}
 	} else if u == nil {
 		u = makeDirUser(e, "", b.intern(e.groups), 0)
 	}
-	if u != old && (old == nil || old.hashText != u.hashText) { // a known hash was checked when it was loaded
-		hash, err := password.ParseHash(u.hashText)
+	if u != old && (old == nil || old.storedHash != u.storedHash) { // a known hash was checked when it was loaded
+		hash, err := password.ParseHash(u.storedHash)
 		if err != nil {
-			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.info.Username), err)
+			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.public.Username), err)
 		}
 		u.work = 0
 		if hash.Usable() {
 			u.work = float32(hash.Work())
 		}
 	}
-	b.x.byName[u.info.Username] = u
+	b.x.byName[u.public.Username] = u
 	if u.work > 0 && (b.slowest == nil || u.work > b.slowest.work) {
 		b.slowest = u
 	}
@@ -133,9 +133,9 @@ func (b *indexBuilder) intern(groups [][]byte) []string {
 
 // is reports whether u is what e, with its groups interned, makes.
 func (u *dirUser) is(e *rawEntry, groups []string) bool {
-	return u.hashText == string(e.hash) && u.info.Name == string(e.name) && u.info.Email == string(e.email) &&
-		u.admin == e.admin && u.disabled == e.disabled && u.cutoff == packCutoff(e.tokensAfter) &&
-		len(u.info.Groups) == len(groups) && (len(groups) == 0 || &u.info.Groups[0] == &groups[0])
+	return u.storedHash == string(e.hash) && u.public.Name == string(e.name) && u.public.Email == string(e.email) &&
+		u.isAdmin == e.admin && u.isDisabled == e.disabled && u.cutoff == packCutoff(e.tokensAfter) &&
+		len(u.public.Groups) == len(groups) && (len(groups) == 0 || &u.public.Groups[0] == &groups[0])
 }
 
 // makeDirUser returns the dirUser of e, its strings in one allocation.
@@ -156,12 +156,12 @@ func makeDirUser(e *rawEntry, username string, groups []string, work float32) *d
 		username = s[d:]
 	}
 	u := &dirUser{
-		info:     userInfo{Username: username, Name: s[a:c], Email: s[c:d], Groups: groups, Admin: e.admin},
-		hashText: s[:a],
-		cutoff:   packCutoff(e.tokensAfter),
-		admin:    e.admin,
-		disabled: e.disabled,
-		work:     work,
+		public:     userInfo{Username: username, Name: s[a:c], Email: s[c:d], Groups: groups, Admin: e.admin},
+		storedHash: s[:a],
+		cutoff:     packCutoff(e.tokensAfter),
+		isAdmin:    e.admin,
+		isDisabled: e.disabled,
+		work:       work,
 	}
 	return u
 }

@@ -95,11 +95,11 @@ func TestReloadKeepsUnchangedUsers(t *testing.T) {
 	if u := reloaded.byName["user0006"]; !u.tokensAfter().Equal(later) {
 		t.Errorf("user0006.tokensAfter after the reload = %v; want %v", u.tokensAfter(), later)
 	}
-	if u := reloaded.byName["user0007"]; u.hashText != "$2b$"+testHash[4:] || u.stamp() == after.byName["user0007"].stamp() {
-		t.Errorf("user0007 after a new hash: hashText %q, stamp unchanged %v; want the new hash and stamp", u.hashText, u.stamp() == after.byName["user0007"].stamp())
+	if u := reloaded.byName["user0007"]; u.storedHash != "$2b$"+testHash[4:] || u.stamp() == after.byName["user0007"].stamp() {
+		t.Errorf("user0007 after a new hash: hashText %q, stamp unchanged %v; want the new hash and stamp", u.storedHash, u.stamp() == after.byName["user0007"].stamp())
 	}
-	if u := reloaded.byName["user0005"]; !u.disabled || !reloaded.byName["user0004"].admin || !reloaded.byName["user0004"].info.Admin {
-		t.Errorf("user0005.disabled %v, user0004.admin %v; want both set", u.disabled, reloaded.byName["user0004"].admin)
+	if u := reloaded.byName["user0005"]; !u.isDisabled || !reloaded.byName["user0004"].isAdmin || !reloaded.byName["user0004"].public.Admin {
+		t.Errorf("user0005.disabled %v, user0004.admin %v; want both set", u.isDisabled, reloaded.byName["user0004"].isAdmin)
 	}
 }
 
@@ -113,18 +113,18 @@ func TestIndexInternsGroups(t *testing.T) {
 	}
 	x := d.index()
 	a, b := x.byName["user0001"], x.byName["user0005"] // both dev, ops
-	if len(a.info.Groups) != 2 || &a.info.Groups[0] != &b.info.Groups[0] {
-		t.Errorf("groups of user0001 and user0005 = %q, %q in two slices; want one", a.info.Groups, b.info.Groups)
+	if len(a.public.Groups) != 2 || &a.public.Groups[0] != &b.public.Groups[0] {
+		t.Errorf("groups of user0001 and user0005 = %q, %q in two slices; want one", a.public.Groups, b.public.Groups)
 	}
-	if g := x.byName["user0002"].info.Groups; g == nil || len(g) != 0 {
+	if g := x.byName["user0002"].public.Groups; g == nil || len(g) != 0 {
 		t.Errorf("groups of user0002 = %#v; want []string{}", g)
 	}
 	if len(x.groups) != 4 {
 		t.Errorf("interned group lists = %d; want 4", len(x.groups))
 	}
 	for name, u := range x.byName {
-		if u.info.Username != name {
-			t.Errorf("byName[%q].info.Username = %q", name, u.info.Username)
+		if u.public.Username != name {
+			t.Errorf("byName[%q].info.Username = %q", name, u.public.Username)
 		}
 	}
 }
@@ -173,7 +173,7 @@ func TestReloadRefusedKeepsIndex(t *testing.T) {
 	if err := d.Reload(context.Background()); err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Reload(file with a plain password) = %v; want %q…", err, want)
 	}
-	if d.index() != before || before.byName["user0010"].info.Name != "User 10" {
+	if d.index() != before || before.byName["user0010"].public.Name != "User 10" {
 		t.Errorf("after a refused reload the index changed; want the previous one")
 	}
 	if err := os.WriteFile(path, []byte(usersJSON(okAlice, okAlice)), 0o600); err != nil {

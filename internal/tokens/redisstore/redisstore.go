@@ -1,6 +1,7 @@
-package main
+package redisstore
 
 import (
+	"authsvc/internal/tokens"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -24,7 +25,7 @@ import (
 //
 // Scripts compute token keys from the index, so the store needs a
 // standalone Redis (or one where all keys share a slot), not a Cluster.
-const defaultRedisPrefix = "authsvc:"
+const DefaultPrefix = "authsvc:"
 
 // Client bounds: a call to a Redis that is down or stuck fails within
 // redisCallTimeout, well inside API.md's 503-within-5-s.
@@ -36,7 +37,7 @@ const (
 
 // redisStore is the Store kept in Redis, shared by every server pointed at
 // the same Redis and prefix.
-type redisStore struct {
+type Store struct {
 	client *redis.Client
 	prefix string
 	// userPrefix is lookupScript's ARGV[1], as any so that no batch
@@ -115,13 +116,13 @@ var lookupWaiters = sync.Pool{New: func() any {
 	return &lookupWaiter{done: make(chan lookupAnswer, 1), timer: t}
 }}
 
-var _ Store = (*redisStore)(nil)
+var _ tokens.Store = (*Store)(nil)
 
 // dialRedis returns a client of the Redis at rawURL (redis:// or, for TLS,
 // rediss://), with the timeouts a login can afford. It does not connect:
 // the first call does. Timeouts given in the URL (dial_timeout=,
 // read_timeout=, ...) win. Its errors never quote the URL's password.
-func dialRedis(rawURL string) (*redis.Client, error) {
+func Dial(rawURL string) (*redis.Client, error) {
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		// A *url.Error quotes the whole URL, password included: keep only its reason.
@@ -161,11 +162,11 @@ func dialRedis(rawURL string) (*redis.Client, error) {
 // keys under prefix ("" means defaultRedisPrefix); Ping tells whether Redis
 // answers. Its Close stops the store's loops and leaves client open: the
 // login throttle may share it.
-func newRedisStore(client *redis.Client, prefix string) *redisStore {
+func New(client *redis.Client, prefix string) *Store {
 	if prefix == "" {
-		prefix = defaultRedisPrefix
+		prefix = DefaultPrefix
 	}
-	s := &redisStore{
+	s := &Store{
 		client:     client,
 		prefix:     prefix,
 		userPrefix: prefix + "u:",
@@ -186,7 +187,7 @@ func newRedisStore(client *redis.Client, prefix string) *redisStore {
 // sends them in one call of lookupScript, until the store is closed.
 // Look-ups whose caller has given up are dropped unsent, so a backlog built
 // up while Redis hung drains at once when it answers again.
-func (s *redisStore) lookupLoop() {
+func (s *Store) lookupLoop() {
 	defer s.loops.Done()
 	batch := make([]lookupRequest, 0, maxLookupBatch)
 	args := make([]any, 0, 4+maxLookupBatch)
@@ -268,11 +269,11 @@ type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
-func (s *redisStore) tokenKey(d tokenDigest) string {
+func (s *Store) tokenKey(d tokens.Digest) string {
 	return s.prefix + "t:" + hex.EncodeToString(d[:])
 }
 
-func (s *redisStore) userKey(username string) string {
+func (s *Store) userKey(username string) string {
 	return s.prefix + "u:" + username
 }
 
@@ -280,7 +281,7 @@ func (s *redisStore) userKey(username string) string {
 // holds and the caller's context error stays visible. Only digests ever reach
 // Redis, so err cannot hold a token.
 func unavailable(op string, err error) error {
-	return fmt.Errorf("redis %s: %w: %w", op, errStoreUnavailable, err)
+	return fmt.Errorf("redis %s: %w: %w", op, tokens.ErrUnavailable, err)
 }
 
 // issueScript stores a session and indexes it under its user, then drops
@@ -437,7 +438,7 @@ return n
 `)
 
 // Issue stores sess under d, atomically with the user index and the limit.
-func (s *redisStore) Issue(ctx context.Context, d tokenDigest, sess Session, limit int, now time.Time) (evicted int, err error) {
+func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session, limit int, now time.Time) (evicted int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	expiry := ""
@@ -462,29 +463,29 @@ func (s *redisStore) Issue(ctx context.Context, d tokenDigest, sess Session, lim
 // A stored value that does not parse is an error wrapping errStoreUnavailable,
 // not errTokenNotFound: the store is broken, and a 401 would tell the client
 // to log in again rather than report the fault.
-func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (Session, error) {
+func (s *Store) Lookup(ctx context.Context, d tokens.Digest, now time.Time) (tokens.Session, error) {
 	ans := s.lookup(ctx, s.tokenKey(d))
 	if ans.err != nil {
-		return Session{}, unavailable("lookup", ans.err)
+		return tokens.Session{}, unavailable("lookup", ans.err)
 	}
 	f := ans.fields
 	if len(f) != 5 {
-		return Session{}, unavailable("lookup", errCorruptSession)
+		return tokens.Session{}, unavailable("lookup", errCorruptSession)
 	}
 	if f[0] == nil {
-		return Session{}, errTokenNotFound
+		return tokens.Session{}, tokens.ErrNotFound
 	}
 	sess, expiresMs, err := parseRedisSession(f[:3])
 	if err != nil {
-		return Session{}, unavailable("lookup", err)
+		return tokens.Session{}, unavailable("lookup", err)
 	}
 	score, listed := f[4].(string)
 	if !listed {
-		return Session{}, errTokenNotFound
+		return tokens.Session{}, tokens.ErrNotFound
 	}
 	issuedMs, err := strconv.ParseInt(score, 10, 64)
 	if err != nil {
-		return Session{}, unavailable("lookup", errCorruptSession)
+		return tokens.Session{}, unavailable("lookup", errCorruptSession)
 	}
 	sess.IssuedAt = time.UnixMilli(issuedMs)
 	sess.LastUsedAt = sess.IssuedAt
@@ -494,7 +495,7 @@ func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (
 		}
 	}
 	if expiresMs != 0 && expiresMs <= now.UnixMilli() {
-		return Session{}, errTokenNotFound
+		return tokens.Session{}, tokens.ErrNotFound
 	}
 	return sess, nil
 }
@@ -502,7 +503,7 @@ func (s *redisStore) Lookup(ctx context.Context, d tokenDigest, now time.Time) (
 // lookup hands key to a lookupLoop and waits for its answer for at most
 // lookupBound and while ctx lasts, time in the queue included; if it stops
 // waiting, the answer's error says why.
-func (s *redisStore) lookup(ctx context.Context, key string) lookupAnswer {
+func (s *Store) lookup(ctx context.Context, key string) lookupAnswer {
 	w := lookupWaiters.Get().(*lookupWaiter)
 	w.timer.Reset(lookupBound)
 	deadline := time.Now().Add(lookupBound)
@@ -537,34 +538,34 @@ var errCorruptSession = errors.New("corrupt session")
 
 // parseRedisSession decodes the HMGET u s e reply of a present token key, and
 // returns the expiry in Unix ms, 0 for never.
-func parseRedisSession(f []any) (Session, int64, error) {
+func parseRedisSession(f []any) (tokens.Session, int64, error) {
 	username, ok1 := f[0].(string)
 	stampStr, ok2 := f[1].(string)
 	if !ok1 || !ok2 {
-		return Session{}, 0, errCorruptSession
+		return tokens.Session{}, 0, errCorruptSession
 	}
 	stamp, err := strconv.ParseUint(stampStr, 10, 64)
 	if err != nil {
-		return Session{}, 0, errCorruptSession
+		return tokens.Session{}, 0, errCorruptSession
 	}
-	sess := Session{Username: username, Stamp: stamp}
+	sess := tokens.Session{Username: username, Stamp: stamp}
 	if f[2] == nil {
 		return sess, 0, nil
 	}
 	expStr, ok := f[2].(string)
 	if !ok {
-		return Session{}, 0, errCorruptSession
+		return tokens.Session{}, 0, errCorruptSession
 	}
 	ms, err := strconv.ParseInt(expStr, 10, 64)
 	if err != nil || ms == 0 {
-		return Session{}, 0, errCorruptSession
+		return tokens.Session{}, 0, errCorruptSession
 	}
 	sess.ExpiresAt = time.UnixMilli(ms).UTC()
 	return sess, ms, nil
 }
 
 // Revoke deletes the session under d and its index entry.
-func (s *redisStore) Revoke(ctx context.Context, d tokenDigest) error {
+func (s *Store) Revoke(ctx context.Context, d tokens.Digest) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	err := revokeScript.Run(ctx, s.client, []string{s.tokenKey(d)},
@@ -578,7 +579,7 @@ func (s *redisStore) Revoke(ctx context.Context, d tokenDigest) error {
 // RevokeUser deletes every session of username and reports how many were
 // live. Sessions whose index entry is gone are not counted; they were
 // already dead to Lookup.
-func (s *redisStore) RevokeUser(ctx context.Context, username string) (int, error) {
+func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	n, err := revokeUserScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:").Int()
@@ -593,7 +594,7 @@ func (s *redisStore) RevokeUser(ctx context.Context, username string) (int, erro
 // issued within the cut-off's millisecond but before it is removed too;
 // one issued in that millisecond after it is kept only if its score was
 // bumped past it (logins of one user in one millisecond).
-func (s *redisStore) RevokeUserBefore(ctx context.Context, username string, before time.Time) (int, error) {
+func (s *Store) RevokeUserBefore(ctx context.Context, username string, before time.Time) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	cutoff := before.UnixMilli()
@@ -623,7 +624,7 @@ return 0
 `)
 
 // Touch queues a use of d at now for touchLoop; it never blocks.
-func (s *redisStore) Touch(_ context.Context, d tokenDigest, now time.Time) {
+func (s *Store) Touch(_ context.Context, d tokens.Digest, now time.Time) {
 	select {
 	case s.touches <- touchRequest{key: s.tokenKey(d), ms: now.UnixMilli()}:
 	default: // full: this use is dropped, and last use lags a little more
@@ -632,7 +633,7 @@ func (s *redisStore) Touch(_ context.Context, d tokenDigest, now time.Time) {
 
 // touchLoop writes queued uses, a batch per script call, until the store
 // is closed. A failed batch is dropped: last use is best effort.
-func (s *redisStore) touchLoop() {
+func (s *Store) touchLoop() {
 	defer s.loops.Done()
 	var keys []string
 	var args []any
@@ -675,14 +676,14 @@ return out
 `)
 
 // List returns username's live sessions, newest first.
-func (s *redisStore) List(ctx context.Context, username string, now time.Time) ([]listedSession, error) {
+func (s *Store) List(ctx context.Context, username string, now time.Time) ([]tokens.ListedSession, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	rows, err := listScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:").Slice()
 	if err != nil {
 		return nil, unavailable("list", err)
 	}
-	out := make([]listedSession, 0, len(rows))
+	out := make([]tokens.ListedSession, 0, len(rows))
 	for _, row := range rows {
 		ls, ok := parseListedSession(username, row)
 		if !ok {
@@ -696,25 +697,25 @@ func (s *redisStore) List(ctx context.Context, username string, now time.Time) (
 }
 
 // parseListedSession decodes one row of listScript.
-func parseListedSession(username string, row any) (listedSession, bool) {
+func parseListedSession(username string, row any) (tokens.ListedSession, bool) {
 	f, ok := row.([]any)
 	if !ok || len(f) != 8 {
-		return listedSession{}, false
+		return tokens.ListedSession{}, false
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
-	var ls listedSession
+	var ls tokens.ListedSession
 	raw, err := hex.DecodeString(str(f[0]))
 	if err != nil || len(raw) != len(ls.Digest) {
-		return listedSession{}, false
+		return tokens.ListedSession{}, false
 	}
 	copy(ls.Digest[:], raw)
 	issued, err := strconv.ParseInt(str(f[1]), 10, 64)
 	if err != nil {
-		return listedSession{}, false
+		return tokens.ListedSession{}, false
 	}
 	ls.Username = username
 	if ls.Stamp, err = strconv.ParseUint(str(f[2]), 10, 64); err != nil {
-		return listedSession{}, false
+		return tokens.ListedSession{}, false
 	}
 	ls.IssuedAt = time.UnixMilli(issued)
 	ls.LastUsedAt = ls.IssuedAt
@@ -724,7 +725,7 @@ func parseListedSession(username string, row any) (listedSession, bool) {
 	if ms, err := strconv.ParseInt(str(f[4]), 10, 64); err == nil && ms > issued {
 		ls.LastUsedAt = time.UnixMilli(ms)
 	}
-	ls.ID, _ = parseSessionID(str(f[5])) // tokens issued before ids have the zero id
+	ls.ID, _ = tokens.ParseSessionID(str(f[5])) // tokens issued before ids have the zero id
 	ls.Client, ls.UserAgent = str(f[6]), str(f[7])
 	return ls, true
 }
@@ -745,7 +746,7 @@ return 0
 `)
 
 // RevokeID deletes username's session with id, and reports whether there was one.
-func (s *redisStore) RevokeID(ctx context.Context, username string, id sessionID) (bool, error) {
+func (s *Store) RevokeID(ctx context.Context, username string, id tokens.SessionID) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	n, err := revokeIDScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:", id.String()).Int()
@@ -756,13 +757,13 @@ func (s *redisStore) RevokeID(ctx context.Context, username string, id sessionID
 }
 
 // Sweep does nothing: Redis expires sessions on its own.
-func (s *redisStore) Sweep(time.Time) int { return 0 }
+func (s *Store) Sweep(time.Time) int { return 0 }
 
 // Len does not count: counting would scan Redis.
-func (s *redisStore) Len() (int, bool) { return 0, false }
+func (s *Store) Len() (int, bool) { return 0, false }
 
 // Ping reports whether Redis answers PING now.
-func (s *redisStore) Ping(ctx context.Context) error {
+func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	if err := s.client.Ping(ctx).Err(); err != nil {
@@ -772,7 +773,7 @@ func (s *redisStore) Ping(ctx context.Context) error {
 }
 
 // Close stops the store's loops; the client stays open (newRedisStore).
-func (s *redisStore) Close() error {
+func (s *Store) Close() error {
 	close(s.stop)
 	s.loops.Wait()
 	return nil

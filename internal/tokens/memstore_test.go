@@ -1,7 +1,8 @@
-package main
+package tokens
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -25,17 +26,17 @@ func TestMemRecordHoldsNoPointers(t *testing.T) {
 		}
 	}
 	check(reflect.TypeFor[memRecord](), "memRecord")
-	check(reflect.TypeFor[tokenDigest](), "tokenDigest") // the index's keys
+	check(reflect.TypeFor[Digest](), "tokenDigest") // the index's keys
 }
 
 // TestMemoryStoreClients: every client address comes back from List as it
 // was given, whether kept as 16 bytes or as a string.
 func TestMemoryStoreClients(t *testing.T) {
-	s := newMemoryStore()
+	s := NewMemoryStore()
 	now := time.Now()
 	clients := []string{"", "203.0.113.7", "2001:db8::1", "::ffff:192.0.2.1", "fe80::1%eth0", "unix-socket", "0.0.0.0"}
 	for _, c := range clients {
-		mustIssue(t, s, Session{Username: "alice", Stamp: 1, ID: newSessionID(), Client: c, UserAgent: "ua " + c}, 0, now)
+		issue(t, s, Session{Username: "alice", Stamp: 1, ID: NewSessionID(), Client: c, UserAgent: "ua " + c}, 0, now)
 	}
 	listed, err := s.List(context.Background(), "alice", now)
 	if err != nil || len(listed) != len(clients) {
@@ -53,20 +54,22 @@ func TestMemoryStoreClients(t *testing.T) {
 // string is let go once no session holds it, however its sessions ended.
 func TestMemoryStoreStringsShared(t *testing.T) {
 	ctx := context.Background()
-	s := newMemoryStore()
+	s := NewMemoryStore()
 	now := time.Now()
 	for _, user := range []string{"alice", "bob"} {
 		for range 3 {
-			mustIssue(t, s, Session{Username: user, Stamp: 1, ExpiresAt: now.Add(time.Minute), Client: "odd client", UserAgent: "Mozilla/5.0"}, 0, now)
+			issue(t, s, Session{Username: user, Stamp: 1, ExpiresAt: now.Add(time.Minute), Client: "odd client", UserAgent: "Mozilla/5.0"}, 0, now)
 		}
 	}
 	// alice, bob, one user agent, one client string.
 	if got := s.strings.Len(); got != 4 {
 		t.Errorf("strings held for 6 sessions of 2 users, 1 agent, 1 client = %d; want 4", got)
 	}
-	carol := mustIssue(t, s, Session{Username: "carol", Stamp: 1, UserAgent: "curl/8.5.0"}, 1, now)
-	mustIssue(t, s, Session{Username: "carol", Stamp: 1, UserAgent: "Wget/1.21"}, 1, now) // evicts the first
-	wantNotFound(t, s, carol, now)
+	carol := issue(t, s, Session{Username: "carol", Stamp: 1, UserAgent: "curl/8.5.0"}, 1, now)
+	issue(t, s, Session{Username: "carol", Stamp: 1, UserAgent: "Wget/1.21"}, 1, now) // evicts the first
+	if _, err := s.Lookup(context.Background(), carol, now); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Lookup(evicted) = %v; want %v", err, ErrNotFound)
+	}
 
 	s.RevokeUser(ctx, "alice")
 	s.Sweep(now.Add(time.Minute)) // bob's
@@ -78,6 +81,19 @@ func TestMemoryStoreStringsShared(t *testing.T) {
 		t.Errorf("byUser after every session ended = %v; want empty", s.byUser)
 	}
 	// Handles are reused, and a reused one names its new string.
-	d := mustIssue(t, s, Session{Username: "dave", Stamp: 1}, 0, now)
-	wantFound(t, s, d, now, Session{Username: "dave", Stamp: 1})
+	d := issue(t, s, Session{Username: "dave", Stamp: 1}, 0, now)
+	if got, err := s.Lookup(context.Background(), d, now); err != nil || got.Username != "dave" {
+		t.Errorf("Lookup(dave's) = %+v, %v; want dave's session", got, err)
+	}
+}
+
+// issue issues a fresh session for sess in s and returns its digest
+// (storetest.MustIssue, which this package's own tests cannot import).
+func issue(t *testing.T, s *MemoryStore, sess Session, limit int, now time.Time) Digest {
+	t.Helper()
+	_, d := New()
+	if _, err := s.Issue(context.Background(), d, sess, limit, now); err != nil {
+		t.Fatalf("Issue(%s) = %v; want nil", sess.Username, err)
+	}
+	return d
 }

@@ -1,4 +1,4 @@
-package main
+package tokens
 
 import (
 	"crypto/sha256"
@@ -13,7 +13,7 @@ const sampleToken = "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"
 
 func TestParseAuthorization(t *testing.T) {
 	raw, _ := hex.DecodeString(sampleToken)
-	want := tokenDigest(sha256.Sum256(raw))
+	want := Digest(sha256.Sum256(raw))
 	tests := []struct {
 		header []string // authorization header values
 		err    error    // nil: want the sample token's digest
@@ -27,30 +27,30 @@ func TestParseAuthorization(t *testing.T) {
 		{[]string{"Token   " + sampleToken}, nil},
 		{[]string{"Token\t" + sampleToken}, nil},
 		{[]string{"Token \t " + sampleToken}, nil},
-		{nil, errNoCredentials},
-		{[]string{""}, errNoCredentials},
-		{[]string{"Basic " + sampleToken}, errNoCredentials},
-		{[]string{"JWT " + sampleToken}, errNoCredentials},
-		{[]string{"Tokens " + sampleToken}, errNoCredentials},
-		{[]string{"Token" + sampleToken}, errNoCredentials},
-		{[]string{"To\u212aen " + sampleToken}, errNoCredentials}, // Kelvin sign folds to k in Unicode
-		{[]string{"Token"}, errBadToken},
-		{[]string{"Token "}, errBadToken},
-		{[]string{"Token " + sampleToken + " " + sampleToken}, errBadToken},
-		{[]string{"Token " + sampleToken + " x"}, errBadToken},
-		{[]string{"Token " + sampleToken[:39]}, errBadToken},
-		{[]string{"Token " + sampleToken + "0"}, errBadToken},
-		{[]string{"Token " + strings.ToUpper(sampleToken)}, errBadToken},
-		{[]string{"Token " + sampleToken[:39] + "g"}, errBadToken},
-		{[]string{"Token " + sampleToken[:39] + "\x00"}, errBadToken},
-		{[]string{"Token " + sampleToken, "Token " + sampleToken}, errBadToken},
+		{nil, ErrNoCredentials},
+		{[]string{""}, ErrNoCredentials},
+		{[]string{"Basic " + sampleToken}, ErrNoCredentials},
+		{[]string{"JWT " + sampleToken}, ErrNoCredentials},
+		{[]string{"Tokens " + sampleToken}, ErrNoCredentials},
+		{[]string{"Token" + sampleToken}, ErrNoCredentials},
+		{[]string{"To\u212aen " + sampleToken}, ErrNoCredentials}, // Kelvin sign folds to k in Unicode
+		{[]string{"Token"}, ErrBadToken},
+		{[]string{"Token "}, ErrBadToken},
+		{[]string{"Token " + sampleToken + " " + sampleToken}, ErrBadToken},
+		{[]string{"Token " + sampleToken + " x"}, ErrBadToken},
+		{[]string{"Token " + sampleToken[:39]}, ErrBadToken},
+		{[]string{"Token " + sampleToken + "0"}, ErrBadToken},
+		{[]string{"Token " + strings.ToUpper(sampleToken)}, ErrBadToken},
+		{[]string{"Token " + sampleToken[:39] + "g"}, ErrBadToken},
+		{[]string{"Token " + sampleToken[:39] + "\x00"}, ErrBadToken},
+		{[]string{"Token " + sampleToken, "Token " + sampleToken}, ErrBadToken},
 	}
 	for _, tt := range tests {
 		h := http.Header{}
 		if tt.header != nil {
 			h["Authorization"] = tt.header
 		}
-		got, err := parseAuthorization(h)
+		got, err := ParseAuthorization(h)
 		if !errors.Is(err, tt.err) {
 			t.Errorf("parseAuthorization(%q) error = %v; want %v", tt.header, err, tt.err)
 			continue
@@ -64,8 +64,8 @@ func TestParseAuthorization(t *testing.T) {
 func TestNewToken(t *testing.T) {
 	seen := make(map[string]bool)
 	for i := 0; i < 1000; i++ {
-		tok, d := newToken()
-		got, err := digestOf(tok)
+		tok, d := New()
+		got, err := DigestOf(tok)
 		if err != nil || got != d {
 			t.Fatalf("digestOf(newToken()) = %x, %v; want %x", got, err, d)
 		}
@@ -81,9 +81,9 @@ func FuzzParseCredentials(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		d, err := parseCredentials(v)
+		d, err := ParseCredentials(v)
 		if err != nil {
-			if !errors.Is(err, errNoCredentials) && !errors.Is(err, errBadToken) {
+			if !errors.Is(err, ErrNoCredentials) && !errors.Is(err, ErrBadToken) {
 				t.Fatalf("parseCredentials(%q) error = %v; want errNoCredentials or errBadToken", v, err)
 			}
 			return
@@ -91,7 +91,7 @@ func FuzzParseCredentials(f *testing.F) {
 		// A success means: a Token/Bearer scheme, blanks, then 40 lowercase hex.
 		scheme, rest, ok := strings.Cut(strings.ReplaceAll(v, "\t", " "), " ")
 		rest = strings.TrimLeft(rest, " ")
-		if !ok || !isTokenScheme(scheme) || len(rest) != tokenLen || strings.ToLower(rest) != rest {
+		if !ok || !isTokenScheme(scheme) || len(rest) != Length || strings.ToLower(rest) != rest {
 			t.Fatalf("parseCredentials(%q) accepted a malformed header", v)
 		}
 		raw, err := hex.DecodeString(rest)

@@ -1,4 +1,4 @@
-package main
+package tokens
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 var (
 	// errTokenNotFound: no live session under that digest (never issued,
 	// revoked, evicted or expired). The caller answers 401 invalid_token.
-	errTokenNotFound = errors.New("token not found")
+	ErrNotFound = errors.New("token not found")
 	// errStoreUnavailable: the store could not answer in time or at all.
 	// The caller fails closed and answers 503 unavailable.
-	errStoreUnavailable = errors.New("token store unavailable")
+	ErrUnavailable = errors.New("token store unavailable")
 )
 
 // A Session is what a token stands for. The token itself is never stored:
@@ -34,7 +34,7 @@ type Session struct {
 	// the first. It may lag the real last use (see Touch).
 	LastUsedAt time.Time
 	// ID names the session to its owner; random, unrelated to the token.
-	ID sessionID
+	ID SessionID
 	// Client is the login's client address as the throttle saw it, and
 	// UserAgent its User-Agent, cut to maxUserAgent bytes.
 	Client, UserAgent string
@@ -42,8 +42,8 @@ type Session struct {
 
 // A listedSession is a session with the digest it is stored under, as List
 // returns it: the digest tells the caller which one is its own token.
-type listedSession struct {
-	Digest tokenDigest
+type ListedSession struct {
+	Digest Digest
 	Session
 }
 
@@ -88,12 +88,12 @@ type listedSession struct {
 //   - All methods are safe for concurrent use; ctx bounds each call.
 //   - No method stores or logs a usable token: only digests reach the store.
 type Store interface {
-	Issue(ctx context.Context, d tokenDigest, s Session, limit int, now time.Time) (evicted int, err error)
-	Lookup(ctx context.Context, d tokenDigest, now time.Time) (Session, error)
-	Revoke(ctx context.Context, d tokenDigest) error
-	Touch(ctx context.Context, d tokenDigest, now time.Time)
-	List(ctx context.Context, username string, now time.Time) ([]listedSession, error)
-	RevokeID(ctx context.Context, username string, id sessionID) (bool, error)
+	Issue(ctx context.Context, d Digest, s Session, limit int, now time.Time) (evicted int, err error)
+	Lookup(ctx context.Context, d Digest, now time.Time) (Session, error)
+	Revoke(ctx context.Context, d Digest) error
+	Touch(ctx context.Context, d Digest, now time.Time)
+	List(ctx context.Context, username string, now time.Time) ([]ListedSession, error)
+	RevokeID(ctx context.Context, username string, id SessionID) (bool, error)
 	RevokeUser(ctx context.Context, username string) (int, error)
 	RevokeUserBefore(ctx context.Context, username string, before time.Time) (int, error)
 	Sweep(now time.Time) int

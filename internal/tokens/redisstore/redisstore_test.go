@@ -1,15 +1,15 @@
-package main
+package redisstore
 
 import (
+	"authsvc/internal/testservers"
+	"authsvc/internal/tokens"
+	"authsvc/internal/tokens/storetest"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -18,112 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// startRedis returns the URL of a Redis for t. With AUTHSVC_TEST_REDIS set it
-// is that URL, and stop and restart are nil. Otherwise it is a redis-server
-// started on a free loopback port and killed when t ends; stop kills it and
-// restart starts it again on the same port, empty. Without redis-server the
-// test is skipped, or fails when AUTHSVC_REQUIRE_REDIS=1.
-func startRedis(t testing.TB) (url string, stop, restart func()) {
-	t.Helper()
-	if url := os.Getenv("AUTHSVC_TEST_REDIS"); url != "" {
-		return url, nil, nil
-	}
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("AUTHSVC_REQUIRE_REDIS") == "1" {
-			t.Fatal("redis-server not in PATH and AUTHSVC_REQUIRE_REDIS=1")
-		}
-		t.Skip("redis-server not in PATH: install it, or set AUTHSVC_TEST_REDIS=redis://host:port/db")
-	}
-	port := freePort(t)
-	dir := t.TempDir()
-	addr := net.JoinHostPort("127.0.0.1", port)
-
-	var cmd *exec.Cmd // the running server, nil while stopped
-	start := func() {
-		t.Helper()
-		cmd = exec.Command(bin, "--port", port, "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir)
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting redis-server: %v", err)
-		}
-		waitForRedis(t, addr)
-	}
-	stop = func() {
-		t.Helper()
-		if cmd == nil {
-			return
-		}
-		cmd.Process.Kill()
-		cmd.Wait() // the port is free again once the process is gone
-		cmd = nil
-	}
-	start()
-	t.Cleanup(stop)
-	return "redis://" + addr + "/0", stop, start
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
-}
-
-// waitForRedis waits up to 5 s for the Redis at addr to answer PING. It
-// speaks RESP itself, since a go-redis client would log every refused dial.
-func waitForRedis(t testing.TB, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := pingRESP(addr)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server at %s: no PING answer within 5s: %v", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// pingRESP sends PING to addr and expects +PONG.
-func pingRESP(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	buf := make([]byte, 7)
-	if _, err := io.ReadFull(c, buf); err != nil {
-		return err
-	}
-	if string(buf) != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", buf)
-	}
-	return nil
-}
-
-// testPrefix returns a key prefix no other test uses.
-func testPrefix() string {
-	var b [6]byte
-	rand.Read(b[:])
-	return "authsvc-test-" + hex.EncodeToString(b[:]) + ":"
-}
-
 // testRedisClient returns a client of the Redis at url, closed when t ends.
 func testRedisClient(t testing.TB, url string) *redis.Client {
 	t.Helper()
-	client, err := dialRedis(url)
+	client, err := Dial(url)
 	if err != nil {
 		t.Fatalf("dialRedis(%q) = %v", url, err)
 	}
@@ -133,16 +31,16 @@ func testRedisClient(t testing.TB, url string) *redis.Client {
 
 // newTestRedisStore returns a store on url under a fresh prefix, closed when
 // t ends.
-func newTestRedisStore(t *testing.T, url string) *redisStore {
+func newTestRedisStore(t *testing.T, url string) *Store {
 	t.Helper()
-	s := newRedisStore(testRedisClient(t, url), testPrefix())
+	s := New(testRedisClient(t, url), testservers.UniquePrefix())
 	t.Cleanup(func() { s.Close() })
 	return s
 }
 
 func TestRedisStore(t *testing.T) {
-	url, _, _ := startRedis(t)
-	testStoreConformance(t, func(t *testing.T) Store {
+	url, _, _ := testservers.Redis(t)
+	storetest.Run(t, func(t *testing.T) tokens.Store {
 		return newTestRedisStore(t, url)
 	})
 }
@@ -150,13 +48,13 @@ func TestRedisStore(t *testing.T) {
 // TestRedisStoreKeys checks the key layout: expiry by PEXPIREAT on the token
 // key and the index, none for a session that never expires.
 func TestRedisStoreKeys(t *testing.T) {
-	url, _, _ := startRedis(t)
+	url, _, _ := testservers.Redis(t)
 	s := newTestRedisStore(t, url)
 	ctx := context.Background()
 	now := time.Now()
 
 	expiresAt := now.Add(time.Hour)
-	d := mustIssue(t, s, Session{Username: "alice", Stamp: 1, ExpiresAt: expiresAt}, 0, now)
+	d := storetest.MustIssue(t, s, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: expiresAt}, 0, now)
 	for _, key := range []string{s.tokenKey(d), s.userKey("alice")} {
 		got, err := s.client.PExpireTime(ctx, key).Result()
 		if want := time.Duration(expiresAt.UnixMilli()) * time.Millisecond; got != want || err != nil {
@@ -165,7 +63,7 @@ func TestRedisStoreKeys(t *testing.T) {
 	}
 
 	// A session that never expires keeps the index from expiring.
-	never := mustIssue(t, s, Session{Username: "alice", Stamp: 1}, 0, now)
+	never := storetest.MustIssue(t, s, tokens.Session{Username: "alice", Stamp: 1}, 0, now)
 	for _, key := range []string{s.tokenKey(never), s.userKey("alice")} {
 		if got, err := s.client.PTTL(ctx, key).Result(); got != -1 || err != nil {
 			t.Errorf("PTTL %s = %v, %v; want -1 (no expiry), nil", key, got, err)
@@ -176,12 +74,12 @@ func TestRedisStoreKeys(t *testing.T) {
 // TestRedisStoreExpiredIndex checks that index entries of expired sessions
 // are pruned at the next Issue, and the index key dies with its last session.
 func TestRedisStoreExpiredIndex(t *testing.T) {
-	url, _, _ := startRedis(t)
+	url, _, _ := testservers.Redis(t)
 	s := newTestRedisStore(t, url)
 	ctx := context.Background()
-	short := mustIssue(t, s, Session{Username: "alice", Stamp: 1, ExpiresAt: time.Now().Add(300 * time.Millisecond)}, 0, time.Now())
+	short := storetest.MustIssue(t, s, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: time.Now().Add(300 * time.Millisecond)}, 0, time.Now())
 	time.Sleep(400 * time.Millisecond)
-	mustIssue(t, s, Session{Username: "alice", Stamp: 1, ExpiresAt: time.Now().Add(300 * time.Millisecond)}, 0, time.Now())
+	storetest.MustIssue(t, s, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: time.Now().Add(300 * time.Millisecond)}, 0, time.Now())
 	members, err := s.client.ZRange(ctx, s.userKey("alice"), 0, -1).Result()
 	if err != nil || len(members) != 1 || members[0] == hex.EncodeToString(short[:]) {
 		t.Fatalf("ZRANGE index = %q, %v; want only the second session", members, err)
@@ -205,28 +103,28 @@ func TestRedisStoreExpiredIndex(t *testing.T) {
 // TestRedisStoreCorrupt checks that a value that does not parse fails closed
 // as an unavailable store, not as a session or a missing one.
 func TestRedisStoreCorrupt(t *testing.T) {
-	url, _, _ := startRedis(t)
+	url, _, _ := testservers.Redis(t)
 	s := newTestRedisStore(t, url)
 	ctx := context.Background()
-	d := randomDigest()
+	d := storetest.RandomDigest()
 	if err := s.client.HSet(ctx, s.tokenKey(d), "u", "alice", "s", "not a number").Err(); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Lookup(ctx, d, time.Now())
-	if !errors.Is(err, errStoreUnavailable) || !strings.Contains(err.Error(), "corrupt session") {
-		t.Fatalf("Lookup(corrupt) = %+v, %v; want a corrupt session error wrapping %v", got, err, errStoreUnavailable)
+	if !errors.Is(err, tokens.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt session") {
+		t.Fatalf("Lookup(corrupt) = %+v, %v; want a corrupt session error wrapping %v", got, err, tokens.ErrUnavailable)
 	}
 }
 
 // TestRedisStoreKeysHoldNoToken checks that neither key names nor values
 // hold the token, only its digest.
 func TestRedisStoreKeysHoldNoToken(t *testing.T) {
-	url, _, _ := startRedis(t)
+	url, _, _ := testservers.Redis(t)
 	s := newTestRedisStore(t, url)
 	ctx := context.Background()
 	now := time.Now()
-	token, d := newToken()
-	if _, err := s.Issue(ctx, d, Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 100, now); err != nil {
+	token, d := tokens.New()
+	if _, err := s.Issue(ctx, d, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 100, now); err != nil {
 		t.Fatal(err)
 	}
 
@@ -269,16 +167,16 @@ func TestRedisStoreKeysHoldNoToken(t *testing.T) {
 // while Redis is down, and that the same store serves again within 5 s of
 // Redis coming back (API.md, "Operations").
 func TestRedisStoreUnavailable(t *testing.T) {
-	url, stop, restart := startRedis(t)
+	url, stop, restart := testservers.Redis(t)
 	if stop == nil {
 		t.Skip("needs a Redis it can stop: unset AUTHSVC_TEST_REDIS")
 	}
 	s := newTestRedisStore(t, url)
 	ctx := context.Background()
 	now := time.Now()
-	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
-	d := mustIssue(t, s, alice, 10, now)
-	wantFound(t, s, d, now, alice)
+	alice := tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	d := storetest.MustIssue(t, s, alice, 10, now)
+	storetest.WantFound(t, s, d, now, alice)
 
 	stop()
 	calls := []struct {
@@ -286,7 +184,7 @@ func TestRedisStoreUnavailable(t *testing.T) {
 		call func() error
 	}{
 		{"Issue", func() error {
-			_, d := newToken()
+			_, d := tokens.New()
 			_, err := s.Issue(ctx, d, alice, 10, now)
 			return err
 		}},
@@ -301,8 +199,8 @@ func TestRedisStoreUnavailable(t *testing.T) {
 		if elapsed := time.Since(start); elapsed >= 5*time.Second {
 			t.Errorf("%s with Redis down took %v; want < 5s", c.name, elapsed)
 		}
-		if !errors.Is(err, errStoreUnavailable) {
-			t.Errorf("%s with Redis down = %v; want %v", c.name, err, errStoreUnavailable)
+		if !errors.Is(err, tokens.ErrUnavailable) {
+			t.Errorf("%s with Redis down = %v; want %v", c.name, err, tokens.ErrUnavailable)
 		}
 	}
 
@@ -319,9 +217,9 @@ func TestRedisStoreUnavailable(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// The restarted Redis is empty: d is gone, new sessions work.
-	wantNotFound(t, s, d, now)
-	d2 := mustIssue(t, s, alice, 10, now)
-	wantFound(t, s, d2, now, alice)
+	storetest.WantNotFound(t, s, d, now)
+	d2 := storetest.MustIssue(t, s, alice, 10, now)
+	storetest.WantFound(t, s, d2, now, alice)
 	if elapsed := time.Since(start); elapsed >= 5*time.Second {
 		t.Errorf("service resumed %v after Redis came back; want < 5s", elapsed)
 	}
@@ -348,23 +246,23 @@ func TestRedisStoreHung(t *testing.T) {
 			go func() { defer held.Done(); io.Copy(io.Discard, conn); conn.Close() }()
 		}
 	}()
-	s := newRedisStore(testRedisClient(t, "redis://"+ln.Addr().String()+"/0"), "hung:")
+	s := New(testRedisClient(t, "redis://"+ln.Addr().String()+"/0"), "hung:")
 	defer s.Close()
 	now := time.Now()
 	var wg sync.WaitGroup
 	for i := range 32 {
 		wg.Go(func() {
 			start := time.Now()
-			_, err := s.Lookup(context.Background(), tokenDigest{byte(i)}, now)
-			if d := time.Since(start); !errors.Is(err, errStoreUnavailable) || d >= 5*time.Second {
+			_, err := s.Lookup(context.Background(), tokens.Digest{byte(i)}, now)
+			if d := time.Since(start); !errors.Is(err, tokens.ErrUnavailable) || d >= 5*time.Second {
 				t.Errorf("Lookup on a hung Redis = %v after %v; want errStoreUnavailable within 5s", err, d)
 			}
 		})
 	}
 	wg.Go(func() {
 		start := time.Now()
-		_, err := s.Issue(context.Background(), tokenDigest{1}, Session{Username: "alice"}, 10, now)
-		if d := time.Since(start); !errors.Is(err, errStoreUnavailable) || d >= 5*time.Second {
+		_, err := s.Issue(context.Background(), tokens.Digest{1}, tokens.Session{Username: "alice"}, 10, now)
+		if d := time.Since(start); !errors.Is(err, tokens.ErrUnavailable) || d >= 5*time.Second {
 			t.Errorf("Issue on a hung Redis = %v after %v; want errStoreUnavailable within 5s", err, d)
 		}
 	})
@@ -376,7 +274,7 @@ func TestRedisStoreHung(t *testing.T) {
 // quoting its password.
 func TestRedisStoreURLErrorHidesPassword(t *testing.T) {
 	for _, raw := range []string{"redis://:s3cret@127.0.0.1:xx/0", "redis://user:s3cret@127.0.0.1:6379/abc", "rediss://:s3cret@[::1/0"} {
-		_, err := dialRedis(raw)
+		_, err := Dial(raw)
 		if err == nil {
 			t.Errorf("dialRedis(%q) = nil error; want one", raw)
 			continue

@@ -1,6 +1,9 @@
-package main
+package redisstore
 
 import (
+	"authsvc/internal/testservers"
+	"authsvc/internal/tokens"
+	"authsvc/internal/tokens/storetest"
 	"context"
 	"errors"
 	"strconv"
@@ -17,13 +20,13 @@ import (
 // closed within API.md's 5 s. The bound must hold by time, whatever the
 // number of look-ups queued in front of one.
 func TestRedisStoreLookupBoundUnderPause(t *testing.T) {
-	url, _, _ := startRedis(t)
+	url, _, _ := testservers.Redis(t)
 	s := newTestRedisStore(t, url)
 	ctx := context.Background()
 	now := time.Now()
-	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
-	d := mustIssue(t, s, alice, 0, now)
-	wantFound(t, s, d, now, alice) // the pipeline's connections are up
+	alice := tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	d := storetest.MustIssue(t, s, alice, 0, now)
+	storetest.WantFound(t, s, d, now, alice) // the pipeline's connections are up
 
 	admin := redis.NewClient(&redis.Options{Addr: s.client.Options().Addr})
 	defer admin.Close()
@@ -44,7 +47,7 @@ func TestRedisStoreLookupBoundUnderPause(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			t0 := time.Now()
-			lookFor := randomDigest()
+			lookFor := storetest.RandomDigest()
 			if i%2 == 0 {
 				lookFor = d
 			}
@@ -53,7 +56,7 @@ func TestRedisStoreLookupBoundUnderPause(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			slowest = max(slowest, took)
-			if !errors.Is(err, errStoreUnavailable) {
+			if !errors.Is(err, tokens.ErrUnavailable) {
 				wrong++
 				if firstErr == nil {
 					firstErr = err
@@ -69,7 +72,7 @@ func TestRedisStoreLookupBoundUnderPause(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d look-ups on a paused Redis: all done after %v, slowest %v", n, time.Since(t0), slowest)
 	if wrong > 0 {
-		t.Errorf("%d of %d look-ups on a paused Redis did not fail with %v; first: %v", wrong, n, errStoreUnavailable, firstErr)
+		t.Errorf("%d of %d look-ups on a paused Redis did not fail with %v; first: %v", wrong, n, tokens.ErrUnavailable, firstErr)
 	}
 	if slowest >= 5*time.Second {
 		t.Errorf("slowest of %d look-ups on a paused Redis took %v; want < 5s (API.md)", n, slowest)
@@ -121,12 +124,12 @@ func fillRedisPastMaxmemory(t *testing.T, c *redis.Client) {
 // instead of storing past the limit. Whatever Issue answers, it never
 // reports success for a session Lookup cannot find, nor leaves half of one.
 func TestRedisStoreIssueAtMaxmemory(t *testing.T) {
-	url, _, _ := startRedis(t)
+	url, _, _ := testservers.Redis(t)
 	s := newTestRedisStore(t, url)
 	ctx := context.Background()
 	now := time.Now()
-	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
-	before := mustIssue(t, s, alice, 100, now)
+	alice := tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	before := storetest.MustIssue(t, s, alice, 100, now)
 
 	fillRedisPastMaxmemory(t, s.client)
 	for i := range 5 {
@@ -134,7 +137,7 @@ func TestRedisStoreIssueAtMaxmemory(t *testing.T) {
 		if i%2 == 1 {
 			sess.ExpiresAt = time.Time{} // the script's no-expiry branch too
 		}
-		_, d := newToken()
+		_, d := tokens.New()
 		_, err := s.Issue(ctx, d, sess, 100, now)
 		if i == 0 {
 			t.Logf("Issue at maxmemory = %v", err)
@@ -144,11 +147,11 @@ func TestRedisStoreIssueAtMaxmemory(t *testing.T) {
 		case err == nil && lerr != nil:
 			t.Fatalf("Issue at maxmemory = nil, but Lookup = %v: a success for a session never stored", lerr)
 		case err == nil:
-			t.Errorf("Issue at maxmemory = nil (session %+v stored past the limit); want an error wrapping %v", got, errStoreUnavailable)
-		case !errors.Is(err, errStoreUnavailable):
-			t.Errorf("Issue at maxmemory = %v; want an error wrapping %v", err, errStoreUnavailable)
-		case !errors.Is(lerr, errTokenNotFound):
-			t.Errorf("after a refused Issue, Lookup = %+v, %v; want %v", got, lerr, errTokenNotFound)
+			t.Errorf("Issue at maxmemory = nil (session %+v stored past the limit); want an error wrapping %v", got, tokens.ErrUnavailable)
+		case !errors.Is(err, tokens.ErrUnavailable):
+			t.Errorf("Issue at maxmemory = %v; want an error wrapping %v", err, tokens.ErrUnavailable)
+		case !errors.Is(lerr, tokens.ErrNotFound):
+			t.Errorf("after a refused Issue, Lookup = %+v, %v; want %v", got, lerr, tokens.ErrNotFound)
 		}
 		if err != nil {
 			if n, err := s.client.Exists(ctx, s.tokenKey(d)).Result(); n != 0 || err != nil {
@@ -158,32 +161,32 @@ func TestRedisStoreIssueAtMaxmemory(t *testing.T) {
 	}
 	// Sessions stored before the limit was reached still work, and so does
 	// Issue once memory is free again.
-	wantFound(t, s, before, now, alice)
+	storetest.WantFound(t, s, before, now, alice)
 	if err := s.client.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
-	after := mustIssue(t, s, alice, 100, now)
-	wantFound(t, s, after, now, alice)
+	after := storetest.MustIssue(t, s, alice, 100, now)
+	storetest.WantFound(t, s, after, now, alice)
 }
 
 // TestRedisStoreRevokeUserEvictedIndex: logoutall must not report success
 // while the user's tokens live on, even when Redis has evicted the user's
 // index (volatile-lru and allkeys-lru may). Other users' tokens stay.
 func TestRedisStoreRevokeUserEvictedIndex(t *testing.T) {
-	url, _, _ := startRedis(t)
+	url, _, _ := testservers.Redis(t)
 	s := newTestRedisStore(t, url)
 	ctx := context.Background()
 	now := time.Now()
-	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
-	bob := Session{Username: "bob", Stamp: 2, ExpiresAt: now.Add(time.Hour)}
-	var alices, bobs []tokenDigest
+	alice := tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	bob := tokens.Session{Username: "bob", Stamp: 2, ExpiresAt: now.Add(time.Hour)}
+	var alices, bobs []tokens.Digest
 	for i := range 3 {
 		sess := alice
 		if i == 2 {
 			sess.ExpiresAt = time.Time{}
 		}
-		alices = append(alices, mustIssue(t, s, sess, 100, now))
-		bobs = append(bobs, mustIssue(t, s, bob, 100, now))
+		alices = append(alices, storetest.MustIssue(t, s, sess, 100, now))
+		bobs = append(bobs, storetest.MustIssue(t, s, bob, 100, now))
 	}
 
 	// Eviction, simulated.
@@ -199,7 +202,7 @@ func TestRedisStoreRevokeUserEvictedIndex(t *testing.T) {
 		}
 	}
 	for _, d := range bobs {
-		wantFound(t, s, d, now, bob)
+		storetest.WantFound(t, s, d, now, bob)
 	}
 
 	// Found dead, they are deleted: nothing else would find them.
@@ -210,51 +213,51 @@ func TestRedisStoreRevokeUserEvictedIndex(t *testing.T) {
 	}
 
 	// Alice can log in again; her old tokens stay dead.
-	fresh := mustIssue(t, s, alice, 100, now)
-	wantFound(t, s, fresh, now, alice)
+	fresh := storetest.MustIssue(t, s, alice, 100, now)
+	storetest.WantFound(t, s, fresh, now, alice)
 	for _, d := range alices {
-		wantNotFound(t, s, d, now)
+		storetest.WantNotFound(t, s, d, now)
 	}
 	if _, err := s.RevokeUser(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	wantNotFound(t, s, fresh, now)
+	storetest.WantNotFound(t, s, fresh, now)
 	for _, d := range bobs {
-		wantFound(t, s, d, now, bob)
+		storetest.WantFound(t, s, d, now, bob)
 	}
 }
 
 // TestRedisStoreLookupScriptFlushed: look-ups go on when Redis has lost its
 // script cache (a restart, SCRIPT FLUSH).
 func TestRedisStoreLookupScriptFlushed(t *testing.T) {
-	url, _, _ := startRedis(t)
+	url, _, _ := testservers.Redis(t)
 	s := newTestRedisStore(t, url)
 	ctx := context.Background()
 	now := time.Now()
-	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
-	d := mustIssue(t, s, alice, 100, now)
-	wantFound(t, s, d, now, alice)
+	alice := tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	d := storetest.MustIssue(t, s, alice, 100, now)
+	storetest.WantFound(t, s, d, now, alice)
 	if err := s.client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	wantFound(t, s, d, now, alice)
-	wantNotFound(t, s, randomDigest(), now)
+	storetest.WantFound(t, s, d, now, alice)
+	storetest.WantNotFound(t, s, storetest.RandomDigest(), now)
 }
 
 // TestRedisStoreLookupWrongType: a key of the wrong type fails its own
 // look-up closed and no other look-up batched with it.
 func TestRedisStoreLookupWrongType(t *testing.T) {
-	url, _, _ := startRedis(t)
+	url, _, _ := testservers.Redis(t)
 	s := newTestRedisStore(t, url)
 	ctx := context.Background()
 	now := time.Now()
-	alice := Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
-	good := mustIssue(t, s, alice, 100, now)
-	bad := randomDigest()
+	alice := tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	good := storetest.MustIssue(t, s, alice, 100, now)
+	bad := storetest.RandomDigest()
 	if err := s.client.Set(ctx, s.tokenKey(bad), "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	badIndex := randomDigest()
+	badIndex := storetest.RandomDigest()
 	if err := s.client.HSet(ctx, s.tokenKey(badIndex), "u", "mallory", "s", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -268,10 +271,10 @@ func TestRedisStoreLookupWrongType(t *testing.T) {
 				t.Errorf("Lookup(good) = %+v, %v; want alice's session", got, err)
 			}
 		})
-		for _, d := range []tokenDigest{bad, badIndex} {
+		for _, d := range []tokens.Digest{bad, badIndex} {
 			wg.Go(func() {
-				if got, err := s.Lookup(ctx, d, now); !errors.Is(err, errStoreUnavailable) {
-					t.Errorf("Lookup(wrong type) = %+v, %v; want an error wrapping %v", got, err, errStoreUnavailable)
+				if got, err := s.Lookup(ctx, d, now); !errors.Is(err, tokens.ErrUnavailable) {
+					t.Errorf("Lookup(wrong type) = %+v, %v; want an error wrapping %v", got, err, tokens.ErrUnavailable)
 				}
 			})
 		}
@@ -282,13 +285,13 @@ func TestRedisStoreLookupWrongType(t *testing.T) {
 // BenchmarkRedisLookup: concurrent look-ups of one live token through the
 // pipeline, against a redis-server of its own.
 func BenchmarkRedisLookup(b *testing.B) {
-	url, _, _ := startRedis(b)
-	s := newRedisStore(testRedisClient(b, url), testPrefix())
+	url, _, _ := testservers.Redis(b)
+	s := New(testRedisClient(b, url), testservers.UniquePrefix())
 	defer s.Close()
 	ctx := context.Background()
 	now := time.Now()
-	_, d := newToken()
-	if _, err := s.Issue(ctx, d, Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 100, now); err != nil {
+	_, d := tokens.New()
+	if _, err := s.Issue(ctx, d, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 100, now); err != nil {
 		b.Fatal(err)
 	}
 	b.SetParallelism(32)

@@ -1,4 +1,4 @@
-package main
+package tokens
 
 import (
 	"context"
@@ -17,18 +17,18 @@ const memShards = 64
 // process. Its sessions hold no pointers (memRecord), so the garbage
 // collector never scans them: with a million sessions as pointers, each
 // collection marked for 300–800 ms while /info ran, and its p99 doubled.
-type memoryStore struct {
+type MemoryStore struct {
 	shards [memShards]memShard
 
-	mu      sync.Mutex                  // guards byUser and the writes to strings; taken before any shard lock, never after
-	byUser  map[strHandle][]tokenDigest // each user's digests, oldest first
-	strings strTable                    // usernames, user agents and odd client addresses, shared by equal ones
+	mu      sync.Mutex             // guards byUser and the writes to strings; taken before any shard lock, never after
+	byUser  map[strHandle][]Digest // each user's digests, oldest first
+	strings strTable               // usernames, user agents and odd client addresses, shared by equal ones
 
 }
 
 type memShard struct {
-	mu      sync.RWMutex           // guards index, records and free (a record's lastUsed is also written atomically under a read lock)
-	index   map[tokenDigest]uint32 // digest → position in records
+	mu      sync.RWMutex      // guards index, records and free (a record's lastUsed is also written atomically under a read lock)
+	index   map[Digest]uint32 // digest → position in records
 	records []memRecord
 	free    []uint32 // positions of deleted records, reused first
 }
@@ -43,7 +43,7 @@ type memRecord struct {
 	user      strHandle
 	agent     strHandle
 	client    memClient
-	id        sessionID
+	id        SessionID
 }
 
 // memClient is a client address without a pointer: an IP in 16 bytes, or
@@ -61,24 +61,24 @@ const (
 	clientText
 )
 
-var _ Store = (*memoryStore)(nil)
+var _ Store = (*MemoryStore)(nil)
 
-func newMemoryStore() *memoryStore {
-	s := &memoryStore{byUser: make(map[strHandle][]tokenDigest)}
+func NewMemoryStore() *MemoryStore {
+	s := &MemoryStore{byUser: make(map[strHandle][]Digest)}
 	s.strings.init()
 	for i := range s.shards {
-		s.shards[i].index = make(map[tokenDigest]uint32)
+		s.shards[i].index = make(map[Digest]uint32)
 	}
 	return s
 }
 
-func (s *memoryStore) shard(d tokenDigest) *memShard {
+func (s *MemoryStore) shard(d Digest) *memShard {
 	return &s.shards[d[0]%memShards]
 }
 
 // session returns the Session rec stands for; full adds the client and
 // user agent, which only List reports. The caller holds rec's shard lock.
-func (s *memoryStore) session(rec *memRecord, full bool) Session {
+func (s *MemoryStore) session(rec *memRecord, full bool) Session {
 	sess := Session{
 		Username:   s.strings.get(rec.user),
 		Stamp:      rec.stamp,
@@ -104,7 +104,7 @@ func (s *memoryStore) session(rec *memRecord, full bool) Session {
 }
 
 // newClient returns client as a memClient. The caller holds s.mu.
-func (s *memoryStore) newClient(client string) memClient {
+func (s *MemoryStore) newClient(client string) memClient {
 	if client == "" {
 		return memClient{}
 	}
@@ -119,7 +119,7 @@ func (s *memoryStore) newClient(client string) memClient {
 }
 
 // release drops rec's hold on its strings. The caller holds s.mu.
-func (s *memoryStore) release(rec *memRecord) {
+func (s *MemoryStore) release(rec *memRecord) {
 	s.strings.release(rec.user)
 	s.strings.release(rec.agent)
 	if rec.client.kind == clientText {
@@ -127,7 +127,7 @@ func (s *memoryStore) release(rec *memRecord) {
 	}
 }
 
-func (s *memoryStore) Issue(_ context.Context, d tokenDigest, sess Session, limit int, now time.Time) (evicted int, err error) {
+func (s *MemoryStore) Issue(_ context.Context, d Digest, sess Session, limit int, now time.Time) (evicted int, err error) {
 	rec := memRecord{stamp: sess.Stamp, issuedAt: now.UnixNano(), lastUsed: now.UnixNano(), id: sess.ID}
 	if !sess.ExpiresAt.IsZero() {
 		rec.expiresAt = sess.ExpiresAt.UnixNano()
@@ -172,23 +172,23 @@ func (sh *memShard) put(rec memRecord) uint32 {
 	return uint32(len(sh.records) - 1)
 }
 
-func (s *memoryStore) Lookup(_ context.Context, d tokenDigest, now time.Time) (Session, error) {
+func (s *MemoryStore) Lookup(_ context.Context, d Digest, now time.Time) (Session, error) {
 	sh := s.shard(d)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	at, ok := sh.index[d]
 	if !ok {
-		return Session{}, errTokenNotFound
+		return Session{}, ErrNotFound
 	}
 	rec := &sh.records[at]
 	if rec.expiresAt != 0 && rec.expiresAt <= now.UnixNano() {
-		return Session{}, errTokenNotFound
+		return Session{}, ErrNotFound
 	}
 	return s.session(rec, false), nil
 }
 
 // Touch records a use of d at now: one atomic store under a read lock.
-func (s *memoryStore) Touch(_ context.Context, d tokenDigest, now time.Time) {
+func (s *MemoryStore) Touch(_ context.Context, d Digest, now time.Time) {
 	sh := s.shard(d)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
@@ -202,7 +202,7 @@ func (s *memoryStore) Touch(_ context.Context, d tokenDigest, now time.Time) {
 
 // record calls f with d's record, if d is stored, under its shard's read
 // lock, and reports whether it was.
-func (s *memoryStore) record(d tokenDigest, f func(*memRecord)) bool {
+func (s *MemoryStore) record(d Digest, f func(*memRecord)) bool {
 	sh := s.shard(d)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
@@ -213,14 +213,14 @@ func (s *memoryStore) record(d tokenDigest, f func(*memRecord)) bool {
 	return ok
 }
 
-func (s *memoryStore) List(_ context.Context, username string, now time.Time) ([]listedSession, error) {
+func (s *MemoryStore) List(_ context.Context, username string, now time.Time) ([]ListedSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []listedSession
+	var out []ListedSession
 	for _, d := range s.byUser[s.strings.find(username)] {
 		s.record(d, func(rec *memRecord) {
 			if rec.expiresAt == 0 || rec.expiresAt > now.UnixNano() {
-				out = append(out, listedSession{Digest: d, Session: s.session(rec, true)})
+				out = append(out, ListedSession{Digest: d, Session: s.session(rec, true)})
 			}
 		})
 	}
@@ -228,7 +228,7 @@ func (s *memoryStore) List(_ context.Context, username string, now time.Time) ([
 	return out, nil
 }
 
-func (s *memoryStore) RevokeID(_ context.Context, username string, id sessionID) (bool, error) {
+func (s *MemoryStore) RevokeID(_ context.Context, username string, id SessionID) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range s.byUser[s.strings.find(username)] {
@@ -242,14 +242,14 @@ func (s *memoryStore) RevokeID(_ context.Context, username string, id sessionID)
 	return false, nil
 }
 
-func (s *memoryStore) Revoke(_ context.Context, d tokenDigest) error {
+func (s *MemoryStore) Revoke(_ context.Context, d Digest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.deleteSession(d)
 	return nil
 }
 
-func (s *memoryStore) RevokeUser(_ context.Context, username string) (int, error) {
+func (s *MemoryStore) RevokeUser(_ context.Context, username string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	user := s.strings.find(username)
@@ -263,11 +263,11 @@ func (s *memoryStore) RevokeUser(_ context.Context, username string) (int, error
 	return len(digests), nil
 }
 
-func (s *memoryStore) RevokeUserBefore(_ context.Context, username string, before time.Time) (int, error) {
+func (s *MemoryStore) RevokeUserBefore(_ context.Context, username string, before time.Time) (int, error) {
 	cutoff := before.UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var old []tokenDigest
+	var old []Digest
 	for _, d := range s.byUser[s.strings.find(username)] {
 		s.record(d, func(rec *memRecord) {
 			if rec.issuedAt < cutoff {
@@ -281,12 +281,12 @@ func (s *memoryStore) RevokeUserBefore(_ context.Context, username string, befor
 	return len(old), nil
 }
 
-func (s *memoryStore) Ping(context.Context) error { return nil }
+func (s *MemoryStore) Ping(context.Context) error { return nil }
 
-func (s *memoryStore) Close() error { return nil }
+func (s *MemoryStore) Close() error { return nil }
 
 // Len returns the number of stored sessions, expired ones not yet swept included.
-func (s *memoryStore) Len() (n int, ok bool) {
+func (s *MemoryStore) Len() (n int, ok bool) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.RLock()
@@ -298,10 +298,10 @@ func (s *memoryStore) Len() (n int, ok bool) {
 
 // Sweep deletes the sessions expired at now, one shard at a time, and
 // reports how many it deleted. Logins and look-ups proceed between shards.
-func (s *memoryStore) Sweep(now time.Time) int {
+func (s *MemoryStore) Sweep(now time.Time) int {
 	cutoff := now.UnixNano()
 	total := 0
-	var expired []tokenDigest
+	var expired []Digest
 	for i := range s.shards {
 		expired = expired[:0]
 		sh := &s.shards[i]
@@ -328,7 +328,7 @@ func (s *memoryStore) Sweep(now time.Time) int {
 
 // deleteSession removes d from its shard and from its user's digests, and
 // reports whether it was there. The caller holds s.mu.
-func (s *memoryStore) deleteSession(d tokenDigest) bool {
+func (s *MemoryStore) deleteSession(d Digest) bool {
 	rec, ok := s.removeRecord(d)
 	if ok {
 		s.forget(rec.user, d)
@@ -339,7 +339,7 @@ func (s *memoryStore) deleteSession(d tokenDigest) bool {
 
 // removeRecord removes d from its shard alone and returns its record,
 // whose strings the caller releases. The caller holds s.mu.
-func (s *memoryStore) removeRecord(d tokenDigest) (memRecord, bool) {
+func (s *MemoryStore) removeRecord(d Digest) (memRecord, bool) {
 	sh := s.shard(d)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -355,7 +355,7 @@ func (s *memoryStore) removeRecord(d tokenDigest) (memRecord, bool) {
 }
 
 // forget removes d from user's digests. The caller holds s.mu.
-func (s *memoryStore) forget(user strHandle, d tokenDigest) {
+func (s *MemoryStore) forget(user strHandle, d Digest) {
 	digests := s.byUser[user]
 	if i := slices.Index(digests, d); i >= 0 {
 		digests = slices.Delete(digests, i, i+1)

@@ -1,8 +1,9 @@
-package main
+package throttle
 
 import (
 	"authsvc/internal/lru"
 	"context"
+	"errors"
 	"math"
 	"net/netip"
 	"sync"
@@ -13,7 +14,7 @@ import (
 
 // throttleConfig sets the login throttle's limits. A zero or negative field
 // takes its default (defaultThrottleConfig), which the serve flags show too.
-type throttleConfig struct {
+type Config struct {
 	PairFailures int           // failures per (username, client address) before backoff
 	Window       time.Duration // a failure streak is forgotten after this long without a failure
 	BaseBackoff  time.Duration // first backoff once PairFailures is reached; doubles per further failure
@@ -25,8 +26,8 @@ type throttleConfig struct {
 }
 
 // defaultThrottleConfig returns the throttle's default limits.
-func defaultThrottleConfig() throttleConfig {
-	return throttleConfig{
+func DefaultConfig() Config {
+	return Config{
 		PairFailures: 5,
 		Window:       15 * time.Minute,
 		BaseBackoff:  time.Second,
@@ -39,8 +40,8 @@ func defaultThrottleConfig() throttleConfig {
 }
 
 // withDefaults returns c with every unset field at its default.
-func (c throttleConfig) withDefaults() throttleConfig {
-	d := defaultThrottleConfig()
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
 	setDefault(&c.PairFailures, d.PairFailures)
 	setDefault(&c.Window, d.Window)
 	setDefault(&c.BaseBackoff, d.BaseBackoff)
@@ -65,34 +66,42 @@ func setDefault[T int | float64 | time.Duration](v *T, def T) {
 // before its password is checked, and exactly one of failure, success or
 // release settles it. An error means the throttle could not decide: the
 // caller fails closed (503).
-type loginThrottle interface {
-	reserve(ctx context.Context, username, addr string, now time.Time) (retryAfter time.Duration, ok bool, err error)
-	failure(ctx context.Context, username, addr string, now time.Time) error
-	success(ctx context.Context, username, addr string, now time.Time) error
-	release(ctx context.Context, username, addr string) error
+type Throttle interface {
+	Reserve(ctx context.Context, username, addr string, now time.Time) (retryAfter time.Duration, ok bool, err error)
+	Failure(ctx context.Context, username, addr string, now time.Time) error
+	Success(ctx context.Context, username, addr string, now time.Time) error
+	Release(ctx context.Context, username, addr string) error
 }
 
+// errThrottleUnavailable: the throttle could not decide (its backing did
+// not answer). The caller fails closed and answers 503 unavailable.
+var ErrUnavailable = errors.New("login throttle unavailable")
+
+// newMemoryThrottle returns a throttle kept in this process with cfg's
+// limits (unset ones at their defaults).
+func NewMemory(cfg Config) Memory { return Memory{newThrottle(cfg)} }
+
 // memoryThrottle is the throttle kept in this process: it never fails.
-type memoryThrottle struct{ *throttle }
+type Memory struct{ *throttle }
 
-var _ loginThrottle = memoryThrottle{}
+var _ Throttle = Memory{}
 
-func (m memoryThrottle) reserve(_ context.Context, username, addr string, now time.Time) (time.Duration, bool, error) {
+func (m Memory) Reserve(_ context.Context, username, addr string, now time.Time) (time.Duration, bool, error) {
 	wait, ok := m.throttle.reserve(username, addr, now)
 	return wait, ok, nil
 }
 
-func (m memoryThrottle) failure(_ context.Context, username, addr string, now time.Time) error {
+func (m Memory) Failure(_ context.Context, username, addr string, now time.Time) error {
 	m.throttle.failure(username, addr, now)
 	return nil
 }
 
-func (m memoryThrottle) success(_ context.Context, username, addr string, now time.Time) error {
+func (m Memory) Success(_ context.Context, username, addr string, now time.Time) error {
 	m.throttle.success(username, addr, now)
 	return nil
 }
 
-func (m memoryThrottle) release(_ context.Context, username, addr string) error {
+func (m Memory) Release(_ context.Context, username, addr string) error {
 	m.throttle.release(username, addr)
 	return nil
 }
@@ -142,7 +151,7 @@ func (m memoryThrottle) release(_ context.Context, username, addr string) error 
 // cost 12, 30k per hour), so flushing a live streak out of a table takes
 // longer than a Window at the default MaxEntries.
 type throttle struct {
-	cfg throttleConfig
+	cfg Config
 
 	mu    sync.Mutex // guards pairs, users and addrs, including the limiters in addrs
 	pairs *lru.Cache[pairKey, streak]
@@ -168,8 +177,8 @@ type streak struct {
 const trimPerWrite = 2
 
 // newThrottle returns a throttle with cfg's limits, unset ones at their defaults.
-func newThrottle(cfg throttleConfig) *throttle {
-	cfg = cfg.withDefaults()
+func newThrottle(cfg Config) *throttle {
+	cfg = cfg.WithDefaults()
 	return &throttle{
 		cfg:   cfg,
 		pairs: lru.New[pairKey, streak](cfg.MaxEntries),
@@ -347,7 +356,7 @@ func ceilSecond(d time.Duration) time.Duration {
 // an IPv4-mapped IPv6 address as plain IPv4, and an IPv6 address as its /64
 // prefix, since one subscriber usually holds a whole /64 and could otherwise
 // rotate addresses for free.
-func clientKey(ip netip.Addr) string {
+func ClientKey(ip netip.Addr) string {
 	ip = ip.Unmap().WithZone("")
 	if ip.Is6() {
 		return netip.PrefixFrom(ip, 64).Masked().String()

@@ -1,4 +1,4 @@
-package main
+package tokens
 
 import (
 	"crypto/rand"
@@ -11,23 +11,23 @@ import (
 // tokenBytes is the entropy of a token; its hex form is tokenLen characters.
 const (
 	tokenBytes = 20
-	tokenLen   = 2 * tokenBytes
+	Length     = 2 * tokenBytes
 )
 
 // A tokenDigest is the SHA-256 of a token's raw bytes: the only form in
 // which a token is ever stored.
-type tokenDigest [sha256.Size]byte
+type Digest [sha256.Size]byte
 
 // Errors of parseAuthorization, mapped to 401 not_authenticated and 401
 // invalid_token.
 var (
-	errNoCredentials = errors.New("no token credentials")
-	errBadToken      = errors.New("malformed token")
+	ErrNoCredentials = errors.New("no token credentials")
+	ErrBadToken      = errors.New("malformed token")
 )
 
 // newToken returns a fresh token (tokenLen lowercase hex characters from
 // crypto/rand) and its digest.
-func newToken() (string, tokenDigest) {
+func New() (string, Digest) {
 	var raw [tokenBytes]byte
 	rand.Read(raw[:]) // never returns an error; crashes the program if the OS cannot supply randomness
 	return hex.EncodeToString(raw[:]), sha256.Sum256(raw[:])
@@ -39,30 +39,30 @@ func newToken() (string, tokenDigest) {
 // token of tokenLen lowercase hex characters. It returns errNoCredentials when
 // no header or another scheme is present, and errBadToken for everything else
 // that is wrong. It touches no store.
-func parseAuthorization(h http.Header) (tokenDigest, error) {
+func ParseAuthorization(h http.Header) (Digest, error) {
 	values := h["Authorization"]
 	switch {
 	case len(values) == 0:
-		return tokenDigest{}, errNoCredentials
+		return Digest{}, ErrNoCredentials
 	case len(values) > 1:
-		return tokenDigest{}, errBadToken
+		return Digest{}, ErrBadToken
 	}
-	return parseCredentials(values[0])
+	return ParseCredentials(values[0])
 }
 
 // parseCredentials parses one authorization header value.
-func parseCredentials(v string) (tokenDigest, error) {
+func ParseCredentials(v string) (Digest, error) {
 	i := 0
 	for i < len(v) && v[i] != ' ' && v[i] != '\t' {
 		i++
 	}
 	if !isTokenScheme(v[:i]) {
-		return tokenDigest{}, errNoCredentials
+		return Digest{}, ErrNoCredentials
 	}
 	for i < len(v) && (v[i] == ' ' || v[i] == '\t') {
 		i++
 	}
-	return digestOf(v[i:])
+	return DigestOf(v[i:])
 }
 
 // isTokenScheme reports whether scheme is "Token" or "Bearer", in any case.
@@ -91,16 +91,16 @@ func asciiEqualFold(s, lower string) bool {
 
 // digestOf returns the digest of token, or errBadToken unless token is
 // exactly tokenLen lowercase hex characters.
-func digestOf(token string) (tokenDigest, error) {
-	if len(token) != tokenLen {
-		return tokenDigest{}, errBadToken
+func DigestOf(token string) (Digest, error) {
+	if len(token) != Length {
+		return Digest{}, ErrBadToken
 	}
 	var raw [tokenBytes]byte
 	for i := 0; i < tokenBytes; i++ {
 		hi, ok1 := fromHexLower(token[2*i])
 		lo, ok2 := fromHexLower(token[2*i+1])
 		if !ok1 || !ok2 {
-			return tokenDigest{}, errBadToken
+			return Digest{}, ErrBadToken
 		}
 		raw[i] = hi<<4 | lo
 	}

@@ -1,6 +1,10 @@
-package main
+package redisthrottle
 
 import (
+	"authsvc/internal/testservers"
+	"authsvc/internal/throttle"
+	"authsvc/internal/throttle/throttletest"
+	"authsvc/internal/tokens/redisstore"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,25 +15,39 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
+// throttleRedisClient returns a client of the Redis at url, dialled as
+// serve dials it, closed when t ends.
+func throttleRedisClient(t testing.TB, url string) *redis.Client {
+	t.Helper()
+	client, err := redisstore.Dial(url)
+	if err != nil {
+		t.Fatalf("dialRedis(%q) = %v", url, err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
 func TestRedisThrottleConformance(t *testing.T) {
-	url, _, _ := startRedis(t)
-	client := testRedisClient(t, url)
-	testThrottleConformance(t, func(t *testing.T, cfg throttleConfig) loginThrottle {
-		return newRedisThrottle(client, testPrefix(), cfg)
+	url, _, _ := testservers.Redis(t)
+	client := throttleRedisClient(t, url)
+	throttletest.Run(t, func(t *testing.T, cfg throttle.Config) throttle.Throttle {
+		return New(client, testservers.UniquePrefix(), cfg)
 	})
 }
 
 // twoInstances returns two throttles with cfg on the Redis at url, each
 // with its own client and under one fresh prefix, as two servers sharing a
 // Redis have.
-func twoInstances(t *testing.T, url string, cfg throttleConfig) (a, b loginThrottle) {
+func twoInstances(t *testing.T, url string, cfg throttle.Config) (a, b throttle.Throttle) {
 	t.Helper()
-	prefix := testPrefix()
-	var th [2]loginThrottle
+	prefix := testservers.UniquePrefix()
+	var th [2]throttle.Throttle
 	for i := range th {
-		th[i] = newRedisThrottle(testRedisClient(t, url), prefix, cfg)
+		th[i] = New(throttleRedisClient(t, url), prefix, cfg)
 	}
 	return th[0], th[1]
 }
@@ -37,73 +55,73 @@ func twoInstances(t *testing.T, url string, cfg throttleConfig) (a, b loginThrot
 // TestRedisThrottleInstances: two instances splitting the failures between
 // them throttle as one would, for the pair, the user and the address.
 func TestRedisThrottleInstances(t *testing.T) {
-	url, _, _ := startRedis(t)
+	url, _, _ := testservers.Redis(t)
 	const alice, home = "alice", "192.0.2.1"
 	t.Run("pair", func(t *testing.T) {
-		a, b := twoInstances(t, url, throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst})
-		on := [2]throttleDriver{{t, a}, {t, b}}
+		a, b := twoInstances(t, url, throttle.Config{AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst})
+		on := [2]throttletest.Driver{{T: t, Throttle: a}, {T: t, Throttle: b}}
 		for i := range 5 {
-			on[i%2].reserve(alice, home, 0, 0, true)
-			on[i%2].fail(alice, home, 0)
+			on[i%2].Reserve(alice, home, 0, 0, true)
+			on[i%2].Fail(alice, home, 0)
 		}
-		on[0].reserve(alice, home, 0, time.Second, false)
-		on[1].reserve(alice, home, 0, time.Second, false)
-		on[1].reserve(alice, home, time.Second, 0, true)
-		on[0].reserve(alice, home, time.Second, time.Second, false) // b's attempt is in flight
-		on[1].fail(alice, home, time.Second)
-		on[0].reserve(alice, home, time.Second, 2*time.Second, false)
-		on[0].reserve(alice, home, 3*time.Second, 0, true)
-		on[0].succeed(alice, home, 3*time.Second)
-		on[1].reserve(alice, home, 3*time.Second, 0, true) // the success on a cleared the pair for b
+		on[0].Reserve(alice, home, 0, time.Second, false)
+		on[1].Reserve(alice, home, 0, time.Second, false)
+		on[1].Reserve(alice, home, time.Second, 0, true)
+		on[0].Reserve(alice, home, time.Second, time.Second, false) // b's attempt is in flight
+		on[1].Fail(alice, home, time.Second)
+		on[0].Reserve(alice, home, time.Second, 2*time.Second, false)
+		on[0].Reserve(alice, home, 3*time.Second, 0, true)
+		on[0].Succeed(alice, home, 3*time.Second)
+		on[1].Reserve(alice, home, 3*time.Second, 0, true) // the success on a cleared the pair for b
 	})
 	t.Run("user", func(t *testing.T) {
-		a, b := twoInstances(t, url, throttleConfig{UserFailures: 4, AddrRate: fastAddrs, AddrBurst: fastBurst})
-		on := [2]throttleDriver{{t, a}, {t, b}}
+		a, b := twoInstances(t, url, throttle.Config{UserFailures: 4, AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst})
+		on := [2]throttletest.Driver{{T: t, Throttle: a}, {T: t, Throttle: b}}
 		for i := range 4 {
 			addr := fmt.Sprint("203.0.113.", i)
-			on[i%2].reserve(alice, addr, 0, 0, true)
-			on[i%2].fail(alice, addr, 0)
+			on[i%2].Reserve(alice, addr, 0, 0, true)
+			on[i%2].Fail(alice, addr, 0)
 		}
-		on[0].reserve(alice, home, 0, 15*time.Minute, false)
-		on[1].reserve(alice, home, 0, 15*time.Minute, false)
+		on[0].Reserve(alice, home, 0, 15*time.Minute, false)
+		on[1].Reserve(alice, home, 0, 15*time.Minute, false)
 	})
 	t.Run("address", func(t *testing.T) {
-		a, b := twoInstances(t, url, throttleConfig{})
-		on := [2]throttleDriver{{t, a}, {t, b}}
+		a, b := twoInstances(t, url, throttle.Config{})
+		on := [2]throttletest.Driver{{T: t, Throttle: a}, {T: t, Throttle: b}}
 		for i := range 10 {
 			user := fmt.Sprint("user", i)
-			on[i%2].reserve(user, home, 0, 0, true)
-			on[i%2].fail(user, home, 0)
+			on[i%2].Reserve(user, home, 0, 0, true)
+			on[i%2].Fail(user, home, 0)
 		}
-		on[0].reserve("user10", home, 0, time.Second, false)
-		on[1].reserve("user10", home, 0, time.Second, false)
+		on[0].Reserve("user10", home, 0, time.Second, false)
+		on[1].Reserve("user10", home, 0, time.Second, false)
 	})
 }
 
 // TestRedisThrottleParallelInstances: attempts sent at once to two
 // instances get no more places than one instance gives.
 func TestRedisThrottleParallelInstances(t *testing.T) {
-	url, _, _ := startRedis(t)
+	url, _, _ := testservers.Redis(t)
 	for _, tt := range []struct {
 		name string
-		cfg  throttleConfig
+		cfg  throttle.Config
 		addr func(i int) string
 		want int
 	}{
-		{"pair", throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst}, oneAddr, 5},
-		{"user", throttleConfig{UserFailures: 3, AddrRate: fastAddrs, AddrBurst: fastBurst},
+		{"pair", throttle.Config{AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst}, throttletest.OneAddr, 5},
+		{"user", throttle.Config{UserFailures: 3, AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst},
 			func(i int) string { return fmt.Sprint("203.0.113.", i) }, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := twoInstances(t, url, tt.cfg)
-			instances := [2]loginThrottle{a, b}
+			instances := [2]throttle.Throttle{a, b}
 			var wg sync.WaitGroup
 			var admitted atomic.Int64
 			start := make(chan struct{})
 			for i := range 20 {
 				wg.Go(func() {
 					<-start
-					_, ok, err := instances[i%2].reserve(context.Background(), "alice", tt.addr(i), t0)
+					_, ok, err := instances[i%2].Reserve(context.Background(), "alice", tt.addr(i), throttletest.T0)
 					if err != nil {
 						t.Errorf("reserve = %v", err)
 					}
@@ -122,16 +140,16 @@ func TestRedisThrottleParallelInstances(t *testing.T) {
 }
 
 // TestRedisThrottleUnavailable: with Redis down every call fails closed
-// within redisCallTimeout (and a little), and the throttle works again once
+// within redisThrottleTimeout (and a little), and the throttle works again once
 // Redis is back.
 func TestRedisThrottleUnavailable(t *testing.T) {
-	url, stop, restart := startRedis(t)
+	url, stop, restart := testservers.Redis(t)
 	if stop == nil {
 		t.Skip("needs a Redis it can stop: unset AUTHSVC_TEST_REDIS")
 	}
-	th := newRedisThrottle(testRedisClient(t, url), testPrefix(), throttleConfig{})
+	th := New(throttleRedisClient(t, url), testservers.UniquePrefix(), throttle.Config{})
 	ctx := context.Background()
-	if _, ok, err := th.reserve(ctx, "alice", "192.0.2.1", t0); !ok || err != nil {
+	if _, ok, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0); !ok || err != nil {
 		t.Fatalf("reserve with Redis up = %v, %v; want true, nil", ok, err)
 	}
 
@@ -141,31 +159,31 @@ func TestRedisThrottleUnavailable(t *testing.T) {
 		call func() error
 	}{
 		{"reserve", func() error {
-			_, ok, err := th.reserve(ctx, "alice", "192.0.2.1", t0)
+			_, ok, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0)
 			if ok {
 				t.Error("reserve with Redis down admitted the attempt")
 			}
 			return err
 		}},
-		{"failure", func() error { return th.failure(ctx, "alice", "192.0.2.1", t0) }},
-		{"success", func() error { return th.success(ctx, "alice", "192.0.2.1", t0) }},
-		{"release", func() error { return th.release(ctx, "alice", "192.0.2.1") }},
+		{"failure", func() error { return th.Failure(ctx, "alice", "192.0.2.1", throttletest.T0) }},
+		{"success", func() error { return th.Success(ctx, "alice", "192.0.2.1", throttletest.T0) }},
+		{"release", func() error { return th.Release(ctx, "alice", "192.0.2.1") }},
 	}
 	for _, c := range calls {
 		start := time.Now()
 		err := c.call()
-		if elapsed := time.Since(start); elapsed >= redisCallTimeout+500*time.Millisecond {
-			t.Errorf("%s with Redis down took %v; want < %v", c.name, elapsed, redisCallTimeout+500*time.Millisecond)
+		if elapsed := time.Since(start); elapsed >= redisThrottleTimeout+500*time.Millisecond {
+			t.Errorf("%s with Redis down took %v; want < %v", c.name, elapsed, redisThrottleTimeout+500*time.Millisecond)
 		}
-		if !errors.Is(err, errStoreUnavailable) {
-			t.Errorf("%s with Redis down = %v; want %v", c.name, err, errStoreUnavailable)
+		if !errors.Is(err, throttle.ErrUnavailable) {
+			t.Errorf("%s with Redis down = %v; want %v", c.name, err, throttle.ErrUnavailable)
 		}
 	}
 
 	restart()
 	start := time.Now()
 	for {
-		_, ok, err := th.reserve(ctx, "alice", "192.0.2.1", t0)
+		_, ok, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0)
 		if err == nil {
 			if !ok {
 				t.Error("reserve on the restarted (empty) Redis refused")
@@ -177,7 +195,7 @@ func TestRedisThrottleUnavailable(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := th.failure(ctx, "alice", "192.0.2.1", t0); err != nil {
+	if err := th.Failure(ctx, "alice", "192.0.2.1", throttletest.T0); err != nil {
 		t.Errorf("failure after Redis came back = %v", err)
 	}
 }
@@ -186,17 +204,17 @@ func TestRedisThrottleUnavailable(t *testing.T) {
 // the request that made it has gone (its context cancelled), or a client
 // hanging up at the right moment would guess for free.
 func TestRedisThrottleSettleOutlivesCaller(t *testing.T) {
-	url, _, _ := startRedis(t)
-	th := newRedisThrottle(testRedisClient(t, url), testPrefix(), throttleConfig{PairFailures: 1, AddrRate: fastAddrs, AddrBurst: fastBurst})
+	url, _, _ := testservers.Redis(t)
+	th := New(throttleRedisClient(t, url), testservers.UniquePrefix(), throttle.Config{PairFailures: 1, AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, ok, err := th.reserve(ctx, "alice", "192.0.2.1", t0); !ok || err != nil {
+	if _, ok, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0); !ok || err != nil {
 		t.Fatalf("reserve = %v, %v; want true, nil", ok, err)
 	}
-	if err := th.failure(ctx, "alice", "192.0.2.1", t0); err != nil {
+	if err := th.Failure(ctx, "alice", "192.0.2.1", throttletest.T0); err != nil {
 		t.Fatalf("failure with a cancelled context = %v; want nil", err)
 	}
-	throttleDriver{t, th}.reserve("alice", "192.0.2.1", 0, time.Second, false)
+	throttletest.Driver{T: t, Throttle: th}.Reserve("alice", "192.0.2.1", 0, time.Second, false)
 }
 
 // TestRedisThrottleKeys checks the key layout (no username in a key name)
@@ -204,11 +222,11 @@ func TestRedisThrottleSettleOutlivesCaller(t *testing.T) {
 // pending one no sooner than a window and a margin after its reservation,
 // a bucket a margin after it is full again.
 func TestRedisThrottleKeys(t *testing.T) {
-	url, _, _ := startRedis(t)
-	client, prefix := testRedisClient(t, url), testPrefix()
-	th := newRedisThrottle(client, prefix, throttleConfig{})
+	url, _, _ := testservers.Redis(t)
+	client, prefix := throttleRedisClient(t, url), testservers.UniquePrefix()
+	th := New(client, prefix, throttle.Config{})
 	ctx := context.Background()
-	d := throttleDriver{t, th}
+	d := throttletest.Driver{T: t, Throttle: th}
 	const alice, home = "alice", "192.0.2.1"
 	const w, m = 15 * time.Minute, throttleKeyMargin
 
@@ -235,53 +253,53 @@ func TestRedisThrottleKeys(t *testing.T) {
 			t.Errorf("EXISTS %s = %d, %v; want 0", key, n, err)
 		}
 	}
-	ms := func(d time.Duration) string { return fmt.Sprint(t0.Add(d).UnixMilli()) }
+	ms := func(d time.Duration) string { return fmt.Sprint(throttletest.T0.Add(d).UnixMilli()) }
 
-	d.reserve(alice, home, 0, 0, true)
+	d.Reserve(alice, home, 0, 0, true)
 	wantKey(pair, map[string]string{"n": "0", "last": "0", "pending": "1"}, w+m)
 	wantKey(user, map[string]string{"n": "0", "last": "0", "pending": "1"}, w+m)
 	wantGone(addr) // reservations take no token
-	d.release(alice, home)
+	d.Release(alice, home)
 	wantGone(pair)
 	wantGone(user)
 
-	d.reserve(alice, home, 0, 0, true)
-	d.fail(alice, home, 0)
+	d.Reserve(alice, home, 0, 0, true)
+	d.Fail(alice, home, 0)
 	wantKey(pair, map[string]string{"n": "1", "last": ms(0), "pending": "0"}, w+m)
 	wantKey(user, map[string]string{"n": "1", "last": ms(0), "pending": "0"}, w+m)
 	wantKey(addr, map[string]string{"tokens": "9", "last": ms(0)}, time.Second+m) // one token short of 10, at 1/s
 
 	// Ten minutes on, the streak has five minutes and the margin to live,
 	// but not while an attempt is pending.
-	d.reserve(alice, home, 10*time.Minute, 0, true)
+	d.Reserve(alice, home, 10*time.Minute, 0, true)
 	wantKey(pair, map[string]string{"n": "1", "last": ms(0), "pending": "1"}, w+m)
-	d.succeed(alice, home, 10*time.Minute)
+	d.Succeed(alice, home, 10*time.Minute)
 	wantGone(pair)
 	wantKey(user, map[string]string{"n": "1", "last": ms(0), "pending": "0"}, w-10*time.Minute+m)
 
 	// A release keeps the expiry the reservation set.
-	d.reserve(alice, home, 10*time.Minute, 0, true)
-	d.release(alice, home)
+	d.Reserve(alice, home, 10*time.Minute, 0, true)
+	d.Release(alice, home)
 	wantKey(user, map[string]string{"n": "1", "last": ms(0), "pending": "0"}, w+m)
 
 	// A failure past the window starts a new streak.
-	d.fail(alice, home, w)
+	d.Fail(alice, home, w)
 	wantKey(user, map[string]string{"n": "1", "last": ms(w), "pending": "0"}, w+m)
 
 	// Many keys, mixed calls: every key has an expiry and none names alice.
 	for i := range 20 {
 		username, from := fmt.Sprint("alice", i), fmt.Sprint("198.51.100.", i%3)
-		if _, ok, _ := th.reserve(ctx, username, from, t0); ok {
+		if _, ok, _ := th.Reserve(ctx, username, from, throttletest.T0); ok {
 			switch i % 3 {
 			case 0:
-				th.failure(ctx, username, from, t0)
+				th.Failure(ctx, username, from, throttletest.T0)
 			case 1:
-				th.success(ctx, username, from, t0)
+				th.Success(ctx, username, from, throttletest.T0)
 			case 2:
-				th.release(ctx, username, from)
+				th.Release(ctx, username, from)
 			}
 		}
-		th.reserve(ctx, username, from, t0) // left pending
+		th.Reserve(ctx, username, from, throttletest.T0) // left pending
 	}
 	keys, err := client.Keys(ctx, prefix+"*").Result()
 	if err != nil || len(keys) == 0 {

@@ -1,9 +1,11 @@
-package main
+package redisthrottle
 
 import (
+	"authsvc/internal/throttle"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -28,6 +30,10 @@ import (
 // by the margin covers clocks that differ a little between instances.
 const throttleKeyMargin = time.Minute
 
+// redisThrottleTimeout bounds each call, as the token store's calls are
+// bounded, well inside API.md's 503-within-5-s.
+const redisThrottleTimeout = 2 * time.Second
+
 // redisThrottle is the loginThrottle kept in Redis, shared by every server
 // pointed at the same Redis and prefix: the rules are throttle's (see
 // throttle.go), and N servers allow as many guesses as one, attempts sent at
@@ -40,22 +46,22 @@ const throttleKeyMargin = time.Minute
 // a boundary). Nothing bounds the number of
 // keys but their expiry (MaxEntries is not used). And where the memory
 // throttle cannot fail, a Redis that does not answer within
-// redisCallTimeout makes a call fail with an error wrapping
-// errStoreUnavailable: the login fails closed.
-type redisThrottle struct {
+// redisThrottleTimeout makes a call fail with an error wrapping
+// errThrottleUnavailable: the login fails closed.
+type Throttle struct {
 	client *redis.Client
 	prefix string // prefix + "th:"
-	cfg    throttleConfig
+	cfg    throttle.Config
 	limits []any // the scripts' ARGV after now, formatted once
 }
 
-var _ loginThrottle = (*redisThrottle)(nil)
+var _ throttle.Throttle = (*Throttle)(nil)
 
 // newRedisThrottle returns a throttle with cfg's limits (unset ones at their
 // defaults) keeping its counters in client's Redis under prefix + "th:".
-func newRedisThrottle(client *redis.Client, prefix string, cfg throttleConfig) *redisThrottle {
-	cfg = cfg.withDefaults()
-	return &redisThrottle{
+func New(client *redis.Client, prefix string, cfg throttle.Config) *Throttle {
+	cfg = cfg.WithDefaults()
+	return &Throttle{
 		client: client,
 		prefix: prefix + "th:",
 		cfg:    cfg,
@@ -78,7 +84,7 @@ func ceilMilli(d time.Duration) int64 {
 }
 
 // keys returns the pair's, the user's and the address's keys.
-func (r *redisThrottle) keys(username, addr string) []string {
+func (r *Throttle) keys(username, addr string) []string {
 	pair := sha256.Sum256([]byte(username + "\x00" + addr)) // addr never holds a NUL
 	user := sha256.Sum256([]byte(username))
 	return []string{
@@ -89,26 +95,26 @@ func (r *redisThrottle) keys(username, addr string) []string {
 }
 
 // args returns the scripts' ARGV: now in Unix ms, then the limits.
-func (r *redisThrottle) args(now time.Time) []any {
+func (r *Throttle) args(now time.Time) []any {
 	return append([]any{now.UnixMilli()}, r.limits...)
 }
 
-// run runs script on keys and args within redisCallTimeout. The caller
+// run runs script on keys and args within redisThrottleTimeout. The caller
 // giving up does not cut it short: a call whose reply is lost may still
 // have run, and a reservation or failure must not hang on when a client
 // hangs up.
-func (r *redisThrottle) run(ctx context.Context, op string, script *redis.Script, keys []string, args []any) (int64, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisCallTimeout)
+func (r *Throttle) run(ctx context.Context, op string, script *redis.Script, keys []string, args []any) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisThrottleTimeout)
 	defer cancel()
 	n, err := script.Run(ctx, r.client, keys, args...).Int64()
 	if err != nil {
-		return 0, unavailable(op, err)
+		return 0, fmt.Errorf("redis throttle %s: %w: %w", op, throttle.ErrUnavailable, err)
 	}
 	return n, nil
 }
 
 // reserve is throttle.reserve, in Redis.
-func (r *redisThrottle) reserve(ctx context.Context, username, addr string, now time.Time) (time.Duration, bool, error) {
+func (r *Throttle) Reserve(ctx context.Context, username, addr string, now time.Time) (time.Duration, bool, error) {
 	wait, err := r.run(ctx, "throttle reserve", throttleReserveScript, r.keys(username, addr), r.args(now))
 	if err != nil {
 		return 0, false, err
@@ -120,19 +126,19 @@ func (r *redisThrottle) reserve(ctx context.Context, username, addr string, now 
 }
 
 // failure is throttle.failure, in Redis.
-func (r *redisThrottle) failure(ctx context.Context, username, addr string, now time.Time) error {
+func (r *Throttle) Failure(ctx context.Context, username, addr string, now time.Time) error {
 	_, err := r.run(ctx, "throttle failure", throttleFailureScript, r.keys(username, addr), r.args(now))
 	return err
 }
 
 // success is throttle.success, in Redis.
-func (r *redisThrottle) success(ctx context.Context, username, addr string, now time.Time) error {
+func (r *Throttle) Success(ctx context.Context, username, addr string, now time.Time) error {
 	_, err := r.run(ctx, "throttle success", throttleSuccessScript, r.keys(username, addr)[:2], r.args(now))
 	return err
 }
 
 // release is throttle.release, in Redis.
-func (r *redisThrottle) release(ctx context.Context, username, addr string) error {
+func (r *Throttle) Release(ctx context.Context, username, addr string) error {
 	_, err := r.run(ctx, "throttle release", throttleReleaseScript, r.keys(username, addr)[:2], r.limits)
 	return err
 }

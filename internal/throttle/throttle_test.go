@@ -1,14 +1,15 @@
-package main
+package throttle
 
 import (
 	"fmt"
 	"math"
-	"net/http"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
 )
 
+// t0 is the time the cases start at.
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // fastAddrs lifts the per-address rate out of the way of tests about pairs and users.
@@ -23,7 +24,7 @@ func wantCheck(t *testing.T, th *throttle, username, addr string, now time.Time,
 }
 
 func TestThrottleDefaults(t *testing.T) {
-	want := throttleConfig{
+	want := Config{
 		PairFailures: 5,
 		Window:       15 * time.Minute,
 		BaseBackoff:  time.Second,
@@ -33,10 +34,10 @@ func TestThrottleDefaults(t *testing.T) {
 		AddrBurst:    10,
 		MaxEntries:   100000,
 	}
-	if got := newThrottle(throttleConfig{}).cfg; got != want {
+	if got := newThrottle(Config{}).cfg; got != want {
 		t.Errorf("newThrottle(throttleConfig{}).cfg = %+v; want %+v", got, want)
 	}
-	custom := throttleConfig{PairFailures: 3, Window: time.Hour, BaseBackoff: 2 * time.Second, MaxBackoff: time.Minute,
+	custom := Config{PairFailures: 3, Window: time.Hour, BaseBackoff: 2 * time.Second, MaxBackoff: time.Minute,
 		UserFailures: 7, AddrRate: 0.5, AddrBurst: 4, MaxEntries: 9}
 	if got := newThrottle(custom).cfg; got != custom {
 		t.Errorf("newThrottle(%+v).cfg = %+v; want it unchanged", custom, got)
@@ -50,7 +51,7 @@ func TestThrottlePairLockout(t *testing.T) {
 			want = 5
 		}
 		t.Run(fmt.Sprint(pairFailures), func(t *testing.T) {
-			th := newThrottle(throttleConfig{PairFailures: pairFailures, AddrRate: fastAddrs, AddrBurst: fastBurst})
+			th := newThrottle(Config{PairFailures: pairFailures, AddrRate: fastAddrs, AddrBurst: fastBurst})
 			for range want {
 				wantCheck(t, th, "alice", "192.0.2.1", t0, 0, true)
 				th.failure("alice", "192.0.2.1", t0)
@@ -65,16 +66,16 @@ func TestThrottlePairLockout(t *testing.T) {
 func TestThrottleBackoffGrows(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
-		cfg   throttleConfig
+		cfg   Config
 		waits []time.Duration // seconds, after the PairFailures-th failure and each further one
 	}{
-		{"defaults", throttleConfig{},
+		{"defaults", Config{},
 			[]time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300}},
-		{"cap 15m", throttleConfig{MaxBackoff: 15 * time.Minute},
+		{"cap 15m", Config{MaxBackoff: 15 * time.Minute},
 			[]time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 900}},
-		{"cap 30s", throttleConfig{MaxBackoff: 30 * time.Second, AddrRate: fastAddrs, AddrBurst: fastBurst},
+		{"cap 30s", Config{MaxBackoff: 30 * time.Second, AddrRate: fastAddrs, AddrBurst: fastBurst},
 			[]time.Duration{1, 2, 4, 8, 16, 30, 30, 30}},
-		{"base 3s, 2 failures", throttleConfig{PairFailures: 2, BaseBackoff: 3 * time.Second, MaxBackoff: 20 * time.Second},
+		{"base 3s, 2 failures", Config{PairFailures: 2, BaseBackoff: 3 * time.Second, MaxBackoff: 20 * time.Second},
 			[]time.Duration{3, 6, 12, 20, 20}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +97,7 @@ func TestThrottleBackoffGrows(t *testing.T) {
 }
 
 func TestThrottleBackoffCap(t *testing.T) {
-	th := newThrottle(throttleConfig{MaxBackoff: 15 * time.Minute})
+	th := newThrottle(Config{MaxBackoff: 15 * time.Minute})
 	for _, tt := range []struct {
 		n    int
 		want time.Duration
@@ -113,14 +114,14 @@ func TestThrottleBackoffCap(t *testing.T) {
 		}
 	}
 	// A base above the cap is capped too.
-	th = newThrottle(throttleConfig{BaseBackoff: time.Hour, MaxBackoff: time.Minute})
+	th = newThrottle(Config{BaseBackoff: time.Hour, MaxBackoff: time.Minute})
 	if got := th.backoff(5); got != time.Minute {
 		t.Errorf("backoff(5) with base 1h, cap 1m = %v; want 1m0s", got)
 	}
 }
 
 func TestThrottleSuccessClearsPair(t *testing.T) {
-	th := newThrottle(throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst})
+	th := newThrottle(Config{AddrRate: fastAddrs, AddrBurst: fastBurst})
 	for range 6 {
 		th.failure("alice", "192.0.2.1", t0)
 	}
@@ -136,7 +137,7 @@ func TestThrottleSuccessClearsPair(t *testing.T) {
 }
 
 func TestThrottlePairIsolation(t *testing.T) {
-	th := newThrottle(throttleConfig{MaxBackoff: 15 * time.Minute, AddrRate: fastAddrs, AddrBurst: fastBurst})
+	th := newThrottle(Config{MaxBackoff: 15 * time.Minute, AddrRate: fastAddrs, AddrBurst: fastBurst})
 	for range 20 {
 		th.failure("alice", "203.0.113.66", t0)
 	}
@@ -154,7 +155,7 @@ func TestThrottlePairIsolation(t *testing.T) {
 }
 
 func TestThrottleUserCeiling(t *testing.T) {
-	th := newThrottle(throttleConfig{UserFailures: 10, AddrRate: fastAddrs, AddrBurst: fastBurst})
+	th := newThrottle(Config{UserFailures: 10, AddrRate: fastAddrs, AddrBurst: fastBurst})
 	last := t0.Add(9 * time.Second)
 	for i := range 10 {
 		if i == 9 {
@@ -188,7 +189,7 @@ func TestThrottleWindowForgets(t *testing.T) {
 		}
 	}
 	t.Run("quiet window forgets", func(t *testing.T) {
-		th := newThrottle(throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst})
+		th := newThrottle(Config{AddrRate: fastAddrs, AddrBurst: fastBurst})
 		fail(th, 0, 0, 0, 0, 0)
 		now := t0.Add(w)
 		for range 5 {
@@ -198,7 +199,7 @@ func TestThrottleWindowForgets(t *testing.T) {
 		wantCheck(t, th, "alice", "192.0.2.1", now, time.Second, false)
 	})
 	t.Run("just inside the window remembers", func(t *testing.T) {
-		th := newThrottle(throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst})
+		th := newThrottle(Config{AddrRate: fastAddrs, AddrBurst: fastBurst})
 		fail(th, 0, 0, 0, 0, 0)
 		now := t0.Add(w - time.Nanosecond)
 		wantCheck(t, th, "alice", "192.0.2.1", now, 0, true) // the 1s backoff is long over
@@ -206,13 +207,13 @@ func TestThrottleWindowForgets(t *testing.T) {
 		wantCheck(t, th, "alice", "192.0.2.1", now, 2*time.Second, false) // the sixth failure counts
 	})
 	t.Run("failures less than a window apart accumulate", func(t *testing.T) {
-		th := newThrottle(throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst})
+		th := newThrottle(Config{AddrRate: fastAddrs, AddrBurst: fastBurst})
 		fail(th, 0, 14*time.Minute, 28*time.Minute, 42*time.Minute, 56*time.Minute)
 		wantCheck(t, th, "alice", "192.0.2.1", t0.Add(56*time.Minute), time.Second, false)
 	})
 	t.Run("waiting out a cap equal to the window forgets", func(t *testing.T) {
 		// MaxBackoff at Window: the capped wait ends the streak.
-		th := newThrottle(throttleConfig{MaxBackoff: 15 * time.Minute, AddrRate: fastAddrs, AddrBurst: fastBurst})
+		th := newThrottle(Config{MaxBackoff: 15 * time.Minute, AddrRate: fastAddrs, AddrBurst: fastBurst})
 		fail(th, make([]time.Duration, 15)...)
 		wantCheck(t, th, "alice", "192.0.2.1", t0, w, false)
 		now := t0.Add(w)
@@ -224,7 +225,7 @@ func TestThrottleWindowForgets(t *testing.T) {
 
 func TestThrottleAddrRate(t *testing.T) {
 	t.Run("failures: burst then rate", func(t *testing.T) {
-		th := newThrottle(throttleConfig{})
+		th := newThrottle(Config{})
 		for i := range 10 {
 			user := fmt.Sprint("user", i)
 			wantCheck(t, th, user, "192.0.2.1", t0, 0, true)
@@ -238,7 +239,7 @@ func TestThrottleAddrRate(t *testing.T) {
 		wantCheck(t, th, "user12", "192.0.2.1", t0.Add(1500*time.Millisecond), time.Second, false)
 	})
 	t.Run("slow rate", func(t *testing.T) {
-		th := newThrottle(throttleConfig{AddrRate: 0.1, AddrBurst: 1})
+		th := newThrottle(Config{AddrRate: 0.1, AddrBurst: 1})
 		wantCheck(t, th, "alice", "192.0.2.1", t0, 0, true)
 		th.failure("alice", "192.0.2.1", t0)
 		wantCheck(t, th, "alice", "192.0.2.1", t0, 10*time.Second, false)
@@ -247,7 +248,7 @@ func TestThrottleAddrRate(t *testing.T) {
 	})
 	t.Run("successes take no token", func(t *testing.T) {
 		// A NAT: a hundred people log in correctly from one address at once.
-		th := newThrottle(throttleConfig{})
+		th := newThrottle(Config{})
 		for i := range 100 {
 			user := fmt.Sprint("user", i)
 			wantCheck(t, th, user, "192.0.2.1", t0, 0, true)
@@ -255,7 +256,7 @@ func TestThrottleAddrRate(t *testing.T) {
 		}
 	})
 	t.Run("failures completing at once all count", func(t *testing.T) {
-		th := newThrottle(throttleConfig{AddrRate: 1, AddrBurst: 2})
+		th := newThrottle(Config{AddrRate: 1, AddrBurst: 2})
 		for i := range 4 { // four attempts admitted while the bucket still had tokens
 			wantCheck(t, th, fmt.Sprint("user", i), "192.0.2.1", t0, 0, true)
 		}
@@ -265,7 +266,7 @@ func TestThrottleAddrRate(t *testing.T) {
 		wantCheck(t, th, "user9", "192.0.2.1", t0, 3*time.Second, false) // two below zero, and one more to take
 	})
 	t.Run("refused attempts take no token", func(t *testing.T) {
-		th := newThrottle(throttleConfig{})
+		th := newThrottle(Config{})
 		for range 5 {
 			th.failure("alice", "192.0.2.1", t0)
 		}
@@ -280,7 +281,7 @@ func TestThrottleAddrRate(t *testing.T) {
 
 func TestThrottleBounded(t *testing.T) {
 	const maxEntries = 8
-	th := newThrottle(throttleConfig{MaxEntries: maxEntries})
+	th := newThrottle(Config{MaxEntries: maxEntries})
 	for i := range 10 * maxEntries {
 		user, addr := fmt.Sprint("user", i), fmt.Sprint("198.51.100.", i)
 		th.reserve(user, addr, t0)
@@ -309,7 +310,7 @@ func TestThrottleBounded(t *testing.T) {
 }
 
 func TestThrottleConcurrent(t *testing.T) {
-	th := newThrottle(throttleConfig{MaxEntries: 16})
+	th := newThrottle(Config{MaxEntries: 16})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -356,9 +357,12 @@ func TestClientKey(t *testing.T) {
 		{"[fe80::1%eth0]:80", "fe80::/64"},
 		{"not an address", "invalid IP"},
 	} {
-		r := &http.Request{RemoteAddr: tt.remoteAddr}
-		if got := clientKey(clientIP(r, nil)); got != tt.want {
-			t.Errorf("clientKey(clientIP(%q)) = %q; want %q", tt.remoteAddr, got, tt.want)
+		var ip netip.Addr // the zero Addr, as clientIP gives for what does not parse
+		if ap, err := netip.ParseAddrPort(tt.remoteAddr); err == nil {
+			ip = ap.Addr()
+		}
+		if got := ClientKey(ip); got != tt.want {
+			t.Errorf("clientKey(%q) = %q; want %q", tt.remoteAddr, got, tt.want)
 		}
 	}
 }
@@ -368,7 +372,7 @@ func TestClientKey(t *testing.T) {
 // at N no more than N of them are let through.
 func TestThrottleReserveBeforeCompare(t *testing.T) {
 	t.Run("pair", func(t *testing.T) {
-		th := newThrottle(throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst})
+		th := newThrottle(Config{AddrRate: fastAddrs, AddrBurst: fastBurst})
 		for range 5 {
 			wantCheck(t, th, "alice", "192.0.2.1", t0, 0, true)
 		}
@@ -389,7 +393,7 @@ func TestThrottleReserveBeforeCompare(t *testing.T) {
 		wantCheck(t, th, "alice", "192.0.2.1", now, 2*time.Second, false)
 	})
 	t.Run("user", func(t *testing.T) {
-		th := newThrottle(throttleConfig{UserFailures: 3, AddrRate: fastAddrs, AddrBurst: fastBurst})
+		th := newThrottle(Config{UserFailures: 3, AddrRate: fastAddrs, AddrBurst: fastBurst})
 		ok := 0
 		for i := range 10 {
 			if _, admitted := th.reserve("alice", fmt.Sprint("203.0.113.", i), t0); admitted {
@@ -401,7 +405,7 @@ func TestThrottleReserveBeforeCompare(t *testing.T) {
 		}
 	})
 	t.Run("concurrent", func(t *testing.T) {
-		th := newThrottle(throttleConfig{AddrRate: fastAddrs, AddrBurst: fastBurst})
+		th := newThrottle(Config{AddrRate: fastAddrs, AddrBurst: fastBurst})
 		var wg sync.WaitGroup
 		var mu sync.Mutex // guards admitted
 		admitted := 0

@@ -1,4 +1,4 @@
-package main
+package testservers
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // PostgreSQL installed in /usr/lib/postgresql, removed when the test ends;
 // without one the test is skipped, or fails when AUTHSVC_REQUIRE_POSTGRES=1
 // (CI, so that a missing package cannot pass for a green run).
-func startPostgres(t testing.TB) (url string, stop, restart func()) {
+func Postgres(t testing.TB) (url string, stop, restart func()) {
 	t.Helper()
 	if url := os.Getenv("AUTHSVC_TEST_POSTGRES"); url != "" {
 		return url, nil, nil
@@ -74,7 +74,7 @@ func startPostgres(t testing.TB) (url string, stop, restart func()) {
 	if out, err := command("initdb", "-D", data, "--auth=trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	port := freePort(t) // redisstore_test.go's
+	port := FreePort(t) // redisstore_test.go's
 	logPath := filepath.Join(dir, "postgres.log")
 
 	var mu sync.Mutex // guards server
@@ -144,7 +144,7 @@ func waitForPostgres(t testing.TB, port string, logPath string) {
 
 // newDatabase creates a database with a name of its own on the server at
 // url and returns its URL; it is dropped when the test ends.
-func newDatabase(t testing.TB, url string) string {
+func NewDatabase(t testing.TB, url string) string {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)

@@ -1,0 +1,13 @@
+package throttle_test
+
+import (
+	"authsvc/internal/throttle"
+	"authsvc/internal/throttle/throttletest"
+	"testing"
+)
+
+func TestMemoryThrottleConformance(t *testing.T) {
+	throttletest.Run(t, func(t *testing.T, cfg throttle.Config) throttle.Throttle {
+		return throttle.NewMemory(cfg)
+	})
+}

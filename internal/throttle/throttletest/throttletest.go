@@ -1,0 +1,380 @@
+package throttletest
+
+import (
+	"authsvc/internal/throttle"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// t0 is the time the cases start at.
+var T0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// fastAddrs lifts the per-address rate out of the way of tests about pairs and users.
+const FastAddrs, FastBurst = 1e6, 1 << 20
+
+// A throttleDriver calls a loginThrottle at times given from t0 and checks
+// its answers.
+type Driver struct {
+	T        *testing.T
+	Throttle throttle.Throttle
+}
+
+// reserve fails the test unless reserve(username, addr, t0+at) returns
+// (wantRetry, wantOK).
+func (d Driver) Reserve(username, addr string, at, wantRetry time.Duration, wantOK bool) {
+	d.T.Helper()
+	retry, ok, err := d.Throttle.Reserve(context.Background(), username, addr, T0.Add(at))
+	if err != nil || retry != wantRetry || ok != wantOK {
+		d.T.Errorf("reserve(%q, %q, t0+%v) = %v, %v, %v; want %v, %v, nil", username, addr, at, retry, ok, err, wantRetry, wantOK)
+	}
+}
+
+// fail records a failure of username from addr at t0+at.
+func (d Driver) Fail(username, addr string, at time.Duration) {
+	d.T.Helper()
+	if err := d.Throttle.Failure(context.Background(), username, addr, T0.Add(at)); err != nil {
+		d.T.Errorf("failure(%q, %q, t0+%v) = %v", username, addr, at, err)
+	}
+}
+
+// succeed records a success of username from addr at t0+at.
+func (d Driver) Succeed(username, addr string, at time.Duration) {
+	d.T.Helper()
+	if err := d.Throttle.Success(context.Background(), username, addr, T0.Add(at)); err != nil {
+		d.T.Errorf("success(%q, %q, t0+%v) = %v", username, addr, at, err)
+	}
+}
+
+// release releases a reservation of username from addr.
+func (d Driver) Release(username, addr string) {
+	d.T.Helper()
+	if err := d.Throttle.Release(context.Background(), username, addr); err != nil {
+		d.T.Errorf("release(%q, %q) = %v", username, addr, err)
+	}
+}
+
+// parallel makes n reservations of username, from addr(i), at t0+at, at
+// once, and returns how many were admitted.
+func (d Driver) Parallel(n int, username string, addr func(i int) string, at time.Duration) int {
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for i := range n {
+		wg.Go(func() {
+			_, ok, err := d.Throttle.Reserve(context.Background(), username, addr(i), T0.Add(at))
+			if err != nil {
+				d.T.Errorf("reserve(%q, %q) = %v", username, addr(i), err)
+			}
+			if ok {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(admitted.Load())
+}
+
+// oneAddr is an addr function for parallel: always 192.0.2.1.
+func OneAddr(int) string { return "192.0.2.1" }
+
+// testThrottleConformance checks that the throttles newThrottle makes keep
+// throttle's rules (see throttle.go) with its Retry-After values: every
+// implementation of loginThrottle runs these cases unchanged.
+func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) throttle.Throttle) {
+	const alice, home, attacker = "alice", "192.0.2.1", "203.0.113.66"
+	const w = 15 * time.Minute
+	fast := throttle.Config{AddrRate: FastAddrs, AddrBurst: FastBurst}
+	with := func(c throttle.Config) throttle.Config { // c with the fast addresses unless it sets its own
+		if c.AddrRate == 0 {
+			c.AddrRate, c.AddrBurst = FastAddrs, FastBurst
+		}
+		return c
+	}
+	for _, tt := range []struct {
+		name string
+		cfg  throttle.Config
+		run  func(d Driver)
+	}{
+		// The pair: PairFailures free attempts, then backoff.
+		{"pair lockout at default 5", fast, func(d Driver) {
+			for range 5 {
+				d.Reserve(alice, home, 0, 0, true)
+				d.Fail(alice, home, 0)
+			}
+			d.Reserve(alice, home, 0, time.Second, false)
+			d.Reserve(alice, home, 999*time.Millisecond, time.Second, false)
+			d.Reserve(alice, home, time.Second, 0, true)
+		}},
+		{"pair lockout at 1", with(throttle.Config{PairFailures: 1}), func(d Driver) {
+			d.Reserve(alice, home, 0, 0, true)
+			d.Fail(alice, home, 0)
+			d.Reserve(alice, home, 0, time.Second, false)
+			d.Reserve(alice, home, time.Second, 0, true)
+		}},
+		{"pair lockout at 3", with(throttle.Config{PairFailures: 3}), func(d Driver) {
+			for range 3 {
+				d.Reserve(alice, home, 0, 0, true)
+				d.Fail(alice, home, 0)
+			}
+			d.Reserve(alice, home, 999*time.Millisecond, time.Second, false)
+			d.Reserve(alice, home, time.Second, 0, true)
+		}},
+		{"backoff doubles to the default cap", throttle.Config{}, backoffCase(5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300)},
+		{"backoff doubles to a 15m cap", throttle.Config{MaxBackoff: 15 * time.Minute},
+			backoffCase(5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 900)},
+		{"backoff doubles to a 30s cap", with(throttle.Config{MaxBackoff: 30 * time.Second}),
+			backoffCase(5, 1, 2, 4, 8, 16, 30, 30, 30)},
+		{"backoff from 3s after 2 failures", throttle.Config{PairFailures: 2, BaseBackoff: 3 * time.Second, MaxBackoff: 20 * time.Second},
+			backoffCase(2, 3, 6, 12, 20, 20)},
+		{"base above the cap is capped", with(throttle.Config{BaseBackoff: time.Hour, MaxBackoff: time.Minute}), func(d Driver) {
+			for range 5 {
+				d.Fail(alice, home, 0)
+			}
+			d.Reserve(alice, home, 0, time.Minute, false)
+		}},
+		{"success clears the pair", fast, func(d Driver) {
+			for range 6 {
+				d.Fail(alice, home, 0)
+			}
+			d.Reserve(alice, home, 0, 2*time.Second, false)
+			d.Reserve(alice, home, 2*time.Second, 0, true)
+			d.Succeed(alice, home, 2*time.Second)
+			for range 5 { // a fresh start: five failures, then the first backoff, not the third
+				d.Reserve(alice, home, 2*time.Second, 0, true)
+				d.Fail(alice, home, 2*time.Second)
+			}
+			d.Reserve(alice, home, 2*time.Second, time.Second, false)
+		}},
+		{"pairs are apart", with(throttle.Config{MaxBackoff: 15 * time.Minute}), func(d Driver) {
+			for range 20 {
+				d.Fail(alice, attacker, 0)
+			}
+			d.Reserve(alice, attacker, 0, 15*time.Minute, false) // the attacker's pair
+			d.Reserve(alice, home, 0, 0, true)                   // alice from home: below the user ceiling
+			d.Reserve("bob", attacker, 0, 0, true)               // another user from the attacker's address
+		}},
+
+		// The user: a ceiling over all addresses.
+		{"user ceiling across addresses", with(throttle.Config{UserFailures: 10}), func(d Driver) {
+			last := 9 * time.Second
+			for i := range 10 {
+				if i == 9 {
+					d.Reserve(alice, home, last, 0, true) // one below the ceiling, a new address gets in
+					d.Release(alice, home)
+				}
+				d.Fail(alice, fmt.Sprint("203.0.113.", i), time.Duration(i)*time.Second)
+			}
+			d.Reserve(alice, home, last, 15*time.Minute, false)          // never failed from here
+			d.Reserve(alice, "203.0.113.0", last, 15*time.Minute, false) // an attacking address
+			d.Reserve(alice, home, last+14*time.Minute, time.Minute, false)
+			d.Reserve("bob", home, last, 0, true)       // other users are not affected
+			d.Reserve(alice, home, last+w, 0, true)     // the window has passed
+			d.Reserve(alice, attacker, last+w, 0, true) // everywhere
+		}},
+		{"success keeps the user's count", with(throttle.Config{UserFailures: 3}), func(d Driver) {
+			for i := range 2 {
+				d.Fail(alice, fmt.Sprint("203.0.113.", i), 0)
+			}
+			d.Reserve(alice, home, 0, 0, true)
+			d.Succeed(alice, home, 0)
+			d.Fail(alice, attacker, time.Second)
+			d.Reserve(alice, home, time.Second, w, false)
+		}},
+
+		// The window.
+		{"a quiet window forgets", fast, func(d Driver) {
+			for range 5 {
+				d.Fail(alice, home, 0)
+			}
+			for range 5 {
+				d.Reserve(alice, home, w, 0, true)
+				d.Fail(alice, home, w)
+			}
+			d.Reserve(alice, home, w, time.Second, false)
+		}},
+		{"just inside the window remembers", fast, func(d Driver) {
+			for range 5 {
+				d.Fail(alice, home, 0)
+			}
+			d.Reserve(alice, home, w-time.Nanosecond, 0, true) // the 1s backoff is long over
+			d.Fail(alice, home, w-time.Nanosecond)
+			d.Reserve(alice, home, w-time.Nanosecond, 2*time.Second, false) // the sixth failure counts
+		}},
+		{"failures less than a window apart accumulate", fast, func(d Driver) {
+			for i := range 5 {
+				d.Fail(alice, home, time.Duration(i)*14*time.Minute)
+			}
+			d.Reserve(alice, home, 56*time.Minute, time.Second, false)
+		}},
+		{"waiting out a cap equal to the window forgets", with(throttle.Config{MaxBackoff: w}), func(d Driver) {
+			for range 15 {
+				d.Fail(alice, home, 0)
+			}
+			d.Reserve(alice, home, 0, w, false)
+			d.Reserve(alice, home, w, 0, true)
+			d.Fail(alice, home, w)
+			d.Reserve(alice, home, w, 0, true) // one failure into a new streak
+		}},
+		{"the window forgets failures, not attempts in flight", fast, func(d Driver) {
+			for range 5 {
+				d.Reserve(alice, home, 0, 0, true)
+			}
+			for range 4 {
+				d.Fail(alice, home, 0)
+			}
+			// Four failures forgotten, one attempt still pending: four places.
+			for range 4 {
+				d.Reserve(alice, home, w, 0, true)
+			}
+			d.Reserve(alice, home, w, time.Second, false)
+		}},
+
+		// The address: a bucket of failures.
+		{"address failures: burst then rate", throttle.Config{}, func(d Driver) {
+			for i := range 10 {
+				d.Reserve(fmt.Sprint("user", i), home, 0, 0, true)
+				d.Fail(fmt.Sprint("user", i), home, 0)
+			}
+			d.Reserve("user10", home, 0, time.Second, false)
+			d.Reserve("user10", "192.0.2.2", 0, 0, true) // another address has its own bucket
+			d.Reserve("user11", home, time.Second, 0, true)
+			d.Fail("user11", home, time.Second)
+			d.Reserve("user12", home, time.Second, time.Second, false)
+			d.Reserve("user12", home, 1500*time.Millisecond, time.Second, false)
+		}},
+		{"address slow rate", throttle.Config{AddrRate: 0.1, AddrBurst: 1}, func(d Driver) {
+			d.Reserve(alice, home, 0, 0, true)
+			d.Fail(alice, home, 0)
+			d.Reserve(alice, home, 0, 10*time.Second, false)
+			d.Reserve(alice, home, 2500*time.Millisecond, 8*time.Second, false)
+			d.Reserve(alice, home, 10*time.Second, 0, true)
+		}},
+		{"address refills by the millisecond", throttle.Config{AddrRate: 2, AddrBurst: 1}, func(d Driver) {
+			d.Reserve(alice, home, 0, 0, true)
+			d.Fail(alice, home, 0)
+			d.Reserve(alice, home, 0, time.Second, false) // half a second, rounded up
+			d.Reserve(alice, home, 499*time.Millisecond, time.Second, false)
+			d.Reserve(alice, home, 500*time.Millisecond, 0, true)
+		}},
+		{"address successes take no token (a NAT)", throttle.Config{}, func(d Driver) {
+			for i := range 100 {
+				d.Reserve(fmt.Sprint("user", i), home, 0, 0, true)
+				d.Succeed(fmt.Sprint("user", i), home, 0)
+			}
+		}},
+		{"address failures completing at once all count", throttle.Config{AddrRate: 1, AddrBurst: 2}, func(d Driver) {
+			for i := range 4 { // four attempts admitted while the bucket still had tokens
+				d.Reserve(fmt.Sprint("user", i), home, 0, 0, true)
+			}
+			for i := range 4 {
+				d.Fail(fmt.Sprint("user", i), home, 0)
+			}
+			d.Reserve("user9", home, 0, 3*time.Second, false) // two below zero, and one more to take
+			d.Reserve("user9", home, 2500*time.Millisecond, time.Second, false)
+			d.Reserve("user9", home, 3*time.Second, 0, true)
+		}},
+		{"address refused attempts take no token", throttle.Config{}, func(d Driver) {
+			for range 5 {
+				d.Fail(alice, home, 0)
+			}
+			for range 50 {
+				d.Reserve(alice, home, 0, time.Second, false)
+			}
+			for i := range 5 { // five failures took five of ten tokens
+				d.Reserve(fmt.Sprint("user", i), home, 0, 0, true)
+			}
+		}},
+		{"the longest wait is the answer", throttle.Config{AddrRate: 1, AddrBurst: 5}, func(d Driver) {
+			for range 8 { // the pair's backoff is 8s; the bucket is 3 below zero: 4s
+				d.Fail(alice, home, 0)
+			}
+			d.Reserve(alice, home, 0, 8*time.Second, false)
+			d.Reserve("bob", home, 0, 4*time.Second, false)
+		}},
+
+		// Reserve before compare: the places are taken before any password check.
+		{"reserve before compare: pair", fast, func(d Driver) {
+			for range 5 {
+				d.Reserve(alice, home, 0, 0, true)
+			}
+			for range 5 {
+				d.Reserve(alice, home, 0, time.Second, false) // the places are taken
+			}
+			d.Release(alice, home) // one never reached the hasher
+			d.Reserve(alice, home, 0, 0, true)
+			for range 5 {
+				d.Fail(alice, home, 0)
+			}
+			d.Reserve(alice, home, 0, time.Second, false) // the backoff, as in series
+			// After the backoff one attempt at a time goes through.
+			d.Reserve(alice, home, time.Second, 0, true)
+			d.Reserve(alice, home, time.Second, time.Second, false)
+			d.Fail(alice, home, time.Second)
+			d.Reserve(alice, home, time.Second, 2*time.Second, false)
+		}},
+		{"reserve before compare: release frees the places", fast, func(d Driver) {
+			for range 5 {
+				d.Reserve(alice, home, 0, 0, true)
+			}
+			for range 5 {
+				d.Release(alice, home)
+			}
+			d.Release(alice, home) // one too many counts for nothing
+			for range 5 {
+				d.Reserve(alice, home, 0, 0, true)
+			}
+			d.Reserve(alice, home, 0, time.Second, false)
+		}},
+		{"reserve before compare: success frees the user's place", with(throttle.Config{UserFailures: 2}), func(d Driver) {
+			d.Reserve(alice, home, 0, 0, true)
+			d.Reserve(alice, attacker, 0, 0, true)
+			d.Reserve(alice, "192.0.2.3", 0, time.Second, false)
+			d.Succeed(alice, home, 0)
+			d.Reserve(alice, "192.0.2.3", 0, 0, true)
+		}},
+		{"reserve before compare: user", with(throttle.Config{UserFailures: 3}), func(d Driver) {
+			if got := d.Parallel(10, alice, func(i int) string { return fmt.Sprint("203.0.113.", i) }, 0); got != 3 {
+				d.T.Errorf("10 parallel attempts from 10 addresses at a ceiling of 3: %d admitted; want 3", got)
+			}
+		}},
+		{"reserve before compare: concurrent", fast, func(d Driver) {
+			if got := d.Parallel(50, alice, OneAddr, 0); got != 5 {
+				d.T.Errorf("50 concurrent reservations at a limit of 5: %d admitted; want 5", got)
+			}
+			for range 5 {
+				d.Fail(alice, home, 0)
+			}
+			d.Reserve(alice, home, 0, time.Second, false)
+			if got := d.Parallel(50, alice, OneAddr, time.Second); got != 1 {
+				d.T.Errorf("50 concurrent reservations after the backoff: %d admitted; want 1", got)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.run(Driver{T: t, Throttle: newLoginThrottle(t, tt.cfg)})
+		})
+	}
+}
+
+// backoffCase returns a case that makes pairFailures failures and then
+// expects each of waits (in seconds) in turn, failing once after each.
+func backoffCase(pairFailures int, waits ...time.Duration) func(d Driver) {
+	return func(d Driver) {
+		const alice, home = "alice", "192.0.2.1"
+		var now time.Duration
+		for range pairFailures {
+			d.Fail(alice, home, now)
+		}
+		for _, w := range waits {
+			w *= time.Second
+			d.Reserve(alice, home, now, w, false)
+			d.Reserve(alice, home, now+w-time.Nanosecond, time.Second, false)
+			now += w
+			d.Reserve(alice, home, now, 0, true)
+			d.Fail(alice, home, now)
+		}
+	}
+}
