@@ -1,6 +1,8 @@
 package main
 
 import (
+	"authsvc/internal/httpapi"
+	"authsvc/internal/users"
 	"bufio"
 	"encoding/json"
 	"errors"
@@ -47,7 +49,7 @@ type abuseServer struct {
 func startAbuseServer(t *testing.T, args ...string) *abuseServer {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := writeUsersFile(path, testUsers(t)); err != nil {
+	if err := users.WriteFile(path, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	base, log, stop := startServer(t, nil, append([]string{"--users", path}, args...)...)
@@ -115,7 +117,7 @@ func (r loginResult) String() string {
 // "Name: value" lines. A token in the reply is recorded as a secret.
 func (s *abuseServer) login(t *testing.T, c *http.Client, username, password string, header ...string) loginResult {
 	t.Helper()
-	body, _ := json.Marshal(loginRequest{Username: username, Password: password})
+	body, _ := json.Marshal(httpapi.LoginRequest{Username: username, Password: password})
 	req, err := http.NewRequest("POST", s.base+"/api/auth/login/", strings.NewReader(string(body)))
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,11 @@ package main
 // unless the harness asks for it.
 
 import (
+	"authsvc/internal/httpapi"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tick"
 	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 	"context"
 	"fmt"
 	"io"
@@ -34,18 +36,18 @@ import (
 const benchTokensPerUser = 100
 
 // benchUserSource loads a users file holding one user, "bench", in dir.
-func benchUserSource(tb testing.TB, dir string, log *slog.Logger) *fileDirectory {
+func benchUserSource(tb testing.TB, dir string, log *slog.Logger) *users.FileDirectory {
 	tb.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte("bench-pw"), bcrypt.MinCost)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	path := filepath.Join(dir, "users.json")
-	u := User{Username: "bench", PasswordHash: string(hash), Name: "Bench", Email: "bench@example.com", Groups: []string{"bench"}}
-	if err := writeUsersFile(path, []User{u}); err != nil {
+	u := users.User{Username: "bench", PasswordHash: string(hash), Name: "Bench", Email: "bench@example.com", Groups: []string{"bench"}}
+	if err := users.WriteFile(path, []users.User{u}); err != nil {
 		tb.Fatal(err)
 	}
-	users, err := openFileDirectory(path, log)
+	users, err := users.OpenFile(path, log)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func benchUserAgent(i int) string {
 func benchSession(username string, user, i int, expires time.Time) tokens.Session {
 	ip := netip.AddrFrom4([4]byte{10, byte(user >> 16), byte(user >> 8), byte(user)})
 	return tokens.Session{Username: username, Stamp: uint64(user), ExpiresAt: expires, ID: tokens.NewSessionID(),
-		Client: throttle.ClientKey(ip), UserAgent: cutUTF8(strings.Clone(benchUserAgent(i)), maxUserAgent)}
+		Client: throttle.ClientKey(ip), UserAgent: httpapi.CutUTF8(strings.Clone(benchUserAgent(i)), httpapi.MaxUserAgent)}
 }
 
 // fillStore issues n sessions round-robin over names, the way the login
@@ -104,12 +106,12 @@ func fillStore(tb testing.TB, s tokens.Store, names []string, n int, now time.Ti
 }
 
 // issueBenchToken issues a live token for the user "bench" and returns it.
-func issueBenchToken(tb testing.TB, s tokens.Store, users *fileDirectory, now time.Time) string {
+func issueBenchToken(tb testing.TB, s tokens.Store, users *users.FileDirectory, now time.Time) string {
 	tb.Helper()
 	token, digest := tokens.New()
-	u := users.index().byName["bench"]
+	u, _ := users.Lookup(context.Background(), "bench")
 	sess := benchSession(u.Username(), 0, 0, now.Add(24*time.Hour).Truncate(time.Second).UTC())
-	sess.Stamp = u.stamp()
+	sess.Stamp = u.Stamp()
 	if _, err := s.Issue(context.Background(), digest, sess, benchTokensPerUser, now); err != nil {
 		tb.Fatal(err)
 	}
@@ -135,18 +137,18 @@ func countLabel(n int) string {
 // closed (flushed) when tb ends; io.Discard is used as is, so that the
 // micro-benchmarks and the allocation census measure the handler. Either
 // is given to the access log as its output, as serve gives it.
-func benchDeps(tb testing.TB, users *fileDirectory, store tokens.Store, logTo io.Writer) serverDeps {
+func benchDeps(tb testing.TB, users *users.FileDirectory, store tokens.Store, logTo io.Writer) httpapi.Deps {
 	log := slog.New(slog.DiscardHandler)
 	opts := []depsOption{withDirectory(users), withStore(store)}
 	switch logTo {
 	case nil:
 	case io.Discard:
-		log = newLogger("text", logTo)
+		log = httpapi.NewLogger("text", logTo)
 		opts = append(opts, withLogOutput(logTo))
 	default:
 		w := newLogWriter(logTo, logFlushInterval)
 		tb.Cleanup(func() { w.Close() })
-		log = newLogger("text", w)
+		log = httpapi.NewLogger("text", w)
 		opts = append(opts, withLogOutput(w))
 	}
 	cfg := defaultServeConfig()
@@ -231,8 +233,8 @@ func BenchmarkInfoHandler(b *testing.B) {
 	req.Header.Set("Authorization", "Token "+token)
 	req.RemoteAddr = "192.0.2.1:40000"
 
-	logged := newServer(benchDeps(b, users, store, io.Discard))
-	unlogged := newServer(benchDeps(b, users, store, nil))
+	logged := httpapi.NewServer(benchDeps(b, users, store, io.Discard))
+	unlogged := httpapi.NewServer(benchDeps(b, users, store, nil))
 
 	b.Run("httptest", func(b *testing.B) {
 		b.ReportAllocs()
@@ -334,7 +336,7 @@ func TestBenchServe(t *testing.T) {
 	fillStore(t, store, benchUsernames(n-1), n-1, now)
 	token := issueBenchToken(t, store, users, now)
 	deps := benchDeps(t, users, store, logTo)
-	srv := newHTTPServer(deps.log, newServer(deps))
+	srv := newHTTPServer(deps.Log, httpapi.NewServer(deps))
 	runtime.GC()
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -382,7 +384,7 @@ func TestInfoAllocSites(t *testing.T) {
 	now := time.Now()
 	fillStore(t, store, benchUsernames(999), 999, now)
 	token := issueBenchToken(t, store, users, now)
-	h := newServer(benchDeps(t, users, store, io.Discard))
+	h := httpapi.NewServer(benchDeps(t, users, store, io.Discard))
 	req := httptest.NewRequest("GET", "/api/auth/info", nil)
 	req.Header.Set("Authorization", "Token "+token)
 	req.RemoteAddr = "192.0.2.1:40000"

@@ -3,6 +3,7 @@ package main
 import (
 	"authsvc/internal/buildinfo"
 	"authsvc/internal/password"
+	"authsvc/internal/users"
 	"bufio"
 	"context"
 	"errors"
@@ -86,14 +87,14 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	if fs.NArg() != 1 {
 		return usagef("user %s: want exactly one USERNAME", sub)
 	}
-	username := normalizeUsername(fs.Arg(0)) // as Django does on create
-	if err := checkUsername(username); err != nil {
+	username := users.NormalizeUsername(fs.Arg(0)) // as Django does on create
+	if err := users.CheckUsername(username); err != nil {
 		return usagef("user %s: %v", sub, err)
 	}
 
 	switch sub {
 	case "add":
-		if err := checkProfile(*name, *email, groups); err != nil {
+		if err := users.CheckProfile(*name, *email, groups); err != nil {
 			return usagef("user add: %v", err)
 		}
 		hash, err := newUserPassword("user "+sub, hashing, username, getenv, stdin, stderr)
@@ -104,8 +105,8 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 			groups = stringList{}
 		}
 		// A cut-off from the start: tokens of an earlier user of that name stay dead.
-		err = dir.Add(ctx, User{Username: username, PasswordHash: hash, Name: *name, Email: *email, Groups: groups, Admin: *admin, TokensAfter: time.Now().UTC()})
-		if errors.Is(err, errUserExists) {
+		err = dir.Add(ctx, users.User{Username: username, PasswordHash: hash, Name: *name, Email: *email, Groups: groups, Admin: *admin, TokensAfter: time.Now().UTC()})
+		if errors.Is(err, users.ErrExists) {
 			return fmt.Errorf("user add: user %q already exists", username)
 		}
 		if err != nil {
@@ -118,7 +119,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if err != nil {
 			return err
 		}
-		return changeUser(ctx, dir, sub, username, stdout, "changed the password of", func(u *User) { u.PasswordHash, u.TokensAfter = hash, time.Now().UTC() })
+		return changeUser(ctx, dir, sub, username, stdout, "changed the password of", func(u *users.User) { u.PasswordHash, u.TokensAfter = hash, time.Now().UTC() })
 	case "del":
 		if err := dir.Delete(ctx, username); err != nil {
 			return userError(sub, username, err)
@@ -126,24 +127,24 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		fmt.Fprintf(stdout, "deleted user %q from %s\n", username, *usersPath)
 		return nil
 	case "disable":
-		return changeUser(ctx, dir, sub, username, stdout, "disabled", func(u *User) { u.Disabled, u.TokensAfter = true, time.Now().UTC() })
+		return changeUser(ctx, dir, sub, username, stdout, "disabled", func(u *users.User) { u.Disabled, u.TokensAfter = true, time.Now().UTC() })
 	case "logout":
-		return changeUser(ctx, dir, sub, username, stdout, "ended every token of", func(u *User) { u.TokensAfter = time.Now().UTC() })
+		return changeUser(ctx, dir, sub, username, stdout, "ended every token of", func(u *users.User) { u.TokensAfter = time.Now().UTC() })
 	default: // enable
-		return changeUser(ctx, dir, sub, username, stdout, "enabled", func(u *User) { u.Disabled = false })
+		return changeUser(ctx, dir, sub, username, stdout, "enabled", func(u *users.User) { u.Disabled = false })
 	}
 }
 
 // checkUsers validates the users file offline, as the server would load it.
-func checkUsers(ctx context.Context, dir Directory, stdout io.Writer) error {
-	users, err := dir.List(ctx)
+func checkUsers(ctx context.Context, dir users.Directory, stdout io.Writer) error {
+	list, err := dir.List(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := newUserIndex(users, nil); err != nil {
+	if err := users.Validate(list); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d users, valid\n", dir, len(users))
+	fmt.Fprintf(stdout, "%s: %d users, valid\n", dir, len(list))
 	return nil
 }
 
@@ -154,12 +155,12 @@ var errSomeSkipped = errors.New("some records were not imported (see above)")
 // users file (to move it into PostgreSQL), in one write, leaving existing
 // usernames alone; it reports every record it leaves out on stderr, one
 // line each, and then fails (exit 1).
-func importUsers(ctx context.Context, dir Directory, from, dumpPath string, stdout, stderr io.Writer) error {
-	var users []User
-	var skipped []djangoSkip
+func importUsers(ctx context.Context, dir users.Directory, from, dumpPath string, stdout, stderr io.Writer) error {
+	var list []users.User
+	var skipped []users.DjangoSkip
 	if from == "file" {
 		var err error
-		if users, err = readUsersFile(dumpPath); err != nil { // validated whole, as the server loads it
+		if list, err = users.ReadFile(dumpPath); err != nil { // validated whole, as the server loads it
 			return fmt.Errorf("user import: %w", err)
 		}
 	} else {
@@ -167,12 +168,12 @@ func importUsers(ctx context.Context, dir Directory, from, dumpPath string, stdo
 		if err != nil {
 			return err
 		}
-		users, skipped, err = parseDjangoDump(data, time.Now().UTC().Truncate(time.Millisecond))
+		list, skipped, err = users.ParseDjangoDump(data, time.Now().UTC().Truncate(time.Millisecond))
 		if err != nil {
 			return fmt.Errorf("user import: %s: %w", dumpPath, err)
 		}
 	}
-	existing, err := dir.AddAll(ctx, users)
+	existing, err := dir.AddAll(ctx, list)
 	if err != nil {
 		return err
 	}
@@ -182,7 +183,7 @@ func importUsers(ctx context.Context, dir Directory, from, dumpPath string, stdo
 	for _, name := range existing {
 		fmt.Fprintf(stderr, "authsvc: user import: left alone: user %q already exists\n", name)
 	}
-	fmt.Fprintf(stdout, "imported %d users from %s into %s\n", len(users)-len(existing), dumpPath, dir)
+	fmt.Fprintf(stdout, "imported %d users from %s into %s\n", len(list)-len(existing), dumpPath, dir)
 	if len(skipped)+len(existing) > 0 {
 		return errSomeSkipped
 	}
@@ -190,8 +191,8 @@ func importUsers(ctx context.Context, dir Directory, from, dumpPath string, stdo
 }
 
 // changeUser applies change to username's entry in dir.
-func changeUser(ctx context.Context, dir Directory, sub, username string, stdout io.Writer, done string, change func(*User)) error {
-	err := dir.Update(ctx, username, func(u *User) error {
+func changeUser(ctx context.Context, dir users.Directory, sub, username string, stdout io.Writer, done string, change func(*users.User)) error {
+	err := dir.Update(ctx, username, func(u *users.User) error {
 		change(u)
 		return nil
 	})
@@ -204,14 +205,14 @@ func changeUser(ctx context.Context, dir Directory, sub, username string, stdout
 
 // userError words a directory error of "user sub" in one line.
 func userError(sub, username string, err error) error {
-	if errors.Is(err, errUserNotFound) {
+	if errors.Is(err, users.ErrNotFound) {
 		return fmt.Errorf("user %s: no user %q", sub, username)
 	}
 	return err
 }
 
 // listUsers prints the users file as a table, without hashes.
-func listUsers(ctx context.Context, dir Directory, stdout io.Writer) error {
+func listUsers(ctx context.Context, dir users.Directory, stdout io.Writer) error {
 	users, err := dir.List(ctx)
 	if err != nil {
 		return err
@@ -317,7 +318,7 @@ func newUserPassword(cmd string, hashing hashFlags, username string, getenv func
 	if err != nil {
 		return "", err
 	}
-	if err := checkNewPassword(pw); err != nil {
+	if err := users.CheckNewPassword(pw); err != nil {
 		return "", err
 	}
 	if err := (password.Policy{MinLength: minLength}).Check(username, pw); err != nil {
@@ -329,7 +330,7 @@ func newUserPassword(cmd string, hashing hashFlags, username string, getenv func
 // hashPassword returns password's hash under policy, warning on stderr of
 // a bcrypt cost fit only for tests.
 func hashPassword(policy password.HashPolicy, pw string, stderr io.Writer) (string, error) {
-	if err := checkNewPassword(pw); err != nil {
+	if err := users.CheckNewPassword(pw); err != nil {
 		return "", err
 	}
 	if policy.Scheme == password.SchemeBcrypt && policy.BcryptCost < minSafeCost {

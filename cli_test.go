@@ -2,6 +2,7 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/users"
 	"bytes"
 	"flag"
 	"fmt"
@@ -66,14 +67,14 @@ func addUser(t *testing.T, path, username, password string, flags ...string) {
 }
 
 // mustReadUsers returns the users in the file at path, by name.
-func mustReadUsers(t *testing.T, path string) map[string]User {
+func mustReadUsers(t *testing.T, path string) map[string]users.User {
 	t.Helper()
-	users, err := readUsersFile(path)
+	list, err := users.ReadFile(path)
 	if err != nil {
 		t.Fatalf("readUsersFile(%q) = %v", path, err)
 	}
-	m := make(map[string]User)
-	for _, u := range users {
+	m := make(map[string]users.User)
+	for _, u := range list {
 		m[u.Username] = u
 	}
 	return m
@@ -103,15 +104,15 @@ func TestCLIUserAdd(t *testing.T) {
 		t.Errorf("user add --cost 4: stderr = %q; want the low-cost warning alone", stderr)
 	}
 	checkMode(t, path, 0o600)
-	users := mustReadUsers(t, path)
-	alice := users["alice"]
-	want := User{Username: "alice", PasswordHash: alice.PasswordHash, Name: "Alice Liddell", Email: "alice@example.com", Groups: []string{"dev", "ops"}, Admin: true,
+	list := mustReadUsers(t, path)
+	alice := list["alice"]
+	want := users.User{Username: "alice", PasswordHash: alice.PasswordHash, Name: "Alice Liddell", Email: "alice@example.com", Groups: []string{"dev", "ops"}, Admin: true,
 		TokensAfter: alice.TokensAfter}
 	if time.Since(alice.TokensAfter) > time.Minute || time.Since(alice.TokensAfter) < 0 {
 		t.Errorf("user add: tokens_after = %v; want the time of the add (no earlier token of an alice lives)", alice.TokensAfter)
 	}
-	if len(users) != 1 || !reflect.DeepEqual(alice, want) {
-		t.Errorf("users after user add = %+v; want alice alone: %+v", users, want)
+	if len(list) != 1 || !reflect.DeepEqual(alice, want) {
+		t.Errorf("users after user add = %+v; want alice alone: %+v", list, want)
 	}
 	checkPassword(t, alice.PasswordHash, "pw1", true)
 	checkPassword(t, alice.PasswordHash, "pw1\nsecond line", false)
@@ -121,10 +122,10 @@ func TestCLIUserAdd(t *testing.T) {
 
 	// A second user is appended, without groups: [] not null.
 	addUser(t, path, "bob", "pw2")
-	users = mustReadUsers(t, path)
-	bob := users["bob"]
-	if len(users) != 2 || bob.Admin || bob.Name != "" || bob.Groups == nil || len(bob.Groups) != 0 {
-		t.Errorf("users after user add bob = %+v; want alice and a plain bob", users)
+	list = mustReadUsers(t, path)
+	bob := list["bob"]
+	if len(list) != 2 || bob.Admin || bob.Name != "" || bob.Groups == nil || len(bob.Groups) != 0 {
+		t.Errorf("users after user add bob = %+v; want alice and a plain bob", list)
 	}
 	data, _ := os.ReadFile(path)
 	if !bytes.Contains(data, []byte(`"groups": []`)) {
@@ -356,17 +357,17 @@ func TestCLIUserDel(t *testing.T) {
 	if want := fmt.Sprintf("deleted user %q from %s\n", "alice", path); stdout != want {
 		t.Errorf("user del alice: stdout = %q; want %q", stdout, want)
 	}
-	users := mustReadUsers(t, path)
-	if _, ok := users["alice"]; ok || len(users) != 1 {
-		t.Errorf("users after user del alice = %+v; want bob alone", users)
+	list := mustReadUsers(t, path)
+	if _, ok := list["alice"]; ok || len(list) != 1 {
+		t.Errorf("users after user del alice = %+v; want bob alone", list)
 	}
 	code, _, stderr := runCLI(t, "", nil, "user", "del", "--users", path, "alice")
 	if code != 1 || !strings.Contains(stderr, `no user "alice"`) {
 		t.Errorf("second user del alice = exit %d, stderr %q; want 1, no user \"alice\"", code, stderr)
 	}
 	mustRunCLI(t, "", "user", "del", "--users", path, "bob")
-	if users, err := readUsersFile(path); err != nil || len(users) != 0 {
-		t.Errorf("users after deleting everyone = %+v, %v; want none", users, err)
+	if list, err := users.ReadFile(path); err != nil || len(list) != 0 {
+		t.Errorf("users after deleting everyone = %+v, %v; want none", list, err)
 	}
 	checkMode(t, path, 0o600)
 }
@@ -566,7 +567,7 @@ func TestCLIConcurrentAdd(t *testing.T) {
 		}
 	}
 
-	users, err := readUsersFile(path)
+	users, err := users.ReadFile(path)
 	if err != nil {
 		t.Fatalf("readUsersFile after %d concurrent adds = %v", n, err)
 	}

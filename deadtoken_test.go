@@ -2,6 +2,7 @@ package main
 
 import (
 	"authsvc/internal/testservers"
+	"authsvc/internal/users"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -62,7 +63,7 @@ func stillDead(t *testing.T, base, token, why string) {
 // back; and user logout ends every token of a user.
 func TestDeadStaysDead(t *testing.T) {
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
+	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	base, _, stop := startServer(t, nil, "--users", usersPath, "--reload-interval", "20ms")
@@ -133,9 +134,9 @@ func TestDeadStaysDeadAcrossInstances(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	pathA, pathB := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
-	users := testUsers(t)
+	list := testUsers(t)
 	for _, p := range []string{pathA, pathB} {
-		if err := writeUsersFile(p, users); err != nil {
+		if err := users.WriteFile(p, list); err != nil {
 			t.Fatal(err)
 		}
 	}

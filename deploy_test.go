@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -396,15 +397,20 @@ func TestDockerfile(t *testing.T) {
 // TestDockerignore: the build context keeps what go build needs, the
 // embedded openapi.json included.
 func TestDockerignore(t *testing.T) {
-	needed := []string{"go.mod", "go.sum", "openapi.json", "commonpasswords.txt"}
-	sources, err := filepath.Glob("*.go")
+	needed := []string{"go.mod", "go.sum", "internal/httpapi/openapi.json", "internal/password/commonpasswords.txt"}
+	err := filepath.WalkDir(".", func(p string, e fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case e.IsDir() && (p == "bench" || strings.HasPrefix(e.Name(), ".") && p != "."):
+			return fs.SkipDir
+		case strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go"):
+			needed = append(needed, filepath.ToSlash(p))
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, s := range sources {
-		if !strings.HasSuffix(s, "_test.go") {
-			needed = append(needed, s)
-		}
 	}
 	for _, pattern := range logicalLines(t, dockerignore) {
 		if strings.HasPrefix(pattern, "!") {

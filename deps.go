@@ -1,9 +1,12 @@
 package main
 
 import (
+	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
+	"authsvc/internal/users"
+	"authsvc/internal/users/postgres"
 	"context"
 	"io"
 	"log/slog"
@@ -18,46 +21,46 @@ const maxHeldRefusals = 4096
 
 // A depsOption changes one dependency buildDeps would otherwise make from
 // the configuration; tests and benchmarks use them.
-type depsOption func(*serverDeps)
+type depsOption func(*httpapi.Deps)
 
 // withClock makes the handlers and the throttle read the time from now.
 func withClock(now func() time.Time) depsOption {
-	return func(d *serverDeps) { d.now = now }
+	return func(d *httpapi.Deps) { d.Now = now }
 }
 
 // withDirectory serves users from dir instead of the --users file.
-func withDirectory(dir Directory) depsOption {
-	return func(d *serverDeps) { d.users = dir }
+func withDirectory(dir users.Directory) depsOption {
+	return func(d *httpapi.Deps) { d.Users = dir }
 }
 
 // withLogOutput tells the access log where log writes, so that it can
 // format its lines itself (accesslog.go); serve knows, tests need not.
 func withLogOutput(out io.Writer) depsOption {
-	return func(d *serverDeps) { d.logOut = out }
+	return func(d *httpapi.Deps) { d.LogOut = out }
 }
 
 // withStore keeps tokens in store instead of the --store one; the login
 // throttle is then kept in memory.
 func withStore(store tokens.Store) depsOption {
-	return func(d *serverDeps) { d.store = store }
+	return func(d *httpapi.Deps) { d.Store = store }
 }
 
 // buildDeps wires the server's dependencies from cfg, the one place where
 // each is made: the user directory, the token store, the login guard and
 // the metrics. closeDeps releases what it started (the hasher's threads,
 // the store); it is safe to call once whatever buildDeps returned.
-func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverDeps, closeDeps func(), err error) {
-	d = serverDeps{
-		log:           log,
-		now:           time.Now,
-		policy:        tokenPolicy{ttl: cfg.tokenTTL, idle: cfg.tokenIdle, maxPerUser: cfg.maxPerUser},
-		metricsOnMain: cfg.metricsAddr == "",
-		corsOrigins:   cfg.corsOrigins,
-		noAccessLog:   !cfg.accessLog,
-		logFormat:     cfg.logFormat,
-		passwords: passwordSetter{
-			policy: password.Policy{MinLength: cfg.passwordMinLength},
-			hash: func(password string) (string, error) {
+func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi.Deps, closeDeps func(), err error) {
+	d = httpapi.Deps{
+		Log:           log,
+		Now:           time.Now,
+		Policy:        httpapi.TokenPolicy{TTL: cfg.tokenTTL, Idle: cfg.tokenIdle, MaxPerUser: cfg.maxPerUser},
+		MetricsOnMain: cfg.metricsAddr == "",
+		CORSOrigins:   cfg.corsOrigins,
+		NoAccessLog:   !cfg.accessLog,
+		LogFormat:     cfg.logFormat,
+		Passwords: httpapi.PasswordSetter{
+			Policy: password.Policy{MinLength: cfg.passwordMinLength},
+			Hash: func(password string) (string, error) {
 				return cfg.hashPolicy.Hash([]byte(password))
 			},
 		},
@@ -71,29 +74,29 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 			closers[i].Close()
 		}
 	}
-	if d.users == nil {
+	if d.Users == nil {
 		if isPostgresURL(cfg.usersPath) {
-			pg, err := openPGDirectory(context.Background(), cfg.usersPath, cfg.userCache, log)
+			pg, err := postgres.Open(context.Background(), cfg.usersPath, cfg.userCache, log)
 			if err != nil {
 				return d, closeDeps, err
 			}
 			closers = append(closers, pg)
-			d.users = pg
-		} else if d.users, err = openFileDirectory(cfg.usersPath, log); err != nil {
+			d.Users = pg
+		} else if d.Users, err = users.OpenFile(cfg.usersPath, log); err != nil {
 			return d, closeDeps, err
 		}
 	}
 	var th throttle.Throttle
-	if d.store == nil {
+	if d.Store == nil {
 		var closeStore func() error
-		if d.store, th, closeStore, err = openStore(cfg.store, cfg.storePrefix, cfg.throttle); err != nil {
+		if d.Store, th, closeStore, err = openStore(cfg.store, cfg.storePrefix, cfg.throttle); err != nil {
 			return d, closeDeps, err
 		}
 		closers = append(closers, closerFunc(closeStore))
 	} else {
 		th = throttle.NewMemory(cfg.throttle)
 	}
-	adm := newAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
+	adm := httpapi.NewAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
 	// The workers run this very binary (hashworker.go); tests run theirs, whose TestMain knows the command.
 	exe, err := os.Executable()
 	if err != nil {
@@ -101,18 +104,18 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d serverD
 	}
 	hasher := password.NewPool(cfg.bcryptSlots, exe, log)
 	closers = append(closers, hasher)
-	d.guard = &loginGuard{
-		throttle:  th,
-		admission: adm,
-		hasher:    hasher,
-		tarpit:    newTarpit(cfg.refusalDelay, maxHeldRefusals),
-		trusted:   cfg.trustedProxies,
-		log:       log,
-		now:       d.now,
-		policy:    cfg.hashPolicy,
+	d.Guard = &httpapi.LoginGuard{
+		Throttle:  th,
+		Admission: adm,
+		Hasher:    hasher,
+		Tarpit:    httpapi.NewTarpit(cfg.refusalDelay, maxHeldRefusals),
+		Trusted:   cfg.trustedProxies,
+		Log:       log,
+		Now:       d.Now,
+		Policy:    cfg.hashPolicy,
 	}
-	d.metrics = newMetrics(metricsSources{users: d.users, store: d.store, admission: adm})
-	d.guard.metrics = d.metrics
+	d.Metrics = httpapi.NewMetrics(httpapi.MetricsSources{Users: d.Users, Store: d.Store, Admission: adm})
+	d.Guard.Metrics = d.Metrics
 	return d, closeDeps, nil
 }
 
@@ -130,11 +133,11 @@ func isPostgresURL(users string) bool {
 // openCLIDirectory opens the directory --users names for one CLI command:
 // the users file unloaded (each edit reads it under the lock), or the
 // PostgreSQL database. done releases it.
-func openCLIDirectory(ctx context.Context, users string) (dir Directory, done func(), err error) {
-	if !isPostgresURL(users) {
-		return newFileDirectory(users, slog.New(slog.DiscardHandler)), func() {}, nil
+func openCLIDirectory(ctx context.Context, spec string) (dir users.Directory, done func(), err error) {
+	if !isPostgresURL(spec) {
+		return users.NewFile(spec, slog.New(slog.DiscardHandler)), func() {}, nil
 	}
-	pg, err := openPGDirectory(ctx, users, 16, slog.New(slog.DiscardHandler))
+	pg, err := postgres.Open(ctx, spec, 16, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, nil, err
 	}

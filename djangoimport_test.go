@@ -2,6 +2,8 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/users"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -23,8 +25,8 @@ func TestImportDjangoFixture(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, "imported 7 users") || stderr != "" {
 		t.Fatalf("user import of the fixture = exit %d, stdout %q, stderr %q; want exit 0, 7 users, nothing on stderr", code, stdout, stderr)
 	}
-	users := mustReadUsers(t, usersPath)
-	for _, want := range []User{
+	list := mustReadUsers(t, usersPath)
+	for _, want := range []users.User{
 		{Username: "ada", Name: "Ada Lovelace", Email: "ada@example.com", Groups: []string{"engineering", "research"}},
 		{Username: "grace", Name: "Grace Hopper", Email: "grace@example.com", Groups: []string{"engineering"}, Admin: true},
 		{Username: "linus", Name: "Linus", Email: "linus@example.com", Groups: []string{}, Admin: true},
@@ -33,7 +35,7 @@ func TestImportDjangoFixture(t *testing.T) {
 		{Username: "nobodyhome", Groups: []string{}, Disabled: true},
 		{Username: "josé", Name: "José Núñez", Email: "jose@example.com", Groups: []string{"ventas"}},
 	} {
-		got, ok := users[want.Username]
+		got, ok := list[want.Username]
 		if !ok {
 			t.Errorf("%s was not imported", want.Username)
 			continue
@@ -71,7 +73,7 @@ func TestImportDjangoFixture(t *testing.T) {
 // TestImportDjangoShapes: what the fixture does not show, imported or
 // refused clearly, one stderr line per record left out, exit 1.
 func TestImportDjangoShapes(t *testing.T) {
-	hash := mustHash(t, "pw", testCost)
+	hash := passwordtest.MustHash(t, "pw", testCost)
 	user := func(pk int, fields map[string]any) map[string]any {
 		base := map[string]any{"password": hash, "first_name": "", "last_name": "", "email": "", "is_active": true,
 			"is_staff": false, "is_superuser": false, "groups": []any{}, "user_permissions": []any{}}
@@ -141,8 +143,8 @@ func TestImportDjangoShapes(t *testing.T) {
 func TestUserCheck(t *testing.T) {
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.json"), filepath.Join(dir, "bad.json")
-	writeUsersFile(good, testUsers(t))
-	os.WriteFile(bad, []byte(usersJSON(okAlice, entry("bob", hashField("$2a$31$"+testHash[7:])))), 0o600)
+	users.WriteFile(good, testUsers(t))
+	os.WriteFile(bad, []byte(usersJSON(okAlice, entry("bob", hashField("$2a$31$"+passwordtest.Hash[7:])))), 0o600)
 	if code, stdout, _ := runCLI(t, "", nil, "user", "check", "--users", good); code != 0 || !strings.Contains(stdout, "3 users, valid") {
 		t.Errorf("user check of a good file = exit %d, %q; want 0, 3 users", code, stdout)
 	}

@@ -160,7 +160,8 @@ type hashFlags struct {
 // define adds --hash and --cost to fs.
 func (h *hashFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&h.scheme, "hash", "", "hash policy for new hashes: argon2id (the default) or bcrypt")
-	fs.IntVar(&h.cost, "cost", 0, "bcrypt cost (4-16, default 12); --cost alone means bcrypt")
+	fs.IntVar(&h.cost, "cost", 0, fmt.Sprintf("bcrypt cost (%d-%d, default %d); --cost alone means bcrypt",
+		password.MinBcryptCost, password.MaxBcryptCost, password.DefaultBcryptCost))
 }
 
 // policy resolves the flags into a hash policy (API.md "Passwords"):

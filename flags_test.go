@@ -163,3 +163,22 @@ func TestStringList(t *testing.T) {
 		t.Errorf("String() = %q; want %q", got, want)
 	}
 }
+
+func TestParsePrefixes(t *testing.T) {
+	got, err := parsePrefixes([]string{"10.1.2.3/8", "192.0.2.1", " 2001:db8::/32 "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.0.0.0/8", "192.0.2.1/32", "2001:db8::/32"}
+	if len(got) != len(want) {
+		t.Fatalf("parsePrefixes = %v; want %v", got, want)
+	}
+	for i := range want {
+		if got[i].String() != want[i] {
+			t.Errorf("parsePrefixes[%d] = %s; want %s", i, got[i], want[i])
+		}
+	}
+	if _, err := parsePrefixes([]string{"10.0.0.0/33"}); err == nil {
+		t.Errorf("parsePrefixes(10.0.0.0/33) = nil error; want one")
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"authsvc/internal/testservers"
+	"authsvc/internal/users"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 func TestFleetThrottleShared(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
+	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4"}
@@ -122,7 +123,7 @@ func TestImportFileIntoPostgres(t *testing.T) {
 	pgURL, _, _ := testservers.Postgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)
 	file := filepath.Join(t.TempDir(), "users.json")
-	if err := writeUsersFile(file, testUsers(t)); err != nil {
+	if err := users.WriteFile(file, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", dbURL, "--from", "file", file)

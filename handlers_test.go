@@ -1,16 +1,16 @@
 package main
 
 import (
+	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
 	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,19 +45,19 @@ func (c *testClock) Advance(d time.Duration) {
 type testEnv struct {
 	t         *testing.T
 	usersPath string
-	users     *fileDirectory
+	users     *users.FileDirectory
 	store     *tokens.MemoryStore
 	clock     *testClock
-	metrics   *metrics
+	metrics   *httpapi.Metrics
 	handler   http.Handler
-	deps      serverDeps
+	deps      httpapi.Deps
 
 	corsOrigins []string // set through newTestEnvCORS
 }
 
 // testUsers: alice (dev), bob (admin), carol (disabled). Each password is
 // the username + "-pw".
-func testUsers(t testing.TB) []User {
+func testUsers(t testing.TB) []users.User {
 	t.Helper()
 	hash := func(pw string) string {
 		h, err := bcrypt.GenerateFromPassword([]byte(pw), testCost)
@@ -66,17 +66,17 @@ func testUsers(t testing.TB) []User {
 		}
 		return string(h)
 	}
-	return []User{
+	return []users.User{
 		{Username: "alice", PasswordHash: hash("alice-pw"), Name: "Alice", Email: "alice@example.com", Groups: []string{"dev"}},
 		{Username: "bob", PasswordHash: hash("bob-pw"), Name: "Bob", Groups: []string{}, Admin: true},
 		{Username: "carol", PasswordHash: hash("carol-pw"), Groups: []string{}, Disabled: true},
 	}
 }
 
-func newTestEnv(t *testing.T, policy tokenPolicy) *testEnv {
+func newTestEnv(t *testing.T, policy httpapi.TokenPolicy) *testEnv {
 	t.Helper()
 	return newTestEnvConfig(t, nil, func(c *serveConfig) {
-		c.tokenTTL, c.maxPerUser = policy.ttl, policy.maxPerUser
+		c.tokenTTL, c.maxPerUser = policy.TTL, policy.MaxPerUser
 	})
 }
 
@@ -100,7 +100,7 @@ func testConfig(usersPath string) serveConfig {
 func newTestEnvConfig(t *testing.T, log *slog.Logger, change func(c *serveConfig)) *testEnv {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := writeUsersFile(path, testUsers(t)); err != nil {
+	if err := users.WriteFile(path, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	if log == nil {
@@ -122,10 +122,10 @@ func newTestEnvConfig(t *testing.T, log *slog.Logger, change func(c *serveConfig
 		t.Fatal(err)
 	}
 	e.deps = d
-	e.users = d.users.(*fileDirectory)
-	e.store = d.store.(*tokens.MemoryStore)
-	e.metrics = d.metrics
-	e.handler = newServer(d)
+	e.users = d.Users.(*users.FileDirectory)
+	e.store = d.Store.(*tokens.MemoryStore)
+	e.metrics = d.Metrics
+	e.handler = httpapi.NewServer(d)
 	return e
 }
 
@@ -181,7 +181,7 @@ func errorCode(t *testing.T, w *httptest.ResponseRecorder) string {
 const jsonCT = "Content-Type: application/json"
 
 func TestLoginErrors(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour, maxPerUser: 100})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	long := strings.Repeat("x", 151)
 	tests := []struct {
 		name   string
@@ -236,7 +236,7 @@ func TestLoginErrors(t *testing.T) {
 // TestLoginFailuresIdentical: unknown user, disabled user and wrong password
 // give byte-identical replies (no enumeration by message).
 func TestLoginFailuresIdentical(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	var first *httptest.ResponseRecorder
 	for _, body := range []string{
 		`{"username":"alice","password":"wrong"}`,
@@ -261,7 +261,7 @@ func TestLoginFailuresIdentical(t *testing.T) {
 
 func TestLoginSuccess(t *testing.T) {
 	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON"} {
-		e := newTestEnv(t, tokenPolicy{ttl: 2 * time.Hour})
+		e := newTestEnv(t, httpapi.TokenPolicy{TTL: 2 * time.Hour})
 		w := e.do("POST", "/api/auth/login", `{"username":"alice","password":"alice-pw","extra":1}`+" \n", "Content-Type: "+ct)
 		if w.Code != http.StatusOK {
 			t.Fatalf("login with %q = %d %s; want 200", ct, w.Code, w.Body)
@@ -294,7 +294,7 @@ func TestLoginSuccess(t *testing.T) {
 }
 
 func TestLoginIssuesDistinctTokens(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{})
+	e := newTestEnv(t, httpapi.TokenPolicy{})
 	a, b := e.login("alice"), e.login("alice")
 	if a == b {
 		t.Errorf("two logins gave the same token")
@@ -311,7 +311,7 @@ func TestLoginIssuesDistinctTokens(t *testing.T) {
 }
 
 func TestTokenStoredOnlyAsDigest(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	d, _ := tokens.DigestOf(tok)
 	listed, err := e.store.List(t.Context(), "alice", e.clock.Now())
@@ -329,7 +329,7 @@ func TestTokenStoredOnlyAsDigest(t *testing.T) {
 }
 
 func TestInfo(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	alice, bob := e.login("alice"), e.login("bob")
 	const aliceInfo = `{"username":"alice","name":"Alice","email":"alice@example.com","groups":["dev"],"admin":false}` + "\n"
 	const carolInfo = `{"username":"carol","name":"","email":"","groups":[],"admin":false}` + "\n"
@@ -395,7 +395,7 @@ func TestInfo(t *testing.T) {
 }
 
 func TestInfoHead(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	srv := httptest.NewServer(e.handler)
 	defer srv.Close()
@@ -413,7 +413,7 @@ func TestInfoHead(t *testing.T) {
 }
 
 func TestTokenExpiry(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	e.clock.Advance(time.Hour - time.Second)
 	if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+tok); w.Code != 200 {
@@ -430,7 +430,7 @@ func TestTokenExpiry(t *testing.T) {
 }
 
 func TestLogout(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	a1, a2, b := e.login("alice"), e.login("alice"), e.login("bob")
 	info := func(tok string) int { return e.do("GET", "/api/auth/info", "", "Authorization: Token "+tok).Code }
 
@@ -464,7 +464,7 @@ func TestLogout(t *testing.T) {
 }
 
 func TestTokenLimit(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour, maxPerUser: 2})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 2})
 	first, second, third := e.login("alice"), e.login("alice"), e.login("alice")
 	for tok, want := range map[string]int{first: 401, second: 200, third: 200} {
 		if got := e.do("GET", "/api/auth/info", "", "Authorization: Token "+tok).Code; got != want {
@@ -479,26 +479,26 @@ func TestTokensDieWithUser(t *testing.T) {
 	newHash, _ := bcrypt.GenerateFromPassword([]byte("new-pw"), testCost)
 	tests := []struct {
 		name   string
-		change func(users []User) []User
+		change func(list []users.User) []users.User
 	}{
-		{"deleted", func(us []User) []User { return us[1:] }},
-		{"disabled", func(us []User) []User { us[0].Disabled = true; return us }},
+		{"deleted", func(us []users.User) []users.User { return us[1:] }},
+		{"disabled", func(us []users.User) []users.User { us[0].Disabled = true; return us }},
 		// As user passwd and POST /api/auth/password/ write it: a new hash and a cut-off.
-		{"password changed", func(us []User) []User {
+		{"password changed", func(us []users.User) []users.User {
 			us[0].PasswordHash, us[0].TokensAfter = string(newHash), time.Now().Add(time.Hour)
 			return us
 		}},
-		{"logged out", func(us []User) []User { us[0].TokensAfter = time.Now().Add(time.Hour); return us }},
+		{"logged out", func(us []users.User) []users.User { us[0].TokensAfter = time.Now().Add(time.Hour); return us }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+			e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 			alice, bob := e.login("alice"), e.login("bob")
-			users, err := readUsersFile(e.usersPath)
+			list, err := users.ReadFile(e.usersPath)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := writeUsersFile(e.usersPath, tt.change(users)); err != nil {
+			if err := users.WriteFile(e.usersPath, tt.change(list)); err != nil {
 				t.Fatal(err)
 			}
 			if err := e.users.Reload(context.Background()); err != nil {
@@ -515,7 +515,7 @@ func TestTokensDieWithUser(t *testing.T) {
 }
 
 func TestRouting(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tests := []struct {
 		method, path string
 		status       int
@@ -551,67 +551,12 @@ func TestRouting(t *testing.T) {
 }
 
 func TestHealth(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{})
+	e := newTestEnv(t, httpapi.TokenPolicy{})
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if w := e.do("GET", path, ""); w.Code != 200 || w.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("GET %s = %d %s; want 200 JSON", path, w.Code, w.Body)
 		}
 	}
-}
-
-func FuzzDecodeLogin(f *testing.F) {
-	for _, s := range []string{
-		`{"username":"alice","password":"alice-pw"}`, `{"username":"a","password":"b"} `, `[]`, `null`, `{}`,
-		`{"username":1}`, `{"username":"a","password":"b"}x`, `{"username":"\u0000","password":"\ud800"}`, `"x"`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := decodeLogin(body)
-		if err != nil {
-			var e *apiError
-			if !errors.As(err, &e) || e.status != 400 || e.code != "invalid_request" {
-				t.Fatalf("decodeLogin(%q) error = %v; want 400 invalid_request", body, err)
-			}
-			if req != (loginRequest{}) {
-				t.Fatalf("decodeLogin(%q) returned %+v with an error", body, req)
-			}
-			if p := jsonPassword(body); len(p) > 3 && strings.Contains(e.detail, p) {
-				t.Fatalf("decodeLogin(%q) detail %q quotes the password", body, e.detail)
-			}
-			return
-		}
-		if req.Username == "" || req.Password == "" || len(req.Username) > maxUsernameLen || len(req.Password) > password.MaxLen {
-			t.Fatalf("decodeLogin(%q) = %+v; accepted a field outside its limits", body, req)
-		}
-		if !json.Valid(body) {
-			t.Fatalf("decodeLogin(%q) accepted invalid JSON", body)
-		}
-	})
-}
-
-// jsonPassword returns the body's password field when it has one.
-func jsonPassword(body []byte) string {
-	var v struct{ Password string }
-	json.Unmarshal(body, &v)
-	return v.Password
-}
-
-func FuzzUsernameParam(f *testing.F) {
-	for _, s := range []string{"", "username=alice", "username=", "username=a&username=b", "x=1&username=%61", "username=%zz", "%75sername=bob", "username=a+b", "&&username"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		got, err := usernameParam(raw)
-		want, parseErr := url.ParseQuery(raw)
-		if err != nil {
-			return
-		}
-		// Where the standard parser succeeds, both agree on a single value.
-		if parseErr == nil && len(want["username"]) <= 1 && got != want.Get("username") {
-			t.Fatalf("usernameParam(%q) = %q; want %q", raw, got, want.Get("username"))
-		}
-	})
 }
 
 // TestLoginThrottled: after five failures the pair is refused with 429 and
@@ -623,7 +568,7 @@ func TestLoginThrottled(t *testing.T) {
 		c.tokenTTL = time.Hour
 		c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 1, 1, 50*time.Millisecond
 	})
-	adm := e.deps.guard.admission
+	adm := e.deps.Guard.Admission
 	wrong := `{"username":"alice","password":"wrong"}`
 	right := `{"username":"alice","password":"alice-pw"}`
 	for i := 1; i <= 5; i++ {
@@ -632,7 +577,7 @@ func TestLoginThrottled(t *testing.T) {
 		}
 	}
 	// Hold the only bcrypt slot: a request that reached admission would get 503.
-	release, err := adm.acquire(t.Context())
+	release, err := adm.Acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -673,8 +618,8 @@ func TestLoginAtCapacity(t *testing.T) {
 		c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 1, 0, time.Second
 		c.refusalDelay = 100 * time.Millisecond
 	})
-	adm := e.deps.guard.admission
-	release, err := adm.acquire(t.Context())
+	adm := e.deps.Guard.Admission
+	release, err := adm.Acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/users"
 	"bytes"
 	"fmt"
 	"os"
@@ -152,15 +154,15 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 // the entry, and the CLI makes none.
 func TestHashCostMaximum(t *testing.T) {
 	for _, cost := range []string{"17", "31"} {
-		doc := usersJSON(okAlice, entry("bob", hashField("$2a$"+cost+testHash[6:])))
+		doc := usersJSON(okAlice, entry("bob", hashField("$2a$"+cost+passwordtest.Hash[6:])))
 		want := `users[1] ("bob"): password_hash: bcrypt cost ` + cost + ` is above the maximum 16`
-		if _, err := parseUsers([]byte(doc)); err == nil || err.Error() != want {
+		if _, err := users.Parse([]byte(doc)); err == nil || err.Error() != want {
 			t.Errorf("parseUsers(bob at cost %s) = %v; want %q", cost, err, want)
 		}
 	}
 	// The maximum itself is accepted.
-	doc := usersJSON(okAlice, entry("bob", hashField("$2a$16"+testHash[6:])))
-	if _, err := parseUsers([]byte(doc)); err != nil {
+	doc := usersJSON(okAlice, entry("bob", hashField("$2a$16"+passwordtest.Hash[6:])))
+	if _, err := users.Parse([]byte(doc)); err != nil {
 		t.Errorf("parseUsers(bob at cost 16) = %v; want nil", err)
 	}
 
@@ -186,11 +188,11 @@ func TestHashCostMaximum(t *testing.T) {
 // terminal escapes or forge rows in user list.
 func TestCLIUserListEscapes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "users.json")
-	users := []User{
-		{Username: "alice", PasswordHash: testHash, Name: "\x1b[31mAlice\x1b[0m", Email: "a@example.com\nmallory  yes    no", Groups: []string{"dev\tops", "qa\r"}},
-		{Username: "bob", PasswordHash: testHash, Name: "Bob\x1b[2J", Email: "\u009b31m", Groups: []string{"\u202eevil"}},
+	list := []users.User{
+		{Username: "alice", PasswordHash: passwordtest.Hash, Name: "\x1b[31mAlice\x1b[0m", Email: "a@example.com\nmallory  yes    no", Groups: []string{"dev\tops", "qa\r"}},
+		{Username: "bob", PasswordHash: passwordtest.Hash, Name: "Bob\x1b[2J", Email: "\u009b31m", Groups: []string{"\u202eevil"}},
 	}
-	if err := writeUsersFile(path, users); err != nil {
+	if err := users.WriteFile(path, list); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCLI(t, "", nil, "user", "list", "--users", path)
@@ -206,8 +208,8 @@ func TestCLIUserListEscapes(t *testing.T) {
 	if raw != nil {
 		t.Errorf("user list printed %s raw; want them escaped:\n%q", strings.Join(raw, " "), stdout)
 	}
-	if n := strings.Count(stdout, "\n"); n != 1+len(users) {
-		t.Errorf("user list printed %d lines; want %d, the header and one per user:\n%q", n, 1+len(users), stdout)
+	if n := strings.Count(stdout, "\n"); n != 1+len(list) {
+		t.Errorf("user list printed %d lines; want %d, the header and one per user:\n%q", n, 1+len(list), stdout)
 	}
 	for _, want := range []string{`\x1b[31mAlice\x1b[0m`, `a@example.com\x0amallory`, `dev\x09ops,qa\x0d`, `Bob\x1b[2J`, `\u009b31m`, `\u202eevil`} {
 		if !strings.Contains(stdout, want) {
@@ -385,31 +387,31 @@ func TestCLIRemovesStaleTemp(t *testing.T) {
 // not admin.
 func TestUsersFieldNamesExact(t *testing.T) {
 	for _, tt := range []struct{ doc, want string }{
-		{usersJSON(entry("alice", hashField(testHash), `"ADMIN": true`)), `users[0] ("alice"): unknown field "ADMIN"`},
-		{usersJSON(okAlice, entry("bob", hashField(testHash), `"Disabled": false`)), `users[1] ("bob"): unknown field "Disabled"`},
-		{usersJSON(entry("alice", `"Password_Hash": "`+testHash+`"`)), `users[0] ("alice"): unknown field "Password_Hash"`},
-		{usersJSON(`{"UserName": "alice", ` + hashField(testHash) + `}`), `users[0] ("alice"): unknown field "UserName"`},
+		{usersJSON(entry("alice", hashField(passwordtest.Hash), `"ADMIN": true`)), `users[0] ("alice"): unknown field "ADMIN"`},
+		{usersJSON(okAlice, entry("bob", hashField(passwordtest.Hash), `"Disabled": false`)), `users[1] ("bob"): unknown field "Disabled"`},
+		{usersJSON(entry("alice", `"Password_Hash": "`+passwordtest.Hash+`"`)), `users[0] ("alice"): unknown field "Password_Hash"`},
+		{usersJSON(`{"UserName": "alice", ` + hashField(passwordtest.Hash) + `}`), `users[0] ("alice"): unknown field "UserName"`},
 		// encoding/json folds U+017F (long s) to s as well.
-		{usersJSON(entry("alice", hashField(testHash), `"di\u017fabled": true`)), `users[0] ("alice"): unknown field "diſabled"`},
-		{usersJSON(entry("alice", hashField(testHash), `"admin": false`, `"admin": true`)), `users[0] ("alice"): duplicate field "admin"`},
+		{usersJSON(entry("alice", hashField(passwordtest.Hash), `"di\u017fabled": true`)), `users[0] ("alice"): unknown field "diſabled"`},
+		{usersJSON(entry("alice", hashField(passwordtest.Hash), `"admin": false`, `"admin": true`)), `users[0] ("alice"): duplicate field "admin"`},
 		{`{"USERS": [` + okAlice + `]}`, `not a users file: unknown field "USERS"`},
 		{`{"users": [], "users": [` + okAlice + `]}`, `not a users file: duplicate field "users"`},
 	} {
-		if users, err := parseUsers([]byte(tt.doc)); err == nil || err.Error() != tt.want {
+		if users, err := users.Parse([]byte(tt.doc)); err == nil || err.Error() != tt.want {
 			t.Errorf("parseUsers(%s) = %+v, %v; want %q", tt.doc, users, err, tt.want)
 		}
 	}
 	// Escapes in a name are decoded first: this is "admin".
-	if users, err := parseUsers([]byte(usersJSON(entry("alice", hashField(testHash), `"\u0061dmin": true`)))); err != nil || !users[0].Admin {
+	if users, err := users.Parse([]byte(usersJSON(entry("alice", hashField(passwordtest.Hash), `"\u0061dmin": true`)))); err != nil || !users[0].Admin {
 		t.Errorf(`parseUsers("\u0061dmin": true) = %+v, %v; want alice an admin`, users, err)
 	}
 
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := os.WriteFile(path, []byte(usersJSON(entry("alice", hashField(testHash), `"ADMIN": true`))), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(usersJSON(entry("alice", hashField(passwordtest.Hash), `"ADMIN": true`))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	want := path + `: users[0] ("alice"): unknown field "ADMIN"`
-	if _, err := readUsersFile(path); err == nil || err.Error() != want {
+	if _, err := users.ReadFile(path); err == nil || err.Error() != want {
 		t.Errorf("readUsersFile(%q) = %v; want %q", path, err, want)
 	}
 	code, stdout, stderr := runCLI(t, "", nil, "user", "list", "--users", path)

@@ -18,7 +18,7 @@ func TestLoginParallelGuesses(t *testing.T) {
 	})
 	// Hold the only hasher slot so that every admitted attempt waits for
 	// it, all of them in flight at once.
-	release, err := e.deps.guard.admission.acquire(t.Context())
+	release, err := e.deps.Guard.Admission.Acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestLoginParallelGuesses(t *testing.T) {
 	// The refused ones answer at once; wait for the rest to queue.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, waiting := e.deps.guard.admission.stats()
+		_, waiting := e.deps.Guard.Admission.Stats()
 		if waiting+len(codes) >= 10 || time.Now().After(deadline) {
 			break
 		}

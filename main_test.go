@@ -2,6 +2,7 @@ package main
 
 import (
 	"authsvc/internal/password"
+	"authsvc/internal/users"
 	"bufio"
 	"context"
 	"encoding/json"
@@ -183,8 +184,8 @@ func TestEndToEnd(t *testing.T) {
 	if code, _ := getInfo(t, base, dave, ""); code != 200 {
 		t.Errorf("info(dave) after a broken file = %d; want 200", code)
 	}
-	users := testUsers(t)
-	if err := writeUsersFile(usersPath, users); err != nil {
+	list := testUsers(t)
+	if err := users.WriteFile(usersPath, list); err != nil {
 		t.Fatal(err)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"authsvc/internal/testservers"
+	"authsvc/internal/users"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -148,7 +149,7 @@ func tokenOf(t *testing.T, name string, r miReply) string {
 func TestMultiInstance(t *testing.T) {
 	redisURL, stopRedis, restartRedis := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
+	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	prefix := testservers.UniquePrefix()
@@ -251,7 +252,7 @@ func TestMultiInstance(t *testing.T) {
 // every request that needs the store with 503, never 500.
 func TestRedisStoreUnreachableAtStart(t *testing.T) {
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
+	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	store := "redis://127.0.0.1:" + testservers.FreePort(t) + "/0" // closed: nothing listens there

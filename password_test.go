@@ -1,8 +1,11 @@
 package main
 
 import (
+	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
+	"authsvc/internal/password/passwordtest"
 	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -25,19 +28,19 @@ const (
 )
 
 func changeBody(current, next string) string {
-	b, _ := json.Marshal(passwordRequest{CurrentPassword: current, NewPassword: next})
+	b, _ := json.Marshal(httpapi.PasswordRequest{CurrentPassword: current, NewPassword: next})
 	return string(b)
 }
 
 func TestPasswordChange(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	presented, other := e.login("alice"), e.login("alice")
 	bob := e.login("bob")
 	w := e.do("POST", "/api/auth/password/", changeBody("alice-pw", newPassphrase), jsonCT, "Authorization: Token "+presented)
 	if w.Code != http.StatusOK || w.Header().Get("Cache-Control") != "no-store" {
 		t.Fatalf("password change = %d %s (Cache-Control %q); want 200, no-store", w.Code, w.Body, w.Header().Get("Cache-Control"))
 	}
-	var reply loginReply
+	var reply httpapi.LoginReply
 	if err := json.Unmarshal(w.Body.Bytes(), &reply); err != nil || len(reply.Token) != tokens.Length || reply.User.Username != "alice" || reply.ExpiresAt == nil {
 		t.Fatalf("password change reply = %s; want the login reply shape", w.Body)
 	}
@@ -69,7 +72,7 @@ func TestPasswordChange(t *testing.T) {
 // TestPasswordChangeErrors: API.md's order of checks, each answer as the
 // contract's error table says.
 func TestPasswordChangeErrors(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	auth := "Authorization: Token " + tok
 	for _, tt := range []struct {
@@ -107,7 +110,7 @@ func TestPasswordChangeErrors(t *testing.T) {
 // TestPasswordChangeThrottled: a wrong current password counts as a failed
 // login of that user from that client.
 func TestPasswordChangeThrottled(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	for i := range 5 {
 		w := e.do("POST", "/api/auth/password/", changeBody("wrong", newPassphrase), jsonCT, "Authorization: Token "+tok)
@@ -128,7 +131,7 @@ func TestPasswordChangeThrottled(t *testing.T) {
 // other within 5 s, and the other's earlier tokens die.
 func TestPasswordChangeReachesOtherInstance(t *testing.T) {
 	usersPath := t.TempDir() + "/users.json"
-	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
+	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	baseA, _, stopA := startServer(t, nil, "--users", usersPath, "--hash", "bcrypt", "--cost", "4")
@@ -152,7 +155,7 @@ func TestRehashOnLogin(t *testing.T) {
 		c.tokenTTL = time.Hour
 		c.hashPolicy = password.DefaultHashPolicy() // argon2id
 	})
-	if err := e.users.Update(context.Background(), "alice", func(u *User) error {
+	if err := e.users.Update(context.Background(), "alice", func(u *users.User) error {
 		u.PasswordHash = djangoPBKDF2Small // the password "contraseña"
 		return nil
 	}); err != nil {
@@ -161,7 +164,7 @@ func TestRehashOnLogin(t *testing.T) {
 	login := func() string {
 		t.Helper()
 		w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"contraseña"}`, jsonCT)
-		var reply loginReply
+		var reply httpapi.LoginReply
 		if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &reply) != nil {
 			t.Fatalf("login with the Django password = %d %s; want 200", w.Code, w.Body)
 		}
@@ -191,11 +194,11 @@ func TestRehashLosesToConcurrentPasswd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	passwd := mustHash(t, "set by user passwd meanwhile", testCost)
-	if err := e.users.Update(context.Background(), "alice", func(x *User) error { x.PasswordHash = passwd; return nil }); err != nil {
+	passwd := passwordtest.MustHash(t, "set by user passwd meanwhile", testCost)
+	if err := e.users.Update(context.Background(), "alice", func(x *users.User) error { x.PasswordHash = passwd; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	e.deps.guard.rehash(context.Background(), e.users, u, "alice-pw")
+	e.deps.Guard.Rehash(context.Background(), e.users, u, "alice-pw")
 	if got := mustReadUsers(t, e.usersPath)["alice"].PasswordHash; got != passwd {
 		t.Errorf("alice's hash after a rehash raced user passwd = %.20s…; want user passwd's to win", got)
 	}
@@ -206,7 +209,7 @@ func TestRehashLosesToConcurrentPasswd(t *testing.T) {
 func TestRehashBcryptLongPassword(t *testing.T) {
 	e := newTestEnvConfig(t, nil, nil) // bcrypt policy at the test cost
 	long := strings.Repeat("ł", 50)    // 100 bytes
-	if err := e.users.Update(context.Background(), "alice", func(u *User) error {
+	if err := e.users.Update(context.Background(), "alice", func(u *users.User) error {
 		u.PasswordHash = djangoBcryptSHA256Long // that password, 100 bytes
 		return nil
 	}); err != nil {

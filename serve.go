@@ -2,12 +2,14 @@ package main
 
 import (
 	"authsvc/internal/connlimit"
+	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
 	"authsvc/internal/throttle"
 	"authsvc/internal/throttle/redisthrottle"
 	"authsvc/internal/tick"
 	"authsvc/internal/tokens"
 	"authsvc/internal/tokens/redisstore"
+	"authsvc/internal/users"
 	"context"
 	"io"
 	"log/slog"
@@ -32,14 +34,6 @@ const (
 	shutdownGrace    = 10 * time.Second
 	logFlushInterval = 100 * time.Millisecond // how late a log line may be written
 )
-
-// newLogger returns the service's logger.
-func newLogger(format string, w io.Writer) *slog.Logger {
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
-	}
-	return slog.New(slog.NewTextHandler(w, nil))
-}
 
 // openStore returns the token store that spec names and the login throttle
 // that goes with it. With Redis, the throttle's counters are shared too: a
@@ -75,7 +69,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	logOut := newLogWriter(stderr, logFlushInterval)
 	defer logOut.Close()
-	log := newLogger(cfg.logFormat, logOut)
+	log := httpapi.NewLogger(cfg.logFormat, logOut)
 	start := time.Now()
 	if err := bootstrap(ctx, cfg.usersPath, cfg.hashPolicy, stderr); err != nil {
 		return err
@@ -85,7 +79,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	deps.metrics.reloaded(nil, start)
+	deps.Metrics.Reloaded(nil, start)
 	return runServers(ctx, cfg, deps)
 }
 
@@ -93,19 +87,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 // at users has never held a user, it adds the admin user "admin" with a
 // random password (its hash under policy) and prints that password once to
 // stderr.
-func bootstrap(ctx context.Context, users string, policy password.HashPolicy, stderr io.Writer) error {
-	dir, done, err := openCLIDirectory(ctx, users)
+func bootstrap(ctx context.Context, spec string, policy password.HashPolicy, stderr io.Writer) error {
+	dir, done, err := openCLIDirectory(ctx, spec)
 	if err != nil {
 		return err
 	}
 	defer done()
-	return bootstrapAdmin(ctx, dir, policy, stderr)
+	return users.BootstrapAdmin(ctx, dir, policy, stderr)
 }
 
 // runServers serves the API (and the metrics, on --metrics-addr) with deps,
 // keeps the users and sessions fresh, and shuts down gracefully once ctx is done.
-func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
-	log := deps.log
+func runServers(ctx context.Context, cfg serveConfig, deps httpapi.Deps) error {
+	log := deps.Log
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
@@ -115,7 +109,7 @@ func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
 		maxConns = connlimit.DefaultMax()
 	}
 	conns := connlimit.New(maxConns)
-	api := newHTTPServer(log, newServer(deps))
+	api := newHTTPServer(log, httpapi.NewServer(deps))
 	api.ConnState = conns.ConnState
 	servers := []*http.Server{api}
 	listeners := []net.Listener{conns.Listener(ln)}
@@ -126,7 +120,7 @@ func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", deps.metrics.handler())
+		mux.Handle("GET /metrics", deps.Metrics.Handler())
 		servers = append(servers, newHTTPServer(log, mux))
 		listeners = append(listeners, mln)
 		log.Info("metrics listening", "addr", mln.Addr().String())
@@ -137,15 +131,15 @@ func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go deps.users.Watch(ctx, cfg.reloadInterval, hup, watchHooks{
-		reloaded: func(err error) { deps.metrics.reloaded(err, time.Now()) },
-		cut:      func(username string, before time.Time) { endTokens(ctx, deps, username, before) },
+	go deps.Users.Watch(ctx, cfg.reloadInterval, hup, users.WatchHooks{
+		Reloaded: func(err error) { deps.Metrics.Reloaded(err, time.Now()) },
+		Cut:      func(username string, before time.Time) { endTokens(ctx, deps, username, before) },
 	})
 	if cfg.tokenTTL > 0 {
-		go tick.Every(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { deps.store.Sweep(now) })
+		go tick.Every(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { deps.Store.Sweep(now) })
 	}
 
-	log.Info("listening", "addr", ln.Addr().String(), "users", deps.users.Len(), "directory", directoryKind(cfg.usersPath), "store", storeKind(cfg.store), "max_conns", maxConns)
+	log.Info("listening", "addr", ln.Addr().String(), "users", deps.Users.Len(), "directory", directoryKind(cfg.usersPath), "store", storeKind(cfg.store), "max_conns", maxConns)
 	serveErr := make(chan error, len(servers))
 	for i, srv := range servers {
 		go func() { serveErr <- srv.Serve(listeners[i]) }()
@@ -175,15 +169,15 @@ func runServers(ctx context.Context, cfg serveConfig, deps serverDeps) error {
 // before, which a change of the user directory killed: then no later change
 // brings them back, on any instance sharing the store. If the store cannot
 // be reached the cut-off still holds wherever the directory says so.
-func endTokens(ctx context.Context, deps serverDeps, username string, before time.Time) {
+func endTokens(ctx context.Context, deps httpapi.Deps, username string, before time.Time) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	n, err := deps.store.RevokeUserBefore(ctx, username, before)
+	n, err := deps.Store.RevokeUserBefore(ctx, username, before)
 	if err != nil {
-		deps.log.Warn("could not remove a changed user's tokens from the store", "err", err)
+		deps.Log.Warn("could not remove a changed user's tokens from the store", "err", err)
 		return
 	}
-	deps.metrics.revoked(revokedUserChange, n)
+	deps.Metrics.Revoked(httpapi.RevokedUserChange, n)
 }
 
 // newHTTPServer returns a server with every limit set.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/users"
 	"bufio"
 	"flag"
 	"fmt"
@@ -96,7 +97,7 @@ func TestParseServeFlags(t *testing.T) {
 // connections open, a new client is still served, and an idle one is shed.
 func TestServeMaxConns(t *testing.T) {
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
+	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	base, _, stop := startServer(t, nil, "--users", usersPath, "--max-conns", "4")

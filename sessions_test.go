@@ -1,8 +1,10 @@
 package main
 
 import (
+	"authsvc/internal/httpapi"
 	"authsvc/internal/testservers"
 	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 	"encoding/json"
 	"net/http"
 	"path/filepath"
@@ -12,7 +14,7 @@ import (
 )
 
 // listSessions returns the sessions GET /api/auth/sessions/ shows to token.
-func (e *testEnv) listSessions(token, query string) []sessionReply {
+func (e *testEnv) listSessions(token, query string) []httpapi.SessionReply {
 	e.t.Helper()
 	w := e.do("GET", "/api/auth/sessions/"+query, "", "Authorization: Token "+token)
 	if w.Code != http.StatusOK {
@@ -21,7 +23,7 @@ func (e *testEnv) listSessions(token, query string) []sessionReply {
 	if cc := w.Header().Get("Cache-Control"); cc != "no-store" {
 		e.t.Errorf("GET /api/auth/sessions/ Cache-Control = %q; want no-store", cc)
 	}
-	var reply struct{ Sessions []sessionReply }
+	var reply struct{ Sessions []httpapi.SessionReply }
 	if err := json.Unmarshal(w.Body.Bytes(), &reply); err != nil {
 		e.t.Fatal(err)
 	}
@@ -29,7 +31,7 @@ func (e *testEnv) listSessions(token, query string) []sessionReply {
 }
 
 func TestSessionsList(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	first := e.login("alice")
 	e.clock.Advance(time.Minute)
 	w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT, "User-Agent: curl/8.5.0")
@@ -75,7 +77,7 @@ func TestSessionsList(t *testing.T) {
 }
 
 func TestSessionsUsernameRules(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	alice, bob := e.login("alice"), e.login("bob") // bob is an admin
 	aliceID := e.listSessions(alice, "")[0].ID.String()
 	for _, tt := range []struct {
@@ -111,7 +113,7 @@ func TestSessionsUsernameRules(t *testing.T) {
 }
 
 func TestSessionsRevoke(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	keep, kill := e.login("alice"), e.login("alice")
 	var killID string
 	for _, s := range e.listSessions(keep, "") {
@@ -152,7 +154,7 @@ func TestSessionsRevoke(t *testing.T) {
 }
 
 func TestSessionsUserAgentCut(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{ttl: time.Hour})
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	ua := strings.Repeat("a", 255) + "é" + "tail" // é straddles byte 256
 	w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT, "User-Agent: "+ua)
 	var reply struct{ Token string }
@@ -205,7 +207,7 @@ func TestTokenIdle(t *testing.T) {
 func TestSessionsAcrossInstances(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
+	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
@@ -217,7 +219,7 @@ func TestSessionsAcrossInstances(t *testing.T) {
 	bobTok := loginToken(t, baseA, "bob", "bob-pw")
 
 	r := miDo(t, "GET", baseA+"/api/auth/sessions/?username=alice", bobTok, "")
-	var list struct{ Sessions []sessionReply }
+	var list struct{ Sessions []httpapi.SessionReply }
 	if r.status != 200 || json.Unmarshal([]byte(r.body), &list) != nil || len(list.Sessions) != 1 {
 		t.Fatalf("admin on A lists alice's sessions = %s; want one session", r)
 	}
@@ -236,7 +238,7 @@ func TestSessionsAcrossInstances(t *testing.T) {
 func TestTokenIdleRedis(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := writeUsersFile(usersPath, testUsers(t)); err != nil {
+	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	const idle = 2 * time.Second // lag: a quarter, 500 ms

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/netip"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -118,7 +119,8 @@ func serveSettings() []setting {
 
 		{section: sectionHashing, name: "hash", arg: "SCHEME", def: "", defText: "argon2id", help: "hash policy for new hashes (password changes, rehash on login): argon2id (m=19 MiB, t=2, p=1) or bcrypt",
 			field: func(c *serveConfig) any { return &c.hashing.scheme }},
-		{section: sectionHashing, name: "cost", arg: "C", def: 0, defText: "12", help: "bcrypt's cost, 4-16; --cost alone means --hash bcrypt",
+		{section: sectionHashing, name: "cost", arg: "C", def: 0, defText: strconv.Itoa(password.DefaultBcryptCost),
+			help:  fmt.Sprintf("bcrypt's cost, %d-%d; --cost alone means --hash bcrypt", password.MinBcryptCost, password.MaxBcryptCost),
 			field: func(c *serveConfig) any { return &c.hashing.cost }},
 		{section: sectionHashing, name: "password-min-length", arg: "N", def: password.DefaultMinLength, help: "shortest new password, in characters (CLI: AUTHSVC_PASSWORD_MIN_LENGTH)",
 			field: func(c *serveConfig) any { return &c.passwordMinLength }},

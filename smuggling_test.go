@@ -1,6 +1,7 @@
 package main
 
 import (
+	"authsvc/internal/httpapi"
 	"bufio"
 	"io"
 	"net"
@@ -15,7 +16,7 @@ import (
 // Transfer-Encoding and Content-Length) or over HTTP/1.0, where net/http
 // drops Transfer-Encoding unseen and keeps the connection alive.
 func TestSmuggledRequestNotAnswered(t *testing.T) {
-	e := newTestEnv(t, tokenPolicy{})
+	e := newTestEnv(t, httpapi.TokenPolicy{})
 	srv := httptest.NewServer(e.handler)
 	defer srv.Close()
 	const hidden = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
 	"authsvc/internal/throttle"
+	"authsvc/internal/users"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,14 +21,14 @@ import (
 // timingUsers are alice and a disabled carol hashed at the production cost
 // (12), and dave at cost 4 (a mix of costs, as raising the cost over time
 // leaves), built once per process: each cost-12 hash takes about 0.3 s.
-var timingUsers = sync.OnceValues(func() ([]User, error) {
-	var users []User
-	for _, u := range []User{
+var timingUsers = sync.OnceValues(func() ([]users.User, error) {
+	var list []users.User
+	for _, u := range []users.User{
 		{Username: "alice", Name: "Alice", Groups: []string{"dev"}},
 		{Username: "carol", Groups: []string{}, Disabled: true},
 		{Username: "dave", Groups: []string{}},
 	} {
-		cost := defaultCost
+		cost := password.DefaultBcryptCost
 		if u.Username == "dave" {
 			cost = bcrypt.MinCost
 		}
@@ -35,9 +37,9 @@ var timingUsers = sync.OnceValues(func() ([]User, error) {
 			return nil, err
 		}
 		u.PasswordHash = string(hash)
-		users = append(users, u)
+		list = append(list, u)
 	}
-	return users, nil
+	return list, nil
 })
 
 // BenchmarkLoginTiming times the real login handler for each way a login
@@ -47,12 +49,12 @@ var timingUsers = sync.OnceValues(func() ([]User, error) {
 //
 //	go test -run '^$' -bench LoginTiming -benchtime 20x -count 5 .
 func BenchmarkLoginTiming(b *testing.B) {
-	users, err := timingUsers()
+	list, err := timingUsers()
 	if err != nil {
 		b.Fatal(err)
 	}
 	path := filepath.Join(b.TempDir(), "users.json")
-	if err := writeUsersFile(path, users); err != nil {
+	if err := users.WriteFile(path, list); err != nil {
 		b.Fatal(err)
 	}
 	cfg := defaultServeConfig()
@@ -66,10 +68,10 @@ func BenchmarkLoginTiming(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if x := d.users.(*fileDirectory).index(); x.slowest.hash.Cost != defaultCost { // the cost-12 dummy hash
-		b.Fatalf("slowest check = %s; want cost %d", x.slowest.shape, defaultCost)
+	if s := d.Users.Slowest(); s.Hash.Cost != password.DefaultBcryptCost { // the cost-12 dummy hash
+		b.Fatalf("slowest check = %s; want cost %d", s.Shape, password.DefaultBcryptCost)
 	}
-	handler := newServer(d)
+	handler := httpapi.NewServer(d)
 	for _, c := range []struct {
 		name, body string
 		want       int
@@ -111,7 +113,7 @@ func BenchmarkLoginSchemes(b *testing.B) {
 		b.Fatal(err)
 	}
 	path := filepath.Join(b.TempDir(), "users.json")
-	if err := writeUsersFile(path, []User{{Username: "argon", PasswordHash: argon, Groups: []string{}}, {Username: "bcrypt", PasswordHash: bcryptHash, Groups: []string{}}}); err != nil {
+	if err := users.WriteFile(path, []users.User{{Username: "argon", PasswordHash: argon, Groups: []string{}}, {Username: "bcrypt", PasswordHash: bcryptHash, Groups: []string{}}}); err != nil {
 		b.Fatal(err)
 	}
 	// Each user under its own scheme's policy, so that no login rehashes.
@@ -126,7 +128,7 @@ func BenchmarkLoginSchemes(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		handlers[name] = newServer(d)
+		handlers[name] = httpapi.NewServer(d)
 	}
 	for _, name := range []string{"argon", "bcrypt"} {
 		b.Run(name, func(b *testing.B) {

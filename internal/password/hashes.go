@@ -38,6 +38,9 @@ const (
 // all, and an argon2 check holds its memory for as long as it runs.
 const (
 	MinBcryptCost = bcrypt.MinCost
+	// DefaultBcryptCost is the cost of new bcrypt hashes unless --cost
+	// says otherwise: about 230 ms a check here (FACTS.md).
+	DefaultBcryptCost = 12
 	// maxBcryptCost: cost 12 takes about 230 ms here and each step doubles, so 16 is about 3.7 s a check (FACTS.md).
 	MaxBcryptCost = 16
 	// bcryptKeyBytes is how much of a password bcrypt reads; the rest is ignored.
@@ -482,7 +485,7 @@ type HashPolicy struct {
 // (about 27 ms here, FACTS.md), with bcrypt's cost at API.md's default 12
 // for when the scheme is switched to bcrypt.
 func DefaultHashPolicy() HashPolicy {
-	return HashPolicy{Scheme: SchemeArgon2id, BcryptCost: 12, ArgonMemoryKiB: 19 << 10, ArgonTime: 2, ArgonThreads: 1}
+	return HashPolicy{Scheme: SchemeArgon2id, BcryptCost: DefaultBcryptCost, ArgonMemoryKiB: 19 << 10, ArgonTime: 2, ArgonThreads: 1}
 }
 
 // hash returns a new hash of password under the policy. Under bcrypt a

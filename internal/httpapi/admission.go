@@ -1,0 +1,134 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// errBusy reports that no password-check slot came free in time; the caller
+// answers 503 unavailable with a Retry-After.
+var errBusy = errors.New("password checking at capacity")
+
+// An admission bounds concurrent password checks: at most slots run at
+// once, at most queue callers wait for a slot, each at most wait. A login
+// flood then costs bounded CPU and memory and gets fast 503s instead of
+// ever-growing latency.
+//
+// Choosing the numbers (the caller's defaults; benchmarks will settle them):
+//
+//   - slots = GOMAXPROCS: hashing is pure CPU, so more only adds latency.
+//     The checks run in niced worker processes (hasherpool.go), so a flood
+//     that keeps every slot busy still leaves the CPU to token checks.
+//   - queue = 4×slots: a compare at cost 12 takes about 280 ms, so the last
+//     caller in a full queue finishes after about 5×280 ms = 1.4 s, under
+//     wait. A deeper queue only holds callers who would time out anyway.
+//   - wait = 2s: a backstop for when hashing is slower than expected (CPU
+//     contention, higher cost); beyond it a client is better off retrying.
+type Admission struct {
+	slots   chan struct{} // one element per running check: send to acquire, receive to release
+	queue   int64
+	wait    time.Duration
+	waiting atomic.Int64 // callers blocked in acquire, at most queue once they are admitted to wait
+}
+
+// newAdmission returns an admission that allows at most slots (at least 1)
+// password checks at once, and lets at most queue (at least 0) callers wait
+// up to wait each for a slot.
+func NewAdmission(slots, queue int, wait time.Duration) *Admission {
+	return &Admission{
+		slots: make(chan struct{}, max(1, slots)),
+		queue: int64(max(0, queue)),
+		wait:  wait,
+	}
+}
+
+// acquire reserves a slot, waiting for one if the queue has room. It returns
+// errBusy at once if all slots are taken and the queue is full, errBusy after
+// wait if no slot came free, or ctx.Err() if ctx is done first (the client
+// went away or its deadline passed). Waiters get slots in the order they
+// began to wait (a channel serves blocked senders first come, first served).
+// After a nil error the caller must call release once the check is done;
+// calling it more than once is harmless.
+func (a *Admission) Acquire(ctx context.Context) (release func(), err error) {
+	select {
+	case a.slots <- struct{}{}:
+		return a.releaser(), nil
+	default:
+	}
+
+	if a.waiting.Add(1) > a.queue {
+		a.waiting.Add(-1)
+		return nil, errBusy
+	}
+	defer a.waiting.Add(-1)
+
+	timer := time.NewTimer(a.wait)
+	defer timer.Stop()
+	select {
+	case a.slots <- struct{}{}:
+		return a.releaser(), nil
+	case <-timer.C:
+		return nil, errBusy
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// full reports whether acquire would now return errBusy at once: every
+// slot taken and the queue full. The login handler asks before it reads the
+// body, so a flood beyond capacity costs as little as possible.
+func (a *Admission) full() bool {
+	return len(a.slots) == cap(a.slots) && a.waiting.Load() >= a.queue
+}
+
+// releaser returns a function that gives back one slot, once.
+func (a *Admission) releaser() func() {
+	var once sync.Once
+	return func() { once.Do(func() { <-a.slots }) }
+}
+
+// stats returns how many checks hold a slot and how many callers wait for one.
+func (a *Admission) Stats() (running, waiting int) {
+	return len(a.slots), int(a.waiting.Load())
+}
+
+// A tarpit holds refused logins (429, and 503 at capacity) for a moment
+// before their reply. A flooding client waits for each reply before it sends
+// again, so its connections idle instead of cycling through instant refusals
+// that would take the CPU from token checks; a held request costs a parked
+// goroutine, no CPU. At most max are held at once; beyond that refusals are
+// immediate, so the tarpit's memory stays bounded.
+type Tarpit struct {
+	delay time.Duration
+	held  chan struct{} // one element per held request
+}
+
+// newTarpit returns a tarpit, or nil (refusals immediate) when delay is 0.
+func NewTarpit(delay time.Duration, max int) *Tarpit {
+	if delay <= 0 || max <= 0 {
+		return nil
+	}
+	return &Tarpit{delay: delay, held: make(chan struct{}, max)}
+}
+
+// hold waits for the delay, or less if ctx ends or too many are held.
+func (t *Tarpit) hold(ctx context.Context) {
+	if t == nil {
+		return
+	}
+	select {
+	case t.held <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-t.held }()
+	timer := time.NewTimer(t.delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,244 @@
+package httpapi
+
+import (
+	"authsvc/internal/buildinfo"
+	"authsvc/internal/tokens"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the service's Prometheus metrics, in a registry of their own
+// (no process-wide default registry, so several servers can share a test
+// binary). Label values come from fixed sets: routes and outcome codes,
+// never a username, an address or a token.
+type Metrics struct {
+	registry       *prometheus.Registry
+	requests       *prometheus.HistogramVec // by route
+	logins         *prometheus.CounterVec   // by outcome
+	infos          *prometheus.CounterVec   // by outcome
+	passwords      *prometheus.CounterVec   // password changes, by outcome
+	tokensIssued   prometheus.Counter
+	revocations    *prometheus.CounterVec // by kind
+	rehashes       *prometheus.CounterVec // by result
+	reloads        *prometheus.CounterVec // by result
+	lastGoodReload prometheus.Gauge
+
+	// routes holds each known route's series, resolved once: label hashing
+	// per request would cost the hot path.
+	routes map[string]*routeMetrics
+}
+
+// routeMetrics are one route's series.
+type routeMetrics struct {
+	duration prometheus.Observer
+	outcomes []string                      // the route's outcome set; nil when it has none
+	counts   map[string]prometheus.Counter // by outcome
+}
+
+// metricRoutes are the route labels resolved in advance: routeLabel of every
+// pattern addRoutes registers, and "other" (TestMetricRoutesMatchAddRoutes
+// keeps the two in step).
+var metricRoutes = []string{"/api/auth/login", "/api/auth/info", "/api/auth/logout", "/api/auth/logoutall",
+	"/api/auth/password", "/api/auth/sessions", "/api/auth/sessions/{id}",
+	"/api/openapi.json", "/healthz", "/readyz", "/metrics", "other"}
+
+// Outcomes of login and info: API.md's error codes, folded into a fixed set.
+var (
+	loginOutcomes    = []string{"success", "invalid_credentials", "throttled", "unavailable", "invalid_request", "internal_error"}
+	passwordOutcomes = []string{"success", "invalid_credentials", "weak_password", "throttled", "unavailable", "not_authenticated", "invalid_token", "invalid_request", "internal_error"}
+	infoOutcomes     = []string{"success", "not_authenticated", "invalid_token", "permission_denied", "not_found", "unavailable", "invalid_request", "internal_error"}
+)
+
+// outcomeOf folds a reply's status and error code into one of outcomes.
+func outcomeOf(status int, code string, outcomes []string) string {
+	if status < 400 {
+		return "success"
+	}
+	for _, o := range outcomes {
+		if o == code {
+			return o
+		}
+	}
+	if status >= 500 {
+		return "internal_error"
+	}
+	return "invalid_request" // 405, 413, 415: the request was malformed
+}
+
+// metricsSources are the gauges read at scrape time.
+type MetricsSources struct {
+	Users     interface{ Len() int }
+	Store     tokens.Store
+	Admission *Admission
+}
+
+func NewMetrics(src MetricsSources) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		registry: reg,
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "authsvc_http_request_duration_seconds",
+			Help:    "Time to serve a request, by route.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route"}),
+		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_login_total", Help: "Login attempts by outcome.",
+		}, []string{"outcome"}),
+		passwords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_password_changes_total", Help: "Password changes (POST /api/auth/password/) by outcome.",
+		}, []string{"outcome"}),
+		infos: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_info_total", Help: "Info requests by outcome.",
+		}, []string{"outcome"}),
+		tokensIssued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "authsvc_tokens_issued_total", Help: "Tokens issued.",
+		}),
+		rehashes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_rehashes_total", Help: "Rehashes on login of a hash outside the hash policy, by result (ok, skipped, error).",
+		}, []string{"result"}),
+		revocations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_sessions_revoked_total", Help: "Sessions ended before their expiry, by kind.",
+		}, []string{"kind"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_users_reloads_total", Help: "Users file reloads by result.",
+		}, []string{"result"}),
+		lastGoodReload: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "authsvc_users_last_reload_success_timestamp_seconds", Help: "When the users file was last loaded successfully.",
+		}),
+	}
+	m.routes = make(map[string]*routeMetrics, len(metricRoutes))
+	for _, route := range metricRoutes {
+		rm := &routeMetrics{duration: m.requests.WithLabelValues(route)}
+		switch route {
+		case "/api/auth/login":
+			rm.outcomes, rm.counts = loginOutcomes, outcomeCounters(m.logins, loginOutcomes)
+		case "/api/auth/password":
+			rm.outcomes, rm.counts = passwordOutcomes, outcomeCounters(m.passwords, passwordOutcomes)
+		case "/api/auth/info":
+			rm.outcomes, rm.counts = infoOutcomes, outcomeCounters(m.infos, infoOutcomes)
+		}
+		m.routes[route] = rm
+	}
+	for _, result := range []string{"ok", "skipped", "error"} {
+		m.rehashes.WithLabelValues(result)
+	}
+	for _, kind := range revocationKinds {
+		m.revocations.WithLabelValues(kind)
+	}
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("error")
+	b := buildinfo.Read()
+	reg.MustRegister(
+		m.requests, m.logins, m.passwords, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsvc_build_info", Help: "Build information; always 1.",
+			ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
+		}, func() float64 { return 1 }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsvc_users_loaded", Help: "Users in force.",
+		}, func() float64 { return float64(src.Users.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsvc_bcrypt_running", Help: "Password checks running.",
+		}, func() float64 { running, _ := src.Admission.Stats(); return float64(running) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsvc_bcrypt_waiting", Help: "Password checks waiting for a slot.",
+		}, func() float64 { _, waiting := src.Admission.Stats(); return float64(waiting) }),
+	)
+	// API.md: every metric name starts with authsvc_, the runtime's too.
+	prometheus.WrapRegistererWithPrefix("authsvc_", reg).MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	if _, ok := src.Store.Len(); ok { // stores that count their sessions cheaply
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsvc_live_tokens", Help: "Sessions in the memory store, expired ones not yet swept included.",
+		}, func() float64 { n, _ := src.Store.Len(); return float64(n) }))
+	}
+	return m
+}
+
+// outcomeCounters resolves the counter of every outcome.
+func outcomeCounters(vec *prometheus.CounterVec, outcomes []string) map[string]prometheus.Counter {
+	counts := make(map[string]prometheus.Counter, len(outcomes))
+	for _, o := range outcomes {
+		counts[o] = vec.WithLabelValues(o)
+	}
+	return counts
+}
+
+// observe records one served request on route.
+func (m *Metrics) observe(route string, status int, code string, d time.Duration) {
+	rm, ok := m.routes[route]
+	if !ok {
+		// A route missing from metricRoutes still counts under its own
+		// label (a mux pattern: a fixed set), only more slowly.
+		rm = &routeMetrics{duration: m.requests.WithLabelValues(route)}
+	}
+	rm.duration.Observe(d.Seconds())
+	if rm.outcomes != nil {
+		rm.counts[outcomeOf(status, code, rm.outcomes)].Inc()
+	}
+	if route == "/api/auth/login" && status == http.StatusOK {
+		m.tokensIssued.Inc()
+	}
+}
+
+// Kinds of session revocation, the label values of authsvc_sessions_revoked_total.
+const (
+	revokedLogout     = "logout"      // POST /api/auth/logout/
+	revokedLogoutAll  = "logoutall"   // POST /api/auth/logoutall/
+	revokedByID       = "revoke"      // DELETE /api/auth/sessions/{id}
+	revokedIdle       = "idle"        // unused for --token-idle
+	revokedEviction   = "eviction"    // the per-user limit
+	RevokedUserChange = "user_change" // deleted, disabled, password changed, user logout
+)
+
+var revocationKinds = []string{revokedLogout, revokedLogoutAll, revokedByID, revokedIdle, revokedEviction, RevokedUserChange}
+
+// revoked counts n sessions ended by kind.
+func (m *Metrics) Revoked(kind string, n int) {
+	if n > 0 {
+		m.revocations.WithLabelValues(kind).Add(float64(n))
+	}
+}
+
+// reloaded records a reload of the users file.
+func (m *Metrics) Reloaded(err error, now time.Time) {
+	if err != nil {
+		m.reloads.WithLabelValues("error").Inc()
+		return
+	}
+	for _, result := range []string{"ok", "skipped", "error"} {
+		m.rehashes.WithLabelValues(result)
+	}
+	for _, kind := range revocationKinds {
+		m.revocations.WithLabelValues(kind)
+	}
+	m.reloads.WithLabelValues("ok").Inc()
+	m.lastGoodReload.Set(float64(now.Unix()))
+}
+
+// handler serves the metrics in Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// routeLabel names the route of a mux pattern for the metrics: the path
+// without a trailing slash, so both forms of a path count as one route;
+// "other" for paths no route claims.
+func routeLabel(pattern string) string {
+	pattern = strings.TrimSuffix(strings.TrimSuffix(pattern, "{$}"), "/")
+	if pattern == "" {
+		return "other"
+	}
+	return pattern
+}
+
+// rehashed counts a rehash on login by result: ok, skipped (a password
+// bcrypt would cut, or a hash changed meanwhile) or error.
+func (m *Metrics) rehashed(result string) { m.rehashes.WithLabelValues(result).Inc() }

@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"authsvc/internal/password"
+	"authsvc/internal/users"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// passwordRequest is the body of POST /api/auth/password/.
+type PasswordRequest struct {
+	CurrentPassword string `json:"current_password"`
+	NewPassword     string `json:"new_password"`
+}
+
+// decodePasswordChange parses a password-change body: one JSON object with
+// both fields non-empty strings of at most 1024 bytes. Its errors never
+// quote the body, which holds two passwords.
+func decodePasswordChange(body []byte) (PasswordRequest, error) {
+	var req PasswordRequest
+	if err := decodeObject(body, &req); err != nil {
+		return PasswordRequest{}, err
+	}
+	switch {
+	case req.CurrentPassword == "":
+		return PasswordRequest{}, invalidRequest("current_password is required.")
+	case req.NewPassword == "":
+		return PasswordRequest{}, invalidRequest("new_password is required.")
+	case len(req.CurrentPassword) > password.MaxLen:
+		return PasswordRequest{}, invalidRequest("current_password is longer than 1024 bytes.")
+	case len(req.NewPassword) > password.MaxLen:
+		return PasswordRequest{}, invalidRequest("new_password is longer than 1024 bytes.")
+	}
+	return req, nil
+}
+
+// A passwordSetter makes the hash of a new password: the policy that
+// decides whether it may be set, and the hash policy that hashes it.
+type PasswordSetter struct {
+	Policy password.Policy
+	Hash   func(password string) (string, error)
+}
+
+// handlePassword changes the token's user's own password, in API.md's
+// order of checks. The current password goes through the login pipeline
+// (throttle, hasher slot, audit); on success every earlier token of the
+// user dies, on this instance, in the shared store and, through the cut-off
+// written with the new hash, wherever the directory is read; the reply
+// carries a new token.
+func handlePassword(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter PasswordSetter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The token (401), the media type (415), the size (413), the shape (400).
+		p, err := tc.authenticate(r)
+		var body []byte
+		if err == nil {
+			body, err = readLoginBody(w, r)
+		}
+		var req PasswordRequest
+		if err == nil {
+			req, err = decodePasswordChange(body)
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		// The throttle (429), a hasher slot (503), the current password (401).
+		username := p.user.Username()
+		attempt := guard.attempt(w, r, tc.users, username)
+		attempt.event = "password change"
+		u, err := attempt.verify(req.CurrentPassword)
+		// The policy (400 weak_password), then the new hash, written under the lock.
+		var reply LoginReply
+		if err == nil {
+			u, err = changePassword(r, tc, setter, u, req.NewPassword)
+		}
+		if err == nil {
+			reply, err = issueToken(r.Context(), tc.store, tc.policy, tc.metrics, u, tc.now(), attempt.client, r.UserAgent())
+		}
+		attempt.audit(err)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		encode(w, http.StatusOK, reply)
+	})
+}
+
+// changePassword sets u's new password if the policy allows it, with a
+// cut-off that kills every earlier token, removes those tokens from the
+// store, and returns the user as the directory now has them.
+func changePassword(r *http.Request, tc tokenCheck, setter PasswordSetter, u *users.Account, password string) (*users.Account, error) {
+	username := u.Username()
+	if err := setter.Policy.Check(username, password); err != nil {
+		return nil, weakPasswordReply(err)
+	}
+	hash, err := setter.Hash(password)
+	if err != nil {
+		return nil, weakPasswordReply(err) // bcrypt's 72 bytes: the only way hashing fails
+	}
+	// Milliseconds: the precision of a token's issue time in Redis, so the
+	// token issued next is not older than the cut-off.
+	cutoff := tc.now().UTC().Truncate(time.Millisecond)
+	err = tc.users.Update(r.Context(), username, func(x *users.User) error {
+		x.PasswordHash, x.TokensAfter = hash, cutoff
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	n, err := tc.store.RevokeUserBefore(r.Context(), username, cutoff.Add(time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	tc.metrics.Revoked(RevokedUserChange, n)
+	return tc.users.Lookup(r.Context(), username)
+}

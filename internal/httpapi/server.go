@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// serverDeps is everything the handlers need.
+type Deps struct {
+	Log    *slog.Logger
+	Users  users.Directory
+	Store  tokens.Store
+	Policy TokenPolicy
+	Guard  *LoginGuard
+	// passwords decides and hashes new passwords (POST /api/auth/password/).
+	Passwords PasswordSetter
+	Now       func() time.Time
+
+	Metrics       *Metrics
+	MetricsOnMain bool     // serve /metrics here, not on --metrics-addr
+	CORSOrigins   []string // origins whose pages may call the API
+	NoAccessLog   bool     // log no line per request (audit and error lines stay)
+	// logOut and logFormat, when set, are log's destination and
+	// newLogger's format: access lines skip slog's generic path (accesslog.go).
+	LogOut    io.Writer
+	LogFormat string
+}
+
+// newServer returns the service's whole HTTP handler.
+func NewServer(d Deps) http.Handler {
+	mux := http.NewServeMux()
+	addRoutes(mux, d)
+	var access *accessLog
+	if !d.NoAccessLog {
+		access = newAccessLog(d.Log, d.LogFormat, d.LogOut)
+	}
+	return observe(access, d.Metrics, cors(d.CORSOrigins, mux))
+}
+
+// addRoutes lists every route and returns them as "METHOD /canonical/path"
+// (for the OpenAPI test). The API paths are served with and without their
+// trailing slash alike, and nothing below them.
+func addRoutes(mux *http.ServeMux, d Deps) []string {
+	var routes []string
+	handle := func(method, path string, h http.Handler) {
+		routes = append(routes, method+" "+path)
+		h = d.methods(method, h)
+		switch trimmed, ok := strings.CutSuffix(path, "/"); {
+		case ok:
+			mux.Handle(path+"{$}", h)
+			mux.Handle(trimmed, h)
+		case strings.HasPrefix(path, "/api/auth/"):
+			mux.Handle(path, h)
+			mux.Handle(path+"/{$}", h)
+		default:
+			mux.Handle(path, h)
+		}
+	}
+	tc := tokenCheck{users: d.Users, store: d.Store, policy: d.Policy, metrics: d.Metrics, now: d.Now}
+	handle("POST", "/api/auth/login/", handleLogin(d.Log, d.Users, d.Store, d.Policy, d.Guard, d.Now))
+	handle("GET", "/api/auth/info", handleInfo(d.Log, tc))
+	handle("POST", "/api/auth/logout/", handleLogout(d.Log, tc))
+	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.Log, tc))
+	handle("POST", "/api/auth/password/", handlePassword(d.Log, tc, d.Guard, d.Passwords))
+	handle("GET", "/api/auth/sessions/", handleSessions(d.Log, tc))
+	handle("DELETE", "/api/auth/sessions/{id}", handleRevokeSession(d.Log, tc))
+	handle("GET", "/api/openapi.json", handleOpenAPI())
+	handle("GET", "/healthz", handleHealthz())
+	handle("GET", "/readyz", handleReadyz(d.Log, d.Store, d.Users))
+	if d.MetricsOnMain {
+		handle("GET", "/metrics", d.Metrics.Handler())
+	}
+	mux.Handle("/", handleNotFound(d.Log))
+	return routes
+}
+
+// methods returns a handler that serves h for method (and HEAD for GET) and
+// answers 405 with Allow otherwise: ServeMux's own 405 is plain text.
+func (d Deps) methods(method string, h http.Handler) http.Handler {
+	allowed := []string{method}
+	if method == http.MethodGet {
+		allowed = append(allowed, http.MethodHead)
+	}
+	sort.Strings(allowed)
+	allow := strings.Join(allowed, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == method || (r.Method == http.MethodHead && method == http.MethodGet) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Allow", allow)
+		writeError(w, r, d.Log, methodNotAllowed(allow))
+	})
+}
+
+// observe wraps the mux: it gives every request an id (requestid.go) and
+// echoes it, closes connections a request could be smuggled on
+// (smuggling.go), then records the route's metrics (metrics.go) and writes
+// the access line (accesslog.go). One wrapper, one recorder: the hot path
+// pays for a single indirection. Handlers find the id with requestID(w).
+func observe(access *accessLog, m *Metrics, next http.Handler) http.Handler {
+	ids := newRequestIDs()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		rec.id[0] = r.Header.Get("X-Request-Id")
+		if !validRequestID(rec.id[0]) {
+			rec.id[0] = ids.next()
+		}
+		w.Header()["X-Request-Id"] = rec.id[:]
+		if mustClose(r) {
+			w.Header()["Connection"] = []string{"close"}
+		}
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		end := time.Now()
+		d := end.Sub(start)
+		m.observe(routeLabel(r.Pattern), rec.status, rec.code, d) // the mux set r.Pattern
+		access.write(r, rec, end, d)
+	})
+}

@@ -1,0 +1,337 @@
+package users
+
+import (
+	"authsvc/internal/password"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Sentinel errors of the Directory contract; callers test them with errors.Is.
+var (
+	// errUserNotFound: no user of that name.
+	ErrNotFound = errors.New("no such user")
+	// errUserExists: Add of a name that is taken.
+	ErrExists = errors.New("user already exists")
+	// errDirectoryUnavailable: the backing cannot be reached, or has not
+	// been for longer than what was loaded may be trusted. The caller
+	// fails closed and answers 503 unavailable.
+	ErrUnavailable = errors.New("user directory unavailable")
+)
+
+// A Directory is where users live: the users file (fileDirectory), or any
+// other backing that keeps the same promises.
+//
+// The contract every implementation meets, checked by testDirectoryConformance:
+//   - Lookup returns the user named username as the server uses it, or
+//     errUserNotFound. It answers from what was last loaded, so the token
+//     check on the hot path never waits for the backing.
+//   - Len reports how many users Lookup knows; Slowest is the check every
+//     failed login is made to cost: against a hash at the slowest
+//     parameters in the directory, so that unknown, disabled and wrong
+//     look alike in time whatever mix of costs the users have.
+//   - Add, Update and Delete write one user through to the backing under
+//     the backing's own lock (concurrent writers, in this process or
+//     another, never lose an entry) and are visible to this Directory's
+//     Lookup when they return. Add of a taken name is errUserExists;
+//     Update and Delete of a missing one, errUserNotFound. When change or
+//     the backing fails, nothing is written.
+//   - Bootstrap adds admin when the backing has never held a user (no
+//     users file; a database with no user) and reports whether it did; of
+//     several processes bootstrapping at once only one adds it.
+//   - AddAll adds, in one write, every user whose name is free, and
+//     returns the names that were taken (those users are left alone).
+//   - List returns every user from the backing, in its stored order.
+//   - Reload loads the backing's current state now. A backing that cannot
+//     be read or does not validate is an error, and the previous users stay
+//     in force (fail closed: nothing is half-loaded).
+//   - Watch reloads when the backing changes, within interval (and on
+//     every value from hup), until ctx is done: writes from other
+//     processes reach Lookup within 5 s. It tells hooks.reloaded of each
+//     attempt, and hooks.cut of every user whose tokens the change killed
+//     (deleted, disabled, password changed, a new cut-off), so that the
+//     caller can remove them from the token store for good.
+//   - String names the backing (the file's path, the database's name)
+//     for messages; it never holds a password.
+//   - All methods are safe for concurrent use. No method logs or returns
+//     a password or a hash outside the dirUser and User values it is asked for.
+type Directory interface {
+	Reader
+	fmt.Stringer // names the backing in messages, never with a password
+	Len() int
+	Add(ctx context.Context, u User) error
+	Bootstrap(ctx context.Context, admin User) (added bool, err error)
+	AddAll(ctx context.Context, users []User) (existing []string, err error)
+	Update(ctx context.Context, username string, change func(*User) error) error
+	Delete(ctx context.Context, username string) error
+	List(ctx context.Context) ([]User, error)
+	Reload(ctx context.Context) error
+	Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks WatchHooks)
+}
+
+// watchHooks tell Watch's caller what a reload did; either may be nil.
+type WatchHooks struct {
+	Reloaded func(err error)                         // each reload attempt; nil on success
+	Cut      func(username string, before time.Time) // the user's tokens issued before before died in the change
+}
+
+// bootstrapAdmin adds the admin user "admin" to dir if dir has never held a
+// user (Directory.Bootstrap), with a random password hashed under policy,
+// and prints that password once to stderr.
+func BootstrapAdmin(ctx context.Context, dir Directory, policy password.HashPolicy, stderr io.Writer) error {
+	var secret [18]byte
+	rand.Read(secret[:])
+	pw := base64.RawURLEncoding.EncodeToString(secret[:])
+	hash, err := policy.Hash([]byte(pw))
+	if err != nil {
+		return err
+	}
+	admin := User{Username: "admin", PasswordHash: hash, Name: "Administrator", Groups: []string{}, Admin: true, TokensAfter: time.Now().UTC()}
+	added, err := dir.Bootstrap(ctx, admin)
+	if err != nil || !added {
+		return err
+	}
+	fmt.Fprintf(stderr, "authsvc: created the admin user \"admin\" in %s; change its password with 'authsvc user passwd admin'; password: %s\n", dir, pw)
+	return nil
+}
+
+// cutsBetween calls cut for every user of old whose tokens died in new:
+// deleted or newly disabled (every token issued before now), or with a
+// later cut-off, which every password change sets (every token issued
+// before it). Another hash alone is not a death: a rehash on login writes one.
+func cutsBetween(old, new *userIndex, now time.Time, cut func(username string, before time.Time)) {
+	if old == nil || cut == nil {
+		return
+	}
+	for name, was := range old.byName {
+		is := new.byName[name]
+		switch {
+		case is == nil, is.isDisabled && !was.isDisabled:
+			cut(name, now)
+		case is.cutoff > was.cutoff:
+			cut(name, is.TokensAfter())
+		}
+	}
+}
+
+// A userIndex is an immutable snapshot of a directory's users as the server
+// uses them; a reload builds a new one and swaps it in whole.
+type userIndex struct {
+	byName  map[string]*Account
+	slowest *SlowestCheck
+	groups  map[string][]string // interned group lists, by indexBuilder.intern's key
+}
+
+// A slowestCheck is what every failed login is made to cost: a check
+// against a hash at the slowest parameters in the directory. Unknown and
+// disabled users are checked against its hash; a wrong password against a
+// faster hash is held until the check would have taken as long (a sleep,
+// no CPU), so that mixed costs do not tell which users exist.
+type SlowestCheck struct {
+	Hash  *password.Hash
+	Shape string       // the scheme and parameters hash was made with (passwordHash.shape)
+	Took  atomic.Int64 // nanoseconds a check against hash takes: measured when it is made, then a moving average of the dummy checks
+}
+
+// observe folds the duration of a check against the slowest hash into the average.
+func (c *SlowestCheck) observe(d time.Duration) {
+	old := c.Took.Load()
+	c.Took.Store(old + (int64(d)-old)/8) // a lost update between racing logins only delays the average
+}
+
+// pad sleeps until a check that took d has taken as long as a slowest one.
+func (c *SlowestCheck) pad(d time.Duration) {
+	if rest := time.Duration(c.Took.Load()) - d; rest > 0 {
+		time.Sleep(rest)
+	}
+}
+
+// dirUser is a user as the handlers need it, kept small: a server holds one
+// for every user in the file. Its strings share one allocation (the index's
+// key is its info.Username), its groups are interned, its hash is kept as
+// text and parsed when a login needs it, and its info reply is encoded on
+// demand (appendInfoJSON). It is never changed once made, so a reload keeps
+// the dirUser of a user whose entry did not change.
+type Account struct {
+	public     Info
+	storedHash string // as stored: a rehash writes only if it is still this
+	cutoff     int64  // tokensAfter, in 8 bytes rather than time.Time's 24 (packCutoff)
+	isAdmin    bool
+	isDisabled bool
+	work       float32 // hash().work() when usable, else 0: the index's slowest without parsing every hash again
+}
+
+// Username returns u's name, as stored.
+func (u *Account) Username() string { return u.public.Username }
+
+// Info returns u's public view: the info reply, the login reply's "user".
+func (u *Account) Info() Info { return u.public }
+
+// Admin reports whether u may act on other users.
+func (u *Account) Admin() bool { return u.isAdmin }
+
+// Disabled reports whether u is disabled: no login, no live token.
+func (u *Account) Disabled() bool { return u.isDisabled }
+
+// StoredHash returns u's hash as stored, for a write conditional on it.
+func (u *Account) StoredHash() string { return u.storedHash }
+
+// tokensAfter returns u's cut-off: tokens issued before it are dead.
+func (u *Account) TokensAfter() time.Time { return unpackCutoff(u.cutoff) }
+
+// Bounds of a cut-off packed in nanoseconds since 1970 (years 1678 to
+// 2262): one outside them is held at the bound, which kills or spares the
+// same tokens (none were issued before 1678, all before 2262).
+const (
+	noCutoff  = math.MinInt64 // the zero time: no cut-off
+	minCutoff = math.MinInt64 + 1
+	maxCutoff = math.MaxInt64
+)
+
+// packCutoff returns t as dirUser.cutoff holds it.
+func packCutoff(t time.Time) int64 {
+	switch {
+	case t.IsZero():
+		return noCutoff
+	case t.Before(time.Unix(0, minCutoff)):
+		return minCutoff
+	case t.After(time.Unix(0, maxCutoff)):
+		return maxCutoff
+	}
+	return t.UnixNano()
+}
+
+// unpackCutoff returns the cut-off packCutoff made c of, in UTC.
+func unpackCutoff(c int64) time.Time {
+	if c == noCutoff {
+		return time.Time{}
+	}
+	return time.Unix(0, c).UTC()
+}
+
+// hash returns u's password hash, parsed; validated when u was made, so it
+// does not fail, and fails closed (never matching) if it did.
+func (u *Account) Hash() *password.Hash {
+	h, err := password.ParseHash(u.storedHash)
+	if err != nil {
+		return password.Unusable()
+	}
+	return h
+}
+
+// stamp returns the stamp of u's hash (passwordStamp).
+func (u *Account) Stamp() uint64 { return passwordStamp(u.storedHash) }
+
+// newUserIndex builds an index of validated users, reusing prev's slowest
+// check when the slowest hash's scheme and parameters have not changed.
+func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
+	b := newIndexBuilder(prev, len(users))
+	for i := range users {
+		e := rawUser(&users[i])
+		if err := b.put(i, e, b.prev[users[i].Username], nil); err != nil {
+			return nil, err
+		}
+	}
+	return b.finish()
+}
+
+// validateUsers returns why users could not be served, or nil: what a
+// load checks, offline (authsvc user check).
+func Validate(users []User) error {
+	_, err := newUserIndex(users, nil)
+	return err
+}
+
+// newDirUser returns u as the server uses it, its hash validated.
+func NewAccount(u *User) (*Account, error) {
+	hash, err := password.ParseHash(u.PasswordHash)
+	if err != nil {
+		return nil, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
+	}
+	groups := u.Groups
+	if groups == nil {
+		groups = []string{}
+	}
+	var work float32
+	if hash.Usable() {
+		work = float32(hash.Work())
+	}
+	return makeDirUser(rawUser(u), "", groups, work), nil
+}
+
+// A userReader answers the questions a login and a token check ask: a
+// Directory, or one index of one.
+type Reader interface {
+	Lookup(ctx context.Context, username string) (*Account, error)
+	Slowest() *SlowestCheck
+}
+
+// authenticate returns the user if password is theirs, checked with verify
+// (a hasherPool's). Unknown and disabled users, and users whose password is
+// unusable, cost one check against the slowest hash in the directory, and a
+// wrong password against a faster hash is held until it has taken as long:
+// every failure takes the same time, whatever mix of schemes and costs the
+// directory holds.
+func Authenticate(ctx context.Context, d Reader, username, pw string, verify func(*password.Hash, []byte) bool) (*Account, bool) {
+	u, _ := d.Lookup(ctx, username)
+	var hash *password.Hash
+	if u != nil && !u.isDisabled {
+		hash = u.Hash()
+	}
+	usable := hash != nil && hash.Usable()
+	slowest := d.Slowest()
+	if !usable {
+		hash = slowest.Hash
+	}
+	start := time.Now()
+	ok := verify(hash, []byte(pw))
+	took := time.Since(start)
+	switch {
+	case usable && ok:
+		return u, true
+	case usable:
+		slowest.pad(took)
+	default:
+		slowest.observe(took)
+	}
+	return nil, false
+}
+
+// sessionUser returns the user named username whose token was issued at
+// issuedAt, or nil when the token has died with its user: deleted,
+// disabled, or issued before the user's cut-off (TokensAfter), which every
+// password change moves on. The hash itself does not decide: a rehash on
+// login must not end a session.
+//
+// An error means the directory cannot say (PostgreSQL unreachable past its
+// grace): the caller answers 503 and must not take the token for dead.
+func SessionUser(ctx context.Context, d Reader, username string, issuedAt time.Time) (*Account, error) {
+	u, err := d.Lookup(ctx, username)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case u.isDisabled || issuedAt.Before(u.TokensAfter()):
+		return nil, nil
+	}
+	return u, nil
+}
+
+// Lookup returns the user named username, or errUserNotFound.
+func (x *userIndex) Lookup(_ context.Context, username string) (*Account, error) {
+	if u := x.byName[username]; u != nil {
+		return u, nil
+	}
+	return nil, ErrNotFound
+}
+
+// Slowest returns what a failed login against this index costs.
+func (x *userIndex) Slowest() *SlowestCheck { return x.slowest }

@@ -1,0 +1,308 @@
+package users
+
+import (
+	"authsvc/internal/tick"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A fileDirectory is the Directory kept in a JSON users file (users.go has
+// the format): Lookup answers from an index of the file as last loaded, and
+// writes go through editUsers, under the file's lock.
+type FileDirectory struct {
+	path string
+	log  *slog.Logger
+	cur  atomic.Pointer[userIndex] // nil until the first load
+
+	mu   sync.Mutex  // serializes loads; guards seen
+	seen os.FileInfo // the file as last loaded or refused, to notice changes
+
+	afterRead func() // a test's hook between reading the file and parsing it
+}
+
+var _ Directory = (*FileDirectory)(nil)
+
+// newFileDirectory returns the directory in the users file at path, not
+// yet loaded: the CLI writes through it without reading every user first.
+func NewFile(path string, log *slog.Logger) *FileDirectory {
+	return &FileDirectory{path: path, log: log}
+}
+
+// openFileDirectory loads the users file at path; an error stops start-up.
+func OpenFile(path string, log *slog.Logger) (*FileDirectory, error) {
+	s := NewFile(path, log)
+	if err := s.Reload(context.Background()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// index returns the current snapshot, empty before the first load.
+func (s *FileDirectory) index() *userIndex {
+	if x := s.cur.Load(); x != nil {
+		return x
+	}
+	return emptyIndex
+}
+
+// emptyIndex is the index of a directory not yet loaded.
+var emptyIndex = &userIndex{byName: map[string]*Account{}}
+
+func (s *FileDirectory) Lookup(_ context.Context, username string) (*Account, error) {
+	return s.index().Lookup(context.Background(), username)
+}
+
+// String names the directory for messages: the file's path.
+func (s *FileDirectory) String() string { return s.path }
+
+func (s *FileDirectory) Len() int { return len(s.index().byName) }
+
+func (s *FileDirectory) Slowest() *SlowestCheck {
+	x := s.index()
+	if x.slowest == nil {
+		x, _ = newUserIndex(nil, nil) // an unloaded directory still costs a compare
+	}
+	return x.slowest
+}
+
+func (s *FileDirectory) Add(ctx context.Context, u User) error {
+	if u.Groups == nil {
+		u.Groups = []string{}
+	}
+	return s.edit(true, streamEdit{
+		touches: func(name string) bool { return name == u.Username },
+		entry: func(*User) (bool, error) {
+			return false, fmt.Errorf("user %q: %w", u.Username, ErrExists)
+		},
+		end: func() ([]User, error) { return []User{u}, nil },
+	})
+}
+
+// Bootstrap creates the missing users file holding admin alone. An existing
+// file, even an empty or unreadable one, is left to the load to judge.
+func (s *FileDirectory) Bootstrap(ctx context.Context, admin User) (bool, error) {
+	if _, err := os.Stat(s.path); !errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	added := false
+	err := EditFile(s.path, true, func(users []User) ([]User, error) {
+		if len(users) > 0 {
+			return users, nil // another process created it meanwhile
+		}
+		added = true
+		return []User{admin}, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("create users file: %w", err)
+	}
+	return added, nil
+}
+
+func (s *FileDirectory) AddAll(ctx context.Context, add []User) ([]string, error) {
+	var existing []string
+	names, taken := make(map[string]bool, len(add)), make(map[string]bool)
+	for _, u := range add {
+		names[u.Username] = true
+	}
+	err := s.edit(true, streamEdit{
+		touches: func(name string) bool { return names[name] },
+		entry: func(u *User) (bool, error) {
+			taken[u.Username] = true
+			return true, nil
+		},
+		end: func() ([]User, error) {
+			existing = existing[:0]
+			var users []User
+			for _, u := range add {
+				if taken[u.Username] {
+					existing = append(existing, u.Username)
+					continue
+				}
+				if u.Groups == nil {
+					u.Groups = []string{}
+				}
+				users = append(users, u)
+				taken[u.Username] = true
+			}
+			return users, nil
+		},
+	})
+	return existing, err
+}
+
+func (s *FileDirectory) Update(ctx context.Context, username string, change func(*User) error) error {
+	found := false
+	return s.edit(false, streamEdit{
+		touches: func(name string) bool { return name == username },
+		entry: func(u *User) (bool, error) {
+			found = true
+			return true, change(u)
+		},
+		end: func() ([]User, error) {
+			if !found {
+				return nil, fmt.Errorf("user %q: %w", username, ErrNotFound)
+			}
+			return nil, nil
+		},
+	})
+}
+
+func (s *FileDirectory) Delete(ctx context.Context, username string) error {
+	found := false
+	return s.edit(false, streamEdit{
+		touches: func(name string) bool { return name == username },
+		entry: func(*User) (bool, error) {
+			found = true
+			return false, nil
+		},
+		end: func() ([]User, error) {
+			if !found {
+				return nil, fmt.Errorf("user %q: %w", username, ErrNotFound)
+			}
+			return nil, nil
+		},
+	})
+}
+
+// edit runs editUsersStream and, when this directory has been loaded,
+// reloads it, so that its own writes are visible to Lookup when they return.
+func (s *FileDirectory) edit(create bool, ed streamEdit) error {
+	if err := editUsersStream(s.path, create, ed); err != nil {
+		return err
+	}
+	if s.cur.Load() == nil {
+		return nil
+	}
+	return s.Reload(context.Background())
+}
+
+func (s *FileDirectory) List(context.Context) ([]User, error) {
+	return ReadFile(s.path)
+}
+
+// Reload replaces the index with the file's current content. On any error
+// the previous users stay in force.
+func (s *FileDirectory) Reload(context.Context) error {
+	_, err := s.load(nil)
+	return err
+}
+
+// load reads, validates and swaps in the file, tells cut (if not nil) whose
+// tokens the change killed, and returns the file's state as it was just
+// before the read: what was parsed, even when it was refused.
+func (s *FileDirectory) load(cut func(string, time.Time)) (os.FileInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info, err := os.Stat(s.path)
+	if err != nil {
+		return nil, err
+	}
+	old := s.cur.Load()
+	x, err := s.read(old)
+	if err != nil {
+		return info, err
+	}
+	s.cur.Store(x)
+	s.seen = info
+	cutsBetween(old, x, time.Now(), cut)
+	if len(x.byName) >= bigUsersFile {
+		// Return the parse's garbage and the replaced index now, not over
+		// minutes: without this a large file's RSS stays at up to twice its
+		// live heap (GOGC) after each load. In the background: the full
+		// collection takes a few hundred ms at a million users, which
+		// neither start-up nor the file's lock should wait for.
+		go debug.FreeOSMemory()
+	}
+	return info, nil
+}
+
+// read reads and validates the file in one streaming pass, building its
+// index as it goes, reusing the users of old that did not change.
+func (s *FileDirectory) read(old *userIndex) (*userIndex, error) {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n := 0
+	if old != nil {
+		n = len(old.byName)
+	}
+	b := newIndexBuilder(old, n)
+	err = scanUsers(f, b.add)
+	if s.afterRead != nil {
+		s.afterRead()
+	}
+	if err == errStrict { // the reference parser says what is wrong, or builds the index from what it read
+		var users []User
+		if users, err = decodeUsersStrict(f); err == nil {
+			return newUserIndex(users, old)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.path, err)
+	}
+	return b.finish()
+}
+
+// bigUsersFile is the number of users from which a load hands its garbage
+// back to the OS at once: about 3 MB of heap; below it the forced
+// collection is not worth its time.
+const bigUsersFile = 10_000
+
+// changed reports whether the file differs from the one last loaded.
+func (s *FileDirectory) changed() bool {
+	info, err := os.Stat(s.path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		return s.seen != nil // vanished: try, fail and log once per change
+	}
+	return s.seen == nil || !os.SameFile(info, s.seen) ||
+		!info.ModTime().Equal(s.seen.ModTime()) || info.Size() != s.seen.Size()
+}
+
+// Watch reloads on every value from hup and whenever the file changes,
+// checking every interval, until ctx is done, telling hooks what happened.
+func (s *FileDirectory) Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks WatchHooks) {
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				s.logReload("SIGHUP", hooks)
+			}
+		}
+	}()
+	tick.Every(ctx, interval, func(time.Time) {
+		if s.changed() {
+			s.logReload("file changed", hooks)
+		}
+	})
+}
+
+func (s *FileDirectory) logReload(why string, hooks WatchHooks) {
+	info, err := s.load(hooks.Cut)
+	if hooks.Reloaded != nil {
+		hooks.Reloaded(err)
+	}
+	if err != nil {
+		s.log.Error("users file refused; previous users stay in force", "reason", why, "err", err)
+		// Remember the refused state, not the file's state now: a file
+		// rewritten in place while it was read differs from what was
+		// parsed, and is loaded at the next check.
+		s.mu.Lock()
+		s.seen = info
+		s.mu.Unlock()
+		return
+	}
+	s.log.Info("users file reloaded", "reason", why, "users", s.Len())
+}

@@ -1,0 +1,27 @@
+package users_test
+
+import (
+	"authsvc/internal/users"
+	"authsvc/internal/users/userstest"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+)
+
+func TestFileDirectoryConformance(t *testing.T) {
+	userstest.Run(t, func(t *testing.T) func() users.Directory {
+		path := filepath.Join(t.TempDir(), "users.json")
+		if err := users.WriteFile(path, nil); err != nil {
+			t.Fatal(err)
+		}
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		return func() users.Directory {
+			d, err := users.OpenFile(path, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+	})
+}

@@ -1,0 +1,1010 @@
+package postgres
+
+import (
+	"authsvc/internal/lru"
+	"authsvc/internal/password"
+	"authsvc/internal/users"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+const (
+	pgQueryTimeout   = 2 * time.Second // every round trip: a token check must not hang on a dead database
+	pgConnectTimeout = 2 * time.Second // unless the URL's connect_timeout says otherwise
+	pgOpenTimeout    = 15 * time.Second
+	pgMaxConns       = 8 // unless the URL's pool_max_conns says otherwise
+	// API.md: token checks go on from the last known state for at most 5 s.
+	pgTrustCache = 5 * time.Second
+	// After a failed round trip, look-ups fail at once for this long rather
+	// than each waiting for its own timeout.
+	pgFailFast    = time.Second
+	pgListenRetry = time.Second
+	pgChannel     = "authsvc_users"
+	// The change log keeps this many generations; an instance that fell
+	// further behind drops its whole cache instead.
+	pgChangesKept = 1000
+	// pgMigrationLock is the advisory lock key migrations hold: "authsvc" in ASCII.
+	pgMigrationLock = 0x61757468737663
+)
+
+// A pgDirectory is the Directory in a PostgreSQL database that every
+// instance of a fleet shares (API.md, Users). Lookup answers from a bounded
+// cache of the users looked up, filled on a miss; every write bumps one
+// generation counter, logs the names it changed under it, and notifies
+// pgChannel, all in its transaction, so that Watch can tell each instance
+// exactly whose entries to drop and whose tokens died, whether or not a
+// notification got through.
+//
+// Tables (created and migrated by openPGDirectory, pgMigrations):
+// authsvc_schema (version), authsvc_users (one row a user),
+// authsvc_users_state (the generation and the number of users, one row:
+// its lock serializes writers), authsvc_user_changes (generation, username;
+// "" for a batch of additions).
+type Directory struct {
+	pool    *pgxpool.Pool
+	listenc *pgx.ConnConfig // for the LISTEN connection, kept out of the pool
+	log     *slog.Logger
+	name    string   // the URL without its password, for messages
+	secrets []string // passwords in the URL, scrubbed from every error
+
+	mu    sync.Mutex                         // guards cache and epoch
+	cache *lru.Cache[string, *users.Account] // users looked up, most recent first; nil: no such user
+	epoch uint64                             // bumped by every invalidation: a miss that read before one does not cache what it read
+
+	users    atomic.Int64
+	slowest  atomic.Pointer[users.SlowestCheck]
+	lastOK   atomic.Int64 // Unix ns of the last round trip that worked
+	lastFail atomic.Int64 // Unix ns of the last one that did not
+	probing  atomic.Bool  // a look-up is finding out whether the database is back
+
+	syncMu  sync.Mutex // serializes catching up with the database; guards seen and failing
+	seen    int64      // the generation the cache has caught up with
+	failing bool       // the last catch-up failed (logged once per outage)
+
+	slowMu sync.Mutex // serializes rebuilding slowest (a rebuild costs a hash)
+
+	closeMu  sync.Mutex // guards closed and the watchers Add
+	closed   bool
+	watchers sync.WaitGroup
+	done     context.Context // done when closed: stops Watch
+	close    context.CancelFunc
+
+	noListen bool // a test's switch: Watch without LISTEN, as when notifications are lost
+}
+
+var _ users.Directory = (*Directory)(nil)
+
+// pgMigrations are the schema's versions: pgMigrations[i] takes it from
+// version i to i+1. Published ones never change; a new version appends.
+var pgMigrations = []string{
+	`create table authsvc_users (
+		id            bigint generated always as identity,
+		username      text primary key,
+		password_hash text not null,
+		hash_work     double precision not null, -- seconds a check takes (passwordHash.work); 0: unusable
+		name          text not null default '',
+		email         text not null default '',
+		groups        text[] not null default '{}',
+		admin         boolean not null default false,
+		disabled      boolean not null default false,
+		tokens_after  timestamptz,
+		updated_at    timestamptz not null default now(),
+		version       bigint not null -- the generation that wrote the row
+	);
+	create index authsvc_users_hash_work on authsvc_users (hash_work desc);
+	create table authsvc_users_state (
+		id         boolean primary key default true check (id),
+		generation bigint not null,
+		users      bigint not null
+	);
+	insert into authsvc_users_state (generation, users) values (0, 0);
+	create table authsvc_user_changes (
+		generation bigint not null,
+		username   text not null,
+		primary key (generation, username)
+	);`,
+}
+
+// openPGDirectory opens the users database at rawURL (postgres:// or
+// postgresql://, its parameters passed to the driver as given), creating or
+// migrating its tables, with a cache of at most cacheSize users. No error
+// quotes the URL's password.
+func Open(ctx context.Context, rawURL string, cacheSize int, log *slog.Logger) (*Directory, error) {
+	secrets := urlSecrets(rawURL)
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		// pgx redacts passwords only as best it can; this message is a new
+		// error, so nothing below it can quote the URL.
+		return nil, fmt.Errorf("users database URL: %s", scrub(err.Error(), secrets))
+	}
+	if p := cfg.ConnConfig.Password; p != "" {
+		secrets = append(secrets, p)
+	}
+	if !strings.Contains(rawURL, "pool_max_conns") {
+		cfg.MaxConns = pgMaxConns
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = pgConnectTimeout
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("users database: %s", scrub(err.Error(), secrets))
+	}
+	d := &Directory{
+		pool:    pool,
+		listenc: cfg.ConnConfig.Copy(),
+		log:     log,
+		name:    pgName(cfg.ConnConfig),
+		secrets: secrets,
+		cache:   lru.New[string, *users.Account](cacheSize),
+	}
+	d.done, d.close = context.WithCancel(context.Background())
+	octx, cancel := context.WithTimeout(ctx, pgOpenTimeout)
+	defer cancel()
+	if err := d.open(octx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// open migrates the schema and loads what Lookup does not load on demand.
+func (d *Directory) open(ctx context.Context) error {
+	if err := d.migrate(ctx); err != nil {
+		return d.fail(ctx, "migrate", err)
+	}
+	if err := d.pool.QueryRow(ctx, `select generation from authsvc_users_state`).Scan(&d.seen); err != nil {
+		return d.fail(ctx, "read state", err)
+	}
+	return d.Reload(ctx)
+}
+
+// migrate brings the schema to the last of pgMigrations, in one
+// transaction under an advisory lock, so that instances starting at once
+// migrate one after the other and the later ones find nothing to do.
+func (d *Directory) migrate(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, int64(pgMigrationLock)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `create table if not exists authsvc_schema (version integer not null)`); err != nil {
+			return err
+		}
+		var version int
+		err := tx.QueryRow(ctx, `select version from authsvc_schema`).Scan(&version)
+		if errors.Is(err, pgx.ErrNoRows) {
+			_, err = tx.Exec(ctx, `insert into authsvc_schema (version) values (0)`)
+		}
+		if err != nil {
+			return err
+		}
+		if version > len(pgMigrations) {
+			// A newer authsvc migrated it: this one would misread the tables.
+			return keep(fmt.Errorf("schema version %d is newer than this authsvc knows (%d)", version, len(pgMigrations)))
+		}
+		for v := version; v < len(pgMigrations); v++ {
+			if _, err := tx.Exec(ctx, pgMigrations[v]); err != nil {
+				return fmt.Errorf("schema version %d: %w", v+1, err)
+			}
+		}
+		_, err = tx.Exec(ctx, `update authsvc_schema set version = $1`, len(pgMigrations))
+		return err
+	})
+}
+
+// String names the directory for messages: the URL without its password.
+func (d *Directory) String() string { return d.name }
+
+// pgName is the URL of the database c connects to, without a password.
+func pgName(c *pgx.ConnConfig) string {
+	u := url.URL{Scheme: "postgres", User: url.User(c.User), Host: net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), Path: "/" + c.Database}
+	if strings.HasPrefix(c.Host, "/") { // a Unix socket's directory
+		u.Host = ""
+		u.RawQuery = url.Values{"host": {c.Host}}.Encode()
+	}
+	return u.String()
+}
+
+// urlPassword finds a password in a connection string that may not parse:
+// a URL's user:password@ before the host or password= parameter, or a
+// keyword/value string's password=.
+var urlPassword = regexp.MustCompile(`^[^:]*://[^:@/]*:(.*)@[^@]*$|[?&]password=([^&]*)|(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
+
+// urlSecrets returns the passwords rawURL holds, as written and decoded.
+func urlSecrets(rawURL string) []string {
+	var secrets []string
+	for _, m := range urlPassword.FindAllStringSubmatch(rawURL, -1) {
+		for _, s := range m[1:] {
+			if s == "" {
+				continue
+			}
+			secrets = append(secrets, s, strings.Trim(s, "'"))
+			if dec, err := url.PathUnescape(s); err == nil && dec != s {
+				secrets = append(secrets, dec)
+			}
+			if dec, err := url.QueryUnescape(s); err == nil && dec != s {
+				secrets = append(secrets, dec)
+			}
+		}
+	}
+	return secrets
+}
+
+// scrub returns msg with every secret in it replaced.
+func scrub(msg string, secrets []string) string {
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// A scrubbedError is an error from the driver with the URL's password
+// taken out of its message; it unwraps to the sentinels wrapped with it.
+type scrubbedError struct {
+	msg  string
+	wrap []error
+}
+
+func (e *scrubbedError) Error() string   { return e.msg }
+func (e *scrubbedError) Unwrap() []error { return e.wrap }
+
+// A keptError is an error of a write's own (a refused change, a taken
+// name) that write returns as it is, rather than as the database's.
+type keptError struct{ err error }
+
+func (e keptError) Error() string { return e.err.Error() }
+
+// keep marks err as the caller's own, not the database's.
+func keep(err error) error { return keptError{err} }
+
+// fail turns err from the database during op into what callers see: the
+// caller's own error as it is; a refusal by the server (a constraint, a
+// permission) as an error; anything else, the database out of reach, as
+// errDirectoryUnavailable, which makes look-ups fail fast for a while.
+// Either way the message cannot quote the URL's password.
+func (d *Directory) fail(ctx context.Context, op string, err error) error {
+	var kept keptError
+	if errors.As(err, &kept) {
+		return kept.err
+	}
+	msg := scrub(fmt.Sprintf("users database %s: %s: %v", d.name, op, err), d.secrets)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "08", "53", "57": // connection exception, insufficient resources, shutdown
+		default:
+			return &scrubbedError{msg: msg}
+		}
+	}
+	if ctx.Err() == nil || errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		// Not the caller giving up (a client that went away): the database's fault.
+		d.lastFail.Store(time.Now().UnixNano())
+	}
+	return &scrubbedError{msg: msg, wrap: []error{users.ErrUnavailable}}
+}
+
+// contact records a round trip that worked.
+func (d *Directory) contact() { d.lastOK.Store(time.Now().UnixNano()) }
+
+// trusted reports whether the cache may answer: the database answered
+// within pgTrustCache.
+func (d *Directory) trusted(now time.Time) bool {
+	return now.UnixNano()-d.lastOK.Load() <= int64(pgTrustCache)
+}
+
+// failingFast reports whether the last round trip failed, after the last
+// that worked, less than pgFailFast ago.
+func (d *Directory) failingFast(now time.Time) bool {
+	f := d.lastFail.Load()
+	return f > d.lastOK.Load() && now.UnixNano()-f < int64(pgFailFast)
+}
+
+// unavailableNow is Lookup's answer while failing fast.
+func unavailableNow() error {
+	return fmt.Errorf("users database: %w", users.ErrUnavailable)
+}
+
+// Lookup answers from the cache while the database has answered within
+// pgTrustCache, and from the database otherwise; a user the database does
+// not have is cached as absent until a change names them. When the
+// database cannot be reached the error wraps errDirectoryUnavailable.
+func (d *Directory) Lookup(ctx context.Context, username string) (*users.Account, error) {
+	if users.CheckUsername(username) != nil {
+		return nil, users.ErrNotFound // no write stores such a name: spare the database and the cache
+	}
+	now := time.Now()
+	d.mu.Lock()
+	u, cached := d.cache.Get(username)
+	if cached && d.trusted(now) {
+		d.cache.Put(username, u) // most recently used
+		d.mu.Unlock()
+		if u == nil {
+			return nil, users.ErrNotFound
+		}
+		return u, nil
+	}
+	epoch := d.epoch
+	d.mu.Unlock()
+	if d.lastFail.Load() > d.lastOK.Load() {
+		// The database failed last: one look-up at a time finds out
+		// whether it is back, at most once per pgFailFast; the others
+		// do not queue behind a connection that may hang for its timeout.
+		if d.failingFast(now) || !d.probing.CompareAndSwap(false, true) {
+			return nil, unavailableNow()
+		}
+		defer d.probing.Store(false)
+	}
+	qctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
+	defer cancel()
+	found, err := d.fetch(qctx, []string{username})
+	if err != nil {
+		return nil, d.fail(qctx, "look up a user", err)
+	}
+	d.contact()
+	if x := found[username]; x != nil {
+		if u, err = users.NewAccount(x); err != nil {
+			return nil, err // a row written around authsvc; List shows it
+		}
+	}
+	d.mu.Lock()
+	if d.epoch == epoch {
+		d.cache.Put(username, u)
+	}
+	d.mu.Unlock()
+	if u == nil {
+		return nil, users.ErrNotFound
+	}
+	return u, nil
+}
+
+// pgUserColumns are the columns a User is read from, in scanUser's order.
+const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after`
+
+// scanUser reads one row of pgUserColumns.
+func scanUser(row pgx.Row) (users.User, error) {
+	var u users.User
+	var after *time.Time
+	err := row.Scan(&u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after)
+	if after != nil {
+		u.TokensAfter = after.UTC()
+	}
+	if u.Groups == nil {
+		u.Groups = []string{}
+	}
+	return u, err
+}
+
+// fetch returns the users of names the database has.
+func (d *Directory) fetch(ctx context.Context, names []string) (map[string]*users.User, error) {
+	rows, err := d.pool.Query(ctx, `select `+pgUserColumns+` from authsvc_users where username = any($1)`, names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	found := make(map[string]*users.User, len(names))
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, err
+		}
+		found[u.Username] = &u
+	}
+	return found, rows.Err()
+}
+
+func (d *Directory) Len() int { return int(d.users.Load()) }
+
+func (d *Directory) Slowest() *users.SlowestCheck { return d.slowest.Load() }
+
+// refreshSlowest makes slowest a copy of the slowest usable hash in the
+// database, or of the default policy's when there is none, keeping the one
+// it has when the scheme and parameters are the same.
+func (d *Directory) refreshSlowest(ctx context.Context) error {
+	d.slowMu.Lock()
+	defer d.slowMu.Unlock()
+	var text string
+	err := d.pool.QueryRow(ctx, `select password_hash from authsvc_users where hash_work > 0 order by hash_work desc limit 1`).Scan(&text)
+	var slowest *password.Hash
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if slowest, err = password.DefaultHashPolicy().Dummy(); err != nil {
+			return err
+		}
+	case err != nil:
+		return d.fail(ctx, "find the slowest hash", err)
+	default:
+		if slowest, err = password.ParseHash(text); err != nil {
+			return fmt.Errorf("slowest hash: %w", err)
+		}
+	}
+	shape := slowest.Shape()
+	if prev := d.slowest.Load(); prev != nil && prev.Shape == shape {
+		return nil
+	}
+	start := time.Now()
+	dummy, err := password.DummyLike(slowest)
+	if err != nil {
+		return err
+	}
+	c := &users.SlowestCheck{Hash: dummy, Shape: shape}
+	c.Took.Store(int64(time.Since(start))) // making a hash costs what checking one does
+	d.slowest.Store(c)
+	return nil
+}
+
+// checkUser returns why u cannot be stored, or nil, and its hash's work.
+func checkUser(u *users.User) (float64, error) {
+	if err := users.CheckUsername(u.Username); err != nil {
+		return 0, err
+	}
+	hash, err := password.ParseHash(u.PasswordHash)
+	if err != nil {
+		return 0, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
+	}
+	if u.Groups == nil {
+		u.Groups = []string{}
+	}
+	return hash.Work(), nil
+}
+
+// pgTime is t as stored: NULL for no cut-off, and rounded up to
+// PostgreSQL's microseconds, so that a cut-off never moves earlier.
+func pgTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	r := t.Truncate(time.Microsecond)
+	if r.Before(t) {
+		r = r.Add(time.Microsecond)
+	}
+	r = r.UTC()
+	return &r
+}
+
+// write runs f in a transaction that first takes the generation row's lock
+// (serializing writers across every instance, always in the same order:
+// no deadlock) and bumps it; then logs and notifies the names f changed
+// and adds delta to the count. Once committed the names' cache entries go,
+// so that the write is visible to this Lookup when write returns.
+func (d *Directory) write(ctx context.Context, op string, timeout time.Duration, f func(tx pgx.Tx, gen int64) (changed []string, delta int64, err error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var changed []string
+	var count int64
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		var gen int64
+		if err := tx.QueryRow(ctx, `update authsvc_users_state set generation = generation + 1 returning generation`).Scan(&gen); err != nil {
+			return err
+		}
+		var delta int64
+		var err error
+		if changed, delta, err = f(tx, gen); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `update authsvc_users_state set users = users + $1 returning users`, delta).Scan(&count); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `insert into authsvc_user_changes (generation, username) select $1, n from unnest($2::text[]) n on conflict do nothing`, gen, changed); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `delete from authsvc_user_changes where generation <= $1`, gen-pgChangesKept); err != nil {
+			return err
+		}
+		// Delivered at commit, to every listener, this instance's too.
+		_, err = tx.Exec(ctx, `select pg_notify($1, n) from unnest($2::text[]) n`, pgChannel, changed)
+		return err
+	})
+	if err != nil {
+		return d.fail(ctx, op, err)
+	}
+	d.contact()
+	d.users.Store(count)
+	d.invalidate(changed)
+	if err := d.refreshSlowest(ctx); err != nil {
+		d.log.Warn("users database: could not find the slowest hash after a write; the watch will", "err", err)
+	}
+	return nil
+}
+
+// invalidate drops the cache entries of names; "" drops every user known
+// to be absent (a batch of additions). It returns the users dropped.
+func (d *Directory) invalidate(names []string) map[string]*users.Account {
+	was := make(map[string]*users.Account)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.epoch++
+	for _, name := range names {
+		if name == "" {
+			for k, u := range d.cache.All() {
+				if u == nil {
+					d.cache.Remove(k)
+				}
+			}
+			continue
+		}
+		if u, ok := d.cache.Get(name); ok && u != nil {
+			was[name] = u
+		}
+		d.cache.Remove(name)
+	}
+	return was
+}
+
+// insertUser is the statement Add, AddAll and Bootstrap store a user with.
+const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version)
+	values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) on conflict (username) do nothing`
+
+func insertArgs(u *users.User, work float64, gen int64) []any {
+	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen}
+}
+
+func (d *Directory) Add(ctx context.Context, u users.User) error {
+	work, err := checkUser(&u)
+	if err != nil {
+		return err
+	}
+	return d.write(ctx, "add a user", pgQueryTimeout, func(tx pgx.Tx, gen int64) ([]string, int64, error) {
+		tag, err := tx.Exec(ctx, insertUser, insertArgs(&u, work, gen)...)
+		if err != nil {
+			return nil, 0, err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil, 0, keep(fmt.Errorf("user %q: %w", u.Username, users.ErrExists))
+		}
+		return []string{u.Username}, 1, nil
+	})
+}
+
+func (d *Directory) AddAll(ctx context.Context, add []users.User) ([]string, error) {
+	works := make([]float64, len(add))
+	list := make([]users.User, len(add))
+	for i, u := range add {
+		work, err := checkUser(&u)
+		if err != nil {
+			return nil, err
+		}
+		list[i], works[i] = u, work
+	}
+	var existing []string
+	// A batch of a round trip; the time allowed grows with it.
+	timeout := pgQueryTimeout + time.Duration(len(add))*100*time.Microsecond
+	err := d.write(ctx, "add users", timeout, func(tx pgx.Tx, gen int64) ([]string, int64, error) {
+		existing = existing[:0]
+		var batch pgx.Batch
+		for i := range list {
+			batch.Queue(insertUser, insertArgs(&list[i], works[i], gen)...)
+		}
+		results := tx.SendBatch(ctx, &batch)
+		var added int64
+		for i := range list {
+			tag, err := results.Exec()
+			if err != nil {
+				results.Close()
+				return nil, 0, err
+			}
+			if tag.RowsAffected() == 0 {
+				existing = append(existing, list[i].Username)
+			} else {
+				added++
+			}
+		}
+		if err := results.Close(); err != nil {
+			return nil, 0, err
+		}
+		// One entry for the batch: additions kill no token, and drop
+		// only cache entries of users known to be absent.
+		return []string{""}, added, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return existing, nil
+}
+
+func (d *Directory) Update(ctx context.Context, username string, change func(*users.User) error) error {
+	return d.write(ctx, "update a user", pgQueryTimeout, func(tx pgx.Tx, gen int64) ([]string, int64, error) {
+		u, err := scanUser(tx.QueryRow(ctx, `select `+pgUserColumns+` from authsvc_users where username = $1 for update`, username))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, 0, keep(fmt.Errorf("user %q: %w", username, users.ErrNotFound))
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := change(&u); err != nil {
+			return nil, 0, keep(err)
+		}
+		work, err := checkUser(&u)
+		if err != nil {
+			return nil, 0, keep(err)
+		}
+		_, err = tx.Exec(ctx, `update authsvc_users set username = $2, password_hash = $3, hash_work = $4, name = $5, email = $6,
+			groups = $7, admin = $8, disabled = $9, tokens_after = $10, version = $11, updated_at = now() where username = $1`,
+			username, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen)
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: renamed onto a taken name
+			return nil, 0, keep(fmt.Errorf("user %q: %w", u.Username, users.ErrExists))
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if u.Username != username {
+			return []string{username, u.Username}, 0, nil
+		}
+		return []string{username}, 0, nil
+	})
+}
+
+func (d *Directory) Delete(ctx context.Context, username string) error {
+	return d.write(ctx, "delete a user", pgQueryTimeout, func(tx pgx.Tx, gen int64) ([]string, int64, error) {
+		tag, err := tx.Exec(ctx, `delete from authsvc_users where username = $1`, username)
+		if err != nil {
+			return nil, 0, err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil, 0, keep(fmt.Errorf("user %q: %w", username, users.ErrNotFound))
+		}
+		return []string{username}, -1, nil
+	})
+}
+
+// List returns every user in the order they were added.
+func (d *Directory) List(ctx context.Context) ([]users.User, error) {
+	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout+time.Duration(d.Len())*10*time.Microsecond)
+	defer cancel()
+	rows, err := d.pool.Query(ctx, `select `+pgUserColumns+` from authsvc_users order by id`)
+	if err != nil {
+		return nil, d.fail(ctx, "list users", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (users.User, error) { return scanUser(row) })
+	if err != nil {
+		return nil, d.fail(ctx, "list users", err)
+	}
+	d.contact()
+	return list, nil
+}
+
+// Reload reads the count and the slowest hash and drops the cache, so that
+// every look-up from now on reads the database. When the database cannot
+// be read the cache stays. The changes it skips stay for Watch to apply
+// (and to tell hooks.cut of): their entries are gone already.
+func (d *Directory) Reload(ctx context.Context) error {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
+	defer cancel()
+	var count int64
+	if err := d.pool.QueryRow(ctx, `select users from authsvc_users_state`).Scan(&count); err != nil {
+		return d.fail(ctx, "reload", err)
+	}
+	d.contact()
+	if err := d.refreshSlowest(ctx); err != nil {
+		return err
+	}
+	d.users.Store(count)
+	d.dropAll()
+	return nil
+}
+
+// dropAll empties the cache and returns the users it held.
+func (d *Directory) dropAll() map[string]*users.Account {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	was := make(map[string]*users.Account, d.cache.Len())
+	for k, u := range d.cache.All() {
+		if u != nil {
+			was[k] = u
+		}
+	}
+	d.cache = lru.New[string, *users.Account](d.cache.Cap())
+	d.epoch++
+	return was
+}
+
+// catchUp applies every change committed since the generation last seen:
+// it drops the changed users' cache entries and tells cut whose tokens
+// died. It reports whether there was any. An instance that fell behind the
+// change log drops its whole cache. A failure leaves seen where it was, so
+// the next call applies the same changes again.
+func (d *Directory) catchUp(ctx context.Context, cut func(string, time.Time)) (bool, error) {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
+	defer cancel()
+	var gen, count int64
+	if err := d.pool.QueryRow(ctx, `select generation, users from authsvc_users_state`).Scan(&gen, &count); err != nil {
+		return false, d.fail(ctx, "read state", err)
+	}
+	d.contact()
+	d.users.Store(count)
+	if gen == d.seen {
+		return false, nil
+	}
+	rows, err := d.pool.Query(ctx, `select generation, username from authsvc_user_changes where generation > $1 and generation <= $2 order by generation`, d.seen, gen)
+	if err != nil {
+		return false, d.fail(ctx, "read changes", err)
+	}
+	var names []string
+	first := int64(-1)
+	var g int64
+	var name string
+	_, err = pgx.ForEachRow(rows, []any{&g, &name}, func() error {
+		if first < 0 {
+			first = g
+		}
+		names = append(names, name)
+		return nil
+	})
+	if err != nil {
+		return false, d.fail(ctx, "read changes", err)
+	}
+	now := time.Now()
+	var was map[string]*users.Account
+	if first != d.seen+1 { // the log no longer reaches back to seen, or the database was replaced
+		d.log.Warn("users database: fell behind its change log; dropping every cached user", "seen", d.seen, "generation", gen)
+		was = d.dropAll()
+		names = names[:0]
+		for name := range was {
+			names = append(names, name)
+		}
+	} else {
+		was = d.invalidate(names)
+	}
+	if err := d.refreshSlowest(ctx); err != nil {
+		return false, err
+	}
+	if cut != nil {
+		names = slicesCompactNames(names)
+		is, err := d.fetch(ctx, names)
+		if err != nil {
+			return false, d.fail(ctx, "read changed users", err)
+		}
+		for _, name := range names {
+			cutChange(name, was[name], is[name], now, cut)
+		}
+	}
+	d.seen = gen
+	return true, nil
+}
+
+// slicesCompactNames returns names without "" and without repeats.
+func slicesCompactNames(names []string) []string {
+	seen := make(map[string]bool, len(names))
+	out := names[:0]
+	for _, n := range names {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// cutChange calls cut if the change of the user named name killed tokens,
+// by cutsBetween's rules: was is the user as cached before (nil: not
+// known), is as the database has them now (nil: deleted). Not knowing the
+// user before, it is conservative: a disabled user loses every token, and
+// one with a cut-off every token before it (those are dead already for
+// sessionUser; removing them does no harm).
+func cutChange(name string, was *users.Account, is *users.User, now time.Time, cut func(string, time.Time)) {
+	switch {
+	case is == nil:
+		cut(name, now)
+	case is.Disabled && (was == nil || !was.Disabled()):
+		cut(name, now)
+	case was == nil && !is.TokensAfter.IsZero(), was != nil && is.TokensAfter.After(was.TokensAfter()):
+		cut(name, is.TokensAfter)
+	}
+}
+
+// Watch applies changes as they are committed, woken by a notification on
+// pgChannel and polling every interval anyway (a notification sent while
+// the LISTEN connection was down is lost; the change log is not); on each
+// value from hup it drops the whole cache too. A database out of reach is
+// logged once per outage, and Lookup stops trusting the cache after
+// pgTrustCache. It returns when ctx is done or the directory is closed.
+func (d *Directory) Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks users.WatchHooks) {
+	d.closeMu.Lock()
+	if d.closed {
+		d.closeMu.Unlock()
+		return
+	}
+	d.watchers.Add(1)
+	d.closeMu.Unlock()
+	defer d.watchers.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(d.done, cancel)()
+
+	wake := make(chan struct{}, 1)
+	var listener sync.WaitGroup
+	if !d.noListen {
+		listener.Go(func() { d.listen(ctx, wake) })
+	}
+	defer listener.Wait()
+	defer cancel() // before the Wait: defers run last first
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			d.step(ctx, hooks, true)
+		case <-wake:
+			d.step(ctx, hooks, false)
+		case <-tick.C:
+			d.step(ctx, hooks, false)
+		}
+	}
+}
+
+// step catches up (and, for a SIGHUP, also drops every cached user,
+// telling cut of the changes found), and tells hooks and the log.
+func (d *Directory) step(ctx context.Context, hooks users.WatchHooks, all bool) {
+	changed, err := d.catchUp(ctx, hooks.Cut)
+	if err == nil && all {
+		err = d.refetchAll(ctx, hooks.Cut)
+		changed = true
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	d.syncMu.Lock()
+	was := d.failing
+	d.failing = err != nil
+	d.syncMu.Unlock()
+	switch {
+	case err != nil && !was:
+		d.log.Error("users database unreachable; cached users answer for 5 s more", "users", d.name, "err", err)
+	case err == nil && was:
+		d.log.Info("users database reachable again", "users", d.name)
+		changed = true
+	}
+	if hooks.Reloaded != nil && (err != nil || changed) {
+		hooks.Reloaded(err)
+	}
+}
+
+// refetchAll drops every cached user and tells cut of those whose tokens
+// died in a change the change log does not show (a hand edit).
+func (d *Directory) refetchAll(ctx context.Context, cut func(string, time.Time)) error {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
+	defer cancel()
+	now := time.Now()
+	was := d.dropAll()
+	if cut == nil || len(was) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(was))
+	for name := range was {
+		names = append(names, name)
+	}
+	is, err := d.fetch(ctx, names)
+	if err != nil {
+		return d.fail(ctx, "read users", err)
+	}
+	for _, name := range names {
+		cutChange(name, was[name], is[name], now, cut)
+	}
+	return nil
+}
+
+// listen keeps a connection listening on pgChannel and wakes the watch at
+// each notification, and each time it (re)connects, for what it missed.
+func (d *Directory) listen(ctx context.Context, wake chan<- struct{}) {
+	for {
+		err := d.listenOnce(ctx, wake)
+		if ctx.Err() != nil {
+			return
+		}
+		d.log.Debug("users database: LISTEN connection lost; polling until it is back", "err", scrub(err.Error(), d.secrets))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pgListenRetry):
+		}
+	}
+}
+
+func (d *Directory) listenOnce(ctx context.Context, wake chan<- struct{}) error {
+	cctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, d.listenc.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		conn.Close(ctx)
+	}()
+	if _, err := conn.Exec(cctx, "listen "+pgChannel); err != nil {
+		return err
+	}
+	for {
+		select {
+		case wake <- struct{}{}:
+		default: // a wake is pending already
+		}
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// Ping reports whether the database answers, for /readyz.
+func (d *Directory) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
+	defer cancel()
+	if _, err := d.pool.Exec(ctx, `select 1`); err != nil {
+		return d.fail(ctx, "ping", err)
+	}
+	d.contact()
+	return nil
+}
+
+// Close stops Watch and closes the pool.
+func (d *Directory) Close() error {
+	d.closeMu.Lock()
+	d.closed = true
+	d.closeMu.Unlock()
+	d.close()
+	d.watchers.Wait()
+	d.pool.Close()
+	return nil
+}
+
+// Bootstrap adds admin when the database has no user; of several
+// instances starting at once only one does (the writers' lock).
+func (d *Directory) Bootstrap(ctx context.Context, admin users.User) (bool, error) {
+	if d.Len() > 0 {
+		return false, nil
+	}
+	work, err := checkUser(&admin)
+	if err != nil {
+		return false, err
+	}
+	errNotEmpty := errors.New("not empty")
+	var count int64
+	err = d.write(ctx, "bootstrap", pgQueryTimeout, func(tx pgx.Tx, gen int64) ([]string, int64, error) {
+		if err := tx.QueryRow(ctx, `select users from authsvc_users_state`).Scan(&count); err != nil {
+			return nil, 0, err
+		}
+		if count > 0 {
+			return nil, 0, keep(errNotEmpty) // another instance bootstrapped meanwhile
+		}
+		if _, err := tx.Exec(ctx, insertUser, insertArgs(&admin, work, gen)...); err != nil {
+			return nil, 0, err
+		}
+		return []string{admin.Username}, 1, nil
+	})
+	if errors.Is(err, errNotEmpty) {
+		d.users.Store(count) // as the winner left it
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("bootstrap the users database: %w", err)
+	}
+	return true, nil
+}

@@ -1,0 +1,522 @@
+package users
+
+import (
+	"authsvc/internal/password"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxUsernameLen is API.md's longest username; a user the CLI creates meets it.
+const MaxUsernameLen = 150
+
+// Limits of a user's profile as the CLI sets it: room for any real name,
+// address or group, and no more, since each login and /info reply carries it.
+const (
+	maxNameLen  = 150 // characters
+	maxEmailLen = 254 // bytes: RFC 5321's longest path, less its < and >
+	maxGroupLen = 150 // characters, each
+	maxGroups   = 100
+)
+
+// checkText returns why s cannot be a profile field of at most limit
+// characters (bytes, with inBytes), or nil. JSON would turn invalid UTF-8
+// into U+FFFD, and control characters would reach clients' terminals and logs.
+func checkText(s string, limit int, inBytes bool) error {
+	if !utf8.ValidString(s) {
+		return errors.New("not valid UTF-8")
+	}
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return fmt.Errorf("control character %U refused", r)
+	}
+	if inBytes && len(s) > limit {
+		return fmt.Errorf("%d bytes; at most %d", len(s), limit)
+	}
+	if n := utf8.RuneCountInString(s); !inBytes && n > limit {
+		return fmt.Errorf("%d characters; at most %d", n, limit)
+	}
+	return nil
+}
+
+// A User is one entry of the users file.
+type User struct {
+	Username     string   `json:"username"`
+	PasswordHash string   `json:"password_hash"`
+	Name         string   `json:"name"`
+	Email        string   `json:"email"`
+	Groups       []string `json:"groups"`
+	Admin        bool     `json:"admin"`
+	Disabled     bool     `json:"disabled"`
+	// TokensAfter is the user's cut-off: tokens issued before it are dead
+	// for good. add, disable, passwd and logout set it to the moment they
+	// run, so that no later change (enable, a re-add, an older file put
+	// back) brings a dead token back. Absent in older files: no cut-off.
+	TokensAfter time.Time `json:"tokens_after,omitzero"`
+}
+
+// usersDoc is the users file's top level.
+type usersDoc struct {
+	Users []User `json:"users"`
+}
+
+// userInfo is the public view of a user: the info reply and the login
+// reply's "user". It never holds a hash.
+type Info struct {
+	Username string   `json:"username"`
+	Name     string   `json:"name"`
+	Email    string   `json:"email"`
+	Groups   []string `json:"groups"`
+	Admin    bool     `json:"admin"`
+}
+
+func (u *User) info() Info {
+	groups := u.Groups
+	if groups == nil {
+		groups = []string{}
+	}
+	return Info{Username: u.Username, Name: u.Name, Email: u.Email, Groups: groups, Admin: u.Admin}
+}
+
+// checkProfile returns why the --name, --email and --group values cannot be
+// set, naming the flag, or nil.
+func CheckProfile(name, email string, groups []string) error {
+	if err := checkText(name, maxNameLen, false); err != nil {
+		return fmt.Errorf("--name: %v", err)
+	}
+	if err := checkText(email, maxEmailLen, true); err != nil {
+		return fmt.Errorf("--email: %v", err)
+	}
+	if len(groups) > maxGroups {
+		return fmt.Errorf("--group: %d groups; at most %d", len(groups), maxGroups)
+	}
+	for i, g := range groups {
+		err := checkText(g, maxGroupLen, false)
+		if g == "" {
+			err = errors.New("empty")
+		}
+		if err != nil {
+			return fmt.Errorf("--group number %d: %v", i+1, err)
+		}
+	}
+	return nil
+}
+
+// checkUsername returns why name cannot be a stored username, or nil:
+// stored names are in NFKC form and follow Django's rule (usernames.go).
+func CheckUsername(name string) error {
+	if !isNFKC(name) {
+		return fmt.Errorf("username %q: not in NFKC form (%q)", name, NormalizeUsername(name))
+	}
+	if !validUnicodeUsername(name) {
+		return fmt.Errorf("username %q: want 1-%d letters, numbers or @ . + - _", name, MaxUsernameLen)
+	}
+	return nil
+}
+
+// checkNewPassword returns why password cannot be hashed at all, or nil:
+// what even the hash command refuses. Setting a user's password also
+// takes the password policy (passwordpolicy.go).
+func CheckNewPassword(password string) error {
+	switch {
+	case password == "":
+		return errors.New("empty password refused")
+	case !utf8.ValidString(password):
+		// A JSON login request turns it into U+FFFD, so it could never log in.
+		return errors.New("password is not valid UTF-8; no login request could send it")
+	}
+	return nil
+}
+
+// passwordStamp identifies a password hash without revealing it; a session
+// carries the stamp of the hash it was issued under (see Session.Stamp).
+func passwordStamp(hash string) uint64 {
+	sum := sha256.Sum256([]byte(hash))
+	return binary.BigEndian.Uint64(sum[:8])
+}
+
+// parseUsers decodes and validates a users file. Its errors name the entry
+// and the field at fault.
+func Parse(data []byte) ([]User, error) {
+	return decodeUsers(bytes.NewReader(data))
+}
+
+// decodeUsers reads and validates a users file from r in one pass
+// (usersparse.go), falling back to parseUsersStrict where only it can say
+// exactly what is wrong.
+func decodeUsers(r io.ReadSeeker) ([]User, error) {
+	users := []User{}
+	err := scanUsers(r, collectUsers(&users))
+	switch {
+	case err == errStrict:
+		return decodeUsersStrict(r)
+	case err != nil:
+		return nil, err
+	}
+	return users, nil
+}
+
+// decodeUsersStrict reads all of r from its start and parses it with
+// parseUsersStrict.
+func decodeUsersStrict(r io.ReadSeeker) ([]User, error) {
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	return parseUsersStrict(data)
+}
+
+// collectUsers returns a sink that appends each entry to users, after the
+// checks parseUsersStrict makes of a decoded entry: its name unique, its
+// hash valid.
+func collectUsers(users *[]User) entrySink {
+	seen := make(map[string]bool)
+	return func(i int, e *rawEntry, _ []byte) error {
+		if err := CheckUsername(string(e.username)); err != nil {
+			return fmt.Errorf("users[%d]: %w", i, err)
+		}
+		if seen[string(e.username)] {
+			return errDuplicate
+		}
+		u := User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
+			Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter}
+		seen[u.Username] = true
+		for k, g := range e.groups {
+			u.Groups[k] = string(g)
+		}
+		if _, err := password.ParseHash(u.PasswordHash); err != nil {
+			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
+		}
+		*users = append(*users, u)
+		return nil
+	}
+}
+
+// parseUsersStrict is the reference parser of a users file, built on
+// encoding/json: what the fast parser must agree with, and what reports
+// what it does not take.
+func parseUsersStrict(data []byte) ([]User, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	// The entries are decoded one by one so that errors can name them.
+	var doc struct {
+		Users []json.RawMessage `json:"users"`
+	}
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("not a users file: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("not a users file: data after the top-level object")
+	}
+	if err := checkFieldNames(data, "users"); err != nil {
+		return nil, fmt.Errorf("not a users file: %w", err)
+	}
+	if doc.Users == nil { // null, {} or {"users": null}
+		return nil, errors.New(`not a users file: no "users" array`)
+	}
+	users := make([]User, len(doc.Users))
+	seen := make(map[string]int, len(doc.Users))
+	for i := range users {
+		u, err := decodeEntryStrict(i, doc.Users[i])
+		if err != nil {
+			return nil, err
+		}
+		if j, dup := seen[u.Username]; dup {
+			return nil, fmt.Errorf("%s: username: duplicate of users[%d]", entryAt(i, u.Username), j)
+		}
+		seen[u.Username] = i
+		if _, err := password.ParseHash(u.PasswordHash); err != nil {
+			return nil, fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
+		}
+		if u.Groups == nil {
+			u.Groups = []string{}
+		}
+		users[i] = u
+	}
+	return users, nil
+}
+
+// decodeEntryStrict decodes users file entry i from raw with encoding/json
+// and checks its username and field names: the reference for an entry.
+func decodeEntryStrict(i int, raw []byte) (User, error) {
+	var u User
+	at := fmt.Sprintf("users[%d]", i)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&u); err != nil {
+		return User{}, fmt.Errorf("%s: %w", at, err)
+	}
+	if err := CheckUsername(u.Username); err != nil {
+		return User{}, fmt.Errorf("%s: %w", at, err)
+	}
+	if err := checkFieldNames(raw, userFields...); err != nil {
+		return User{}, fmt.Errorf("%s: %w", entryAt(i, u.Username), err)
+	}
+	return u, nil
+}
+
+// userFields are the names of a users file entry's fields.
+var userFields = func() []string {
+	var names []string
+	for f := range reflect.TypeFor[User]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	return names
+}()
+
+// checkFieldNames returns an error naming the first field of the JSON object
+// obj that is not exactly one of names, or that comes twice. encoding/json
+// matches names regardless of case (and folds ſ to s, K to k), so a
+// hand-edited "ADMIN": true would otherwise make an admin, and of two
+// "admin" fields the last would silently win.
+func checkFieldNames(obj []byte, names ...string) error {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	seen := make(map[string]bool, len(names))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := tok.(string)
+		switch {
+		case !slices.Contains(names, name):
+			return fmt.Errorf("unknown field %q", name)
+		case seen[name]:
+			return fmt.Errorf("duplicate field %q", name)
+		}
+		seen[name] = true
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readUsersFile reads and validates the users file at path.
+func ReadFile(path string) ([]User, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	users, err := decodeUsers(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return users, nil
+}
+
+// writeUsersFile replaces the users file at path atomically: a temporary
+// file in the same directory, fsync, mode 0600, rename, fsync of the directory.
+// The new file keeps the owner and group of the one it replaces: root's CLI
+// must not take the server's users file away from it. When that cannot be
+// done nothing is written.
+func WriteFile(path string, users []User) error {
+	if users == nil {
+		users = []User{}
+	}
+	data, err := json.MarshalIndent(usersDoc{Users: users}, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	tmp, err := createUsersTemp(path)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	return replaceUsersFile(tmp, path)
+}
+
+// createUsersTemp creates the temporary file that will replace the users
+// file at path: in the same directory, mode 0600, owned as the file is.
+// The caller removes it when it is not renamed.
+func createUsersTemp(path string) (*os.File, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	if err := keepOwner(tmp, path); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	return tmp, nil
+}
+
+// replaceUsersFile syncs and closes tmp, written in full, renames it to
+// path and syncs the directory.
+func replaceUsersFile(tmp *os.File, path string) error {
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// keepOwner gives f the owner and group of the file at path, if there is one.
+func keepOwner(f *os.File, path string) error {
+	info, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // a new file is its creator's
+	}
+	if err != nil {
+		return err
+	}
+	want, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	// Skipped when already right: only root may chown a file it does not
+	// own, even to the owner it has (the lock file, say).
+	if mine, err := f.Stat(); err == nil {
+		if st, ok := mine.Sys().(*syscall.Stat_t); ok && st.Uid == want.Uid && st.Gid == want.Gid {
+			return nil
+		}
+	}
+	if err := f.Chown(int(want.Uid), int(want.Gid)); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot give %s the owner %d:%d of %s: %w", filepath.Base(f.Name()), want.Uid, want.Gid, path, err)
+	}
+	return nil
+}
+
+// errNoUsersFile: an edit of a users file that does not exist.
+var errNoUsersFile = errors.New("users file does not exist")
+
+// editUsers runs edit on the users in the file at path and writes the result
+// back, holding an exclusive lock on path+".lock" throughout, so concurrent
+// edits by several processes never lose an entry. A missing file counts as
+// empty when create is set, and is errNoUsersFile otherwise. When edit
+// returns an error nothing is written.
+func EditFile(path string, create bool, edit func(users []User) ([]User, error)) error {
+	unlock, err := lockUsersFile(path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return editUsersLocked(path, create, edit)
+}
+
+// editUsersLocked is editUsers with the lock held.
+func editUsersLocked(path string, create bool, edit func(users []User) ([]User, error)) error {
+	users, err := ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && create:
+		users = nil
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%s: %w", path, errNoUsersFile)
+	case err != nil:
+		return err
+	}
+	users, err = edit(users)
+	if err != nil {
+		return err
+	}
+	return WriteFile(path, users)
+}
+
+// lockUsersFile takes the exclusive lock on path+".lock" that every writer
+// of the users file at path holds, and removes the temporary files a killed
+// writer left. It returns the function that releases the lock.
+func lockUsersFile(path string) (unlock func(), err error) {
+	// Not followed: a link planted there would have root create or open
+	// any file it names.
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("lock file %s is a symbolic link; refused", path+".lock")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	unlock = func() {
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	}
+	// The server takes this lock too when it writes, so the lock file must
+	// be the users file's owner's even when root created it.
+	if err := keepOwner(lock, path); err != nil {
+		unlock()
+		return nil, err
+	}
+	removeStaleTemps(path)
+	return unlock, nil
+}
+
+// removeStaleTemps removes the temporary files writeUsersFile left beside
+// the users file at path when it was killed. Its caller holds the lock, so
+// no writer of this file is making one; other files' are left alone.
+func removeStaleTemps(path string) {
+	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return // writeUsersFile will report the directory's trouble
+	}
+	for _, e := range entries {
+		// os.CreateTemp puts digits where the pattern has its *; anything
+		// else there may be a temporary file of users.json.x, say.
+		mid, ok := strings.CutPrefix(e.Name(), prefix)
+		mid, ok2 := strings.CutSuffix(mid, ".tmp")
+		if ok && ok2 && mid != "" && strings.Trim(mid, "0123456789") == "" && e.Type().IsRegular() {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// findUser returns the index of username in users, or -1.
+func findUser(users []User, username string) int {
+	for i := range users {
+		if users[i].Username == username {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,325 @@
+package users
+
+import (
+	"authsvc/internal/password"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"os"
+)
+
+// Streaming edits of the users file. An edit must replace the file
+// atomically (a temporary file, fsync, rename), so it writes the whole file
+// whatever it changes; what it need not do is decode and re-encode every
+// entry. editUsersStream copies each entry it does not touch as it reads
+// it, byte for byte, and decodes and re-encodes only the entries an edit
+// is about.
+
+// A streamEdit is an edit of some entries of the users file.
+type streamEdit struct {
+	// touches reports whether the entry of username is the edit's business.
+	touches func(username string) bool
+	// entry is called with each such entry; it changes u in place, or
+	// returns keep false to delete it. An error cancels the edit.
+	entry func(u *User) (keep bool, err error)
+	// end returns the entries to append once all have been read.
+	end func() ([]User, error)
+}
+
+// editUsersStream makes the edit ed in the users file at path with
+// editUsers' guarantees: under the file's lock, nothing written unless the
+// whole file is valid and the edit succeeds, the file replaced atomically
+// and kept its owner's. A missing file counts as empty when create is set.
+func editUsersStream(path string, create bool, ed streamEdit) error {
+	unlock, err := lockUsersFile(path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = copyUsersFile(path, ed)
+	if err == errStrict { // a file the fast parser leaves to the reference: edit it whole
+		return editUsersLocked(path, create, ed.apply)
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		if !create {
+			return fmt.Errorf("%s: %w", path, errNoUsersFile)
+		}
+		added, err := ed.end()
+		if err != nil {
+			return err
+		}
+		return WriteFile(path, added)
+	}
+	return err
+}
+
+// apply makes the edit ed in users, decoded whole.
+func (ed streamEdit) apply(users []User) ([]User, error) {
+	kept := users[:0]
+	for _, u := range users {
+		if ed.touches(u.Username) {
+			keep, err := ed.entry(&u)
+			if err != nil {
+				return nil, err
+			}
+			if !keep {
+				continue
+			}
+		}
+		kept = append(kept, u)
+	}
+	added, err := ed.end()
+	if err != nil {
+		return nil, err
+	}
+	return append(kept, added...), nil
+}
+
+// copyUsersFile writes the file at path, edited, to a temporary file and
+// renames it over path. Its errors are those of readUsersFile and the edit,
+// or errStrict.
+func copyUsersFile(path string, ed streamEdit) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tmp, err := createUsersTemp(path)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	w := newUsersWriter(tmp)
+	defer w.stop()
+	seen := make(map[uint64]bool)
+	seed := maphash.MakeSeed()
+	var collision bool
+	var editErr error // once the edit fails the rest is validated, not written: a bad file's error comes first, as in editUsers
+	hashes := newHashChecker()
+	err = scanUsersKeep(f, true, func(i int, e *rawEntry, orig []byte) error {
+		// readUsersFile's checks: the username, unique, the hash.
+		if err := CheckUsername(string(e.username)); err != nil {
+			return fmt.Errorf("users[%d]: %w", i, err)
+		}
+		// Names are told apart by a 64-bit hash: no string a user; two
+		// names that collide send the edit to the reference, which says
+		// exactly (or finds no duplicate).
+		h := maphash.Bytes(seed, e.username)
+		if seen[h] {
+			collision = true
+			return errStrict
+		}
+		seen[h] = true
+		hashes.check(i, e)
+		switch {
+		case editErr != nil:
+		case !ed.touches(string(e.username)):
+			w.entry(orig)
+		default:
+			u := e.user()
+			keep, err := ed.entry(&u)
+			if err == nil && keep {
+				err = w.user(&u)
+			}
+			editErr = err
+		}
+		return nil
+	})
+	// A hash is queued only from an entry that passed every other check,
+	// and the scan stops checking at the first entry that does not: a
+	// refused hash is in an earlier entry than any other entry's error.
+	hashErr := hashes.wait()
+	var readErr *os.PathError
+	switch {
+	case collision || err == errStrict:
+		tmp.Close()
+		return errStrict
+	case hashErr != nil && !errors.As(err, &readErr):
+		tmp.Close()
+		return fmt.Errorf("%s: %w", path, hashErr)
+	case err != nil:
+		tmp.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	case editErr != nil:
+		tmp.Close()
+		return editErr
+	}
+	added, err := ed.end()
+	if err != nil {
+		tmp.Close()
+		return err
+	}
+	for i := range added {
+		if err := w.user(&added[i]); err != nil {
+			tmp.Close()
+			return err
+		}
+	}
+	if err := w.close(); err != nil {
+		tmp.Close()
+		return err
+	}
+	return replaceUsersFile(tmp, path)
+}
+
+// A hashChecker checks the password hashes of a users file in a goroutine
+// of its own, beside the reading: a third of an edit's time at a million
+// users. It reports the error of the first entry whose hash is refused.
+type hashChecker struct {
+	batch   []hashToCheck
+	batches chan []hashToCheck
+	done    chan struct{}
+	err     error // the first refused hash's error; written by the goroutine, read after done
+}
+
+// hashToCheck is entry i's username and hash.
+type hashToCheck struct {
+	i              int
+	username, hash string
+}
+
+// newHashChecker starts a checker; its caller calls wait.
+func newHashChecker() *hashChecker {
+	c := &hashChecker{batches: make(chan []hashToCheck, 4), done: make(chan struct{})}
+	batches := c.batches
+	go func() {
+		defer close(c.done)
+		for batch := range batches {
+			for _, h := range batch {
+				if c.err != nil {
+					break
+				}
+				if _, err := password.ParseHash(h.hash); err != nil {
+					c.err = fmt.Errorf("%s: password_hash: %v", entryAt(h.i, h.username), err)
+				}
+			}
+		}
+	}()
+	return c
+}
+
+// check queues entry i's hash.
+func (c *hashChecker) check(i int, e *rawEntry) {
+	c.batch = append(c.batch, hashToCheck{i, string(e.username), string(e.hash)})
+	if len(c.batch) == 1024 {
+		c.batches <- c.batch
+		c.batch = make([]hashToCheck, 0, 1024)
+	}
+}
+
+// wait checks what is queued and returns the first refused hash's error,
+// or nil.
+func (c *hashChecker) wait() error {
+	c.batches <- c.batch
+	close(c.batches)
+	<-c.done
+	return c.err
+}
+
+// A usersWriter writes a users file entry by entry as writeUsersFile lays
+// it out (json.MarshalIndent, two spaces). Its writes to the file run in a
+// goroutine of their own, beside the reading: the copy of a large file
+// spends as long in write(2) as in parsing.
+type usersWriter struct {
+	buf  []byte      // filled; handed to the writer at writeChunk bytes
+	full chan []byte // chunks to write
+	free chan []byte // chunks written, for reuse
+	done chan error  // the writer's first error, once full is closed
+	n    int         // entries written
+}
+
+// writeChunk is the size of the writes to the temporary file.
+const writeChunk = 1 << 20
+
+// newUsersWriter returns a writer to f; its caller calls close or stop.
+func newUsersWriter(f io.Writer) *usersWriter {
+	w := &usersWriter{full: make(chan []byte, 2), free: make(chan []byte, 3), done: make(chan error, 1)}
+	for range 3 {
+		w.free <- make([]byte, 0, writeChunk+64<<10)
+	}
+	w.buf = <-w.free
+	full, free, done := w.full, w.free, w.done // stop clears w.full
+	go func() {
+		var err error
+		for b := range full {
+			if err == nil {
+				_, err = f.Write(b)
+			}
+			free <- b[:0]
+		}
+		done <- err
+	}()
+	return w
+}
+
+// entry writes the entry whose JSON, as it is in the file, is orig.
+func (w *usersWriter) entry(orig []byte) {
+	w.buf = append(w.start(), orig...)
+	w.flush(writeChunk)
+}
+
+// user writes u.
+func (w *usersWriter) user(u *User) error {
+	if u.Groups == nil {
+		u.Groups = []string{}
+	}
+	data, err := json.MarshalIndent(u, "    ", "  ")
+	if err != nil {
+		return err
+	}
+	w.buf = append(w.start(), data...)
+	w.flush(writeChunk)
+	return nil
+}
+
+// start appends what comes before an entry and returns the buffer.
+func (w *usersWriter) start() []byte {
+	if w.n == 0 {
+		w.buf = append(w.buf, "{\n  \"users\": ["...)
+	} else {
+		w.buf = append(w.buf, ',')
+	}
+	w.n++
+	return append(w.buf, "\n    "...)
+}
+
+// flush hands the buffer to the writer once it holds at least size bytes.
+func (w *usersWriter) flush(size int) {
+	if len(w.buf) >= size && len(w.buf) > 0 {
+		w.full <- w.buf
+		w.buf = <-w.free
+	}
+}
+
+// close writes the end of the file and waits for every write.
+func (w *usersWriter) close() error {
+	if w.n == 0 {
+		w.buf = append(w.buf, "{\n  \"users\": []\n}\n"...)
+	} else {
+		w.buf = append(w.buf, "\n  ]\n}\n"...)
+	}
+	w.flush(0)
+	return w.stop()
+}
+
+// stop ends the writer goroutine and returns its error; later calls, none.
+func (w *usersWriter) stop() error {
+	if w.full == nil {
+		return nil
+	}
+	close(w.full)
+	w.full = nil
+	return <-w.done
+}
+
+// user returns e as a User, its strings its own.
+func (e *rawEntry) user() User {
+	u := User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
+		Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter}
+	for k, g := range e.groups {
+		u.Groups[k] = string(g)
+	}
+	return u
+}

@@ -1,0 +1,184 @@
+package users
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestEditCopiesEntriesVerbatim: an edit copies the entries it does not
+// touch byte for byte, whatever their layout, and writes the one it
+// touches as writeUsersFile would.
+func TestEditCopiesEntriesVerbatim(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	alice := `{"username":"alice",  "password_hash": "` + testHash + `", "\u0061dmin": true, "name": "A\u003cB"}`
+	carol := "{\n\t\"username\": \"carol\",\n\t\"password_hash\": \"" + testHash + "\", \"groups\": null}"
+	doc := "{\"users\": [" + alice + ",\n  " + entry("bob", hashField(testHash)) + "," + carol + "]}\n"
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := NewFile(path, slog.New(slog.DiscardHandler))
+	if err := d.Update(context.Background(), "bob", func(u *User) error { u.Name = "Bob"; return nil }); err != nil {
+		t.Fatalf("Update(bob) = %v", err)
+	}
+	if err := d.Add(context.Background(), User{Username: "dave", PasswordHash: testHash}); err != nil {
+		t.Fatalf("Add(dave) = %v", err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := "{\n      \"username\": \"bob\",\n      \"password_hash\": \"" + testHash + "\",\n      \"name\": \"Bob\",\n      \"email\": \"\",\n" +
+		"      \"groups\": [],\n      \"admin\": false,\n      \"disabled\": false\n    }"
+	for _, want := range []string{"{\n  \"users\": [\n    " + alice + ",\n    " + bob + ",\n    " + carol + ",\n    {\n      \"username\": \"dave\"", "\n  ]\n}\n"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("users file after Update(bob), Add(dave) = %s; want it to hold %q", data, want)
+		}
+	}
+	users, err := ReadFile(path)
+	if err != nil || len(users) != 4 || !users[0].Admin || users[0].Name != "A<B" || users[1].Name != "Bob" || users[3].Username != "dave" {
+		t.Errorf("readUsersFile after the edits = %+v, %v; want alice (admin, A<B), Bob, carol, dave", users, err)
+	}
+}
+
+// TestEditLayoutUnchanged: editing a file writeUsersFile wrote gives the
+// file writeUsersFile would write for the result.
+func TestEditLayoutUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	path := writeManyUsers(t, dir, 30, nil)
+	d := NewFile(path, slog.New(slog.DiscardHandler))
+	if err := d.Delete(context.Background(), "user0007"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Add(context.Background(), User{Username: "zed", PasswordHash: testHash, Groups: []string{"dev"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	users, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "want.json")
+	if err := WriteFile(want, users); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := os.ReadFile(want); !bytes.Equal(got, w) {
+		t.Errorf("file after Delete and Add =\n%s\nwant writeUsersFile's\n%s", got, w)
+	}
+	if len(users) != 30 || findUser(users, "user0007") >= 0 || users[29].Username != "zed" {
+		t.Errorf("users after Delete(user0007), Add(zed) = %d, user0007 at %d, last %q; want 30, -1, zed", len(users), findUser(users, "user0007"), users[29].Username)
+	}
+	// Down to none and back.
+	for _, u := range users {
+		if err := d.Delete(context.Background(), u.Username); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := os.ReadFile(path); string(got) != "{\n  \"users\": []\n}\n" {
+		t.Errorf("file after deleting everyone = %q; want writeUsersFile's empty file", got)
+	}
+}
+
+// TestEditErrors: a file that does not validate is refused before the
+// edit's own errors, and nothing is written either way.
+func TestEditErrors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	d := NewFile(path, slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name, doc string
+		edit      func() error
+		want      string
+	}{
+		{"taken, then a bad hash", usersJSON(okAlice, entry("bob", hashField("hunter2"))),
+			func() error { return d.Add(ctx, User{Username: "alice", PasswordHash: testHash}) },
+			path + `: users[1] ("bob"): password_hash: not a supported password hash`},
+		{"taken", usersJSON(okAlice, entry("bob", hashField(testHash))),
+			func() error { return d.Add(ctx, User{Username: "bob", PasswordHash: testHash}) },
+			`user "bob": user already exists`},
+		{"duplicate names", usersJSON(okAlice, entry("bob", hashField(testHash)), entry("bob", hashField(testHash))),
+			func() error { return d.Add(ctx, User{Username: "carol", PasswordHash: testHash}) },
+			path + `: users[2] ("bob"): username: duplicate of users[1]`},
+		{"bad hash, then a bad name", usersJSON(entry("alice", hashField("hunter2")), entry("bob smith", hashField(testHash))),
+			func() error { return d.Add(ctx, User{Username: "carol", PasswordHash: testHash}) },
+			path + `: users[0] ("alice"): password_hash: not a supported password hash`},
+		{"bad name, then a bad hash", usersJSON(okAlice, entry("bob smith", hashField(testHash)), entry("carol", hashField("hunter2"))),
+			func() error { return d.Add(ctx, User{Username: "dave", PasswordHash: testHash}) },
+			path + `: users[1]: username "bob smith"`},
+		{"missing", usersJSON(okAlice),
+			func() error { return d.Delete(ctx, "bob") },
+			`user "bob": no such user`},
+		{"change fails", usersJSON(okAlice),
+			func() error { return d.Update(ctx, "alice", func(*User) error { return errors.New("refused") }) },
+			`refused`},
+		{"broken JSON", usersJSON(okAlice) + "x",
+			func() error { return d.Update(ctx, "alice", func(*User) error { return nil }) },
+			path + `: not a users file: data after the top-level object`},
+		{"unknown field", usersJSON(okAlice, entry("bob", hashField(testHash), `"Admin": true`)),
+			func() error { return d.Delete(ctx, "alice") },
+			path + `: users[1] ("bob"): unknown field "Admin"`},
+	} {
+		if err := os.WriteFile(path, []byte(tt.doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := tt.edit(); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%s: edit = %v; want %q…", tt.name, err, tt.want)
+		}
+		if data, _ := os.ReadFile(path); string(data) != tt.doc {
+			t.Errorf("%s: refused edit changed the file to %q", tt.name, data)
+		}
+		if names := dirNames(t, filepath.Dir(path)); !reflect.DeepEqual(names, []string{"users.json", "users.json.lock"}) {
+			t.Errorf("%s: files after a refused edit = %q; want users.json and its lock", tt.name, names)
+		}
+	}
+}
+
+// TestEditHashCheckedLate: hashes are checked beside the reading, in
+// batches; a refused one far into the file still names its entry, and
+// nothing is written.
+func TestEditHashCheckedLate(t *testing.T) {
+	path := writeManyUsers(t, t.TempDir(), 3000, func(u *User) {
+		if u.Username == "user2500" || u.Username == "user2900" {
+			u.PasswordHash = "$2a$03$" + testHash[7:]
+		}
+	})
+	before, _ := os.ReadFile(path)
+	d := NewFile(path, slog.New(slog.DiscardHandler))
+	err := d.Update(context.Background(), "user0001", func(u *User) error { u.Name = "x"; return nil })
+	if want := path + `: users[2500] ("user2500"): password_hash: bcrypt cost 3 is below the minimum 4`; err == nil || err.Error() != want {
+		t.Errorf("Update in a file with a bad hash at users[2500] = %v; want %q", err, want)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Errorf("refused Update changed the file")
+	}
+}
+
+// TestAddAllStreaming: AddAll adds the free names once each, in order, and
+// reports the taken ones, in one write.
+func TestAddAllStreaming(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	if err := os.WriteFile(path, []byte(usersJSON(okAlice, entry("bob", hashField(testHash)))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := NewFile(path, slog.New(slog.DiscardHandler))
+	add := []User{{Username: "carol", PasswordHash: testHash}, {Username: "bob", PasswordHash: testHash, Name: "Other"},
+		{Username: "carol", PasswordHash: testHash, Name: "Again"}, {Username: "dave", PasswordHash: testHash}}
+	existing, err := d.AddAll(context.Background(), add)
+	if want := []string{"bob", "carol"}; err != nil || !reflect.DeepEqual(existing, want) {
+		t.Errorf("AddAll = %q, %v; want %q, nil", existing, err, want)
+	}
+	users, err := ReadFile(path)
+	var names []string
+	for _, u := range users {
+		names = append(names, u.Username+"/"+u.Name)
+	}
+	if want := []string{"alice/", "bob/", "carol/", "dave/"}; err != nil || !reflect.DeepEqual(names, want) {
+		t.Errorf("users after AddAll = %q, %v; want %q", names, err, want)
+	}
+}

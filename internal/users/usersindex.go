@@ -1,0 +1,177 @@
+package users
+
+import (
+	"authsvc/internal/password"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// An indexBuilder builds a userIndex entry by entry, as the users file is
+// read. A user whose entry is the same as in the index it replaces keeps
+// its dirUser, its name already checked and its hash already parsed: a
+// reload of a large file allocates little beyond its new map.
+type indexBuilder struct {
+	x          *userIndex
+	prev       map[string]*Account // the index replaced; nil on a first load
+	prevGroups map[string][]string
+	key        []byte   // scratch: an interning key
+	slowest    *Account // the first user with the most work
+	prevIndex  *userIndex
+}
+
+// newIndexBuilder returns a builder of an index of about n users, replacing prev (may be nil).
+func newIndexBuilder(prev *userIndex, n int) *indexBuilder {
+	b := &indexBuilder{
+		x:         &userIndex{byName: make(map[string]*Account, n), groups: make(map[string][]string)},
+		prevIndex: prev,
+	}
+	if prev != nil {
+		b.prev, b.prevGroups = prev.byName, prev.groups
+	}
+	return b
+}
+
+// add is the entrySink of scanUsers: entry i with parseUsersStrict's checks
+// of a decoded entry, in its order: username valid, unique, hash valid.
+// What was checked when the replaced index was loaded is not checked again.
+func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
+	old := b.prev[string(e.username)]
+	var u *Account
+	if old == nil {
+		u = makeDirUser(e, "", b.intern(e.groups), 0)
+		if err := CheckUsername(u.public.Username); err != nil {
+			return fmt.Errorf("users[%d]: %w", i, err)
+		}
+	}
+	if _, dup := b.x.byName[string(e.username)]; dup {
+		return errDuplicate
+	}
+	return b.put(i, e, old, u)
+}
+
+// put adds entry i, a later entry of the same name replacing an earlier.
+// old is the replaced index's user of that name, if any; u, if not nil, is
+// the user e makes, its hash not yet checked.
+func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account) error {
+	if u == nil && old != nil {
+		if groups := b.intern(e.groups); old.is(e, groups) {
+			u = old
+		} else {
+			u = makeDirUser(e, old.public.Username, groups, old.work)
+		}
+	} else if u == nil {
+		u = makeDirUser(e, "", b.intern(e.groups), 0)
+	}
+	if u != old && (old == nil || old.storedHash != u.storedHash) { // a known hash was checked when it was loaded
+		hash, err := password.ParseHash(u.storedHash)
+		if err != nil {
+			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.public.Username), err)
+		}
+		u.work = 0
+		if hash.Usable() {
+			u.work = float32(hash.Work())
+		}
+	}
+	b.x.byName[u.public.Username] = u
+	if u.work > 0 && (b.slowest == nil || u.work > b.slowest.work) {
+		b.slowest = u
+	}
+	return nil
+}
+
+// finish returns the index, its slowest check reused from the index it
+// replaces when the slowest hash's scheme and parameters have not changed.
+func (b *indexBuilder) finish() (*userIndex, error) {
+	var slowest *password.Hash
+	if b.slowest != nil {
+		slowest = b.slowest.Hash()
+	} else { // no usable hash: check against the default policy's
+		var err error
+		if slowest, err = password.DefaultHashPolicy().Dummy(); err != nil {
+			return nil, err
+		}
+	}
+	x, shape := b.x, slowest.Shape()
+	if prev := b.prevIndex; prev != nil && prev.slowest != nil && prev.slowest.Shape == shape {
+		x.slowest = prev.slowest
+		return x, nil
+	}
+	start := time.Now()
+	dummy, err := password.DummyLike(slowest)
+	if err != nil {
+		return nil, err
+	}
+	x.slowest = &SlowestCheck{Hash: dummy, Shape: shape}
+	x.slowest.Took.Store(int64(time.Since(start))) // making a hash costs what checking one does
+	return x, nil
+}
+
+// intern returns groups as strings, the same slice for every user with the
+// same groups, [] for none.
+func (b *indexBuilder) intern(groups [][]byte) []string {
+	b.key = b.key[:0]
+	for _, g := range groups { // length-prefixed: no two lists share a key
+		b.key = strconv.AppendInt(b.key, int64(len(g)), 10)
+		b.key = append(b.key, ':')
+		b.key = append(b.key, g...)
+	}
+	if s, ok := b.x.groups[string(b.key)]; ok {
+		return s
+	}
+	s, ok := b.prevGroups[string(b.key)]
+	if !ok {
+		s = make([]string, len(groups))
+		for k, g := range groups {
+			s[k] = string(g)
+		}
+	}
+	b.x.groups[string(b.key)] = s
+	return s
+}
+
+// is reports whether u is what e, with its groups interned, makes.
+func (u *Account) is(e *rawEntry, groups []string) bool {
+	return u.storedHash == string(e.hash) && u.public.Name == string(e.name) && u.public.Email == string(e.email) &&
+		u.isAdmin == e.admin && u.isDisabled == e.disabled && u.cutoff == packCutoff(e.tokensAfter) &&
+		len(u.public.Groups) == len(groups) && (len(groups) == 0 || &u.public.Groups[0] == &groups[0])
+}
+
+// makeDirUser returns the dirUser of e, its strings in one allocation.
+// username, when not "", is the name to share (the replaced index's);
+// work is its hash's.
+func makeDirUser(e *rawEntry, username string, groups []string, work float32) *Account {
+	var sb strings.Builder
+	sb.Grow(len(e.hash) + len(e.name) + len(e.email) + len(e.username))
+	sb.Write(e.hash)
+	sb.Write(e.name)
+	sb.Write(e.email)
+	if username == "" {
+		sb.Write(e.username)
+	}
+	s := sb.String()
+	a, c, d := len(e.hash), len(e.hash)+len(e.name), len(e.hash)+len(e.name)+len(e.email)
+	if username == "" {
+		username = s[d:]
+	}
+	u := &Account{
+		public:     Info{Username: username, Name: s[a:c], Email: s[c:d], Groups: groups, Admin: e.admin},
+		storedHash: s[:a],
+		cutoff:     packCutoff(e.tokensAfter),
+		isAdmin:    e.admin,
+		isDisabled: e.disabled,
+		work:       work,
+	}
+	return u
+}
+
+// rawUser returns u as an entry of the users file.
+func rawUser(u *User) *rawEntry {
+	e := &rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
+		admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter}
+	for _, g := range u.Groups {
+		e.groups = append(e.groups, []byte(g))
+	}
+	return e
+}

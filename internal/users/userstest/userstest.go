@@ -1,0 +1,221 @@
+package userstest
+
+import (
+	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/users"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A directoryFactory makes a fresh, empty backing and returns a function
+// that opens a Directory on it; each call opens another handle, as another
+// process or instance would.
+type Factory func(t *testing.T) (open func() users.Directory)
+
+// testDirectoryConformance checks the Directory contract (directory.go)
+// against one implementation. Every Directory runs it unchanged.
+func Run(t *testing.T, factory Factory) {
+	ctx := context.Background()
+	hash := passwordtest.MustHash(t, "alice-pw", passwordtest.Cost)
+	alice := users.User{Username: "alice", PasswordHash: hash, Name: "Alice", Email: "alice@example.com", Groups: []string{"dev"}}
+
+	t.Run("empty", func(t *testing.T) {
+		d := factory(t)()
+		if u, err := d.Lookup(ctx, "alice"); !errors.Is(err, users.ErrNotFound) {
+			t.Errorf("Lookup(alice) in an empty directory = %v, %v; want errUserNotFound", u, err)
+		}
+		if n := d.Len(); n != 0 {
+			t.Errorf("Len() = %d; want 0", n)
+		}
+		if s := d.Slowest(); s == nil || s.Hash == nil {
+			t.Errorf("Slowest() = %v; want a hash to compare unknown users against", s)
+		}
+	})
+
+	t.Run("bootstrap leaves users alone", func(t *testing.T) {
+		d := factory(t)()
+		if err := d.Add(ctx, alice); err != nil {
+			t.Fatalf("Add(alice) = %v", err)
+		}
+		admin := users.User{Username: "admin", PasswordHash: hash, Groups: []string{}, Admin: true}
+		if added, err := d.Bootstrap(ctx, admin); added || err != nil {
+			t.Errorf("Bootstrap(admin) of a directory with alice = %v, %v; want false, nil", added, err)
+		}
+		if u, err := d.Lookup(ctx, "admin"); !errors.Is(err, users.ErrNotFound) {
+			t.Errorf("Lookup(admin) after Bootstrap = %v, %v; want errUserNotFound", u, err)
+		}
+		if d.Len() != 1 {
+			t.Errorf("Len() after Bootstrap = %d; want 1", d.Len())
+		}
+	})
+
+	t.Run("add, look up, list", func(t *testing.T) {
+		d := factory(t)()
+		if err := d.Add(ctx, alice); err != nil {
+			t.Fatalf("Add(alice) = %v", err)
+		}
+		u, err := d.Lookup(ctx, "alice")
+		if err != nil {
+			t.Fatalf("Lookup(alice) after Add = %v; want the user", err)
+		}
+		if u.Info().Name != "Alice" || u.Info().Email != "alice@example.com" || len(u.Info().Groups) != 1 || u.Admin() || u.Disabled() {
+			t.Errorf("Lookup(alice) = %+v; want Alice's fields as added", u.Info())
+		}
+		if d.Len() != 1 {
+			t.Errorf("Len() = %d; want 1", d.Len())
+		}
+		if err := d.Add(ctx, alice); !errors.Is(err, users.ErrExists) {
+			t.Errorf("Add(alice) again = %v; want errUserExists", err)
+		}
+		users, err := d.List(ctx)
+		if err != nil || len(users) != 1 || users[0].Username != "alice" || users[0].PasswordHash != hash {
+			t.Errorf("List() = %+v, %v; want alice with her hash", users, err)
+		}
+	})
+
+	t.Run("add all in one write", func(t *testing.T) {
+		d := factory(t)()
+		if err := d.Add(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		bob, carol := alice, alice
+		bob.Username, carol.Username = "bob", "carol"
+		existing, err := d.AddAll(ctx, []users.User{bob, alice, carol})
+		if err != nil || len(existing) != 1 || existing[0] != "alice" {
+			t.Fatalf("AddAll(bob, alice, carol) = %v, %v; want [alice] taken", existing, err)
+		}
+		if d.Len() != 3 {
+			t.Errorf("Len() after AddAll = %d; want 3", d.Len())
+		}
+	})
+
+	t.Run("update and delete", func(t *testing.T) {
+		d := factory(t)()
+		if err := d.Add(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Update(ctx, "alice", func(u *users.User) error { u.Disabled = true; return nil }); err != nil {
+			t.Fatalf("Update(alice) = %v", err)
+		}
+		if u, err := d.Lookup(ctx, "alice"); err != nil || !u.Disabled() {
+			t.Errorf("Lookup(alice) after disabling = %v, %v; want disabled", u, err)
+		}
+		refused := errors.New("refused")
+		if err := d.Update(ctx, "alice", func(u *users.User) error { u.Disabled = false; return refused }); !errors.Is(err, refused) {
+			t.Errorf("Update(alice) with a failing change = %v; want its error", err)
+		}
+		if u, _ := d.Lookup(ctx, "alice"); u == nil || !u.Disabled() {
+			t.Errorf("a failed Update wrote its change")
+		}
+		if err := d.Update(ctx, "bob", func(*users.User) error { return nil }); !errors.Is(err, users.ErrNotFound) {
+			t.Errorf("Update(bob) = %v; want errUserNotFound", err)
+		}
+		if err := d.Delete(ctx, "alice"); err != nil {
+			t.Fatalf("Delete(alice) = %v", err)
+		}
+		if _, err := d.Lookup(ctx, "alice"); !errors.Is(err, users.ErrNotFound) {
+			t.Errorf("Lookup(alice) after Delete = %v; want errUserNotFound", err)
+		}
+		if err := d.Delete(ctx, "alice"); !errors.Is(err, users.ErrNotFound) {
+			t.Errorf("Delete(alice) again = %v; want errUserNotFound", err)
+		}
+	})
+
+	t.Run("another handle sees writes after Reload", func(t *testing.T) {
+		open := factory(t)
+		a, b := open(), open()
+		if err := a.Add(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Reload(ctx); err != nil {
+			t.Fatalf("Reload() = %v", err)
+		}
+		if _, err := b.Lookup(ctx, "alice"); err != nil {
+			t.Errorf("Lookup(alice) on another handle after Reload = %v; want the user", err)
+		}
+	})
+
+	t.Run("Watch brings another handle's writes", func(t *testing.T) {
+		open := factory(t)
+		a, b := open(), open()
+		if err := b.Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		reloads := make(chan error, 16)
+		go b.Watch(wctx, 10*time.Millisecond, nil, users.WatchHooks{Reloaded: func(err error) {
+			select {
+			case reloads <- err:
+			default:
+			}
+		}})
+		if err := a.Add(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second) // API.md: changes reach every instance within 5 s
+		for {
+			if _, err := b.Lookup(ctx, "alice"); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("alice, added on one handle, not visible on a watching handle after 5 s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := <-reloads; err != nil {
+			t.Errorf("Watch reported reload error %v; want nil", err)
+		}
+	})
+
+	t.Run("concurrent writers lose nothing", func(t *testing.T) {
+		open := factory(t)
+		const writers = 12
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for i := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				u := alice
+				u.Username = fmt.Sprintf("user%d", i)
+				errs <- open().Add(ctx, u)
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("concurrent Add = %v", err)
+			}
+		}
+		users, err := open().List(ctx)
+		if err != nil || len(users) != writers {
+			t.Errorf("List() after %d concurrent Adds = %d users, %v; want %d", writers, len(users), err, writers)
+		}
+	})
+
+	t.Run("authenticate through the directory", func(t *testing.T) {
+		d := factory(t)()
+		if err := d.Add(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		compare := passwordtest.Verify
+		for _, tt := range []struct {
+			username, password string
+			ok                 bool
+		}{
+			{"alice", "alice-pw", true},
+			{"alice", "wrong", false},
+			{"nobody", "alice-pw", false},
+		} {
+			if _, ok := users.Authenticate(ctx, d, tt.username, tt.password, compare); ok != tt.ok {
+				t.Errorf("authenticate(%q, %q) = %v; want %v", tt.username, tt.password, ok, tt.ok)
+			}
+		}
+	})
+}
