@@ -1,8 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/httpapi"
-	"authsvc/internal/users"
 	"bufio"
 	"encoding/json"
 	"errors"
@@ -18,6 +16,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/users"
 )
 
 // The abuse tests drive the whole program (startServer) over real TCP

@@ -5,11 +5,6 @@ package main
 // unless the harness asks for it.
 
 import (
-	"authsvc/internal/httpapi"
-	"authsvc/internal/throttle"
-	"authsvc/internal/tick"
-	"authsvc/internal/tokens"
-	"authsvc/internal/users"
 	"context"
 	"fmt"
 	"io"
@@ -27,6 +22,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/throttle"
+	"authsvc/internal/tick"
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -128,7 +129,7 @@ func countLabel(n int) string {
 	return strconv.Itoa(n)
 }
 
-// benchDeps is serverDeps as serve builds them (metrics included, every
+// benchDeps is Deps as serve builds them (metrics included, every
 // setting at its default, the throttle too), but for the per-user limit
 // the bench's sessions are spread by. logTo is where the log goes; nil
 // drops every log line before it is formatted, to measure what the access

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/buildinfo"
-	"authsvc/internal/password"
-	"authsvc/internal/users"
 	"bufio"
 	"context"
 	"errors"
@@ -17,6 +14,10 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"authsvc/internal/buildinfo"
+	"authsvc/internal/password"
+	"authsvc/internal/users"
 
 	"golang.org/x/term"
 )

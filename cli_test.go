@@ -1,8 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/password"
-	"authsvc/internal/users"
 	"bytes"
 	"flag"
 	"fmt"
@@ -14,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"authsvc/internal/password"
+	"authsvc/internal/users"
 
 	"golang.org/x/crypto/bcrypt"
 )

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"authsvc/internal/testservers"
-	"authsvc/internal/users"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"authsvc/internal/testservers"
+	"authsvc/internal/users"
 )
 
 // waitInfo polls info with token until it answers want, or fails after 5 s

@@ -1,18 +1,19 @@
 package main
 
 import (
-	"authsvc/internal/httpapi"
-	"authsvc/internal/password"
-	"authsvc/internal/throttle"
-	"authsvc/internal/tokens"
-	"authsvc/internal/users"
-	"authsvc/internal/users/postgres"
 	"context"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/password"
+	"authsvc/internal/throttle"
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
+	"authsvc/internal/users/postgres"
 )
 
 // maxHeldRefusals bounds the refused logins the tarpit holds at once:
@@ -97,7 +98,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 		th = throttle.NewMemory(cfg.throttle)
 	}
 	adm := httpapi.NewAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
-	// The workers run this very binary (hashworker.go); tests run theirs, whose TestMain knows the command.
+	// The workers run this very binary (internal/password/worker.go); tests run theirs, whose TestMain knows the command.
 	exe, err := os.Executable()
 	if err != nil {
 		log.Warn("cannot find the server's binary; checking passwords in its own process", "err", err)

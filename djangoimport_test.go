@@ -1,15 +1,16 @@
 package main
 
 import (
-	"authsvc/internal/password"
-	"authsvc/internal/password/passwordtest"
-	"authsvc/internal/users"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"authsvc/internal/password"
+	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/users"
 )
 
 // djangoFixture is the real Django 3.2 dump (a verbatim copy of ../shared/fixtures/django); its

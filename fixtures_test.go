@@ -1,11 +1,12 @@
 package main
 
 import (
-	"authsvc/internal/password/passwordtest"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"authsvc/internal/password/passwordtest"
 )
 
 // Users-file fixtures of the tests here, as internal/users has its own.

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"authsvc/internal/password"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/netip"
 	"strings"
+
+	"authsvc/internal/password"
 )
 
 // A usageError is a mistake on the command line: exit status 2.

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"authsvc/internal/testservers"
-	"authsvc/internal/users"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"authsvc/internal/testservers"
+	"authsvc/internal/users"
 )
 
 // TestFleetThrottleShared: two instances on one Redis throttle as one:

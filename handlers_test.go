@@ -1,10 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/httpapi"
-	"authsvc/internal/password"
-	"authsvc/internal/tokens"
-	"authsvc/internal/users"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,6 +12,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/password"
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 
 	"golang.org/x/crypto/bcrypt"
 )

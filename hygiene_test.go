@@ -1,8 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/password/passwordtest"
-	"authsvc/internal/users"
 	"bytes"
 	"fmt"
 	"os"
@@ -12,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"unicode"
+
+	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/users"
 )
 
 // nobody is the uid and gid the ownership tests give the users file: the

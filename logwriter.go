@@ -1,12 +1,13 @@
 package main
 
 import (
-	"authsvc/internal/tick"
 	"bufio"
 	"context"
 	"io"
 	"sync"
 	"time"
+
+	"authsvc/internal/tick"
 )
 
 // A logWriter batches log lines: one write system call per batch rather

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"authsvc/internal/password"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"authsvc/internal/password"
 )
 
 // usage returns the text of --help; serve's settings come from serveSettings.
@@ -84,7 +85,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return hashCommand(rest, getenv, stdin, stdout, stderr)
 	case "version":
 		return versionCommand(rest, getenv, stdout)
-	case password.WorkerCommand: // started by the server itself (hasherpool.go); not in --help
+	case password.WorkerCommand: // started by the server itself (internal/password/pool.go); not in --help
 		return password.RunWorker(stdin, stdout)
 	case "help":
 		fmt.Fprint(stdout, usage())

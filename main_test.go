@@ -1,8 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/password"
-	"authsvc/internal/users"
 	"bufio"
 	"context"
 	"encoding/json"
@@ -18,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"authsvc/internal/password"
+	"authsvc/internal/users"
 
 	"golang.org/x/crypto/bcrypt"
 )

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/testservers"
-	"authsvc/internal/users"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"authsvc/internal/testservers"
+	"authsvc/internal/users"
 )
 
 // outageBound is API.md's "Operations" bound: with Redis down, requests that

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/httpapi"
-	"authsvc/internal/users"
 	"bytes"
 	"io"
 	"log/slog"
@@ -11,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/users"
 )
 
 func TestRequestID(t *testing.T) {

@@ -1,17 +1,18 @@
 package main
 
 import (
-	"authsvc/internal/httpapi"
-	"authsvc/internal/password"
-	"authsvc/internal/password/passwordtest"
-	"authsvc/internal/tokens"
-	"authsvc/internal/users"
 	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/password"
+	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 )
 
 const newPassphrase = "a brand new passphrase"

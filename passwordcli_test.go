@@ -1,11 +1,12 @@
 package main
 
 import (
-	"authsvc/internal/password"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"authsvc/internal/password"
 )
 
 // TestCLIPasswordPolicy: user add and user passwd refuse a password the

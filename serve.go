@@ -1,15 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/connlimit"
-	"authsvc/internal/httpapi"
-	"authsvc/internal/password"
-	"authsvc/internal/throttle"
-	"authsvc/internal/throttle/redisthrottle"
-	"authsvc/internal/tick"
-	"authsvc/internal/tokens"
-	"authsvc/internal/tokens/redisstore"
-	"authsvc/internal/users"
 	"context"
 	"io"
 	"log/slog"
@@ -20,6 +11,16 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"authsvc/internal/connlimit"
+	"authsvc/internal/httpapi"
+	"authsvc/internal/password"
+	"authsvc/internal/throttle"
+	"authsvc/internal/throttle/redisthrottle"
+	"authsvc/internal/tick"
+	"authsvc/internal/tokens"
+	"authsvc/internal/tokens/redisstore"
+	"authsvc/internal/users"
 )
 
 // Server limits. API.md fixes the header timeout (10 s) and the shutdown grace (10 s).

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/users"
 	"bufio"
 	"flag"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"authsvc/internal/users"
 )
 
 // TestUsageListsEveryServeFlag keeps --help and the serve flags in step, both ways.

@@ -1,16 +1,17 @@
 package main
 
 import (
-	"authsvc/internal/httpapi"
-	"authsvc/internal/testservers"
-	"authsvc/internal/tokens"
-	"authsvc/internal/users"
 	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/testservers"
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 )
 
 // listSessions returns the sessions GET /api/auth/sessions/ shows to token.

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/password"
-	"authsvc/internal/throttle"
-	"authsvc/internal/tokens/redisstore"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"authsvc/internal/password"
+	"authsvc/internal/throttle"
+	"authsvc/internal/tokens/redisstore"
 )
 
 // serveConfig is the serve command's settings, parsed.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/httpapi"
 	"bufio"
 	"io"
 	"net"
@@ -9,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"authsvc/internal/httpapi"
 )
 
 // TestSmuggledRequestNotAnswered: a request hidden in a body is never

@@ -1,10 +1,6 @@
 package main
 
 import (
-	"authsvc/internal/httpapi"
-	"authsvc/internal/password"
-	"authsvc/internal/throttle"
-	"authsvc/internal/users"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +10,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/password"
+	"authsvc/internal/throttle"
+	"authsvc/internal/users"
 
 	"golang.org/x/crypto/bcrypt"
 )

@@ -1,6 +1,6 @@
 // Command bcryptrate prints how many password checks per second this machine
 // runs for a hash scheme (bcrypt at a cost, or argon2id with its parameters;
-// the defaults are authsvc's default hash policy, hashes.go) on a given
+// the defaults are authsvc's default hash policy, internal/password/hash.go) on a given
 // number of goroutines: the ceiling of any login endpoint with that hash.
 package main
 

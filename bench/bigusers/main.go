@@ -17,7 +17,7 @@ import (
 	"golang.org/x/crypto/argon2"
 )
 
-// The server's default hash policy (hashes.go defaultHashPolicy and
+// The server's default hash policy (internal/password/hash.go DefaultHashPolicy and
 // policyArgon2SaltLen/KeyLen): logins against these hashes never rehash.
 const (
 	argonMemoryKiB = 19 << 10

@@ -307,7 +307,7 @@ func (d *driver) run() (string, error) {
 	}
 
 	// 3. Login throughput against the raw hash rate, argon2id (the default
-	// policy, hashes.go) and bcrypt, alternating with the raw rate.
+	// policy, internal/password/hash.go) and bcrypt, alternating with the raw rate.
 	res.hashes = []hashCase{
 		{name: "argon2id m=19456 t=2 p=1", server: "authsvc", rateFlags: []string{"-hash", "argon2id", "-m", "19456", "-t", "2", "-p", "1"}},
 		{name: fmt.Sprintf("bcrypt cost %d", c.cost), server: "authsvc-bcrypt", rateFlags: []string{"-hash", "bcrypt", "-cost", strconv.Itoa(c.cost)}},

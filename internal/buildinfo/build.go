@@ -2,7 +2,7 @@ package buildinfo
 
 import "runtime/debug"
 
-// buildInfo is what the binary knows of its own build.
+// Info is what the binary knows of its own build.
 type Info struct {
 	Version, Revision, Time, GoVersion string
 }

@@ -13,7 +13,7 @@ const (
 	maxDefaultConns = 1 << 16 // at the review's ~23 KB per idle connection, 1.5 GB
 )
 
-// defaultMaxConns returns the connection limit for the process's
+// DefaultMax returns the connection limit for the process's
 // RLIMIT_NOFILE. Go raises the soft limit to just below the hard one at
 // startup (Go 1.19+, package syscall; on Linux and macOS), so this is sized
 // from the raised soft limit and need not raise it.
@@ -36,7 +36,7 @@ func maxConnsFor(soft uint64) int {
 	return min(max(1, int(soft)/2, n), maxDefaultConns)
 }
 
-// connLimiter caps the server's open connections. Without a cap, idle
+// Limiter caps the server's open connections. Without a cap, idle
 // keep-alive connections alone took the process to its descriptor limit
 // (accept4: too many open files) and no new client was served.
 //
@@ -71,7 +71,7 @@ type connEntry struct {
 	prev, next *connEntry // nil while not idle
 }
 
-// newConnLimiter returns a limiter of max open connections; max must be at
+// New returns a limiter of max open connections; max must be at
 // least 1.
 func New(max int) *Limiter {
 	if max < 1 {

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// limitedServer is a real http.Server on 127.0.0.1 behind a connLimiter.
+// limitedServer is a real http.Server on 127.0.0.1 behind a Limiter.
 type limitedServer struct {
 	addr    string
 	lim     *Limiter

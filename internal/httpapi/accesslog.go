@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// newLogger returns the service's logger, whose lines the access log
+// NewLogger returns the service's logger, whose lines the access log
 // writes byte for byte as format's slog handler would.
 func NewLogger(format string, w io.Writer) *slog.Logger {
 	if format == "json" {
@@ -24,7 +24,7 @@ func NewLogger(format string, w io.Writer) *slog.Logger {
 // request id.
 type accessLog struct {
 	log *slog.Logger
-	// out, when set, is where log's handler (newLogger's, in format json or
+	// out, when set, is where log's handler (NewLogger's, in format json or
 	// text) writes: a line whose values need no quoting or escaping is
 	// formatted here, byte for byte as that handler would, and written
 	// straight to out. The handler's generic path cost 4–7 % of /info.
@@ -45,7 +45,7 @@ type formattedSecond struct {
 }
 
 // newAccessLog returns the access log that writes to log; out and format,
-// when known, are log's destination and newLogger's format.
+// when known, are log's destination and NewLogger's format.
 func newAccessLog(log *slog.Logger, format string, out io.Writer) *accessLog {
 	a := &accessLog{log: log, out: out, json: format == "json"}
 	a.bufs.New = func() any { b := make([]byte, 0, 256); return &b }

@@ -12,7 +12,7 @@ import (
 // answers 503 unavailable with a Retry-After.
 var errBusy = errors.New("password checking at capacity")
 
-// An admission bounds concurrent password checks: at most slots run at
+// An Admission bounds concurrent password checks: at most slots run at
 // once, at most queue callers wait for a slot, each at most wait. A login
 // flood then costs bounded CPU and memory and gets fast 503s instead of
 // ever-growing latency.
@@ -20,7 +20,7 @@ var errBusy = errors.New("password checking at capacity")
 // Choosing the numbers (the caller's defaults; benchmarks will settle them):
 //
 //   - slots = GOMAXPROCS: hashing is pure CPU, so more only adds latency.
-//     The checks run in niced worker processes (hasherpool.go), so a flood
+//     The checks run in niced worker processes (password.Pool), so a flood
 //     that keeps every slot busy still leaves the CPU to token checks.
 //   - queue = 4×slots: a compare at cost 12 takes about 280 ms, so the last
 //     caller in a full queue finishes after about 5×280 ms = 1.4 s, under
@@ -34,7 +34,7 @@ type Admission struct {
 	waiting atomic.Int64 // callers blocked in acquire, at most queue once they are admitted to wait
 }
 
-// newAdmission returns an admission that allows at most slots (at least 1)
+// NewAdmission returns an admission that allows at most slots (at least 1)
 // password checks at once, and lets at most queue (at least 0) callers wait
 // up to wait each for a slot.
 func NewAdmission(slots, queue int, wait time.Duration) *Admission {
@@ -45,7 +45,7 @@ func NewAdmission(slots, queue int, wait time.Duration) *Admission {
 	}
 }
 
-// acquire reserves a slot, waiting for one if the queue has room. It returns
+// Acquire reserves a slot, waiting for one if the queue has room. It returns
 // errBusy at once if all slots are taken and the queue is full, errBusy after
 // wait if no slot came free, or ctx.Err() if ctx is done first (the client
 // went away or its deadline passed). Waiters get slots in the order they
@@ -90,12 +90,12 @@ func (a *Admission) releaser() func() {
 	return func() { once.Do(func() { <-a.slots }) }
 }
 
-// stats returns how many checks hold a slot and how many callers wait for one.
+// Stats returns how many checks hold a slot and how many callers wait for one.
 func (a *Admission) Stats() (running, waiting int) {
 	return len(a.slots), int(a.waiting.Load())
 }
 
-// A tarpit holds refused logins (429, and 503 at capacity) for a moment
+// A Tarpit holds refused logins (429, and 503 at capacity) for a moment
 // before their reply. A flooding client waits for each reply before it sends
 // again, so its connections idle instead of cycling through instant refusals
 // that would take the CPU from token checks; a held request costs a parked
@@ -106,7 +106,7 @@ type Tarpit struct {
 	held  chan struct{} // one element per held request
 }
 
-// newTarpit returns a tarpit, or nil (refusals immediate) when delay is 0.
+// NewTarpit returns a tarpit, or nil (refusals immediate) when delay is 0.
 func NewTarpit(delay time.Duration, max int) *Tarpit {
 	if delay <= 0 || max <= 0 {
 		return nil

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// clientIP returns the address of the client behind r: the connection's
+// ClientIP returns the address of the client behind r: the connection's
 // peer, unless that peer is a trusted proxy; then the right-most
 // X-Forwarded-For address that is not a trusted proxy. Entries left of it
 // are the client's to forge, so they are never read. An unparsable entry

@@ -1,19 +1,23 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/netip"
+	"time"
+	"unicode/utf8"
+
 	"authsvc/internal/password"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
-	"context"
-	"errors"
-	"log/slog"
-	"net/http"
-	"net/netip"
-	"time"
 )
 
-// A loginGuard stands between a password and the hasher, for login and for
+// A LoginGuard stands between a password and the hasher, for login and for
 // any other request that checks a password: the throttle refuses guessing,
 // the admission bounds the CPU spent on passwords, the tarpit slows
 // refused clients down, and one audit line records each attempt's outcome.
@@ -126,7 +130,7 @@ func outcomeName(err error) string {
 // (a concurrent user passwd, which wins).
 var errHashChanged = errors.New("password hash changed meanwhile")
 
-// rehash writes password's hash under the policy if u's stored hash is
+// Rehash writes password's hash under the policy if u's stored hash is
 // outside it (another scheme, other parameters, a Django form), as
 // Django's must_update does. It never ends a session (a token's life does
 // not hang on the hash), writes only if the stored hash is still the one
@@ -161,4 +165,125 @@ func (g *LoginGuard) Rehash(ctx context.Context, dir users.Directory, u *users.A
 		g.Log.LogAttrs(ctx, slog.LevelInfo, "rehashed on login", slog.String("username", u.Username()),
 			slog.String("from", u.Hash().Scheme()), slog.String("to", g.Policy.Scheme))
 	}
+}
+
+// maxLoginBody bounds the login request body (API.md: 16 KiB).
+const maxLoginBody = 16 << 10
+
+// LoginRequest is the login body.
+type LoginRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// LoginReply is the 200 login body; ExpiresAt is null for tokens that never expire.
+type LoginReply struct {
+	Token     string     `json:"token"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	User      users.Info `json:"user"`
+}
+
+// decodeLogin parses a login body: one JSON object, with username and
+// password non-empty strings within API.md's limits. Its errors never quote
+// the body, which holds a password.
+func decodeLogin(body []byte) (LoginRequest, error) {
+	var req LoginRequest
+	if err := decodeObject(body, &req); err != nil {
+		return LoginRequest{}, err
+	}
+	switch {
+	case req.Username == "":
+		return LoginRequest{}, invalidRequest("username is required.")
+	case req.Password == "":
+		return LoginRequest{}, invalidRequest("password is required.")
+	case utf8.RuneCountInString(req.Username) > users.MaxUsernameLen:
+		return LoginRequest{}, invalidRequest("username is longer than 150 characters.")
+	case len(req.Password) > password.MaxLen:
+		return LoginRequest{}, invalidRequest("password is longer than 1024 bytes.")
+	}
+	// API.md: every request's username is matched, and throttled, in its NFKC form.
+	req.Username = users.NormalizeUsername(req.Username)
+	return req, nil
+}
+
+// readLoginBody checks the media type and reads the body within its limit.
+func readLoginBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mediaType != "application/json" {
+		return nil, errUnsupportedMedia
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLoginBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, errTooLarge
+	case err != nil:
+		return nil, invalidRequest("Could not read the request body.")
+	}
+	return body, nil
+}
+
+// handleLogin exchanges a username and password for a new token, in
+// API.md's order of checks.
+func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The media type (415) and size (413). The body is read even at
+		// capacity: net/http would close a connection that left it.
+		body, err := readLoginBody(w, r)
+		if err == nil && guard.atCapacity(r.Context()) {
+			err = errUnavailable // before decoding, and with no audit line: no credentials were read
+		}
+		// The body's shape and field limits (400).
+		var req LoginRequest
+		if err == nil {
+			req, err = decodeLogin(body)
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		// The throttle (429), a hasher slot (503), the password (401).
+		attempt := guard.attempt(w, r, tc.users, req.Username)
+		u, err := attempt.verify(req.Password)
+		if err == nil {
+			guard.Rehash(r.Context(), tc.users, u, req.Password)
+		}
+		attempt.grant(log, tc, u, err)
+	})
+}
+
+// grant ends an attempt: unless err stopped it, a new token of u (503 when
+// the store cannot keep it); the audit line; then the login reply, or
+// err's. A login and a password change end alike.
+func (a *loginAttempt) grant(log *slog.Logger, tc tokenCheck, u *users.Account, err error) {
+	var reply LoginReply
+	if err == nil {
+		reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, u, tc.now(), a.client, a.r.UserAgent())
+	}
+	a.audit(err)
+	if err != nil {
+		writeError(a.w, a.r, log, err)
+		return
+	}
+	a.w.Header().Set("Cache-Control", "no-store")
+	encode(a.w, http.StatusOK, reply)
+}
+
+// issueToken stores a new session of u, logged in from client with
+// userAgent, and returns the login reply with its token.
+func issueToken(ctx context.Context, store tokens.Store, policy TokenPolicy, m *Metrics, u *users.Account, now time.Time, client, userAgent string) (LoginReply, error) {
+	token, digest := tokens.New()
+	sess := tokens.Session{Username: u.Username(), Stamp: u.Stamp(), ID: tokens.NewSessionID(), Client: client, UserAgent: CutUTF8(userAgent, MaxUserAgent)}
+	reply := LoginReply{Token: token, User: u.Info()}
+	if policy.TTL > 0 {
+		expires := now.Add(policy.TTL).Truncate(time.Second).UTC()
+		sess.ExpiresAt = expires
+		reply.ExpiresAt = &expires
+	}
+	evicted, err := store.Issue(ctx, digest, sess, policy.MaxPerUser, now)
+	if err != nil {
+		return LoginReply{}, err
+	}
+	m.Revoked(revokedEviction, evicted)
+	return reply, nil
 }

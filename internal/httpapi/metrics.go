@@ -1,18 +1,19 @@
 package httpapi
 
 import (
-	"authsvc/internal/buildinfo"
-	"authsvc/internal/tokens"
 	"net/http"
 	"strings"
 	"time"
+
+	"authsvc/internal/buildinfo"
+	"authsvc/internal/tokens"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics are the service's Prometheus metrics, in a registry of their own
+// Metrics are the service's Prometheus metrics, in a registry of their own
 // (no process-wide default registry, so several servers can share a test
 // binary). Label values come from fixed sets: routes and outcome codes,
 // never a username, an address or a token.
@@ -70,7 +71,7 @@ func outcomeOf(status int, code string, outcomes []string) string {
 	return "invalid_request" // 405, 413, 415: the request was malformed
 }
 
-// metricsSources are the gauges read at scrape time.
+// MetricsSources are the gauges read at scrape time.
 type MetricsSources struct {
 	Users     interface{ Len() int }
 	Store     tokens.Store
@@ -200,14 +201,14 @@ const (
 
 var revocationKinds = []string{revokedLogout, revokedLogoutAll, revokedByID, revokedIdle, revokedEviction, RevokedUserChange}
 
-// revoked counts n sessions ended by kind.
+// Revoked counts n sessions ended by kind.
 func (m *Metrics) Revoked(kind string, n int) {
 	if n > 0 {
 		m.revocations.WithLabelValues(kind).Add(float64(n))
 	}
 }
 
-// reloaded records a reload of the users file.
+// Reloaded records a reload of the users file.
 func (m *Metrics) Reloaded(err error, now time.Time) {
 	if err != nil {
 		m.reloads.WithLabelValues("error").Inc()
@@ -223,7 +224,7 @@ func (m *Metrics) Reloaded(err error, now time.Time) {
 	m.lastGoodReload.Set(float64(now.Unix()))
 }
 
-// handler serves the metrics in Prometheus text format.
+// Handler serves the metrics in Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }

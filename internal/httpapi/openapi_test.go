@@ -1,10 +1,6 @@
 package httpapi
 
 import (
-	"authsvc/internal/password"
-	"authsvc/internal/throttle"
-	"authsvc/internal/tokens"
-	"authsvc/internal/users"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -19,6 +15,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"authsvc/internal/password"
+	"authsvc/internal/throttle"
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 
 	"golang.org/x/crypto/bcrypt"
 )

@@ -1,13 +1,14 @@
 package httpapi
 
 import (
-	"authsvc/internal/password"
-	"authsvc/internal/users"
 	"encoding/json"
 	"errors"
 	"net/url"
 	"strings"
 	"testing"
+
+	"authsvc/internal/password"
+	"authsvc/internal/users"
 )
 
 func FuzzDecodeLogin(f *testing.F) {

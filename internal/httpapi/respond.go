@@ -1,15 +1,16 @@
 package httpapi
 
 import (
-	"authsvc/internal/password"
-	"authsvc/internal/throttle"
-	"authsvc/internal/tokens"
-	"authsvc/internal/users"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
+
+	"authsvc/internal/password"
+	"authsvc/internal/throttle"
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 )
 
 // An apiError is an error a client is meant to see: API.md's error table.

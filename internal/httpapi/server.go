@@ -1,24 +1,25 @@
 package httpapi
 
 import (
-	"authsvc/internal/tokens"
-	"authsvc/internal/users"
 	"io"
 	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
 	"time"
+
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 )
 
-// serverDeps is everything the handlers need.
+// Deps is everything the handlers need.
 type Deps struct {
 	Log    *slog.Logger
 	Users  users.Directory
 	Store  tokens.Store
 	Policy TokenPolicy
 	Guard  *LoginGuard
-	// passwords decides and hashes new passwords (POST /api/auth/password/).
+	// Passwords decides and hashes new passwords (POST /api/auth/password/).
 	Passwords PasswordSetter
 	Now       func() time.Time
 
@@ -26,13 +27,13 @@ type Deps struct {
 	MetricsOnMain bool     // serve /metrics here, not on --metrics-addr
 	CORSOrigins   []string // origins whose pages may call the API
 	NoAccessLog   bool     // log no line per request (audit and error lines stay)
-	// logOut and logFormat, when set, are log's destination and
-	// newLogger's format: access lines skip slog's generic path (accesslog.go).
+	// LogOut and LogFormat, when set, are log's destination and
+	// NewLogger's format: access lines skip slog's generic path (accesslog.go).
 	LogOut    io.Writer
 	LogFormat string
 }
 
-// newServer returns the service's whole HTTP handler.
+// NewServer returns the service's whole HTTP handler.
 func NewServer(d Deps) http.Handler {
 	mux := http.NewServeMux()
 	addRoutes(mux, d)
@@ -63,7 +64,7 @@ func addRoutes(mux *http.ServeMux, d Deps) []string {
 		}
 	}
 	tc := tokenCheck{users: d.Users, store: d.Store, policy: d.Policy, metrics: d.Metrics, now: d.Now}
-	handle("POST", "/api/auth/login/", handleLogin(d.Log, d.Users, d.Store, d.Policy, d.Guard, d.Now))
+	handle("POST", "/api/auth/login/", handleLogin(d.Log, tc, d.Guard))
 	handle("GET", "/api/auth/info", handleInfo(d.Log, tc))
 	handle("POST", "/api/auth/logout/", handleLogout(d.Log, tc))
 	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.Log, tc))

@@ -1,18 +1,19 @@
 package httpapi
 
 import (
-	"authsvc/internal/tokens"
-	"authsvc/internal/users"
 	"log/slog"
 	"net/http"
 	"time"
 	"unicode/utf8"
+
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
 )
 
-// maxUserAgent bounds the User-Agent a session keeps (API.md: 256 bytes).
+// MaxUserAgent bounds the User-Agent a session keeps (API.md: 256 bytes).
 const MaxUserAgent = 256
 
-// cutUTF8 returns s cut to at most n bytes, on a UTF-8 boundary.
+// CutUTF8 returns s cut to at most n bytes, on a UTF-8 boundary.
 func CutUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -23,7 +24,7 @@ func CutUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// sessionReply is one session as GET /api/auth/sessions/ shows it.
+// SessionReply is one session as GET /api/auth/sessions/ shows it.
 type SessionReply struct {
 	ID         tokens.SessionID `json:"id"`
 	CreatedAt  time.Time        `json:"created_at"`

@@ -2,7 +2,7 @@ package lru
 
 import "iter"
 
-// An lru is a map that holds at most cap keys: adding a key to a full lru
+// An Cache is a map that holds at most cap keys: adding a key to a full lru
 // evicts the least recently put key. All operations are O(1).
 // It is not safe for concurrent use; its owner's mutex guards it.
 type Cache[K comparable, V any] struct {
@@ -17,14 +17,14 @@ type lruEntry[K comparable, V any] struct {
 	prev, next *lruEntry[K, V]
 }
 
-// newLRU returns an empty lru that holds at most capacity keys (at least one).
+// New returns an empty lru that holds at most capacity keys (at least one).
 func New[K comparable, V any](capacity int) *Cache[K, V] {
 	l := &Cache[K, V]{cap: max(1, capacity), m: make(map[K]*lruEntry[K, V])}
 	l.root.prev, l.root.next = &l.root, &l.root
 	return l
 }
 
-// get returns k's value and reports whether k is present. It does not
+// Get returns k's value and reports whether k is present. It does not
 // change k's recency: only put does.
 func (l *Cache[K, V]) Get(k K) (V, bool) {
 	if e, ok := l.m[k]; ok {
@@ -34,7 +34,7 @@ func (l *Cache[K, V]) Get(k K) (V, bool) {
 	return zero, false
 }
 
-// put sets k's value and makes k the most recently put key. If k is new
+// Put sets k's value and makes k the most recently put key. If k is new
 // and l is full, the least recently put key is evicted first.
 func (l *Cache[K, V]) Put(k K, v V) {
 	e, ok := l.m[k]
@@ -53,7 +53,7 @@ func (l *Cache[K, V]) Put(k K, v V) {
 	e.prev.next, e.next.prev = e, e
 }
 
-// remove deletes k, if present.
+// Remove deletes k, if present.
 func (l *Cache[K, V]) Remove(k K) {
 	if e, ok := l.m[k]; ok {
 		l.unlink(e)
@@ -61,7 +61,7 @@ func (l *Cache[K, V]) Remove(k K) {
 	}
 }
 
-// oldest returns the least recently put key and its value, and reports
+// Oldest returns the least recently put key and its value, and reports
 // whether l holds any key.
 func (l *Cache[K, V]) Oldest() (K, V, bool) {
 	if len(l.m) == 0 {
@@ -73,10 +73,10 @@ func (l *Cache[K, V]) Oldest() (K, V, bool) {
 	return e.key, e.val, true
 }
 
-// len returns the number of keys held.
+// Len returns the number of keys held.
 func (l *Cache[K, V]) Len() int { return len(l.m) }
 
-// all yields every entry in no particular order; the loop may remove the
+// All yields every entry in no particular order; the loop may remove the
 // entry it was given.
 func (l *Cache[K, V]) All() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
@@ -88,7 +88,7 @@ func (l *Cache[K, V]) All() iter.Seq2[K, V] {
 	}
 }
 
-// capacity returns how many entries l holds at most.
+// Cap returns how many entries l holds at most.
 func (l *Cache[K, V]) Cap() int { return l.cap }
 
 func (l *Cache[K, V]) unlink(e *lruEntry[K, V]) {

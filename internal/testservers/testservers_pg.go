@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// startPostgres returns the URL of a PostgreSQL database for a test, and
+// Postgres returns the URL of a PostgreSQL database for a test, and
 // functions that stop and restart its server. With AUTHSVC_TEST_POSTGRES
 // set it is that URL, and stop and restart are nil (a shared server is not
 // this test's to stop). Otherwise it is a throwaway cluster of the
@@ -142,7 +142,7 @@ func waitForPostgres(t testing.TB, port string, logPath string) {
 	}
 }
 
-// newDatabase creates a database with a name of its own on the server at
+// NewDatabase creates a database with a name of its own on the server at
 // url and returns its URL; it is dropped when the test ends.
 func NewDatabase(t testing.TB, url string) string {
 	t.Helper()

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// startRedis returns the URL of a Redis for t. With AUTHSVC_TEST_REDIS set it
+// Redis returns the URL of a Redis for t. With AUTHSVC_TEST_REDIS set it
 // is that URL, and stop and restart are nil. Otherwise it is a redis-server
 // started on a free loopback port and killed when t ends; stop kills it and
 // restart starts it again on the same port, empty. Without redis-server the
@@ -57,7 +57,7 @@ func Redis(t testing.TB) (url string, stop, restart func()) {
 	return "redis://" + addr + "/0", stop, start
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -107,7 +107,7 @@ func pingRESP(addr string) error {
 	return nil
 }
 
-// testPrefix returns a key prefix no other test uses.
+// UniquePrefix returns a key prefix no other test uses.
 func UniquePrefix() string {
 	var b [6]byte
 	rand.Read(b[:])

@@ -1,7 +1,6 @@
 package throttle
 
 import (
-	"authsvc/internal/lru"
 	"context"
 	"errors"
 	"math"
@@ -9,11 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"authsvc/internal/lru"
+
 	"golang.org/x/time/rate"
 )
 
-// throttleConfig sets the login throttle's limits. A zero or negative field
-// takes its default (defaultThrottleConfig), which the serve flags show too.
+// Config sets the login throttle's limits. A zero or negative field
+// takes its default (DefaultConfig), which the serve flags show too.
 type Config struct {
 	PairFailures int           // failures per (username, client address) before backoff
 	Window       time.Duration // a failure streak is forgotten after this long without a failure
@@ -25,7 +26,7 @@ type Config struct {
 	MaxEntries   int           // keys per table (pairs, users, addresses); 100000 is about 60 MB in all when full of 150-byte usernames
 }
 
-// defaultThrottleConfig returns the throttle's default limits.
+// DefaultConfig returns the throttle's default limits.
 func DefaultConfig() Config {
 	return Config{
 		PairFailures: 5,
@@ -39,7 +40,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults returns c with every unset field at its default.
+// WithDefaults returns c with every unset field at its default.
 func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	setDefault(&c.PairFailures, d.PairFailures)
@@ -60,7 +61,7 @@ func setDefault[T int | float64 | time.Duration](v *T, def T) {
 	}
 }
 
-// A loginThrottle decides whether a login attempt may proceed, with the
+// A Throttle decides whether a login attempt may proceed, with the
 // rules throttle (below) implements in memory; a throttle shared by a fleet
 // keeps the same counters elsewhere. reserve takes an attempt's place
 // before its password is checked, and exactly one of failure, success or
@@ -73,15 +74,15 @@ type Throttle interface {
 	Release(ctx context.Context, username, addr string) error
 }
 
-// errThrottleUnavailable: the throttle could not decide (its backing did
+// ErrUnavailable: the throttle could not decide (its backing did
 // not answer). The caller fails closed and answers 503 unavailable.
 var ErrUnavailable = errors.New("login throttle unavailable")
 
-// newMemoryThrottle returns a throttle kept in this process with cfg's
+// NewMemory returns a throttle kept in this process with cfg's
 // limits (unset ones at their defaults).
 func NewMemory(cfg Config) Memory { return Memory{newThrottle(cfg)} }
 
-// memoryThrottle is the throttle kept in this process: it never fails.
+// Memory is the throttle kept in this process: it never fails.
 type Memory struct{ *throttle }
 
 var _ Throttle = Memory{}
@@ -195,7 +196,7 @@ func newThrottle(cfg Config) *throttle {
 // so that a refused attempt costs no hashing, and must refuse the attempt
 // even if the password would be right.
 //
-// addr should come from clientKey.
+// addr should come from ClientKey.
 func (t *throttle) reserve(username, addr string, now time.Time) (retryAfter time.Duration, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -352,7 +353,7 @@ func ceilSecond(d time.Duration) time.Duration {
 	return max(time.Second, (d + time.Second - 1).Truncate(time.Second))
 }
 
-// clientKey returns the throttle key for a client's IP (from clientIP):
+// ClientKey returns the throttle key for a client's IP (from ClientIP):
 // an IPv4-mapped IPv6 address as plain IPv4, and an IPv6 address as its /64
 // prefix, since one subscriber usually holds a whole /64 and could otherwise
 // rotate addresses for free.

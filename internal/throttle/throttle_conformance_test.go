@@ -1,9 +1,10 @@
 package throttle_test
 
 import (
+	"testing"
+
 	"authsvc/internal/throttle"
 	"authsvc/internal/throttle/throttletest"
-	"testing"
 )
 
 func TestMemoryThrottleConformance(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // t0 is the time the cases start at.
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// fastAddrs lifts the per-address rate out of the way of tests about pairs and users.
+// FastAddrs lifts the per-address rate out of the way of tests about pairs and users.
 const fastAddrs, fastBurst = 1e6, 1 << 20
 
 // wantCheck fails the test unless th.reserve(username, addr, now) returns (wantRetry, wantOK).

@@ -6,12 +6,12 @@ import (
 	"errors"
 )
 
-// A sessionID names a session to its owner (GET and DELETE
+// A SessionID names a session to its owner (GET and DELETE
 // /api/auth/sessions/). It is 128 random bits drawn apart from the token,
 // so it says nothing about the token and authenticates nothing.
 type SessionID [16]byte
 
-// newSessionID returns a fresh random session id.
+// NewSessionID returns a fresh random session id.
 func NewSessionID() SessionID {
 	var id SessionID
 	rand.Read(id[:])
@@ -21,13 +21,13 @@ func NewSessionID() SessionID {
 // String is the id as clients see it: 32 lowercase hex characters.
 func (id SessionID) String() string { return hex.EncodeToString(id[:]) }
 
-// MarshalText lets a sessionID stand in a JSON reply as its string.
+// MarshalText lets a SessionID stand in a JSON reply as its string.
 func (id SessionID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
 
-// errBadSessionID: a path's id is not 32 lowercase hex characters.
+// ErrBadSessionID: a path's id is not 32 lowercase hex characters.
 var ErrBadSessionID = errors.New("malformed session id")
 
-// parseSessionID parses the String form of an id.
+// ParseSessionID parses the String form of an id.
 func ParseSessionID(s string) (SessionID, error) {
 	var id SessionID
 	if len(s) != 2*len(id) {

@@ -8,10 +8,10 @@ import (
 
 // Sentinel errors of the Store contract; callers test them with errors.Is.
 var (
-	// errTokenNotFound: no live session under that digest (never issued,
+	// ErrNotFound: no live session under that digest (never issued,
 	// revoked, evicted or expired). The caller answers 401 invalid_token.
 	ErrNotFound = errors.New("token not found")
-	// errStoreUnavailable: the store could not answer in time or at all.
+	// ErrUnavailable: the store could not answer in time or at all.
 	// The caller fails closed and answers 503 unavailable.
 	ErrUnavailable = errors.New("token store unavailable")
 )
@@ -36,11 +36,11 @@ type Session struct {
 	// ID names the session to its owner; random, unrelated to the token.
 	ID SessionID
 	// Client is the login's client address as the throttle saw it, and
-	// UserAgent its User-Agent, cut to maxUserAgent bytes.
+	// UserAgent its User-Agent, cut to MaxUserAgent bytes.
 	Client, UserAgent string
 }
 
-// A listedSession is a session with the digest it is stored under, as List
+// A ListedSession is a session with the digest it is stored under, as List
 // returns it: the digest tells the caller which one is its own token.
 type ListedSession struct {
 	Digest Digest
@@ -49,12 +49,12 @@ type ListedSession struct {
 
 // A Store keeps sessions keyed by token digest.
 //
-// The contract every implementation meets, checked by testStoreConformance:
+// The contract every implementation meets, checked by Run:
 //   - Issue stores s under d. If the user then holds more than limit
 //     sessions (limit > 0), the oldest are revoked until limit remain, and
 //     Issue reports how many it revoked so.
 //     Issuing an existing digest is not expected (tokens are 160 random bits).
-//   - Lookup returns the session under d, or errTokenNotFound if there is
+//   - Lookup returns the session under d, or ErrNotFound if there is
 //     none or it expired at or before now.
 //   - Revoke removes the session under d; revoking an unknown digest is not
 //     an error (logout is idempotent).
@@ -83,7 +83,7 @@ type ListedSession struct {
 //     swept included, and ok; ok is false when counting would cost a
 //     round trip to the backing service (the caller then does not ask).
 //   - Ping reports whether the store can serve requests now.
-//   - Any failure to reach the backing service wraps errStoreUnavailable;
+//   - Any failure to reach the backing service wraps ErrUnavailable;
 //     no method ever returns a session it could not confirm (fail closed).
 //   - All methods are safe for concurrent use; ctx bounds each call.
 //   - No method stores or logs a usable token: only digests reach the store.

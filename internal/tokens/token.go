@@ -8,24 +8,24 @@ import (
 	"net/http"
 )
 
-// tokenBytes is the entropy of a token; its hex form is tokenLen characters.
+// tokenBytes is the entropy of a token; its hex form is Length characters.
 const (
 	tokenBytes = 20
 	Length     = 2 * tokenBytes
 )
 
-// A tokenDigest is the SHA-256 of a token's raw bytes: the only form in
+// A Digest is the SHA-256 of a token's raw bytes: the only form in
 // which a token is ever stored.
 type Digest [sha256.Size]byte
 
-// Errors of parseAuthorization, mapped to 401 not_authenticated and 401
+// Errors of ParseAuthorization, mapped to 401 not_authenticated and 401
 // invalid_token.
 var (
 	ErrNoCredentials = errors.New("no token credentials")
 	ErrBadToken      = errors.New("malformed token")
 )
 
-// newToken returns a fresh token (tokenLen lowercase hex characters from
+// New returns a fresh token (Length lowercase hex characters from
 // crypto/rand) and its digest.
 func New() (string, Digest) {
 	var raw [tokenBytes]byte
@@ -33,11 +33,11 @@ func New() (string, Digest) {
 	return hex.EncodeToString(raw[:]), sha256.Sum256(raw[:])
 }
 
-// parseAuthorization extracts the token digest from the request's
+// ParseAuthorization extracts the token digest from the request's
 // authorization header, as API.md's "GET /api/auth/info" describes:
 // scheme Token or Bearer (any case), one or more spaces or tabs, exactly one
-// token of tokenLen lowercase hex characters. It returns errNoCredentials when
-// no header or another scheme is present, and errBadToken for everything else
+// token of Length lowercase hex characters. It returns ErrNoCredentials when
+// no header or another scheme is present, and ErrBadToken for everything else
 // that is wrong. It touches no store.
 func ParseAuthorization(h http.Header) (Digest, error) {
 	values := h["Authorization"]
@@ -50,7 +50,7 @@ func ParseAuthorization(h http.Header) (Digest, error) {
 	return ParseCredentials(values[0])
 }
 
-// parseCredentials parses one authorization header value.
+// ParseCredentials parses one authorization header value.
 func ParseCredentials(v string) (Digest, error) {
 	i := 0
 	for i < len(v) && v[i] != ' ' && v[i] != '\t' {
@@ -89,8 +89,8 @@ func asciiEqualFold(s, lower string) bool {
 	return true
 }
 
-// digestOf returns the digest of token, or errBadToken unless token is
-// exactly tokenLen lowercase hex characters.
+// DigestOf returns the digest of token, or ErrBadToken unless token is
+// exactly Length lowercase hex characters.
 func DigestOf(token string) (Digest, error) {
 	if len(token) != Length {
 		return Digest{}, ErrBadToken

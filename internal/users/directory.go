@@ -1,7 +1,6 @@
 package users
 
 import (
-	"authsvc/internal/password"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -12,26 +11,28 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"authsvc/internal/password"
 )
 
 // Sentinel errors of the Directory contract; callers test them with errors.Is.
 var (
-	// errUserNotFound: no user of that name.
+	// ErrNotFound: no user of that name.
 	ErrNotFound = errors.New("no such user")
-	// errUserExists: Add of a name that is taken.
+	// ErrExists: Add of a name that is taken.
 	ErrExists = errors.New("user already exists")
-	// errDirectoryUnavailable: the backing cannot be reached, or has not
+	// ErrUnavailable: the backing cannot be reached, or has not
 	// been for longer than what was loaded may be trusted. The caller
 	// fails closed and answers 503 unavailable.
 	ErrUnavailable = errors.New("user directory unavailable")
 )
 
-// A Directory is where users live: the users file (fileDirectory), or any
+// A Directory is where users live: the users file (FileDirectory), or any
 // other backing that keeps the same promises.
 //
-// The contract every implementation meets, checked by testDirectoryConformance:
+// The contract every implementation meets, checked by Run:
 //   - Lookup returns the user named username as the server uses it, or
-//     errUserNotFound. It answers from what was last loaded, so the token
+//     ErrNotFound. It answers from what was last loaded, so the token
 //     check on the hot path never waits for the backing.
 //   - Len reports how many users Lookup knows; Slowest is the check every
 //     failed login is made to cost: against a hash at the slowest
@@ -40,8 +41,8 @@ var (
 //   - Add, Update and Delete write one user through to the backing under
 //     the backing's own lock (concurrent writers, in this process or
 //     another, never lose an entry) and are visible to this Directory's
-//     Lookup when they return. Add of a taken name is errUserExists;
-//     Update and Delete of a missing one, errUserNotFound. When change or
+//     Lookup when they return. Add of a taken name is ErrExists;
+//     Update and Delete of a missing one, ErrNotFound. When change or
 //     the backing fails, nothing is written.
 //   - Bootstrap adds admin when the backing has never held a user (no
 //     users file; a database with no user) and reports whether it did; of
@@ -61,7 +62,7 @@ var (
 //   - String names the backing (the file's path, the database's name)
 //     for messages; it never holds a password.
 //   - All methods are safe for concurrent use. No method logs or returns
-//     a password or a hash outside the dirUser and User values it is asked for.
+//     a password or a hash outside the Account and User values it is asked for.
 type Directory interface {
 	Reader
 	fmt.Stringer // names the backing in messages, never with a password
@@ -76,13 +77,13 @@ type Directory interface {
 	Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks WatchHooks)
 }
 
-// watchHooks tell Watch's caller what a reload did; either may be nil.
+// WatchHooks tell Watch's caller what a reload did; either may be nil.
 type WatchHooks struct {
 	Reloaded func(err error)                         // each reload attempt; nil on success
 	Cut      func(username string, before time.Time) // the user's tokens issued before before died in the change
 }
 
-// bootstrapAdmin adds the admin user "admin" to dir if dir has never held a
+// BootstrapAdmin adds the admin user "admin" to dir if dir has never held a
 // user (Directory.Bootstrap), with a random password hashed under policy,
 // and prints that password once to stderr.
 func BootstrapAdmin(ctx context.Context, dir Directory, policy password.HashPolicy, stderr io.Writer) error {
@@ -129,7 +130,7 @@ type userIndex struct {
 	groups  map[string][]string // interned group lists, by indexBuilder.intern's key
 }
 
-// A slowestCheck is what every failed login is made to cost: a check
+// A SlowestCheck is what every failed login is made to cost: a check
 // against a hash at the slowest parameters in the directory. Unknown and
 // disabled users are checked against its hash; a wrong password against a
 // faster hash is held until the check would have taken as long (a sleep,
@@ -153,12 +154,12 @@ func (c *SlowestCheck) pad(d time.Duration) {
 	}
 }
 
-// dirUser is a user as the handlers need it, kept small: a server holds one
+// Account is a user as the handlers need it, kept small: a server holds one
 // for every user in the file. Its strings share one allocation (the index's
 // key is its info.Username), its groups are interned, its hash is kept as
 // text and parsed when a login needs it, and its info reply is encoded on
 // demand (appendInfoJSON). It is never changed once made, so a reload keeps
-// the dirUser of a user whose entry did not change.
+// the Account of a user whose entry did not change.
 type Account struct {
 	public     Info
 	storedHash string // as stored: a rehash writes only if it is still this
@@ -183,7 +184,7 @@ func (u *Account) Disabled() bool { return u.isDisabled }
 // StoredHash returns u's hash as stored, for a write conditional on it.
 func (u *Account) StoredHash() string { return u.storedHash }
 
-// tokensAfter returns u's cut-off: tokens issued before it are dead.
+// TokensAfter returns u's cut-off: tokens issued before it are dead.
 func (u *Account) TokensAfter() time.Time { return unpackCutoff(u.cutoff) }
 
 // Bounds of a cut-off packed in nanoseconds since 1970 (years 1678 to
@@ -195,7 +196,7 @@ const (
 	maxCutoff = math.MaxInt64
 )
 
-// packCutoff returns t as dirUser.cutoff holds it.
+// packCutoff returns t as Account.cutoff holds it.
 func packCutoff(t time.Time) int64 {
 	switch {
 	case t.IsZero():
@@ -216,7 +217,7 @@ func unpackCutoff(c int64) time.Time {
 	return time.Unix(0, c).UTC()
 }
 
-// hash returns u's password hash, parsed; validated when u was made, so it
+// Hash returns u's password hash, parsed; validated when u was made, so it
 // does not fail, and fails closed (never matching) if it did.
 func (u *Account) Hash() *password.Hash {
 	h, err := password.ParseHash(u.storedHash)
@@ -226,7 +227,7 @@ func (u *Account) Hash() *password.Hash {
 	return h
 }
 
-// stamp returns the stamp of u's hash (passwordStamp).
+// Stamp returns the stamp of u's hash (passwordStamp).
 func (u *Account) Stamp() uint64 { return passwordStamp(u.storedHash) }
 
 // newUserIndex builds an index of validated users, reusing prev's slowest
@@ -242,14 +243,14 @@ func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
 	return b.finish()
 }
 
-// validateUsers returns why users could not be served, or nil: what a
+// Validate returns why users could not be served, or nil: what a
 // load checks, offline (authsvc user check).
 func Validate(users []User) error {
 	_, err := newUserIndex(users, nil)
 	return err
 }
 
-// newDirUser returns u as the server uses it, its hash validated.
+// NewAccount returns u as the server uses it, its hash validated.
 func NewAccount(u *User) (*Account, error) {
 	hash, err := password.ParseHash(u.PasswordHash)
 	if err != nil {
@@ -266,15 +267,15 @@ func NewAccount(u *User) (*Account, error) {
 	return makeDirUser(rawUser(u), "", groups, work), nil
 }
 
-// A userReader answers the questions a login and a token check ask: a
+// A Reader answers the questions a login and a token check ask: a
 // Directory, or one index of one.
 type Reader interface {
 	Lookup(ctx context.Context, username string) (*Account, error)
 	Slowest() *SlowestCheck
 }
 
-// authenticate returns the user if password is theirs, checked with verify
-// (a hasherPool's). Unknown and disabled users, and users whose password is
+// Authenticate returns the user if password is theirs, checked with verify
+// (a Pool's). Unknown and disabled users, and users whose password is
 // unusable, cost one check against the slowest hash in the directory, and a
 // wrong password against a faster hash is held until it has taken as long:
 // every failure takes the same time, whatever mix of schemes and costs the
@@ -304,7 +305,7 @@ func Authenticate(ctx context.Context, d Reader, username, pw string, verify fun
 	return nil, false
 }
 
-// sessionUser returns the user named username whose token was issued at
+// SessionUser returns the user named username whose token was issued at
 // issuedAt, or nil when the token has died with its user: deleted,
 // disabled, or issued before the user's cut-off (TokensAfter), which every
 // password change moves on. The hash itself does not decide: a rehash on
@@ -325,7 +326,7 @@ func SessionUser(ctx context.Context, d Reader, username string, issuedAt time.T
 	return u, nil
 }
 
-// Lookup returns the user named username, or errUserNotFound.
+// Lookup returns the user named username, or ErrNotFound.
 func (x *userIndex) Lookup(_ context.Context, username string) (*Account, error) {
 	if u := x.byName[username]; u != nil {
 		return u, nil

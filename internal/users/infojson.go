@@ -10,7 +10,7 @@ import (
 // memory than the whole rest of a user (about 130 B each, 130 MB at a
 // million users), and encoding it takes well under a microsecond.
 
-// infoReply returns u's info reply, written over dst's array when it has
+// InfoReply returns u's info reply, written over dst's array when it has
 // room (the handler reuses its buffers), and its Content-Length header value
 // (shared: the caller must not change it).
 func (u *Account) InfoReply(dst []byte) (body []byte, length []string) {

@@ -12,7 +12,7 @@ import (
 // on every form, then the rule on the normalized form, so that what is
 // checked is what is stored and compared.
 
-// normalizeUsername returns s in NFKC form. Every username a request or
+// NormalizeUsername returns s in NFKC form. Every username a request or
 // the CLI carries passes through it before any lookup or throttle key, so
 // "zoë" typed precomposed or decomposed, or "ｚｏｅ" typed fullwidth, is one
 // user and one throttle bucket, not two.
@@ -33,7 +33,7 @@ func isNFKC(s string) bool {
 }
 
 // validUnicodeUsername reports whether s, already normalized, is 1 to
-// maxUsernameLen code points, each a Unicode letter or number (general
+// MaxUsernameLen code points, each a Unicode letter or number (general
 // categories L and N) or one of @ . + - _.
 //
 // This is API.md's statement of Django's UnicodeUsernameValidator,

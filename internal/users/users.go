@@ -1,7 +1,6 @@
 package users
 
 import (
-	"authsvc/internal/password"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -18,9 +17,11 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"authsvc/internal/password"
 )
 
-// maxUsernameLen is API.md's longest username; a user the CLI creates meets it.
+// MaxUsernameLen is API.md's longest username; a user the CLI creates meets it.
 const MaxUsernameLen = 150
 
 // Limits of a user's profile as the CLI sets it: room for any real name,
@@ -73,7 +74,7 @@ type usersDoc struct {
 	Users []User `json:"users"`
 }
 
-// userInfo is the public view of a user: the info reply and the login
+// Info is the public view of a user: the info reply and the login
 // reply's "user". It never holds a hash.
 type Info struct {
 	Username string   `json:"username"`
@@ -91,7 +92,7 @@ func (u *User) info() Info {
 	return Info{Username: u.Username, Name: u.Name, Email: u.Email, Groups: groups, Admin: u.Admin}
 }
 
-// checkProfile returns why the --name, --email and --group values cannot be
+// CheckProfile returns why the --name, --email and --group values cannot be
 // set, naming the flag, or nil.
 func CheckProfile(name, email string, groups []string) error {
 	if err := checkText(name, maxNameLen, false); err != nil {
@@ -115,7 +116,7 @@ func CheckProfile(name, email string, groups []string) error {
 	return nil
 }
 
-// checkUsername returns why name cannot be a stored username, or nil:
+// CheckUsername returns why name cannot be a stored username, or nil:
 // stored names are in NFKC form and follow Django's rule (usernames.go).
 func CheckUsername(name string) error {
 	if !isNFKC(name) {
@@ -127,9 +128,9 @@ func CheckUsername(name string) error {
 	return nil
 }
 
-// checkNewPassword returns why password cannot be hashed at all, or nil:
+// CheckNewPassword returns why password cannot be hashed at all, or nil:
 // what even the hash command refuses. Setting a user's password also
-// takes the password policy (passwordpolicy.go).
+// takes the password policy (password.Policy).
 func CheckNewPassword(password string) error {
 	switch {
 	case password == "":
@@ -148,14 +149,14 @@ func passwordStamp(hash string) uint64 {
 	return binary.BigEndian.Uint64(sum[:8])
 }
 
-// parseUsers decodes and validates a users file. Its errors name the entry
+// Parse decodes and validates a users file. Its errors name the entry
 // and the field at fault.
 func Parse(data []byte) ([]User, error) {
 	return decodeUsers(bytes.NewReader(data))
 }
 
 // decodeUsers reads and validates a users file from r in one pass
-// (usersparse.go), falling back to parseUsersStrict where only it can say
+// (parse.go), falling back to parseUsersStrict where only it can say
 // exactly what is wrong.
 func decodeUsers(r io.ReadSeeker) ([]User, error) {
 	users := []User{}
@@ -313,7 +314,7 @@ func checkFieldNames(obj []byte, names ...string) error {
 	return nil
 }
 
-// readUsersFile reads and validates the users file at path.
+// ReadFile reads and validates the users file at path.
 func ReadFile(path string) ([]User, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -327,7 +328,7 @@ func ReadFile(path string) ([]User, error) {
 	return users, nil
 }
 
-// writeUsersFile replaces the users file at path atomically: a temporary
+// WriteFile replaces the users file at path atomically: a temporary
 // file in the same directory, fsync, mode 0600, rename, fsync of the directory.
 // The new file keeps the owner and group of the one it replaces: root's CLI
 // must not take the server's users file away from it. When that cannot be
@@ -428,7 +429,7 @@ func keepOwner(f *os.File, path string) error {
 // errNoUsersFile: an edit of a users file that does not exist.
 var errNoUsersFile = errors.New("users file does not exist")
 
-// editUsers runs edit on the users in the file at path and writes the result
+// EditFile runs edit on the users in the file at path and writes the result
 // back, holding an exclusive lock on path+".lock" throughout, so concurrent
 // edits by several processes never lose an entry. A missing file counts as
 // empty when create is set, and is errNoUsersFile otherwise. When edit
@@ -442,7 +443,7 @@ func EditFile(path string, create bool, edit func(users []User) ([]User, error))
 	return editUsersLocked(path, create, edit)
 }
 
-// editUsersLocked is editUsers with the lock held.
+// editUsersLocked is EditFile with the lock held.
 func editUsersLocked(path string, create bool, edit func(users []User) ([]User, error)) error {
 	users, err := ReadFile(path)
 	switch {
@@ -491,7 +492,7 @@ func lockUsersFile(path string) (unlock func(), err error) {
 	return unlock, nil
 }
 
-// removeStaleTemps removes the temporary files writeUsersFile left beside
+// removeStaleTemps removes the temporary files WriteFile left beside
 // the users file at path when it was killed. Its caller holds the lock, so
 // no writer of this file is making one; other files' are left alone.
 func removeStaleTemps(path string) {

@@ -1,7 +1,6 @@
 package users
 
 import (
-	"authsvc/internal/password"
 	"bytes"
 	"context"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"authsvc/internal/password"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -623,7 +624,7 @@ func FuzzParseUsers(f *testing.F) {
 	})
 }
 
-// newDirUserForTest is newDirUser(u), which must not fail.
+// newDirUserForTest is NewAccount(u), which must not fail.
 func newDirUserForTest(t *testing.T, u User) *Account {
 	t.Helper()
 	du, err := NewAccount(&u)

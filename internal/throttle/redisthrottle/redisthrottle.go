@@ -1,13 +1,14 @@
 package redisthrottle
 
 import (
-	"authsvc/internal/throttle"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
+
+	"authsvc/internal/throttle"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -34,9 +35,9 @@ const throttleKeyMargin = time.Minute
 // bounded, well inside API.md's 503-within-5-s.
 const redisThrottleTimeout = 2 * time.Second
 
-// redisThrottle is the loginThrottle kept in Redis, shared by every server
+// Throttle is the Throttle kept in Redis, shared by every server
 // pointed at the same Redis and prefix: the rules are throttle's (see
-// throttle.go), and N servers allow as many guesses as one, attempts sent at
+// package throttle), and N servers allow as many guesses as one, attempts sent at
 // once included, since each call is one script that Redis runs alone.
 //
 // It differs from the memory throttle in three ways. Times count to the
@@ -47,7 +48,7 @@ const redisThrottleTimeout = 2 * time.Second
 // keys but their expiry (MaxEntries is not used). And where the memory
 // throttle cannot fail, a Redis that does not answer within
 // redisThrottleTimeout makes a call fail with an error wrapping
-// errThrottleUnavailable: the login fails closed.
+// ErrUnavailable: the login fails closed.
 type Throttle struct {
 	client *redis.Client
 	prefix string // prefix + "th:"
@@ -57,7 +58,7 @@ type Throttle struct {
 
 var _ throttle.Throttle = (*Throttle)(nil)
 
-// newRedisThrottle returns a throttle with cfg's limits (unset ones at their
+// New returns a throttle with cfg's limits (unset ones at their
 // defaults) keeping its counters in client's Redis under prefix + "th:".
 func New(client *redis.Client, prefix string, cfg throttle.Config) *Throttle {
 	cfg = cfg.WithDefaults()
@@ -113,7 +114,7 @@ func (r *Throttle) run(ctx context.Context, op string, script *redis.Script, key
 	return n, nil
 }
 
-// reserve is throttle.reserve, in Redis.
+// Reserve is throttle.reserve, in Redis.
 func (r *Throttle) Reserve(ctx context.Context, username, addr string, now time.Time) (time.Duration, bool, error) {
 	wait, err := r.run(ctx, "throttle reserve", throttleReserveScript, r.keys(username, addr), r.args(now))
 	if err != nil {
@@ -125,19 +126,19 @@ func (r *Throttle) Reserve(ctx context.Context, username, addr string, now time.
 	return 0, true, nil
 }
 
-// failure is throttle.failure, in Redis.
+// Failure is throttle.failure, in Redis.
 func (r *Throttle) Failure(ctx context.Context, username, addr string, now time.Time) error {
 	_, err := r.run(ctx, "throttle failure", throttleFailureScript, r.keys(username, addr), r.args(now))
 	return err
 }
 
-// success is throttle.success, in Redis.
+// Success is throttle.success, in Redis.
 func (r *Throttle) Success(ctx context.Context, username, addr string, now time.Time) error {
 	_, err := r.run(ctx, "throttle success", throttleSuccessScript, r.keys(username, addr)[:2], r.args(now))
 	return err
 }
 
-// release is throttle.release, in Redis.
+// Release is throttle.release, in Redis.
 func (r *Throttle) Release(ctx context.Context, username, addr string) error {
 	_, err := r.run(ctx, "throttle release", throttleReleaseScript, r.keys(username, addr)[:2], r.limits)
 	return err

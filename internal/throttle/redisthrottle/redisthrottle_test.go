@@ -1,10 +1,6 @@
 package redisthrottle
 
 import (
-	"authsvc/internal/testservers"
-	"authsvc/internal/throttle"
-	"authsvc/internal/throttle/throttletest"
-	"authsvc/internal/tokens/redisstore"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,6 +11,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"authsvc/internal/testservers"
+	"authsvc/internal/throttle"
+	"authsvc/internal/throttle/throttletest"
+	"authsvc/internal/tokens/redisstore"
 
 	"github.com/redis/go-redis/v9"
 )

@@ -1,29 +1,30 @@
 package throttletest
 
 import (
-	"authsvc/internal/throttle"
 	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"authsvc/internal/throttle"
 )
 
-// t0 is the time the cases start at.
+// T0 is the time the cases start at.
 var T0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// fastAddrs lifts the per-address rate out of the way of tests about pairs and users.
+// FastAddrs lifts the per-address rate out of the way of tests about pairs and users.
 const FastAddrs, FastBurst = 1e6, 1 << 20
 
-// A throttleDriver calls a loginThrottle at times given from t0 and checks
+// A Driver calls a Throttle at times given from t0 and checks
 // its answers.
 type Driver struct {
 	T        *testing.T
 	Throttle throttle.Throttle
 }
 
-// reserve fails the test unless reserve(username, addr, t0+at) returns
+// Reserve fails the test unless reserve(username, addr, t0+at) returns
 // (wantRetry, wantOK).
 func (d Driver) Reserve(username, addr string, at, wantRetry time.Duration, wantOK bool) {
 	d.T.Helper()
@@ -33,7 +34,7 @@ func (d Driver) Reserve(username, addr string, at, wantRetry time.Duration, want
 	}
 }
 
-// fail records a failure of username from addr at t0+at.
+// Fail records a failure of username from addr at t0+at.
 func (d Driver) Fail(username, addr string, at time.Duration) {
 	d.T.Helper()
 	if err := d.Throttle.Failure(context.Background(), username, addr, T0.Add(at)); err != nil {
@@ -41,7 +42,7 @@ func (d Driver) Fail(username, addr string, at time.Duration) {
 	}
 }
 
-// succeed records a success of username from addr at t0+at.
+// Succeed records a success of username from addr at t0+at.
 func (d Driver) Succeed(username, addr string, at time.Duration) {
 	d.T.Helper()
 	if err := d.Throttle.Success(context.Background(), username, addr, T0.Add(at)); err != nil {
@@ -49,7 +50,7 @@ func (d Driver) Succeed(username, addr string, at time.Duration) {
 	}
 }
 
-// release releases a reservation of username from addr.
+// Release releases a reservation of username from addr.
 func (d Driver) Release(username, addr string) {
 	d.T.Helper()
 	if err := d.Throttle.Release(context.Background(), username, addr); err != nil {
@@ -57,7 +58,7 @@ func (d Driver) Release(username, addr string) {
 	}
 }
 
-// parallel makes n reservations of username, from addr(i), at t0+at, at
+// Parallel makes n reservations of username, from addr(i), at t0+at, at
 // once, and returns how many were admitted.
 func (d Driver) Parallel(n int, username string, addr func(i int) string, at time.Duration) int {
 	var wg sync.WaitGroup
@@ -77,12 +78,12 @@ func (d Driver) Parallel(n int, username string, addr func(i int) string, at tim
 	return int(admitted.Load())
 }
 
-// oneAddr is an addr function for parallel: always 192.0.2.1.
+// OneAddr is an addr function for parallel: always 192.0.2.1.
 func OneAddr(int) string { return "192.0.2.1" }
 
-// testThrottleConformance checks that the throttles newThrottle makes keep
-// throttle's rules (see throttle.go) with its Retry-After values: every
-// implementation of loginThrottle runs these cases unchanged.
+// Run checks that the throttles newThrottle makes keep
+// throttle's rules (see the throttle package) with its Retry-After values: every
+// implementation of Throttle runs these cases unchanged.
 func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) throttle.Throttle) {
 	const alice, home, attacker = "alice", "192.0.2.1", "203.0.113.66"
 	const w = 15 * time.Minute

@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"authsvc/internal/tokens"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"authsvc/internal/tokens"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -35,7 +36,7 @@ const (
 	redisIOTimeout   = 500 * time.Millisecond
 )
 
-// redisStore is the Store kept in Redis, shared by every server pointed at
+// Store is the Store kept in Redis, shared by every server pointed at
 // the same Redis and prefix.
 type Store struct {
 	client *redis.Client
@@ -118,7 +119,7 @@ var lookupWaiters = sync.Pool{New: func() any {
 
 var _ tokens.Store = (*Store)(nil)
 
-// dialRedis returns a client of the Redis at rawURL (redis:// or, for TLS,
+// Dial returns a client of the Redis at rawURL (redis:// or, for TLS,
 // rediss://), with the timeouts a login can afford. It does not connect:
 // the first call does. Timeouts given in the URL (dial_timeout=,
 // read_timeout=, ...) win. Its errors never quote the URL's password.
@@ -158,8 +159,8 @@ func Dial(rawURL string) (*redis.Client, error) {
 	return redis.NewClient(opt), nil
 }
 
-// newRedisStore returns a store on client's Redis (see dialRedis), with
-// keys under prefix ("" means defaultRedisPrefix); Ping tells whether Redis
+// New returns a store on client's Redis (see Dial), with
+// keys under prefix ("" means DefaultPrefix); Ping tells whether Redis
 // answers. Its Close stops the store's loops and leaves client open: the
 // login throttle may share it.
 func New(client *redis.Client, prefix string) *Store {
@@ -277,7 +278,7 @@ func (s *Store) userKey(username string) string {
 	return s.prefix + "u:" + username
 }
 
-// unavailable wraps err from Redis so that errors.Is(err, errStoreUnavailable)
+// unavailable wraps err from Redis so that errors.Is(err, ErrUnavailable)
 // holds and the caller's context error stays visible. Only digests ever reach
 // Redis, so err cannot hold a token.
 func unavailable(op string, err error) error {
@@ -460,8 +461,8 @@ func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session,
 // Lookup also by now, so the earlier of the two wins. A session its user's
 // index no longer lists is not found (see lookupScript).
 //
-// A stored value that does not parse is an error wrapping errStoreUnavailable,
-// not errTokenNotFound: the store is broken, and a 401 would tell the client
+// A stored value that does not parse is an error wrapping ErrUnavailable,
+// not ErrNotFound: the store is broken, and a 401 would tell the client
 // to log in again rather than report the fault.
 func (s *Store) Lookup(ctx context.Context, d tokens.Digest, now time.Time) (tokens.Session, error) {
 	ans := s.lookup(ctx, s.tokenKey(d))
@@ -772,7 +773,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the store's loops; the client stays open (newRedisStore).
+// Close stops the store's loops; the client stays open (New).
 func (s *Store) Close() error {
 	close(s.stop)
 	s.loops.Wait()

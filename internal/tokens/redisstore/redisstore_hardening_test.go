@@ -1,9 +1,6 @@
 package redisstore
 
 import (
-	"authsvc/internal/testservers"
-	"authsvc/internal/tokens"
-	"authsvc/internal/tokens/storetest"
 	"context"
 	"errors"
 	"strconv"
@@ -11,6 +8,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"authsvc/internal/testservers"
+	"authsvc/internal/tokens"
+	"authsvc/internal/tokens/storetest"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -120,7 +121,7 @@ func fillRedisPastMaxmemory(t *testing.T, c *redis.Client) {
 }
 
 // TestRedisStoreIssueAtMaxmemory: a Redis at its memory limit under
-// noeviction refuses new sessions, and Issue says so (errStoreUnavailable)
+// noeviction refuses new sessions, and Issue says so (ErrUnavailable)
 // instead of storing past the limit. Whatever Issue answers, it never
 // reports success for a session Lookup cannot find, nor leaves half of one.
 func TestRedisStoreIssueAtMaxmemory(t *testing.T) {

@@ -1,9 +1,6 @@
 package redisstore
 
 import (
-	"authsvc/internal/testservers"
-	"authsvc/internal/tokens"
-	"authsvc/internal/tokens/storetest"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -14,6 +11,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"authsvc/internal/testservers"
+	"authsvc/internal/tokens"
+	"authsvc/internal/tokens/storetest"
 
 	"github.com/redis/go-redis/v9"
 )

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"authsvc/internal/tokens"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -12,9 +11,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"authsvc/internal/tokens"
 )
 
-// testStoreConformance runs the Store contract (see store.go) against the
+// Run runs the Store contract (see tokens.Store) against the
 // stores that newStore returns, a fresh and empty one per subtest. newStore
 // registers the store's cleanup with t.
 //
@@ -52,14 +53,14 @@ func Run(t *testing.T, newStore func(t *testing.T) tokens.Store) {
 	}
 }
 
-// randomDigest returns a digest no test has issued.
+// RandomDigest returns a digest no test has issued.
 func RandomDigest() tokens.Digest {
 	var d tokens.Digest
 	rand.Read(d[:])
 	return d
 }
 
-// mustIssue issues a fresh session for s and returns its digest.
+// MustIssue issues a fresh session for s and returns its digest.
 func MustIssue(t *testing.T, st tokens.Store, s tokens.Session, limit int, now time.Time) tokens.Digest {
 	t.Helper()
 	_, d := tokens.New()
@@ -69,7 +70,7 @@ func MustIssue(t *testing.T, st tokens.Store, s tokens.Session, limit int, now t
 	return d
 }
 
-// wantFound checks that d stands for want at now.
+// WantFound checks that d stands for want at now.
 func WantFound(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time, want tokens.Session) {
 	t.Helper()
 	got, err := st.Lookup(context.Background(), d, now)
@@ -82,7 +83,7 @@ func WantFound(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time, wa
 	}
 }
 
-// wantNotFound checks that d stands for no session at now.
+// WantNotFound checks that d stands for no session at now.
 func WantNotFound(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time) {
 	t.Helper()
 	got, err := st.Lookup(context.Background(), d, now)
@@ -91,7 +92,7 @@ func WantNotFound(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time)
 	}
 }
 
-// found reports whether d stands for a session at now; other errors fail t.
+// Found reports whether d stands for a session at now; other errors fail t.
 func Found(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time) bool {
 	t.Helper()
 	_, err := st.Lookup(context.Background(), d, now)

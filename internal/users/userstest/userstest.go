@@ -1,22 +1,23 @@
 package userstest
 
 import (
-	"authsvc/internal/password/passwordtest"
-	"authsvc/internal/users"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/users"
 )
 
-// A directoryFactory makes a fresh, empty backing and returns a function
+// A Factory makes a fresh, empty backing and returns a function
 // that opens a Directory on it; each call opens another handle, as another
 // process or instance would.
 type Factory func(t *testing.T) (open func() users.Directory)
 
-// testDirectoryConformance checks the Directory contract (directory.go)
+// Run checks the Directory contract (users.Directory)
 // against one implementation. Every Directory runs it unchanged.
 func Run(t *testing.T, factory Factory) {
 	ctx := context.Background()

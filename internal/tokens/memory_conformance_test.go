@@ -1,11 +1,12 @@
 package tokens_test
 
 import (
-	"authsvc/internal/tokens"
-	"authsvc/internal/tokens/storetest"
 	"context"
 	"testing"
 	"time"
+
+	"authsvc/internal/tokens"
+	"authsvc/internal/tokens/storetest"
 )
 
 func TestMemoryStore(t *testing.T) {

@@ -1,12 +1,13 @@
 package users_test
 
 import (
-	"authsvc/internal/users"
-	"authsvc/internal/users/userstest"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"testing"
+
+	"authsvc/internal/users"
+	"authsvc/internal/users/userstest"
 )
 
 func TestFileDirectoryConformance(t *testing.T) {

@@ -41,9 +41,9 @@ const (
 	// DefaultBcryptCost is the cost of new bcrypt hashes unless --cost
 	// says otherwise: about 230 ms a check here (FACTS.md).
 	DefaultBcryptCost = 12
-	// maxBcryptCost: cost 12 takes about 230 ms here and each step doubles, so 16 is about 3.7 s a check (FACTS.md).
+	// MaxBcryptCost: cost 12 takes about 230 ms here and each step doubles, so 16 is about 3.7 s a check (FACTS.md).
 	MaxBcryptCost = 16
-	// bcryptKeyBytes is how much of a password bcrypt reads; the rest is ignored.
+	// BcryptKeyBytes is how much of a password bcrypt reads; the rest is ignored.
 	BcryptKeyBytes = 72
 
 	// 256 MiB: 2.5 times Django's 100 MiB default, already more than a
@@ -60,7 +60,7 @@ const (
 	maxArgon2KeyLen = 64
 
 	// Django has never used fewer than 10,000 iterations; 10 million is
-	// about as slow as bcrypt at maxBcryptCost.
+	// about as slow as bcrypt at MaxBcryptCost.
 	minPBKDF2Iterations = 1000
 	maxPBKDF2Iterations = 10_000_000
 	// Django's salts are 12 to 22 characters, and its password column
@@ -86,7 +86,7 @@ var bcryptEncoding = base64.NewEncoding("./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijk
 // argon2 reference decoder that argon2-cffi (so Django) uses, no stray bits.
 var argon2Encoding = base64.RawStdEncoding.Strict()
 
-// A passwordHash is a parsed, validated password hash: its scheme, its
+// A Hash is a parsed, validated password hash: its scheme, its
 // parameters, its salt and its digest. It is never changed once parsed, so
 // it may be shared between goroutines.
 type Hash struct {
@@ -109,7 +109,7 @@ type Hash struct {
 	salt, digest []byte
 }
 
-// parsePasswordHash parses and validates a stored password hash. Its errors
+// ParseHash parses and validates a stored password hash. Its errors
 // name the problem and at most the scheme, never the hash: a plain-text
 // password mistakenly stored as a hash must not reach a log.
 func ParseHash(s string) (*Hash, error) {
@@ -384,23 +384,23 @@ func unsupportedHash(s string) error {
 	return errors.New("not a supported password hash (bcrypt, argon2id, or Django's pbkdf2_sha256, argon2, bcrypt_sha256, bcrypt)")
 }
 
-// scheme returns the hash's scheme: one of "bcrypt", "argon2id",
+// Scheme returns the hash's scheme: one of "bcrypt", "argon2id",
 // "pbkdf2_sha256", "django_argon2", "bcrypt_sha256", "django_bcrypt",
 // "unusable".
 func (h *Hash) Scheme() string { return h.kind }
 
-// unusableHash returns a hash no password matches.
+// Unusable returns a hash no password matches.
 func Unusable() *Hash { return &Hash{kind: SchemeUnusable} }
 
-// shape names h's scheme and parameters, what decides how long a check takes.
+// Shape names h's scheme and parameters, what decides how long a check takes.
 func (h *Hash) Shape() string {
 	return fmt.Sprintf("%s cost=%d m=%d t=%d p=%d i=%d", h.kind, h.Cost, h.MemoryKiB, h.Time, h.Threads, h.Iterations)
 }
 
-// usable reports whether any password can match the hash.
+// Usable reports whether any password can match the hash.
 func (h *Hash) Usable() bool { return h.kind != SchemeUnusable }
 
-// verify reports whether password matches the hash, as the hash's origin
+// Verify reports whether password matches the hash, as the hash's origin
 // would decide it. Digests are compared in constant time; what is not
 // constant is the time a scheme takes, which the caller pads (work).
 func (h *Hash) Verify(password []byte) bool {
@@ -452,7 +452,7 @@ const (
 	pbkdf2SecondsPerIteration = 0.21e-6
 )
 
-// work estimates how many seconds verify takes, so that the slowest hash in
+// Work estimates how many seconds verify takes, so that the slowest hash in
 // a directory can be found and a failed login made as slow as it. bcrypt
 // doubles with each cost step; argon2 grows with memory × passes, its lanes
 // running in parallel on up to GOMAXPROCS cores (Django's p=8 runs about
@@ -471,7 +471,7 @@ func (h *Hash) Work() float64 {
 	return 0
 }
 
-// A hashPolicy says how new hashes are made (API.md, Passwords): argon2id
+// A HashPolicy says how new hashes are made (API.md, Passwords): argon2id
 // with its memory, time and threads, or bcrypt at a cost.
 type HashPolicy struct {
 	Scheme         string // "argon2id" or "bcrypt"
@@ -481,14 +481,14 @@ type HashPolicy struct {
 	ArgonThreads   uint8
 }
 
-// defaultHashPolicy is argon2id at OWASP's minimum, m=19 MiB, t=2, p=1
+// DefaultHashPolicy is argon2id at OWASP's minimum, m=19 MiB, t=2, p=1
 // (about 27 ms here, FACTS.md), with bcrypt's cost at API.md's default 12
 // for when the scheme is switched to bcrypt.
 func DefaultHashPolicy() HashPolicy {
 	return HashPolicy{Scheme: SchemeArgon2id, BcryptCost: DefaultBcryptCost, ArgonMemoryKiB: 19 << 10, ArgonTime: 2, ArgonThreads: 1}
 }
 
-// hash returns a new hash of password under the policy. Under bcrypt a
+// Hash returns a new hash of password under the policy. Under bcrypt a
 // password over 72 bytes is refused: bcrypt would ignore the rest. The
 // parameters are held only to the parser's bounds, so that what hash makes
 // always loads; API.md's floor (OWASP's m=19 MiB, t=2, p=1) is for the
@@ -522,7 +522,7 @@ func formatArgon2id(m, t uint32, p uint8, salt, sum []byte) string {
 		argon2Encoding.EncodeToString(salt), argon2Encoding.EncodeToString(sum))
 }
 
-// needsRehash reports whether h should be replaced by a hash under the
+// NeedsRehash reports whether h should be replaced by a hash under the
 // policy after a successful login: any other scheme (every Django form
 // among them), or the policy's scheme with any parameter different, weaker
 // or stronger, as Django's must_update decides. For argon2id the salt and
@@ -541,7 +541,7 @@ func (p HashPolicy) NeedsRehash(h *Hash) bool {
 	return true
 }
 
-// dummy returns a hash of a random secret under the policy: what an unknown
+// Dummy returns a hash of a random secret under the policy: what an unknown
 // user's login is checked against when no stored hash is slower.
 func (p HashPolicy) Dummy() (*Hash, error) {
 	s, err := p.Hash(randomSecret())
@@ -551,11 +551,11 @@ func (p HashPolicy) Dummy() (*Hash, error) {
 	return ParseHash(s)
 }
 
-// dummyLike returns a hash of a random secret with exactly h's scheme and
+// DummyLike returns a hash of a random secret with exactly h's scheme and
 // parameters (and salt and digest lengths), so that checking a password
 // against it takes as long as against h: unknown users are checked against a
 // copy of the slowest hash in the directory. An unusable hash has no cost to
-// copy; for it dummyLike returns defaultHashPolicy's dummy, and a caller with
+// copy; for it DummyLike returns DefaultHashPolicy's dummy, and a caller with
 // another policy should use that policy's dummy instead.
 func DummyLike(h *Hash) (*Hash, error) {
 	secret := randomSecret()

@@ -1,7 +1,6 @@
 package users
 
 import (
-	"authsvc/internal/tick"
 	"context"
 	"errors"
 	"fmt"
@@ -11,11 +10,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"authsvc/internal/tick"
 )
 
-// A fileDirectory is the Directory kept in a JSON users file (users.go has
+// A FileDirectory is the Directory kept in a JSON users file (users.go has
 // the format): Lookup answers from an index of the file as last loaded, and
-// writes go through editUsers, under the file's lock.
+// writes go through EditFile, under the file's lock.
 type FileDirectory struct {
 	path string
 	log  *slog.Logger
@@ -29,13 +30,13 @@ type FileDirectory struct {
 
 var _ Directory = (*FileDirectory)(nil)
 
-// newFileDirectory returns the directory in the users file at path, not
+// NewFile returns the directory in the users file at path, not
 // yet loaded: the CLI writes through it without reading every user first.
 func NewFile(path string, log *slog.Logger) *FileDirectory {
 	return &FileDirectory{path: path, log: log}
 }
 
-// openFileDirectory loads the users file at path; an error stops start-up.
+// OpenFile loads the users file at path; an error stops start-up.
 func OpenFile(path string, log *slog.Logger) (*FileDirectory, error) {
 	s := NewFile(path, log)
 	if err := s.Reload(context.Background()); err != nil {

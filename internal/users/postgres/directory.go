@@ -1,9 +1,6 @@
 package postgres
 
 import (
-	"authsvc/internal/lru"
-	"authsvc/internal/password"
-	"authsvc/internal/users"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +14,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"authsvc/internal/lru"
+	"authsvc/internal/password"
+	"authsvc/internal/users"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -42,7 +43,7 @@ const (
 	pgMigrationLock = 0x61757468737663
 )
 
-// A pgDirectory is the Directory in a PostgreSQL database that every
+// A Directory is the Directory in a PostgreSQL database that every
 // instance of a fleet shares (API.md, Users). Lookup answers from a bounded
 // cache of the users looked up, filled on a miss; every write bumps one
 // generation counter, logs the names it changed under it, and notifies
@@ -50,7 +51,7 @@ const (
 // exactly whose entries to drop and whose tokens died, whether or not a
 // notification got through.
 //
-// Tables (created and migrated by openPGDirectory, pgMigrations):
+// Tables (created and migrated by Open, pgMigrations):
 // authsvc_schema (version), authsvc_users (one row a user),
 // authsvc_users_state (the generation and the number of users, one row:
 // its lock serializes writers), authsvc_user_changes (generation, username;
@@ -120,7 +121,7 @@ var pgMigrations = []string{
 	);`,
 }
 
-// openPGDirectory opens the users database at rawURL (postgres:// or
+// Open opens the users database at rawURL (postgres:// or
 // postgresql://, its parameters passed to the driver as given), creating or
 // migrating its tables, with a cache of at most cacheSize users. No error
 // quotes the URL's password.
@@ -280,7 +281,7 @@ func keep(err error) error { return keptError{err} }
 // fail turns err from the database during op into what callers see: the
 // caller's own error as it is; a refusal by the server (a constraint, a
 // permission) as an error; anything else, the database out of reach, as
-// errDirectoryUnavailable, which makes look-ups fail fast for a while.
+// ErrUnavailable, which makes look-ups fail fast for a while.
 // Either way the message cannot quote the URL's password.
 func (d *Directory) fail(ctx context.Context, op string, err error) error {
 	var kept keptError
@@ -327,7 +328,7 @@ func unavailableNow() error {
 // Lookup answers from the cache while the database has answered within
 // pgTrustCache, and from the database otherwise; a user the database does
 // not have is cached as absent until a change names them. When the
-// database cannot be reached the error wraps errDirectoryUnavailable.
+// database cannot be reached the error wraps ErrUnavailable.
 func (d *Directory) Lookup(ctx context.Context, username string) (*users.Account, error) {
 	if users.CheckUsername(username) != nil {
 		return nil, users.ErrNotFound // no write stores such a name: spare the database and the cache
@@ -803,7 +804,7 @@ func slicesCompactNames(names []string) []string {
 // known), is as the database has them now (nil: deleted). Not knowing the
 // user before, it is conservative: a disabled user loses every token, and
 // one with a cut-off every token before it (those are dead already for
-// sessionUser; removing them does no harm).
+// SessionUser; removing them does no harm).
 func cutChange(name string, was *users.Account, is *users.User, now time.Time, cut func(string, time.Time)) {
 	switch {
 	case is == nil:

@@ -14,7 +14,7 @@ import (
 
 // TestEditCopiesEntriesVerbatim: an edit copies the entries it does not
 // touch byte for byte, whatever their layout, and writes the one it
-// touches as writeUsersFile would.
+// touches as WriteFile would.
 func TestEditCopiesEntriesVerbatim(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "users.json")
 	alice := `{"username":"alice",  "password_hash": "` + testHash + `", "\u0061dmin": true, "name": "A\u003cB"}`
@@ -47,8 +47,8 @@ func TestEditCopiesEntriesVerbatim(t *testing.T) {
 	}
 }
 
-// TestEditLayoutUnchanged: editing a file writeUsersFile wrote gives the
-// file writeUsersFile would write for the result.
+// TestEditLayoutUnchanged: editing a file WriteFile wrote gives the
+// file WriteFile would write for the result.
 func TestEditLayoutUnchanged(t *testing.T) {
 	dir := t.TempDir()
 	path := writeManyUsers(t, dir, 30, nil)

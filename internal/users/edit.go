@@ -1,13 +1,14 @@
 package users
 
 import (
-	"authsvc/internal/password"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
 	"os"
+
+	"authsvc/internal/password"
 )
 
 // Streaming edits of the users file. An edit must replace the file
@@ -29,7 +30,7 @@ type streamEdit struct {
 }
 
 // editUsersStream makes the edit ed in the users file at path with
-// editUsers' guarantees: under the file's lock, nothing written unless the
+// EditFile' guarantees: under the file's lock, nothing written unless the
 // whole file is valid and the edit succeeds, the file replaced atomically
 // and kept its owner's. A missing file counts as empty when create is set.
 func editUsersStream(path string, create bool, ed streamEdit) error {
@@ -78,7 +79,7 @@ func (ed streamEdit) apply(users []User) ([]User, error) {
 }
 
 // copyUsersFile writes the file at path, edited, to a temporary file and
-// renames it over path. Its errors are those of readUsersFile and the edit,
+// renames it over path. Its errors are those of ReadFile and the edit,
 // or errStrict.
 func copyUsersFile(path string, ed streamEdit) error {
 	f, err := os.Open(path)
@@ -99,7 +100,7 @@ func copyUsersFile(path string, ed streamEdit) error {
 	var editErr error // once the edit fails the rest is validated, not written: a bad file's error comes first, as in editUsers
 	hashes := newHashChecker()
 	err = scanUsersKeep(f, true, func(i int, e *rawEntry, orig []byte) error {
-		// readUsersFile's checks: the username, unique, the hash.
+		// ReadFile's checks: the username, unique, the hash.
 		if err := CheckUsername(string(e.username)); err != nil {
 			return fmt.Errorf("users[%d]: %w", i, err)
 		}
@@ -218,7 +219,7 @@ func (c *hashChecker) wait() error {
 	return c.err
 }
 
-// A usersWriter writes a users file entry by entry as writeUsersFile lays
+// A usersWriter writes a users file entry by entry as WriteFile lays
 // it out (json.MarshalIndent, two spaces). Its writes to the file run in a
 // goroutine of their own, beside the reading: the copy of a large file
 // spends as long in write(2) as in parsing.

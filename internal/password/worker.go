@@ -7,12 +7,12 @@ import (
 	"io"
 )
 
-// hashWorkerCommand is the hidden subcommand the hasher pool starts its
-// worker processes with (hasherpool.go): "authsvc hash-worker" checks the
+// WorkerCommand is the hidden subcommand the hasher pool starts its
+// worker processes with (pool.go): "authsvc hash-worker" checks the
 // passwords framed on its stdin and answers one byte each on stdout.
 const WorkerCommand = "hash-worker"
 
-// Bounds on a job frame: a password is at most maxPasswordLen bytes (the
+// Bounds on a job frame: a password is at most MaxLen bytes (the
 // login body's rule) and a hash's salt or digest far less than a KiB.
 const (
 	maxJobField = 4 << 10
@@ -77,7 +77,7 @@ func decodeHashJob(body []byte) (*Hash, []byte, error) {
 	return h, password, nil
 }
 
-// checkBounds returns why h's parameters are outside what parsePasswordHash
+// checkBounds returns why h's parameters are outside what ParseHash
 // accepts for its scheme, or nil.
 func (h *Hash) checkBounds() error {
 	switch h.kind {
@@ -134,7 +134,7 @@ func (d *jobDecoder) field() []byte {
 	return f
 }
 
-// runHashWorker is the hash-worker command: it checks each job framed on
+// RunWorker is the hash-worker command: it checks each job framed on
 // stdin and writes its answer to stdout, until stdin ends (the server has
 // closed the pipe or died). A malformed frame ends it with an error that
 // quotes nothing; the server then checks in its own process.

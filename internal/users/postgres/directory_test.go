@@ -1,11 +1,6 @@
 package postgres
 
 import (
-	"authsvc/internal/password"
-	"authsvc/internal/password/passwordtest"
-	"authsvc/internal/testservers"
-	"authsvc/internal/users"
-	"authsvc/internal/users/userstest"
 	"bytes"
 	"context"
 	"errors"
@@ -22,10 +17,16 @@ import (
 	"testing"
 	"time"
 
+	"authsvc/internal/password"
+	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/testservers"
+	"authsvc/internal/users"
+	"authsvc/internal/users/userstest"
+
 	"github.com/jackc/pgx/v5"
 )
 
-// openPG opens a pgDirectory on url for the rest of the test.
+// openPG opens a Directory on url for the rest of the test.
 func openPG(t testing.TB, url string, cacheSize int) *Directory {
 	t.Helper()
 	d, err := Open(context.Background(), url, cacheSize, slog.New(slog.DiscardHandler))
@@ -71,7 +72,7 @@ func TestPGDirectoryConformance(t *testing.T) {
 	})
 }
 
-// cuts records watchHooks.cut's calls.
+// cuts records WatchHooks.cut's calls.
 type cuts struct {
 	mu   sync.Mutex // guards seen
 	seen map[string]time.Time
@@ -273,7 +274,7 @@ func TestPGDirectoryHUPDropsCache(t *testing.T) {
 
 // TestPGDirectoryFailsClosed: with PostgreSQL stopped, Lookup answers from
 // the cache for at most 5 s after the last contact, then fails with
-// errDirectoryUnavailable; writes fail at once; when PostgreSQL is back,
+// ErrUnavailable; writes fail at once; when PostgreSQL is back,
 // the same directory answers again within 5 s. No error and no log line
 // quotes the URL's password.
 func TestPGDirectoryFailsClosed(t *testing.T) {

@@ -1,13 +1,14 @@
 package users
 
 import (
-	"authsvc/internal/password"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"authsvc/internal/password"
 )
 
 // A djangoRecord is one record of `manage.py dumpdata`'s JSON output.
@@ -30,14 +31,14 @@ type djangoUser struct {
 	Groups      json.RawMessage `json:"groups"`
 }
 
-// djangoSkip is a record the importer leaves out, and why.
+// DjangoSkip is a record the importer leaves out, and why.
 type DjangoSkip struct {
 	at, reason string
 }
 
 func (s DjangoSkip) String() string { return s.at + ": " + s.reason }
 
-// parseDjangoDump maps the auth.user records of a dumpdata JSON array to
+// ParseDjangoDump maps the auth.user records of a dumpdata JSON array to
 // users (API.md "Users"): username (NFKC), password hash as is, name from
 // first and last name, email, disabled when not active or the password is
 // unusable, admin when staff or superuser, groups by name. Groups may be

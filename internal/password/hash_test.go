@@ -532,7 +532,7 @@ func FuzzParsePasswordHash(f *testing.F) {
 		if e, ok := phEncode(h); ok && e != s {
 			t.Fatalf("%q loads, but is written %q", s, e)
 		}
-		// At most bcrypt at maxBcryptCost (3.7 s), or argon2 at its
+		// At most bcrypt at MaxBcryptCost (3.7 s), or argon2 at its
 		// maxima on one lane (3.4 s).
 		if w := h.Work(); !(w >= 0 && w <= 4) {
 			t.Fatalf("%q: work %v", s, w)

@@ -1,13 +1,14 @@
 package users
 
 import (
-	"authsvc/internal/password/passwordtest"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"authsvc/internal/password/passwordtest"
 )
 
 // TestFileDirectoryRewrittenWhileRead: a file rewritten in place while a

@@ -1,14 +1,15 @@
 package httpapi
 
 import (
-	"authsvc/internal/password"
-	"authsvc/internal/users"
 	"log/slog"
 	"net/http"
 	"time"
+
+	"authsvc/internal/password"
+	"authsvc/internal/users"
 )
 
-// passwordRequest is the body of POST /api/auth/password/.
+// PasswordRequest is the body of POST /api/auth/password/.
 type PasswordRequest struct {
 	CurrentPassword string `json:"current_password"`
 	NewPassword     string `json:"new_password"`
@@ -35,7 +36,7 @@ func decodePasswordChange(body []byte) (PasswordRequest, error) {
 	return req, nil
 }
 
-// A passwordSetter makes the hash of a new password: the policy that
+// A PasswordSetter makes the hash of a new password: the policy that
 // decides whether it may be set, and the hash policy that hashes it.
 type PasswordSetter struct {
 	Policy password.Policy
@@ -70,20 +71,10 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter P
 		attempt.event = "password change"
 		u, err := attempt.verify(req.CurrentPassword)
 		// The policy (400 weak_password), then the new hash, written under the lock.
-		var reply LoginReply
 		if err == nil {
 			u, err = changePassword(r, tc, setter, u, req.NewPassword)
 		}
-		if err == nil {
-			reply, err = issueToken(r.Context(), tc.store, tc.policy, tc.metrics, u, tc.now(), attempt.client, r.UserAgent())
-		}
-		attempt.audit(err)
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		w.Header().Set("Cache-Control", "no-store")
-		encode(w, http.StatusOK, reply)
+		attempt.grant(log, tc, u, err)
 	})
 }
 

@@ -9,9 +9,9 @@ import (
 	"sync"
 )
 
-// A hasherPool runs password checks (bcrypt, argon2id, PBKDF2) in worker
+// A Pool runs password checks (bcrypt, argon2id, PBKDF2) in worker
 // processes at the lowest CPU priority ("authsvc hash-worker",
-// hashworker.go), one per worker. Under a login flood the kernel then gives
+// worker.go), one per worker. Under a login flood the kernel then gives
 // the CPU to token checks first, while on an idle machine hashing still
 // gets all of it. Threads of this process would not do: argon2 runs its
 // lanes on goroutines of their own, which the runtime schedules on normal
@@ -37,7 +37,7 @@ type verifyJob struct {
 	done     chan bool
 }
 
-// newHasherPool starts workers checkers (at least one), each with a worker
+// NewPool starts workers checkers (at least one), each with a worker
 // process of exe started on its first job.
 func NewPool(workers int, exe string, log *slog.Logger) *Pool {
 	p := &Pool{jobs: make(chan verifyJob), stop: make(chan struct{}), exe: exe, log: log, procs: map[*hashProc]bool{}}
@@ -117,7 +117,7 @@ func (p *Pool) drop(proc *hashProc) {
 	proc.kill()
 }
 
-// verify reports whether password matches hash, checked by a worker; a nil
+// Verify reports whether password matches hash, checked by a worker; a nil
 // pool checks on the caller's goroutine. Once the pool is closed it reports
 // false without waiting for a worker.
 func (p *Pool) Verify(hash *Hash, password []byte) bool {

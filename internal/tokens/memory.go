@@ -13,7 +13,7 @@ import (
 // sweep and concurrent logins never hold one lock across the whole store.
 const memShards = 64
 
-// memoryStore is the in-process Store: sessions live and die with the
+// MemoryStore is the in-process Store: sessions live and die with the
 // process. Its sessions hold no pointers (memRecord), so the garbage
 // collector never scans them: with a million sessions as pointers, each
 // collection marked for 300–800 ms while /info ran, and its p99 doubled.
@@ -34,7 +34,7 @@ type memShard struct {
 }
 
 // memRecord is a session without pointers: its strings are handles into
-// memoryStore.strings, its times Unix nanoseconds (expiry 0 for never).
+// MemoryStore.strings, its times Unix nanoseconds (expiry 0 for never).
 type memRecord struct {
 	expiresAt int64
 	issuedAt  int64

@@ -1,7 +1,6 @@
 package users
 
 import (
-	"authsvc/internal/password"
 	"bytes"
 	"fmt"
 	"log/slog"
@@ -10,6 +9,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"testing"
+
+	"authsvc/internal/password"
 )
 
 // benchUsersFile returns a users file for the load benchmarks: the one

@@ -33,7 +33,7 @@ func writeManyUsers(t testing.TB, dir string, n int, change func(*User)) string 
 	return path
 }
 
-// TestReloadKeepsUnchangedUsers: a reload keeps the dirUser of every entry
+// TestReloadKeepsUnchangedUsers: a reload keeps the Account of every entry
 // that did not change, and makes a new one for every entry that did.
 func TestReloadKeepsUnchangedUsers(t *testing.T) {
 	dir := t.TempDir()
@@ -185,7 +185,7 @@ func TestReloadRefusedKeepsIndex(t *testing.T) {
 	}
 }
 
-// TestDirUserSize: a server holds a dirUser per user; 112 bytes is the
+// TestDirUserSize: a server holds a Account per user; 112 bytes is the
 // allocation size class it fits (the next is 128).
 func TestDirUserSize(t *testing.T) {
 	if got := unsafe.Sizeof(Account{}); got > 112 {

@@ -31,20 +31,20 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// maxPasswordLen is API.md's longest password, in bytes: longer ones are
+// MaxLen is API.md's longest password, in bytes: longer ones are
 // refused before any hash sees them.
 const MaxLen = 1024
 
-// defaultPasswordMinLength is --password-min-length's default, in code
+// DefaultMinLength is --password-min-length's default, in code
 // points.
 const DefaultMinLength = 12
 
-// A passwordPolicy decides whether a password may be set.
+// A Policy decides whether a password may be set.
 type Policy struct {
 	MinLength int // code points; below 1 counts as 1, so "" is never allowed
 }
 
-// A weakPasswordError is a password the policy refused: a one-line reason
+// A WeakError is a password the policy refused: a one-line reason
 // naming the rule, for the CLI's message and the weak_password reply. It
 // never quotes the password.
 type WeakError struct{ Reason string }
@@ -55,8 +55,8 @@ func weakPassword(format string, args ...any) error {
 	return &WeakError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// check returns nil if password may be set for username, or a
-// *weakPasswordError naming the first rule it breaks.
+// Check returns nil if password may be set for username, or a
+// *WeakError naming the first rule it breaks.
 func (p Policy) Check(username, password string) error {
 	// Validity first: a code point count of bytes that are not UTF-8 means
 	// nothing, and such bytes could not round-trip through the JSON API.

@@ -1,16 +1,17 @@
 package users
 
 import (
-	"authsvc/internal/password"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"authsvc/internal/password"
 )
 
 // An indexBuilder builds a userIndex entry by entry, as the users file is
 // read. A user whose entry is the same as in the index it replaces keeps
-// its dirUser, its name already checked and its hash already parsed: a
+// its Account, its name already checked and its hash already parsed: a
 // reload of a large file allocates little beyond its new map.
 type indexBuilder struct {
 	x          *userIndex
@@ -138,7 +139,7 @@ func (u *Account) is(e *rawEntry, groups []string) bool {
 		len(u.public.Groups) == len(groups) && (len(groups) == 0 || &u.public.Groups[0] == &groups[0])
 }
 
-// makeDirUser returns the dirUser of e, its strings in one allocation.
+// makeDirUser returns the Account of e, its strings in one allocation.
 // username, when not "", is the name to share (the replaced index's);
 // work is its hash's.
 func makeDirUser(e *rawEntry, username string, groups []string, work float32) *Account {

@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
+)
+
+// TokenPolicy says how long tokens live and how many a user may hold.
+type TokenPolicy struct {
+	TTL        time.Duration // 0: tokens never expire
+	Idle       time.Duration // 0: no idle limit
+	MaxPerUser int           // 0: no limit
+}
+
+// maxTouchLag is how far a session's recorded last use may lag a real one
+// (API.md: at most 60 s).
+const maxTouchLag = time.Minute
+
+// touchLag is how stale a recorded last use may get before a use records
+// it again: 60 s, or a quarter of the idle limit when that is shorter, so
+// that writing last use costs the hot path at most one store write per
+// token per lag.
+func (p TokenPolicy) touchLag() time.Duration {
+	if p.Idle > 0 {
+		return min(maxTouchLag, p.Idle/4)
+	}
+	return maxTouchLag
+}
+
+// idleExpired reports whether sess has died of idleness at now. A recorded
+// last use lags a real one by less than touchLag, so a token is refused
+// only once idle + touchLag has passed since it: one used within the idle
+// limit is never refused, and one unused for longer is refused at most
+// touchLag late.
+func (p TokenPolicy) idleExpired(sess tokens.Session, now time.Time) bool {
+	return p.Idle > 0 && now.Sub(sess.LastUsedAt) > p.Idle+p.touchLag()
+}
+
+// A principal is who a request's token speaks for.
+type principal struct {
+	digest  tokens.Digest
+	session tokens.Session
+	user    *users.Account
+}
+
+// A tokenCheck authenticates requests by their token: the dependencies
+// every handler behind a token shares.
+type tokenCheck struct {
+	users   users.Directory
+	store   tokens.Store
+	policy  TokenPolicy
+	metrics *Metrics
+	now     func() time.Time
+}
+
+// authenticate returns the principal of the request's token:
+// errNotAuthenticated or errInvalidToken when there is none, a store error
+// when the store cannot say. It records the token's use.
+func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
+	digest, err := tokens.ParseAuthorization(r.Header)
+	switch {
+	case errors.Is(err, tokens.ErrNoCredentials):
+		return principal{}, errNotAuthenticated
+	case err != nil:
+		return principal{}, errInvalidToken
+	}
+	now := c.now()
+	sess, err := c.store.Lookup(r.Context(), digest, now)
+	switch {
+	case errors.Is(err, tokens.ErrNotFound):
+		return principal{}, errInvalidToken
+	case err != nil:
+		return principal{}, err
+	}
+	if c.policy.idleExpired(sess, now) {
+		c.store.Revoke(r.Context(), digest) // dead stays dead
+		c.metrics.Revoked(revokedIdle, 1)
+		return principal{}, errInvalidToken
+	}
+	u, err := users.SessionUser(r.Context(), c.users, sess.Username, sess.IssuedAt)
+	if err != nil {
+		return principal{}, err
+	}
+	if u == nil {
+		// Dead stays dead: remove it, so that no later change of the user
+		// (enable, a re-add, an older file put back) brings it back, on
+		// this instance or any other sharing the store.
+		c.store.Revoke(r.Context(), digest)
+		return principal{}, errInvalidToken
+	}
+	if now.Sub(sess.LastUsedAt) >= c.policy.touchLag() {
+		c.store.Touch(r.Context(), digest, now)
+	}
+	return principal{digest: digest, session: sess, user: u}, nil
+}
+
+// target returns the user a request's ?username= names, with info's rules:
+// the principal's own user when absent or their own name; another user for
+// admins (not_found if none); permission_denied for others, whether or not
+// that user exists.
+func (c tokenCheck) target(r *http.Request, p principal) (*users.Account, error) {
+	name, err := usernameParam(r.URL.RawQuery)
+	if err != nil {
+		return nil, err
+	}
+	name = users.NormalizeUsername(name)
+	if name == "" || name == p.user.Username() {
+		return p.user, nil
+	}
+	if !p.user.Admin() {
+		return nil, errPermissionDenied
+	}
+	return c.users.Lookup(r.Context(), name)
+}
