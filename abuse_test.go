@@ -217,7 +217,7 @@ func TestAbuseConnections(t *testing.T) {
 	// (a client that has half-closed its connection cancels the request's
 	// context, and a waiting login would get 503).
 	s := startAbuseServer(t, "--login-rate", "1000", "--login-burst", "1000",
-		"--login-failures", "1000000", "--user-failures", "1000000", "--bcrypt-slots", "16")
+		"--login-failures", "1000000", "--user-failures", "1000000", "--password-slots", "16")
 	// The probes mostly wait on sockets, so they run at once as subtests
 	// started from goroutines: t.Parallel would queue them behind
 	// -parallel (GOMAXPROCS, 2 here) and add 10 s of wall time.
@@ -646,7 +646,7 @@ func abbreviate(raw string) string {
 // Retry-After, or 429; meanwhile every info call with a valid token gets 200.
 func TestAbuseLoginFlood(t *testing.T) {
 	s := startAbuseServer(t,
-		"--bcrypt-slots", "1", "--bcrypt-queue", "2",
+		"--password-slots", "1", "--password-queue", "2",
 		"--login-rate", "1000", "--login-burst", "1000",
 		"--login-failures", "1000000", "--user-failures", "1000000")
 	token := loginToken(t, s.base, "bob", "bob-pw")

@@ -97,13 +97,13 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 	} else {
 		th = throttle.NewMemory(cfg.throttle)
 	}
-	adm := httpapi.NewAdmission(cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait)
+	adm := httpapi.NewAdmission(cfg.passwordSlots, cfg.passwordQueue, cfg.passwordWait)
 	// The workers run this very binary (internal/password/worker.go); tests run theirs, whose TestMain knows the command.
 	exe, err := os.Executable()
 	if err != nil {
 		log.Warn("cannot find the server's binary; checking passwords in its own process", "err", err)
 	}
-	hasher := password.NewPool(cfg.bcryptSlots, exe, log)
+	hasher := password.NewPool(cfg.passwordSlots, exe, log)
 	closers = append(closers, hasher)
 	d.Guard = &httpapi.LoginGuard{
 		Throttle:  th,

@@ -88,7 +88,7 @@ func testConfig(usersPath string) serveConfig {
 	c := defaultServeConfig()
 	c.usersPath = usersPath
 	c.throttle.AddrRate, c.throttle.AddrBurst = 1000, 1000
-	c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 2, 8, 2*time.Second
+	c.passwordSlots, c.passwordQueue, c.passwordWait = 2, 8, 2*time.Second
 	c.refusalDelay = 0
 	// New hashes as cheap as testUsers' own: no rehash on login, fast password changes.
 	c.hashPolicy.Scheme, c.hashPolicy.BcryptCost = password.SchemeBcrypt, testCost
@@ -567,7 +567,7 @@ func TestLoginThrottled(t *testing.T) {
 	// that reached admission would wait 50ms and get 503.
 	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
 		c.tokenTTL = time.Hour
-		c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 1, 1, 50*time.Millisecond
+		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 1, 50*time.Millisecond
 	})
 	adm := e.deps.Guard.Admission
 	wrong := `{"username":"alice","password":"wrong"}`
@@ -616,7 +616,7 @@ func TestLoginThrottled(t *testing.T) {
 func TestLoginAtCapacity(t *testing.T) {
 	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
 		c.tokenTTL = time.Hour
-		c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 1, 0, time.Second
+		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 0, time.Second
 		c.refusalDelay = 100 * time.Millisecond
 	})
 	adm := e.deps.Guard.Admission

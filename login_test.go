@@ -14,7 +14,7 @@ import (
 func TestLoginParallelGuesses(t *testing.T) {
 	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
 		c.tokenTTL = time.Hour
-		c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 1, 16, 5*time.Second
+		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 16, 5*time.Second
 	})
 	// Hold the only hasher slot so that every admitted attempt waits for
 	// it, all of them in flight at once.

@@ -20,7 +20,7 @@ func TestRequestID(t *testing.T) {
 	e := newTestEnvConfig(t, log, func(c *serveConfig) {
 		c.tokenTTL = time.Hour
 		c.throttle = defaultServeConfig().throttle
-		c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 1, 1, time.Second
+		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 1, time.Second
 	})
 	long := strings.Repeat("a", 129)
 	tests := []struct {
@@ -88,8 +88,10 @@ func TestMetrics(t *testing.T) {
 		`authsvc_sessions_revoked_total{kind="logout"} 1`,
 		`authsvc_live_tokens 0`,
 		`authsvc_users_loaded 3`,
-		`authsvc_bcrypt_running 0`,
-		`authsvc_bcrypt_waiting 0`,
+		`authsvc_password_checks_running 0`,
+		`authsvc_password_checks_waiting 0`,
+		`authsvc_bcrypt_running 0`, // deprecated
+		`authsvc_bcrypt_waiting 0`, // deprecated
 		`authsvc_http_request_duration_seconds_count{route="/api/auth/info"} 3`,
 		`authsvc_http_request_duration_seconds_count{route="/api/auth/login"} 3`,
 		`authsvc_build_info{goversion="go`,
@@ -120,7 +122,7 @@ func newTestEnvCORS(t *testing.T, origins ...string) *testEnv {
 	return newTestEnvConfig(t, nil, func(c *serveConfig) {
 		c.tokenTTL = time.Hour
 		c.throttle.AddrRate, c.throttle.AddrBurst = 100, 100
-		c.bcryptSlots, c.bcryptQueue, c.bcryptWait = 1, 1, time.Second
+		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 1, time.Second
 		c.corsOrigins = origins
 	})
 }

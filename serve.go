@@ -71,6 +71,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logOut := newLogWriter(stderr, logFlushInterval)
 	defer logOut.Close()
 	log := httpapi.NewLogger(cfg.logFormat, logOut)
+	for _, note := range cfg.deprecated {
+		log.Warn(note)
+	}
 	start := time.Now()
 	if err := bootstrap(ctx, cfg.usersPath, cfg.hashPolicy, stderr); err != nil {
 		return err

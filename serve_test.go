@@ -27,6 +27,9 @@ func TestUsageListsEveryServeFlag(t *testing.T) {
 	text := usage()
 	fs.VisitAll(func(f *flag.Flag) {
 		defined[f.Name] = true
+		if _, ok := f.Value.(*deprecatedFlag); ok {
+			return // a former name, kept out of --help
+		}
 		if !strings.Contains(text, "--"+f.Name+" ") {
 			t.Errorf("usage does not list serve flag --%s", f.Name)
 		}
@@ -83,7 +86,7 @@ func TestParseServeFlags(t *testing.T) {
 		t.Errorf("--trusted-proxy on the command line with AUTHSVC_TRUSTED_PROXY set = %v, %v; want only the flag's proxy", c.trustedProxies, err)
 	}
 	for _, args := range [][]string{
-		{"--token-ttl", "-1s"}, {"--log-format", "xml"}, {"--login-rate", "0"}, {"--bcrypt-slots", "0"},
+		{"--token-ttl", "-1s"}, {"--log-format", "xml"}, {"--login-rate", "0"}, {"--password-slots", "0"},
 		{"--refusal-delay", "-1s"}, {"--trusted-proxy", "nonsense"}, {"--cors-origin", "*"}, {"extra"},
 	} {
 		if _, err := parseServeFlags(args, getenv, io.Discard); err == nil {
@@ -144,5 +147,54 @@ func TestServeMaxConns(t *testing.T) {
 	wg.Wait()
 	if shed.Load() == 0 {
 		t.Errorf("no idle connection was closed for the new client; want at least one")
+	}
+}
+
+// TestDeprecatedFlagNames: --bcrypt-slots, --bcrypt-queue and --bcrypt-wait
+// and their variables still set the password-check settings, each with a
+// note that serve logs; the new names win over the old variables, and a
+// flag on the command line over any variable.
+func TestDeprecatedFlagNames(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		args      []string
+		env       map[string]string
+		wantSlots int
+		wantNote  string // "" for no note
+	}{
+		{"old flag", []string{"--bcrypt-slots", "3"}, nil, 3, "--bcrypt-slots is deprecated; use --password-slots"},
+		{"old flag with =", []string{"--bcrypt-slots=3"}, nil, 3, "--bcrypt-slots is deprecated; use --password-slots"},
+		{"old variable", nil, map[string]string{"AUTHSVC_BCRYPT_SLOTS": "3"}, 3, "AUTHSVC_BCRYPT_SLOTS is deprecated; use AUTHSVC_PASSWORD_SLOTS"},
+		{"new variable wins", nil, map[string]string{"AUTHSVC_BCRYPT_SLOTS": "3", "AUTHSVC_PASSWORD_SLOTS": "4"}, 4, ""},
+		{"old flag beats new variable", []string{"--bcrypt-slots", "3"}, map[string]string{"AUTHSVC_PASSWORD_SLOTS": "4"}, 3, "--bcrypt-slots is deprecated; use --password-slots"},
+		{"new flag", []string{"--password-slots", "5"}, map[string]string{"AUTHSVC_BCRYPT_SLOTS": "3"}, 5, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseServeFlags(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			if err != nil {
+				t.Fatalf("parseServeFlags(%q) = %v", tt.args, err)
+			}
+			if c.passwordSlots != tt.wantSlots {
+				t.Errorf("password slots = %d; want %d", c.passwordSlots, tt.wantSlots)
+			}
+			got := strings.Join(c.deprecated, "; ")
+			if got != tt.wantNote {
+				t.Errorf("deprecation notes = %q; want %q", got, tt.wantNote)
+			}
+		})
+	}
+	c, err := parseServeFlags([]string{"--bcrypt-queue", "7", "--bcrypt-wait", "3s"}, func(string) string { return "" }, io.Discard)
+	if err != nil || c.passwordQueue != 7 || c.passwordWait != 3*time.Second || len(c.deprecated) != 2 {
+		t.Errorf("--bcrypt-queue 7 --bcrypt-wait 3s = queue %d, wait %v, notes %q, %v; want 7, 3s, two notes", c.passwordQueue, c.passwordWait, c.deprecated, err)
+	}
+}
+
+// TestDeprecatedFlagLogged: serve logs a former name's note as a warning.
+func TestDeprecatedFlagLogged(t *testing.T) {
+	usersPath := writeTestUsers(t)
+	_, log, stop := startServer(t, nil, "--users", usersPath, "--bcrypt-slots", "1")
+	log.waitFor(t, regexp.MustCompile(`level=WARN msg="--bcrypt-slots is deprecated; use --password-slots"`))
+	if err := stop(); err != nil {
+		t.Errorf("run = %v; want nil after cancel", err)
 	}
 }

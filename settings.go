@@ -28,9 +28,9 @@ type serveConfig struct {
 	logFormat         string
 	throttle          throttle.Config
 	trustedProxies    []netip.Prefix
-	bcryptSlots       int
-	bcryptQueue       int
-	bcryptWait        time.Duration
+	passwordSlots     int
+	passwordQueue     int
+	passwordWait      time.Duration
 	refusalDelay      time.Duration
 	metricsAddr       string
 	corsOrigins       []string
@@ -41,6 +41,10 @@ type serveConfig struct {
 	hashing           hashFlags           // --hash and --cost as given
 	hashPolicy        password.HashPolicy // what they mean
 
+	// deprecated says, a line each, what was given under a former name,
+	// for serve to log once it has a logger.
+	deprecated []string
+
 	// The repeatable flags as given, before parsing into the fields above.
 	trustedRaw, corsRaw stringList
 }
@@ -50,6 +54,7 @@ type serveConfig struct {
 // derive from it (TestREADMEFlagTable keeps the README in step).
 type setting struct {
 	name    string // the flag; its variable is envName(name)
+	was     string // the flag's deprecated former name, still taken with a warning; "" for none
 	arg     string // the value's name in --help; "" for a bool
 	def     any    // the default, of the field's type; nil for none
 	defText string // the default as --help and the README show it, when not def's own text
@@ -125,12 +130,12 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.hashing.cost }},
 		{section: sectionHashing, name: "password-min-length", arg: "N", def: password.DefaultMinLength, help: "shortest new password, in characters (CLI: AUTHSVC_PASSWORD_MIN_LENGTH)",
 			field: func(c *serveConfig) any { return &c.passwordMinLength }},
-		{section: sectionHashing, name: "bcrypt-slots", arg: "N", def: slots, defText: "GOMAXPROCS", help: "password checks running at once",
-			field: func(c *serveConfig) any { return &c.bcryptSlots }},
-		{section: sectionHashing, name: "bcrypt-queue", arg: "N", def: 4 * slots, defText: "4 × slots", help: "password checks waiting for a slot; beyond it 503 at once",
-			field: func(c *serveConfig) any { return &c.bcryptQueue }},
-		{section: sectionHashing, name: "bcrypt-wait", arg: "DURATION", def: 2 * time.Second, help: "longest wait for a slot before 503",
-			field: func(c *serveConfig) any { return &c.bcryptWait }},
+		{section: sectionHashing, name: "password-slots", was: "bcrypt-slots", arg: "N", def: slots, defText: "GOMAXPROCS", help: "password checks running at once",
+			field: func(c *serveConfig) any { return &c.passwordSlots }},
+		{section: sectionHashing, name: "password-queue", was: "bcrypt-queue", arg: "N", def: 4 * slots, defText: "4 × slots", help: "password checks waiting for a slot; beyond it 503 at once",
+			field: func(c *serveConfig) any { return &c.passwordQueue }},
+		{section: sectionHashing, name: "password-wait", was: "bcrypt-wait", arg: "DURATION", def: 2 * time.Second, help: "longest wait for a slot before 503",
+			field: func(c *serveConfig) any { return &c.passwordWait }},
 		{section: sectionHashing, name: "refusal-delay", arg: "DURATION", def: 250 * time.Millisecond, help: "hold a refused login (429, or 503 at capacity) this long before replying; 0 = at once",
 			field: func(c *serveConfig) any { return &c.refusalDelay }},
 	}
@@ -187,13 +192,39 @@ func (s setting) define(fs *flag.FlagSet, c *serveConfig) {
 	}
 }
 
-// serveFlagSet defines every serve setting on c.
+// serveFlagSet defines every serve setting on c, each former name as an
+// alias that sets the same field and is noted in c.deprecated.
 func serveFlagSet(c *serveConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	for _, s := range serveSettings() {
 		s.define(fs, c)
+		if s.was != "" {
+			fs.Var(&deprecatedFlag{Value: fs.Lookup(s.name).Value, name: s.name, was: s.was, c: c}, s.was, "deprecated: use --"+s.name)
+		}
 	}
 	return fs
+}
+
+// A deprecatedFlag is a setting's former name: it sets the setting and
+// notes that the former name was used.
+type deprecatedFlag struct {
+	flag.Value
+	name, was string
+	c         *serveConfig
+	set       bool // given on the command line: the new name's variable does not override it
+}
+
+func (f *deprecatedFlag) Set(v string) error {
+	f.set = true
+	f.c.deprecated = append(f.c.deprecated, fmt.Sprintf("--%s is deprecated; use --%s", f.was, f.name))
+	return f.Value.Set(v)
+}
+
+// IsBoolFlag tells the flag package whether the flag takes no value, as the
+// setting it stands for does.
+func (f *deprecatedFlag) IsBoolFlag() bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // defaultServeConfig is serve's configuration with every setting at its default.
@@ -227,8 +258,36 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 	var c serveConfig
 	fs := serveFlagSet(&c)
 	var fromEnv []string
-	fs.VisitAll(func(f *flag.Flag) { fromEnv = append(fromEnv, f.Name) })
-	if err := parseFlags(fs, args, getenv, fromEnv, stdout); err != nil {
+	renamed := make(map[string]*deprecatedFlag) // by the new name's variable
+	fs.VisitAll(func(f *flag.Flag) {
+		if d, ok := f.Value.(*deprecatedFlag); ok {
+			renamed[envName(d.name)] = d
+			return
+		}
+		fromEnv = append(fromEnv, f.Name)
+	})
+	// A former name's variable stands in for its new one, which wins; a
+	// former name on the command line wins over either.
+	env := func(name string) string {
+		d, ok := renamed[name]
+		if !ok {
+			return getenv(name)
+		}
+		onCommandLine := d.set
+		fs.Visit(func(f *flag.Flag) { onCommandLine = onCommandLine || f.Name == d.name })
+		if onCommandLine {
+			return ""
+		}
+		if v := getenv(name); v != "" {
+			return v
+		}
+		v := getenv(envName(d.was))
+		if v != "" {
+			c.deprecated = append(c.deprecated, fmt.Sprintf("%s is deprecated; use %s", envName(d.was), name))
+		}
+		return v
+	}
+	if err := parseFlags(fs, args, env, fromEnv, stdout); err != nil {
 		return c, err
 	}
 	t := &c.throttle
@@ -249,8 +308,8 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: --login-window, --login-backoff, --login-max-backoff and --login-rate must be positive")
 	case c.refusalDelay < 0:
 		return c, usagef("serve: --refusal-delay must not be negative")
-	case c.bcryptSlots < 1 || c.bcryptQueue < 0 || c.bcryptWait <= 0:
-		return c, usagef("serve: --bcrypt-slots must be at least 1, --bcrypt-queue not negative, --bcrypt-wait positive")
+	case c.passwordSlots < 1 || c.passwordQueue < 0 || c.passwordWait <= 0:
+		return c, usagef("serve: --password-slots must be at least 1, --password-queue not negative, --password-wait positive")
 	case fs.NArg() > 0:
 		return c, usagef("serve: unexpected argument %q", fs.Arg(0))
 	case c.tokenTTL < 0:

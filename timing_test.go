@@ -63,7 +63,7 @@ func BenchmarkLoginTiming(b *testing.B) {
 	cfg.tokenTTL = time.Hour
 	// A throttle that never refuses, and a slot always free.
 	cfg.throttle = throttle.Config{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}
-	cfg.bcryptSlots, cfg.bcryptQueue, cfg.bcryptWait = 2, 8, time.Minute
+	cfg.passwordSlots, cfg.passwordQueue, cfg.passwordWait = 2, 8, time.Minute
 	d, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) // the niced compare threads, as serve runs them
 	defer closeDeps()
 	if err != nil {

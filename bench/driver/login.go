@@ -143,7 +143,7 @@ func (d *driver) flood(what string, t *target) (floodResult, error) {
 }
 
 // hashRate runs bench/bcryptrate for one login duration, on as many
-// goroutines as the server's hasher has slots (--bcrypt-slots' default).
+// goroutines as the server's hasher has slots (--password-slots' default).
 func (d *driver) hashRate(hc hashCase) (float64, error) {
 	args := append(slices.Clone(hc.rateFlags), "-goroutines", strconv.Itoa(d.slots), "-duration", d.cfg.loginDur.String())
 	out, err := d.command(d.cfg.bcryptrate, nil, args...)
@@ -185,8 +185,8 @@ func (d *driver) idle(t *target) (idle, known bool) {
 	if err != nil {
 		return false, false
 	}
-	running, ok1 := metricValue(body, "authsvc_bcrypt_running")
-	waiting, ok2 := metricValue(body, "authsvc_bcrypt_waiting")
+	running, ok1 := metricValue(body, "authsvc_password_checks_running")
+	waiting, ok2 := metricValue(body, "authsvc_password_checks_waiting")
 	if !ok1 || !ok2 {
 		return false, false
 	}

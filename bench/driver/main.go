@@ -60,7 +60,7 @@ type driver struct {
 	targets  map[string]*target
 	runs     *os.File // every raw result, for the curious
 	password string   // of every bench user
-	slots    int      // the server's default --bcrypt-slots: GOMAXPROCS
+	slots    int      // the server's default --password-slots: GOMAXPROCS
 	parts    []*part
 }
 

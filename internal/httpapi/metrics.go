@@ -143,13 +143,21 @@ func NewMetrics(src MetricsSources) *Metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_users_loaded", Help: "Users in force.",
 		}, func() float64 { return float64(src.Users.Len()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "authsvc_bcrypt_running", Help: "Password checks running.",
-		}, func() float64 { running, _ := src.Admission.Stats(); return float64(running) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "authsvc_bcrypt_waiting", Help: "Password checks waiting for a slot.",
-		}, func() float64 { _, waiting := src.Admission.Stats(); return float64(waiting) }),
 	)
+	running := func() float64 { n, _ := src.Admission.Stats(); return float64(n) }
+	waiting := func() float64 { _, n := src.Admission.Stats(); return float64(n) }
+	for _, g := range []struct {
+		name, help string
+		value      func() float64
+	}{
+		{"authsvc_password_checks_running", "Password checks running.", running},
+		{"authsvc_password_checks_waiting", "Password checks waiting for a slot.", waiting},
+		// The former names, for dashboards not yet moved (CHANGELOG.md).
+		{"authsvc_bcrypt_running", "Deprecated: authsvc_password_checks_running.", running},
+		{"authsvc_bcrypt_waiting", "Deprecated: authsvc_password_checks_waiting.", waiting},
+	} {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, g.value))
+	}
 	// API.md: every metric name starts with authsvc_, the runtime's too.
 	prometheus.WrapRegistererWithPrefix("authsvc_", reg).MustRegister(
 		collectors.NewGoCollector(),
