@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,41 +25,103 @@ import (
 // minSafeCost is the lowest bcrypt cost used without a warning.
 const minSafeCost = 10
 
-// userCommand runs "authsvc user SUBCOMMAND ...".
+// passwordsHelp is what the commands that take a new password say of it.
+const passwordsHelp = `The password is read from stdin: on a terminal, without echo and twice;
+otherwise the first line. It is never a flag. New hashes are argon2id
+(m=19 MiB, t=2, p=1) unless --hash bcrypt or --cost C (bcrypt at cost C).
+A new password needs --password-min-length characters or more, and must
+not be the username or a common password.`
+
+// A userSubcommand is one of authsvc user's subcommands, for its --help,
+// the user command's and authsvc's.
+type userSubcommand struct {
+	name    string
+	args    string // what follows the flags in its synopsis
+	summary string // one line for the lists of commands
+	about   string // what its --help says of it
+}
+
+// userSubcommands are the user commands, in the order help lists them.
+var userSubcommands = []userSubcommand{
+	{"add", "USERNAME", "add a user", "Adds a user, with the password read from stdin."},
+	{"passwd", "USERNAME", "set a user's password", "Sets a user's password, read from stdin, and ends every token of the user."},
+	{"del", "USERNAME", "delete a user", "Deletes a user; their tokens die with them."},
+	{"disable", "USERNAME", "disable a user, ending their tokens", "Disables a user: no login, and every token of the user ends."},
+	{"enable", "USERNAME", "enable a disabled user", "Enables a disabled user. Tokens ended by the disable stay dead."},
+	{"logout", "USERNAME", "end every token of a user", "Ends every token of a user, on every server reading the same users."},
+	{"list", "", "list the users, without their hashes", "Lists the users, without their hashes."},
+	{"import", "DUMP.json|USERS.json", "add the users of a Django dumpdata file or a users file", `Adds the users of a Django dumpdata file (--from django) or of an authsvc
+users file (--from file, to move it into PostgreSQL) in one write. Users
+whose names are taken are left alone; every record left out is reported
+on stderr, and the command then exits 1.`},
+	{"check", "", "validate the users file or database", "Validates the users file or database as the server would load it: exit 0 or 1."},
+}
+
+// userHelp is authsvc user --help.
+func userHelp() string {
+	var b strings.Builder
+	b.WriteString("usage: authsvc user SUBCOMMAND [flags] [arguments]\n\nManages the users in the users file or database that --users names.\n\nsubcommands:\n")
+	for _, c := range userSubcommands {
+		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun 'authsvc user SUBCOMMAND --help' for its flags.\n")
+	return b.String()
+}
+
+// userCommand runs "authsvc user SUBCOMMAND ...": each subcommand has its
+// own flags and its own --help.
 func userCommand(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var names []string
+	for _, c := range userSubcommands {
+		names = append(names, c.name)
+	}
 	if len(args) == 0 {
-		return usagef("user: missing subcommand (add, passwd, del, disable, enable, logout, list, import, check)")
+		return usagef("user: missing subcommand (%s)", strings.Join(names, ", "))
 	}
 	sub, args := args[0], args[1:]
+	if isHelp(sub) {
+		fmt.Fprint(stdout, userHelp())
+		return nil
+	}
+	i := slices.IndexFunc(userSubcommands, func(c userSubcommand) bool { return c.name == sub })
+	if i < 0 {
+		return usagef("user: unknown subcommand %q (%s)", sub, strings.Join(names, ", "))
+	}
+	h := help{synopsis: "authsvc user " + sub + " [flags]", about: userSubcommands[i].about}
+	if a := userSubcommands[i].args; a != "" {
+		h.synopsis += " " + a
+	}
 	fs := flag.NewFlagSet("user "+sub, flag.ContinueOnError)
-	usersPath := fs.String("users", "users.json", "users file")
+	usersPath := fs.String("users", defaultUsersPath, "the users `FILE`, or a postgres:// URL")
+	fromEnv := []string{"users"}
 	var (
 		admin       *bool
 		name, email *string
 		groups      stringList
 		hashing     hashFlags
+		minLength   *int
 		from        *string
 	)
 	switch sub {
 	case "add":
 		admin = fs.Bool("admin", false, "make the user an admin")
-		name = fs.String("name", "", "full name")
-		email = fs.String("email", "", "email address")
-		fs.Var(&groups, "group", "group (repeatable)")
-		hashing.define(fs)
-	case "passwd":
-		hashing.define(fs)
+		name = fs.String("name", "", "the user's full `NAME`")
+		email = fs.String("email", "", "the user's email `ADDRESS`")
+		fs.Var(&groups, "group", "a `GROUP` of the user; repeatable")
 	case "import":
-		from = fs.String("from", "", "what to import: django (a dumpdata file) or file (an authsvc users file)")
-	case "del", "disable", "enable", "logout", "list", "check":
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage())
-		return nil
-	default:
-		return usagef("user: unknown subcommand %q (add, passwd, del, disable, enable, logout, list, import, check)", sub)
+		from = fs.String("from", "", "what `KIND` of file to import: django (a dumpdata file) or file (a users file)")
 	}
-	if err := parseFlags(fs, args, getenv, []string{"users"}, stdout); err != nil {
+	if sub == "add" || sub == "passwd" {
+		hashing.define(fs)
+		minLength = fs.Int("password-min-length", password.DefaultMinLength, "the shortest new password, in `N` characters")
+		fromEnv = append(fromEnv, "password-min-length")
+		h.about += "\n\n" + passwordsHelp
+	}
+	if err := parseFlags(fs, h, args, getenv, fromEnv, stdout); err != nil {
 		return err
+	}
+	if minLength != nil && (*minLength < 1 || *minLength > password.MaxLen) {
+		return usagef("user %s: --password-min-length %d: want 1 to %d", sub, *minLength, password.MaxLen)
 	}
 	ctx := context.Background()
 	dir, done, err := openCLIDirectory(ctx, *usersPath)
@@ -98,7 +160,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if err := users.CheckProfile(*name, *email, groups); err != nil {
 			return usagef("user add: %v", err)
 		}
-		hash, err := newUserPassword("user "+sub, hashing, username, getenv, stdin, stderr)
+		hash, err := newUserPassword("user "+sub, hashing, *minLength, username, stdin, stderr)
 		if err != nil {
 			return err
 		}
@@ -116,7 +178,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		fmt.Fprintf(stdout, "added user %q to %s\n", username, *usersPath)
 		return nil
 	case "passwd":
-		hash, err := newUserPassword("user "+sub, hashing, username, getenv, stdin, stderr)
+		hash, err := newUserPassword("user "+sub, hashing, *minLength, username, stdin, stderr)
 		if err != nil {
 			return err
 		}
@@ -278,7 +340,10 @@ func hashCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	fs := flag.NewFlagSet("hash", flag.ContinueOnError)
 	var hashing hashFlags
 	hashing.define(fs)
-	if err := parseFlags(fs, args, getenv, nil, stdout); err != nil {
+	h := help{synopsis: "authsvc hash [flags]", about: `Prints the hash of the password on stdin, for a users file written by hand
+or by another tool. The password is read as by user add; the password
+policy does not apply.`}
+	if err := parseFlags(fs, h, args, getenv, nil, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
@@ -301,19 +366,12 @@ func hashCommand(args []string, getenv func(string) string, stdin io.Reader, std
 }
 
 // newUserPassword reads the password of username from stdin, checks it
-// against the password policy (minimum length from
-// AUTHSVC_PASSWORD_MIN_LENGTH, else the default) and returns its hash
-// under the hash policy the flags give.
-func newUserPassword(cmd string, hashing hashFlags, username string, getenv func(string) string, stdin io.Reader, stderr io.Writer) (string, error) {
+// against the password policy (at least minLength characters) and returns
+// its hash under the hash policy the flags give.
+func newUserPassword(cmd string, hashing hashFlags, minLength int, username string, stdin io.Reader, stderr io.Writer) (string, error) {
 	policy, err := hashing.policy(cmd)
 	if err != nil {
 		return "", err
-	}
-	minLength := password.DefaultMinLength
-	if v := getenv("AUTHSVC_PASSWORD_MIN_LENGTH"); v != "" {
-		if minLength, err = strconv.Atoi(v); err != nil || minLength < 1 || minLength > password.MaxLen {
-			return "", usagef("AUTHSVC_PASSWORD_MIN_LENGTH=%q: want 1 to %d", v, password.MaxLen)
-		}
 	}
 	pw, err := readPassword(stdin, stderr)
 	if err != nil {
@@ -374,7 +432,8 @@ func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
 // versionCommand prints the module version and VCS revision.
 func versionCommand(args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	if err := parseFlags(fs, args, getenv, nil, stdout); err != nil {
+	h := help{synopsis: "authsvc version", about: "Prints the version, the VCS revision and time, and the Go release it was built with."}
+	if err := parseFlags(fs, h, args, getenv, nil, stdout); err != nil {
 		return err
 	}
 	b := buildinfo.Read()

@@ -245,21 +245,40 @@ func TestCLIErrors(t *testing.T) {
 	}
 }
 
+// TestCLIHelp: every command's --help prints that command's usage and
+// flags (testdata/cli/*.golden), exits 0 and writes nothing else.
 func TestCLIHelp(t *testing.T) {
-	for _, args := range [][]string{
-		{"--help"}, {"-h"}, {"help"}, {"serve", "--help"}, {"--addr", ":0", "--help"},
-		{"user", "--help"}, {"user", "help"},
-		{"user", "add", "--help"}, {"user", "add", "alice", "-h"}, {"user", "passwd", "--help"},
-		{"user", "del", "--help"}, {"user", "disable", "--help"}, {"user", "enable", "--help"},
-		{"user", "list", "--help"}, {"hash", "--help"}, {"version", "--help"},
+	for _, tt := range []struct {
+		args   string
+		golden string
+	}{
+		{"--help", "help.golden"},
+		{"-h", "help.golden"},
+		{"help", "help.golden"},
+		{"serve --help", "serve-help.golden"},
+		{"--addr :0 --help", "serve-help.golden"},
+		{"serve -h", "serve-help.golden"},
+		{"user --help", "user-help.golden"},
+		{"user help", "user-help.golden"},
+		{"user add --help", "user-add-help.golden"},
+		{"user add alice -h", "user-add-help.golden"},
+		{"user passwd --help", "user-passwd-help.golden"},
+		{"user del --help", "user-del-help.golden"},
+		{"user disable --help", "user-disable-help.golden"},
+		{"user enable --help", "user-enable-help.golden"},
+		{"user logout --help", "user-logout-help.golden"},
+		{"user list --help", "user-list-help.golden"},
+		{"user import --help", "user-import-help.golden"},
+		{"user check --help", "user-check-help.golden"},
+		{"hash --help", "hash-help.golden"},
+		{"version --help", "version-help.golden"},
 	} {
-		code, stdout, stderr := runCLI(t, "", nil, args...)
-		if code != 0 || stdout != usage() || stderr != "" {
-			t.Errorf("authsvc %s = exit %d, stdout %.30q…, stderr %q; want exit 0, the usage, nothing", strings.Join(args, " "), code, stdout, stderr)
+		code, stdout, stderr := runCLI(t, "", nil, strings.Fields(tt.args)...)
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: authsvc") {
+			t.Errorf("authsvc %s = exit %d, stdout %.40q…, stderr %q; want exit 0, a usage, nothing on stderr", tt.args, code, stdout, stderr)
 		}
+		checkGolden(t, tt.golden, stdout)
 	}
-	_, stdout, _ := runCLI(t, "", nil, "--help")
-	checkGolden(t, "help.golden", stdout)
 }
 
 func TestCLICost(t *testing.T) {

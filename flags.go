@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"authsvc/internal/password"
@@ -28,15 +29,64 @@ func envName(flagName string) string {
 	return "AUTHSVC_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// A help is one command's --help: its synopsis and what it does. Its flags
+// are listed from its FlagSet, or by flags (serve lists its own, in
+// sections).
+type help struct {
+	synopsis string          // what follows "usage: "
+	about    string          // what the command does, and what its flags do not say
+	flags    func(io.Writer) // lists the flags; nil lists the FlagSet's
+}
+
+// write prints h for fs, whose flags named in fromEnv take AUTHSVC_*
+// variables.
+func (h help) write(w io.Writer, fs *flag.FlagSet, fromEnv []string) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", h.synopsis, h.about)
+	if h.flags != nil {
+		fmt.Fprint(w, "\nflags:\n")
+		h.flags(w)
+		return
+	}
+	type line struct{ flag, text string }
+	var lines []line
+	width := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, text := flag.UnquoteUsage(f)
+		name := "--" + f.Name
+		if arg != "" {
+			name += " " + arg
+		}
+		var notes []string
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "[]" {
+			notes = append(notes, "default "+f.DefValue)
+		}
+		if slices.Contains(fromEnv, f.Name) {
+			notes = append(notes, "env "+envName(f.Name))
+		}
+		if len(notes) > 0 {
+			text += " (" + strings.Join(notes, "; ") + ")"
+		}
+		lines = append(lines, line{name, text})
+		width = max(width, len(name))
+	})
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\nflags:\n")
+	for _, l := range lines {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, l.flag, l.text)
+	}
+}
+
 // parseFlags parses args into fs. Flags named in fromEnv and absent from
 // args take their value from their AUTHSVC_* variable: flags on the command
 // line win, repeatable ones included. Flags may follow positional arguments.
-// --help prints usage to stdout and returns errHelpShown; any mistake is a
+// --help prints h to stdout and returns errHelpShown; any mistake is a
 // one-line usageError, without a usage dump.
-func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, fromEnv []string, stdout io.Writer) error {
+func parseFlags(fs *flag.FlagSet, h help, args []string, getenv func(string) string, fromEnv []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	if err := parseArgs(fs, args, stdout); err != nil {
+	if err := parseArgs(fs, args, func() { h.write(stdout, fs, fromEnv) }); err != nil {
 		return err
 	}
 	onCommandLine := make(map[string]bool)
@@ -53,13 +103,14 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string, fro
 	return nil
 }
 
-// parseArgs parses args into fs, flags and positional arguments interleaved.
-func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+// parseArgs parses args into fs, flags and positional arguments
+// interleaved; --help calls showHelp.
+func parseArgs(fs *flag.FlagSet, args []string, showHelp func()) error {
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, usage())
+				showHelp()
 				return errHelpShown
 			}
 			return usagef("%s: %v", fs.Name(), err)
@@ -160,8 +211,8 @@ type hashFlags struct {
 
 // define adds --hash and --cost to fs.
 func (h *hashFlags) define(fs *flag.FlagSet) {
-	fs.StringVar(&h.scheme, "hash", "", "hash policy for new hashes: argon2id (the default) or bcrypt")
-	fs.IntVar(&h.cost, "cost", 0, fmt.Sprintf("bcrypt cost (%d-%d, default %d); --cost alone means bcrypt",
+	fs.StringVar(&h.scheme, "hash", "", "the hash `SCHEME` of the new hash: argon2id (the default) or bcrypt")
+	fs.IntVar(&h.cost, "cost", 0, fmt.Sprintf("bcrypt's cost `C`, %d-%d (default %d); --cost alone means --hash bcrypt",
 		password.MinBcryptCost, password.MaxBcryptCost, password.DefaultBcryptCost))
 }
 

@@ -16,34 +16,28 @@ import (
 	"authsvc/internal/password"
 )
 
-// usage returns the text of --help; serve's settings come from serveSettings.
-func usage() string {
+// overview returns the text of authsvc --help: what authsvc is and its
+// commands; each command's own --help gives its flags.
+func overview() string {
 	var b strings.Builder
-	b.WriteString("usage:\n  authsvc [serve] [flags]          run the server (the default command)\n")
-	writeServeUsage(&b)
-	b.WriteString(commandsUsage)
+	b.WriteString(`usage: authsvc [COMMAND] [flags] [arguments]
+
+authsvc is a token authentication service: POST a username and password
+to /api/auth/login/ for a token, then present the token to /api/auth/info.
+Users live in a users file (or PostgreSQL), tokens in memory (or Redis).
+
+commands:
+`)
+	line := func(name, summary string) { fmt.Fprintf(&b, "  %-13s  %s\n", name, summary) }
+	line("serve", "run the server (the command when none is given)")
+	for _, c := range userSubcommands {
+		line("user "+c.name, c.summary)
+	}
+	line("hash", "print the hash of the password on stdin")
+	line("version", "print the version and build information")
+	b.WriteString("\nRun 'authsvc COMMAND --help' for a command's flags, e.g. authsvc serve --help.\n")
 	return b.String()
 }
-
-// commandsUsage is the part of --help after serve's settings.
-const commandsUsage = `  authsvc user add    [--users F] [--admin] [--name N] [--email E] [--group G]... [--hash S] [--cost C] USERNAME
-  authsvc user passwd [--users F] [--hash S] [--cost C] USERNAME
-  authsvc user del    [--users F] USERNAME
-  authsvc user disable|enable [--users F] USERNAME
-  authsvc user logout [--users F] USERNAME   end every token of USERNAME
-  authsvc user list   [--users F]
-  authsvc user import [--users F] --from django DUMP.json | --from file USERS.json
-  authsvc user check  [--users F]  validate the users file, exit 0 or 1
-  authsvc hash [--hash S] [--cost C]  print the hash of the password on stdin
-  authsvc version                  print the version and build information
-
-Passwords are read from stdin (the first line), never from a flag; on a
-terminal without echo. --users defaults to $AUTHSVC_USERS, else users.json.
-New hashes are argon2id (m=19 MiB, t=2, p=1) unless --hash bcrypt or
---cost C (bcrypt at cost C, 4-16; default 12). New passwords need at least
-$AUTHSVC_PASSWORD_MIN_LENGTH (default 12) characters, must not be the
-username or a common password.
-`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -66,11 +60,24 @@ func exitStatus(err error, stderr io.Writer) int {
 	return 1
 }
 
+// isHelp reports whether arg asks for help rather than naming a command.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
 // run is the whole program: args is os.Args, getenv reads the environment,
 // and ctx is cancelled on SIGINT or SIGTERM.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		args = args[1:]
+	}
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, overview())
+		return nil
 	}
 	if len(args) == 0 || (len(args[0]) > 0 && args[0][0] == '-') {
 		return serve(ctx, args, getenv, stdout, stderr)
@@ -88,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case password.WorkerCommand: // started by the server itself (internal/password/pool.go); not in --help
 		return password.RunWorker(stdin, stdout)
 	case "help":
-		fmt.Fprint(stdout, usage())
+		fmt.Fprint(stdout, overview())
 		return nil
 	}
 	return usagef("unknown command %q; see authsvc --help", cmd)

@@ -39,9 +39,21 @@ func TestCLIPasswordPolicy(t *testing.T) {
 			t.Errorf("authsvc %s with a refused password changed the users file", strings.Join(tt.args, " "))
 		}
 	}
-	// The environment sets the minimum, as --password-min-length does for serve.
+	// The environment sets the minimum, as it does for serve; the flag wins.
 	if code, _, stderr := runCLI(t, "tiny-ok\n", map[string]string{"AUTHSVC_PASSWORD_MIN_LENGTH": "6"}, "user", "add", "--users", path, "--cost", "4", "carol"); code != 0 {
 		t.Errorf("user add with AUTHSVC_PASSWORD_MIN_LENGTH=6 and 7 characters = exit %d, %s; want 0", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "tiny-ok\n", map[string]string{"AUTHSVC_PASSWORD_MIN_LENGTH": "6"}, "user", "add", "--users", path, "--cost", "4", "--password-min-length", "8", "dave"); code != 1 || !strings.Contains(stderr, "shorter than 8") {
+		t.Errorf("user add --password-min-length 8 with 7 characters = exit %d, %q; want exit 1, shorter than 8", code, stderr)
+	}
+	for _, bad := range []string{"0", "1025"} {
+		code, _, stderr := runCLI(t, "long-enough-pw\n", nil, "user", "passwd", "--users", path, "--cost", "4", "--password-min-length", bad, "carol")
+		if code != 2 || !strings.Contains(stderr, "--password-min-length "+bad) {
+			t.Errorf("user passwd --password-min-length %s = exit %d, %q; want exit 2 naming the flag", bad, code, stderr)
+		}
+	}
+	if code, _, stderr := runCLI(t, "long-enough-pw\n", map[string]string{"AUTHSVC_PASSWORD_MIN_LENGTH": "twelve"}, "user", "passwd", "--users", path, "--cost", "4", "carol"); code != 2 || !strings.Contains(stderr, "AUTHSVC_PASSWORD_MIN_LENGTH") {
+		t.Errorf("AUTHSVC_PASSWORD_MIN_LENGTH=twelve user passwd = exit %d, %q; want exit 2 naming the variable", code, stderr)
 	}
 }
 

@@ -63,6 +63,10 @@ type setting struct {
 	field   func(*serveConfig) any // a pointer to the field it sets
 }
 
+// defaultUsersPath is where the users are unless --users or AUTHSVC_USERS
+// says otherwise, for serve and the user commands alike.
+const defaultUsersPath = "users.json"
+
 // Sections of --help, in order.
 const (
 	sectionThrottle = "login throttling"
@@ -77,7 +81,7 @@ func serveSettings() []setting {
 	return []setting{
 		{name: "addr", arg: "ADDR", def: "127.0.0.1:8080", help: "listen address",
 			field: func(c *serveConfig) any { return &c.addr }},
-		{name: "users", arg: "FILE|URL", def: "users.json", help: "users file, or postgres://user:pass@host:port/db for a fleet (also for the user commands)",
+		{name: "users", arg: "FILE|URL", def: defaultUsersPath, help: "users file, or postgres://user:pass@host:port/db for a fleet (also for the user commands)",
 			field: func(c *serveConfig) any { return &c.usersPath }},
 		{name: "user-cache", arg: "N", def: 10000, help: "with PostgreSQL: users kept in memory for token checks (the ones in use)",
 			field: func(c *serveConfig) any { return &c.userCache }},
@@ -128,7 +132,7 @@ func serveSettings() []setting {
 		{section: sectionHashing, name: "cost", arg: "C", def: 0, defText: strconv.Itoa(password.DefaultBcryptCost),
 			help:  fmt.Sprintf("bcrypt's cost, %d-%d; --cost alone means --hash bcrypt", password.MinBcryptCost, password.MaxBcryptCost),
 			field: func(c *serveConfig) any { return &c.hashing.cost }},
-		{section: sectionHashing, name: "password-min-length", arg: "N", def: password.DefaultMinLength, help: "shortest new password, in characters (CLI: AUTHSVC_PASSWORD_MIN_LENGTH)",
+		{section: sectionHashing, name: "password-min-length", arg: "N", def: password.DefaultMinLength, help: "shortest new password, in characters (user add and passwd take it too)",
 			field: func(c *serveConfig) any { return &c.passwordMinLength }},
 		{section: sectionHashing, name: "password-slots", was: "bcrypt-slots", arg: "N", def: slots, defText: "GOMAXPROCS", help: "password checks running at once",
 			field: func(c *serveConfig) any { return &c.passwordSlots }},
@@ -236,7 +240,19 @@ func defaultServeConfig() serveConfig {
 	return c
 }
 
-// writeServeUsage writes serve's part of --help, one line per setting.
+// serveHelp is authsvc serve --help.
+var serveHelp = help{
+	synopsis: "authsvc [serve] [flags]",
+	about: `Runs the server until SIGINT or SIGTERM, then lets requests in flight
+finish. The first start of an installation creates the users file (or
+fills an empty database) with the admin user "admin" and prints its
+password once on stderr. SIGHUP reloads the users file. Each flag's
+default comes from the AUTHSVC_* variable named beside it; a flag given
+on the command line wins.`,
+	flags: writeServeUsage,
+}
+
+// writeServeUsage lists serve's flags, one line per setting, by section.
 func writeServeUsage(w io.Writer) {
 	section := ""
 	for _, s := range serveSettings() {
@@ -287,7 +303,7 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		}
 		return v
 	}
-	if err := parseFlags(fs, args, env, fromEnv, stdout); err != nil {
+	if err := parseFlags(fs, serveHelp, args, env, fromEnv, stdout); err != nil {
 		return c, err
 	}
 	t := &c.throttle
