@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -141,14 +140,13 @@ func handleHealthz() http.Handler {
 	})
 }
 
-// handleReadyz reports whether the store, and a remote user directory, answer. Users are always loaded:
-// serve does not listen before the users file loads, and a reload that fails
-// keeps the previous users.
-func handleReadyz(log *slog.Logger, store tokens.Store, users users.Directory) http.Handler {
+// handleReadyz reports whether the token store and the user directory
+// answer.
+func handleReadyz(log *slog.Logger, store tokens.Store, dir users.Directory) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		err := store.Ping(r.Context())
-		if p, ok := users.(interface{ Ping(context.Context) error }); ok && err == nil {
-			err = p.Ping(r.Context()) // a directory that can be unreachable: PostgreSQL
+		if err == nil {
+			err = dir.Ping(r.Context())
 		}
 		if err != nil {
 			writeError(w, r, log, err)

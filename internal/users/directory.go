@@ -59,6 +59,10 @@ var (
 //     attempt, and hooks.cut of every user whose tokens the change killed
 //     (deleted, disabled, password changed, a new cut-off), so that the
 //     caller can remove them from the token store for good.
+//   - Ping reports whether Lookup can answer now: nil from a directory
+//     whose users are in memory (a users file: serve does not listen
+//     before it loads, and a failed reload keeps the previous users), an
+//     error wrapping ErrUnavailable from one that cannot reach its backing.
 //   - String names the backing (the file's path, the database's name)
 //     for messages; it never holds a password.
 //   - All methods are safe for concurrent use. No method logs or returns
@@ -75,6 +79,7 @@ type Directory interface {
 	List(ctx context.Context) ([]User, error)
 	Reload(ctx context.Context) error
 	Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks WatchHooks)
+	Ping(ctx context.Context) error
 }
 
 // WatchHooks tell Watch's caller what a reload did; either may be nil.

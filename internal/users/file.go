@@ -63,6 +63,10 @@ func (s *FileDirectory) Lookup(_ context.Context, username string) (*Account, er
 // String names the directory for messages: the file's path.
 func (s *FileDirectory) String() string { return s.path }
 
+// Ping answers nil: the users in force are in memory. A reload that fails
+// keeps them (see Reload), so a broken file never makes Lookup fail.
+func (s *FileDirectory) Ping(context.Context) error { return nil }
+
 func (s *FileDirectory) Len() int { return len(s.index().byName) }
 
 func (s *FileDirectory) Slowest() *SlowestCheck {

@@ -27,13 +27,19 @@ func Run(t *testing.T, factory Factory) {
 	t.Run("empty", func(t *testing.T) {
 		d := factory(t)()
 		if u, err := d.Lookup(ctx, "alice"); !errors.Is(err, users.ErrNotFound) {
-			t.Errorf("Lookup(alice) in an empty directory = %v, %v; want errUserNotFound", u, err)
+			t.Errorf("Lookup(alice) in an empty directory = %v, %v; want users.ErrNotFound", u, err)
 		}
 		if n := d.Len(); n != 0 {
 			t.Errorf("Len() = %d; want 0", n)
 		}
 		if s := d.Slowest(); s == nil || s.Hash == nil {
 			t.Errorf("Slowest() = %v; want a hash to compare unknown users against", s)
+		}
+		if err := d.Ping(ctx); err != nil {
+			t.Errorf("Ping() of a directory that answers = %v; want nil", err)
+		}
+		if s := d.String(); s == "" {
+			t.Errorf("String() = %q; want the backing's name", s)
 		}
 	})
 
@@ -47,7 +53,7 @@ func Run(t *testing.T, factory Factory) {
 			t.Errorf("Bootstrap(admin) of a directory with alice = %v, %v; want false, nil", added, err)
 		}
 		if u, err := d.Lookup(ctx, "admin"); !errors.Is(err, users.ErrNotFound) {
-			t.Errorf("Lookup(admin) after Bootstrap = %v, %v; want errUserNotFound", u, err)
+			t.Errorf("Lookup(admin) after Bootstrap = %v, %v; want users.ErrNotFound", u, err)
 		}
 		if d.Len() != 1 {
 			t.Errorf("Len() after Bootstrap = %d; want 1", d.Len())
