@@ -72,7 +72,7 @@ func mustReadUsers(t *testing.T, path string) map[string]users.User {
 	t.Helper()
 	list, err := users.ReadFile(path)
 	if err != nil {
-		t.Fatalf("readUsersFile(%q) = %v", path, err)
+		t.Fatalf("users.ReadFile(%q) = %v", path, err)
 	}
 	m := make(map[string]users.User)
 	for _, u := range list {
@@ -528,7 +528,7 @@ func TestCLIHash(t *testing.T) {
 	}
 	checkPassword(t, hash, "s3cret", true)
 	if h, err := password.ParseHash(hash); err != nil || h.Scheme() != password.SchemeBcrypt || h.Cost != 4 {
-		t.Errorf("parsePasswordHash(%q) = %v, %v; want bcrypt at cost 4", hash, h, err)
+		t.Errorf("password.ParseHash(%q) = %v, %v; want bcrypt at cost 4", hash, h, err)
 	}
 	code, stdout, stderr = runCLI(t, "", nil, "hash", "--cost", "4")
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "empty password refused") {
@@ -589,7 +589,7 @@ func TestCLIConcurrentAdd(t *testing.T) {
 
 	users, err := users.ReadFile(path)
 	if err != nil {
-		t.Fatalf("readUsersFile after %d concurrent adds = %v", n, err)
+		t.Fatalf("users.ReadFile after %d concurrent adds = %v", n, err)
 	}
 	seen := make(map[string]bool)
 	for _, u := range users {

@@ -158,13 +158,13 @@ func TestHashCostMaximum(t *testing.T) {
 		doc := usersJSON(okAlice, entry("bob", hashField("$2a$"+cost+passwordtest.Hash[6:])))
 		want := `users[1] ("bob"): password_hash: bcrypt cost ` + cost + ` is above the maximum 16`
 		if _, err := users.Parse([]byte(doc)); err == nil || err.Error() != want {
-			t.Errorf("parseUsers(bob at cost %s) = %v; want %q", cost, err, want)
+			t.Errorf("users.Parse(bob at cost %s) = %v; want %q", cost, err, want)
 		}
 	}
 	// The maximum itself is accepted.
 	doc := usersJSON(okAlice, entry("bob", hashField("$2a$16"+passwordtest.Hash[6:])))
 	if _, err := users.Parse([]byte(doc)); err != nil {
-		t.Errorf("parseUsers(bob at cost 16) = %v; want nil", err)
+		t.Errorf("users.Parse(bob at cost 16) = %v; want nil", err)
 	}
 
 	path := filepath.Join(t.TempDir(), "users.json")
@@ -399,7 +399,7 @@ func TestUsersFieldNamesExact(t *testing.T) {
 		{`{"users": [], "users": [` + okAlice + `]}`, `not a users file: duplicate field "users"`},
 	} {
 		if users, err := users.Parse([]byte(tt.doc)); err == nil || err.Error() != tt.want {
-			t.Errorf("parseUsers(%s) = %+v, %v; want %q", tt.doc, users, err, tt.want)
+			t.Errorf("users.Parse(%s) = %+v, %v; want %q", tt.doc, users, err, tt.want)
 		}
 	}
 	// Escapes in a name are decoded first: this is "admin".
@@ -413,7 +413,7 @@ func TestUsersFieldNamesExact(t *testing.T) {
 	}
 	want := path + `: users[0] ("alice"): unknown field "ADMIN"`
 	if _, err := users.ReadFile(path); err == nil || err.Error() != want {
-		t.Errorf("readUsersFile(%q) = %v; want %q", path, err, want)
+		t.Errorf("users.ReadFile(%q) = %v; want %q", path, err, want)
 	}
 	code, stdout, stderr := runCLI(t, "", nil, "user", "list", "--users", path)
 	if code != 1 || stdout != "" || stderr != "authsvc: "+want+"\n" {

@@ -75,7 +75,7 @@ type connEntry struct {
 // least 1.
 func New(max int) *Limiter {
 	if max < 1 {
-		panic("newConnLimiter: max must be at least 1")
+		panic("connlimit.New: max must be at least 1")
 	}
 	l := &Limiter{max: max, conns: make(map[net.Conn]*connEntry)}
 	l.idle.prev, l.idle.next = &l.idle, &l.idle

@@ -316,14 +316,14 @@ func TestConnLimitListenerClose(t *testing.T) {
 func TestDefaultMaxConns(t *testing.T) {
 	n := DefaultMax()
 	if n < 1 {
-		t.Fatalf("defaultMaxConns() = %d; want positive", n)
+		t.Fatalf("DefaultMax() = %d; want positive", n)
 	}
 	soft, ok := nofileLimit()
 	if !ok {
 		t.Skip("no RLIMIT_NOFILE here")
 	}
 	if uint64(n) > soft {
-		t.Errorf("defaultMaxConns() = %d, above the soft RLIMIT_NOFILE %d", n, soft)
+		t.Errorf("DefaultMax() = %d, above the soft RLIMIT_NOFILE %d", n, soft)
 	}
 	t.Logf("soft RLIMIT_NOFILE %d: default --max-conns %d", soft, n)
 }

@@ -232,7 +232,7 @@ func TestAdmissionFIFO(t *testing.T) {
 func TestNewAdmissionClamps(t *testing.T) {
 	a := NewAdmission(0, -1, time.Second)
 	if c, q := cap(a.slots), a.queue; c != 1 || q != 0 {
-		t.Errorf("newAdmission(0, -1, 1s) has %d slots, queue %d; want 1, 0", c, q)
+		t.Errorf("NewAdmission(0, -1, 1s) has %d slots, queue %d; want 1, 0", c, q)
 	}
 }
 
@@ -291,7 +291,7 @@ func TestTarpit(t *testing.T) {
 		}
 	})
 	if NewTarpit(0, 10) != nil {
-		t.Errorf("newTarpit(0, 10) != nil; want nil (refusals immediate)")
+		t.Errorf("NewTarpit(0, 10) != nil; want nil (refusals immediate)")
 	}
 	var off *Tarpit
 	off.hold(context.Background()) // a nil tarpit holds nothing

@@ -37,7 +37,7 @@ func TestClientIP(t *testing.T) {
 			r.Header.Add("X-Forwarded-For", v)
 		}
 		if got := ClientIP(r, tt.trusted).String(); got != tt.want {
-			t.Errorf("%s: clientIP(%s, XFF %q) = %s; want %s", tt.name, tt.remote, tt.xff, got, tt.want)
+			t.Errorf("%s: ClientIP(%s, XFF %q) = %s; want %s", tt.name, tt.remote, tt.xff, got, tt.want)
 		}
 	}
 }

@@ -345,7 +345,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		t.Errorf("%s is not documented", metricsRoute)
 	}
 	for _, metricsOnMain := range []bool{false, true} {
-		t.Run("metricsOnMain="+strconv.FormatBool(metricsOnMain), func(t *testing.T) {
+		t.Run("MetricsOnMain="+strconv.FormatBool(metricsOnMain), func(t *testing.T) {
 			routes := addRoutes(http.NewServeMux(), routeDeps(t, metricsOnMain))
 			registered := make(map[string]bool)
 			for _, r := range routes {

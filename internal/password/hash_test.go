@@ -52,7 +52,7 @@ func mustParseHash(t testing.TB, s string) *Hash {
 	t.Helper()
 	h, err := ParseHash(s)
 	if err != nil {
-		t.Fatalf("parsePasswordHash(%.20q…): %v", s, err)
+		t.Fatalf("ParseHash(%.20q…): %v", s, err)
 	}
 	return h
 }
@@ -292,7 +292,7 @@ func TestHashPolicyNeedsRehash(t *testing.T) {
 		{"unusable", argonPolicy, "!x", true},
 	} {
 		if got := tt.policy.NeedsRehash(mustParseHash(t, tt.hash)); got != tt.want {
-			t.Errorf("%s: needsRehash %v, want %v", tt.name, got, tt.want)
+			t.Errorf("%s: NeedsRehash %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

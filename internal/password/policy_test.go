@@ -43,7 +43,7 @@ func TestPasswordPolicy(t *testing.T) {
 		}
 		var weak *WeakError
 		if err != nil && !errors.As(err, &weak) {
-			t.Errorf("check(%q, %q) = %T; want *weakPasswordError", tt.username, tt.password, err)
+			t.Errorf("check(%q, %q) = %T; want *WeakError", tt.username, tt.password, err)
 		}
 	}
 }
@@ -75,7 +75,7 @@ func TestPasswordPolicyMinLength(t *testing.T) {
 		pw := strings.Repeat("ж", tt.n)
 		err := Policy{MinLength: tt.min}.Check("alice", pw)
 		if (err == nil) != tt.ok {
-			t.Errorf("passwordPolicy{%d}.check(alice, %d characters) = %v; want ok %v", tt.min, tt.n, err, tt.ok)
+			t.Errorf("Policy{%d}.check(alice, %d characters) = %v; want ok %v", tt.min, tt.n, err, tt.ok)
 		}
 	}
 }

@@ -64,10 +64,10 @@ func hashesOfEveryScheme(t *testing.T) map[string]*Hash {
 	for scheme, text := range texts {
 		h, err := ParseHash(text)
 		if err != nil {
-			t.Fatalf("parsePasswordHash(%s) = %v", scheme, err)
+			t.Fatalf("ParseHash(%s) = %v", scheme, err)
 		}
 		if h.kind != scheme {
-			t.Fatalf("parsePasswordHash(%s).kind = %s", scheme, h.kind)
+			t.Fatalf("ParseHash(%s).kind = %s", scheme, h.kind)
 		}
 		hashes[scheme] = h
 	}
@@ -168,7 +168,7 @@ func TestRunHashWorker(t *testing.T) {
 	in.Write(appendHashJob(nil, h, []byte("wrong-secret")))
 	var out bytes.Buffer
 	if err := RunWorker(&in, &out); err != nil {
-		t.Fatalf("runHashWorker = %v; want nil at the end of stdin", err)
+		t.Fatalf("RunWorker = %v; want nil at the end of stdin", err)
 	}
 	if got := out.String(); got != "10" {
 		t.Errorf("answers = %q; want %q", got, "10")
@@ -179,10 +179,10 @@ func TestRunHashWorker(t *testing.T) {
 	out.Reset()
 	err = RunWorker(bytes.NewReader(bad), &out)
 	if err == nil || strings.Contains(err.Error(), "secret") {
-		t.Errorf("runHashWorker(cut frame) = %v; want an error quoting nothing", err)
+		t.Errorf("RunWorker(cut frame) = %v; want an error quoting nothing", err)
 	}
 	if out.Len() != 0 {
-		t.Errorf("runHashWorker(cut frame) answered %q; want nothing", out.String())
+		t.Errorf("RunWorker(cut frame) answered %q; want nothing", out.String())
 	}
 }
 

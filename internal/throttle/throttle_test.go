@@ -35,7 +35,7 @@ func TestThrottleDefaults(t *testing.T) {
 		MaxEntries:   100000,
 	}
 	if got := newThrottle(Config{}).cfg; got != want {
-		t.Errorf("newThrottle(throttleConfig{}).cfg = %+v; want %+v", got, want)
+		t.Errorf("newThrottle(Config{}).cfg = %+v; want %+v", got, want)
 	}
 	custom := Config{PairFailures: 3, Window: time.Hour, BaseBackoff: 2 * time.Second, MaxBackoff: time.Minute,
 		UserFailures: 7, AddrRate: 0.5, AddrBurst: 4, MaxEntries: 9}
@@ -362,7 +362,7 @@ func TestClientKey(t *testing.T) {
 			ip = ap.Addr()
 		}
 		if got := ClientKey(ip); got != tt.want {
-			t.Errorf("clientKey(%q) = %q; want %q", tt.remoteAddr, got, tt.want)
+			t.Errorf("ClientKey(%q) = %q; want %q", tt.remoteAddr, got, tt.want)
 		}
 	}
 }

@@ -26,7 +26,7 @@ func TestMemRecordHoldsNoPointers(t *testing.T) {
 		}
 	}
 	check(reflect.TypeFor[memRecord](), "memRecord")
-	check(reflect.TypeFor[Digest](), "tokenDigest") // the index's keys
+	check(reflect.TypeFor[Digest](), "Digest") // the index's keys
 }
 
 // TestMemoryStoreClients: every client address comes back from List as it

@@ -52,11 +52,11 @@ func TestParseAuthorization(t *testing.T) {
 		}
 		got, err := ParseAuthorization(h)
 		if !errors.Is(err, tt.err) {
-			t.Errorf("parseAuthorization(%q) error = %v; want %v", tt.header, err, tt.err)
+			t.Errorf("ParseAuthorization(%q) error = %v; want %v", tt.header, err, tt.err)
 			continue
 		}
 		if tt.err == nil && got != want {
-			t.Errorf("parseAuthorization(%q) = %x; want %x", tt.header, got, want)
+			t.Errorf("ParseAuthorization(%q) = %x; want %x", tt.header, got, want)
 		}
 	}
 }
@@ -67,10 +67,10 @@ func TestNewToken(t *testing.T) {
 		tok, d := New()
 		got, err := DigestOf(tok)
 		if err != nil || got != d {
-			t.Fatalf("digestOf(newToken()) = %x, %v; want %x", got, err, d)
+			t.Fatalf("DigestOf(New()) = %x, %v; want %x", got, err, d)
 		}
 		if seen[tok] {
-			t.Fatalf("newToken() repeated %s", tok)
+			t.Fatalf("New() repeated %s", tok)
 		}
 		seen[tok] = true
 	}
@@ -84,7 +84,7 @@ func FuzzParseCredentials(f *testing.F) {
 		d, err := ParseCredentials(v)
 		if err != nil {
 			if !errors.Is(err, ErrNoCredentials) && !errors.Is(err, ErrBadToken) {
-				t.Fatalf("parseCredentials(%q) error = %v; want errNoCredentials or errBadToken", v, err)
+				t.Fatalf("ParseCredentials(%q) error = %v; want ErrNoCredentials or ErrBadToken", v, err)
 			}
 			return
 		}
@@ -92,11 +92,11 @@ func FuzzParseCredentials(f *testing.F) {
 		scheme, rest, ok := strings.Cut(strings.ReplaceAll(v, "\t", " "), " ")
 		rest = strings.TrimLeft(rest, " ")
 		if !ok || !isTokenScheme(scheme) || len(rest) != Length || strings.ToLower(rest) != rest {
-			t.Fatalf("parseCredentials(%q) accepted a malformed header", v)
+			t.Fatalf("ParseCredentials(%q) accepted a malformed header", v)
 		}
 		raw, err := hex.DecodeString(rest)
 		if err != nil || sha256.Sum256(raw) != d {
-			t.Fatalf("parseCredentials(%q) = %x; want digest of %s", v, d, rest)
+			t.Fatalf("ParseCredentials(%q) = %x; want digest of %s", v, d, rest)
 		}
 	})
 }

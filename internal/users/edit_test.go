@@ -43,7 +43,7 @@ func TestEditCopiesEntriesVerbatim(t *testing.T) {
 	}
 	users, err := ReadFile(path)
 	if err != nil || len(users) != 4 || !users[0].Admin || users[0].Name != "A<B" || users[1].Name != "Bob" || users[3].Username != "dave" {
-		t.Errorf("readUsersFile after the edits = %+v, %v; want alice (admin, A<B), Bob, carol, dave", users, err)
+		t.Errorf("ReadFile after the edits = %+v, %v; want alice (admin, A<B), Bob, carol, dave", users, err)
 	}
 }
 
@@ -69,7 +69,7 @@ func TestEditLayoutUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	if w, _ := os.ReadFile(want); !bytes.Equal(got, w) {
-		t.Errorf("file after Delete and Add =\n%s\nwant writeUsersFile's\n%s", got, w)
+		t.Errorf("file after Delete and Add =\n%s\nwant WriteFile's\n%s", got, w)
 	}
 	if len(users) != 30 || findUser(users, "user0007") >= 0 || users[29].Username != "zed" {
 		t.Errorf("users after Delete(user0007), Add(zed) = %d, user0007 at %d, last %q; want 30, -1, zed", len(users), findUser(users, "user0007"), users[29].Username)
@@ -81,7 +81,7 @@ func TestEditLayoutUnchanged(t *testing.T) {
 		}
 	}
 	if got, _ := os.ReadFile(path); string(got) != "{\n  \"users\": []\n}\n" {
-		t.Errorf("file after deleting everyone = %q; want writeUsersFile's empty file", got)
+		t.Errorf("file after deleting everyone = %q; want WriteFile's empty file", got)
 	}
 }
 

@@ -52,7 +52,7 @@ func TestReloadKeepsUnchangedUsers(t *testing.T) {
 	}
 	for name, u := range before.byName {
 		if after.byName[name] != u {
-			t.Errorf("after reloading an unchanged file, byName[%q] is a new dirUser; want the old one", name)
+			t.Errorf("after reloading an unchanged file, byName[%q] is a new Account; want the old one", name)
 		}
 	}
 
@@ -189,7 +189,7 @@ func TestReloadRefusedKeepsIndex(t *testing.T) {
 // allocation size class it fits (the next is 128).
 func TestDirUserSize(t *testing.T) {
 	if got := unsafe.Sizeof(Account{}); got > 112 {
-		t.Errorf("unsafe.Sizeof(dirUser{}) = %d; want at most 112", got)
+		t.Errorf("unsafe.Sizeof(Account{}) = %d; want at most 112", got)
 	}
 }
 

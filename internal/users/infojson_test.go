@@ -32,7 +32,7 @@ func TestAppendInfoJSON(t *testing.T) {
 		}
 		body, length := u.InfoReply(nil)
 		if want := marshalInfo(t, info); string(body) != want || len(length) != 1 || length[0] != strconv.Itoa(len(want)) {
-			t.Errorf("infoReply(%+v) = %q, %q; want %q, %d", info, body, length, want, len(want))
+			t.Errorf("InfoReply(%+v) = %q, %q; want %q, %d", info, body, length, want, len(want))
 		}
 	}
 }

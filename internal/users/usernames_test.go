@@ -52,7 +52,7 @@ func TestUsernames(t *testing.T) {
 	for _, tt := range tests {
 		got := NormalizeUsername(tt.in)
 		if got != tt.norm {
-			t.Errorf("%s: normalizeUsername(%+q) = %+q; want %+q", tt.name, tt.in, got, tt.norm)
+			t.Errorf("%s: NormalizeUsername(%+q) = %+q; want %+q", tt.name, tt.in, got, tt.norm)
 		}
 		if v := validUnicodeUsername(got); v != tt.valid {
 			t.Errorf("%s: validUnicodeUsername(%+q) = %v; want %v", tt.name, got, v, tt.valid)
@@ -85,16 +85,16 @@ func FuzzNormalizeUsername(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		n := NormalizeUsername(s)
 		if again := NormalizeUsername(n); again != n {
-			t.Fatalf("normalizeUsername(%+q) = %+q; want it unchanged", n, again)
+			t.Fatalf("NormalizeUsername(%+q) = %+q; want it unchanged", n, again)
 		}
 		if !isNFKC(n) {
-			t.Fatalf("isNFKC(normalizeUsername(%+q)) = false; want true", s)
+			t.Fatalf("isNFKC(NormalizeUsername(%+q)) = false; want true", s)
 		}
 		// Canonically equivalent spellings are one username, so one verdict.
 		if utf8.ValidString(s) {
 			for _, form := range []norm.Form{norm.NFC, norm.NFD} {
 				if m := NormalizeUsername(form.String(s)); m != n {
-					t.Fatalf("normalizeUsername(%v(%+q)) = %+q; want %+q", form, s, m, n)
+					t.Fatalf("NormalizeUsername(%v(%+q)) = %+q; want %+q", form, s, m, n)
 				}
 			}
 		}

@@ -77,9 +77,9 @@ func TestParseUsersErrors(t *testing.T) {
 	} {
 		users, err := Parse([]byte(tt.doc))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: parseUsers(%q) = %v, %v; want error containing %q", tt.name, tt.doc, users, err, tt.want)
+			t.Errorf("%s: Parse(%q) = %v, %v; want error containing %q", tt.name, tt.doc, users, err, tt.want)
 		} else if strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s: parseUsers(%q) = %q; want a one-line error", tt.name, tt.doc, err)
+			t.Errorf("%s: Parse(%q) = %q; want a one-line error", tt.name, tt.doc, err)
 		}
 	}
 }
@@ -92,11 +92,11 @@ func TestReadUsersFileErrors(t *testing.T) {
 	}
 	want := path + `: users[1] ("bob"): password_hash: not a supported password hash (bcrypt, argon2id, or Django's pbkdf2_sha256, argon2, bcrypt_sha256, bcrypt)`
 	if _, err := ReadFile(path); err == nil || err.Error() != want {
-		t.Errorf("readUsersFile(%q) = %v; want %q", path, err, want)
+		t.Errorf("ReadFile(%q) = %v; want %q", path, err, want)
 	}
 	missing := filepath.Join(dir, "missing.json")
 	if _, err := ReadFile(missing); !os.IsNotExist(err) {
-		t.Errorf("readUsersFile(%q) = %v; want a not-exist error", missing, err)
+		t.Errorf("ReadFile(%q) = %v; want a not-exist error", missing, err)
 	}
 }
 
@@ -113,12 +113,12 @@ func TestParseUsersGood(t *testing.T) {
 	}
 	got, err := Parse([]byte(doc))
 	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("parseUsers(%s) = %+v, %v; want %+v, nil", doc, got, err, want)
+		t.Fatalf("Parse(%s) = %+v, %v; want %+v, nil", doc, got, err, want)
 	}
 	// groups null and missing both become [], never nil.
 	for _, u := range got {
 		if u.Groups == nil {
-			t.Errorf("parseUsers: %s: Groups = nil; want []", u.Username)
+			t.Errorf("Parse: %s: Groups = nil; want []", u.Username)
 		}
 	}
 	if got, err := Parse([]byte(`{"users": []}`)); err != nil || got == nil || len(got) != 0 {
@@ -139,7 +139,7 @@ func TestWriteUsersFileRoundTrip(t *testing.T) {
 	}
 	for _, list := range [][]User{users, nil, users} {
 		if err := WriteFile(path, list); err != nil {
-			t.Fatalf("writeUsersFile(%q, %d users) = %v; want nil", path, len(list), err)
+			t.Fatalf("WriteFile(%q, %d users) = %v; want nil", path, len(list), err)
 		}
 		got, err := ReadFile(path)
 		want := list
@@ -147,11 +147,11 @@ func TestWriteUsersFileRoundTrip(t *testing.T) {
 			want = []User{}
 		}
 		if err != nil || !reflect.DeepEqual(got, want) {
-			t.Errorf("readUsersFile after writeUsersFile(%+v) = %+v, %v; want the same", list, got, err)
+			t.Errorf("ReadFile after WriteFile(%+v) = %+v, %v; want the same", list, got, err)
 		}
 		checkMode(t, path, 0o600)
 		if names := dirNames(t, dir); !reflect.DeepEqual(names, []string{"users.json"}) {
-			t.Errorf("files in dir after writeUsersFile = %q; want only users.json", names)
+			t.Errorf("files in dir after WriteFile = %q; want only users.json", names)
 		}
 	}
 }
@@ -159,7 +159,7 @@ func TestWriteUsersFileRoundTrip(t *testing.T) {
 func TestWriteUsersFileError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing", "users.json")
 	if err := WriteFile(path, nil); err == nil {
-		t.Errorf("writeUsersFile(%q) = nil; want an error", path)
+		t.Errorf("WriteFile(%q) = nil; want an error", path)
 	}
 }
 
@@ -170,32 +170,32 @@ func TestEditUsers(t *testing.T) {
 		return append(users, User{Username: "alice", PasswordHash: testHash, Groups: []string{}}), nil
 	}
 	if err := EditFile(path, false, add); err == nil || !strings.Contains(err.Error(), "does not exist") {
-		t.Errorf("editUsers(missing file, create=false) = %v; want a does-not-exist error", err)
+		t.Errorf("EditFile(missing file, create=false) = %v; want a does-not-exist error", err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Errorf("after editUsers(create=false): stat = %v; want not exist", err)
+		t.Errorf("after EditFile(create=false): stat = %v; want not exist", err)
 	}
 	if err := EditFile(path, true, add); err != nil {
-		t.Fatalf("editUsers(missing file, create=true) = %v; want nil", err)
+		t.Fatalf("EditFile(missing file, create=true) = %v; want nil", err)
 	}
 	if err := EditFile(path, false, func([]User) ([]User, error) {
 		return nil, fmt.Errorf("refused")
 	}); err == nil || err.Error() != "refused" {
-		t.Errorf("editUsers(edit fails) = %v; want refused", err)
+		t.Errorf("EditFile(edit fails) = %v; want refused", err)
 	}
 	got, err := ReadFile(path)
 	if err != nil || len(got) != 1 || got[0].Username != "alice" {
-		t.Errorf("readUsersFile after a failed edit = %+v, %v; want alice alone", got, err)
+		t.Errorf("ReadFile after a failed edit = %+v, %v; want alice alone", got, err)
 	}
 	// A broken file is never overwritten by an edit.
 	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := EditFile(path, true, add); err == nil {
-		t.Errorf("editUsers(broken file) = nil; want an error")
+		t.Errorf("EditFile(broken file) = nil; want an error")
 	}
 	if data, _ := os.ReadFile(path); string(data) != "{" {
-		t.Errorf("broken file after editUsers = %q; want it untouched", data)
+		t.Errorf("broken file after EditFile = %q; want it untouched", data)
 	}
 }
 
@@ -427,13 +427,13 @@ func TestUserSource(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	if _, err := OpenFile(path, log); err == nil {
-		t.Errorf("openFileDirectory(missing file) = nil error; want an error")
+		t.Errorf("OpenFile(missing file) = nil error; want an error")
 	}
 	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := OpenFile(path, log); err == nil || !strings.Contains(err.Error(), path+": not a users file") {
-		t.Errorf("openFileDirectory(broken file) = %v; want an error naming the file and the problem", err)
+		t.Errorf("OpenFile(broken file) = %v; want an error naming the file and the problem", err)
 	}
 
 	// mtime steps forward by a second at each write, so changed() sees every one.
@@ -459,7 +459,7 @@ func TestUserSource(t *testing.T) {
 	write(usersJSON(okAlice))
 	s, err := OpenFile(path, log)
 	if err != nil {
-		t.Fatalf("openFileDirectory(good file) = %v", err)
+		t.Fatalf("OpenFile(good file) = %v", err)
 	}
 	first := s.index()
 	if got := names(first); !reflect.DeepEqual(got, []string{"alice"}) {
@@ -567,27 +567,27 @@ func FuzzParseUsers(f *testing.F) {
 		// The fast parser agrees with the reference on every input.
 		strict, strictErr := parseUsersStrict(data)
 		if fmt.Sprint(err) != fmt.Sprint(strictErr) || !reflect.DeepEqual(users, strict) {
-			t.Fatalf("parseUsers(%q) = %+v, %v; want parseUsersStrict's %+v, %v", data, users, err, strict, strictErr)
+			t.Fatalf("Parse(%q) = %+v, %v; want parseUsersStrict's %+v, %v", data, users, err, strict, strictErr)
 		}
 		if err != nil {
 			if users != nil {
-				t.Errorf("parseUsers(%q) = %v, %v; want nil users with an error", data, users, err)
+				t.Errorf("Parse(%q) = %v, %v; want nil users with an error", data, users, err)
 			}
 			return
 		}
 		if users == nil {
-			t.Fatalf("parseUsers(%q) = nil, nil; want a non-nil list", data)
+			t.Fatalf("Parse(%q) = nil, nil; want a non-nil list", data)
 		}
 		path := filepath.Join(t.TempDir(), "users.json")
 		if err := WriteFile(path, users); err != nil {
-			t.Fatalf("writeUsersFile(parseUsers(%q)) = %v", data, err)
+			t.Fatalf("WriteFile(Parse(%q)) = %v", data, err)
 		}
 		got, err := ReadFile(path)
 		if err != nil {
-			t.Fatalf("readUsersFile(writeUsersFile(parseUsers(%q))) = %v", data, err)
+			t.Fatalf("ReadFile(WriteFile(Parse(%q))) = %v", data, err)
 		}
 		if !reflect.DeepEqual(got, users) {
-			t.Fatalf("readUsersFile(writeUsersFile(parseUsers(%q))) = %+v; want %+v", data, got, users)
+			t.Fatalf("ReadFile(WriteFile(Parse(%q))) = %+v; want %+v", data, got, users)
 		}
 		// A streaming edit of the file as it was keeps every entry it does
 		// not touch, and the index built while reading it is the users'.
@@ -619,7 +619,7 @@ func FuzzParseUsers(f *testing.F) {
 		}
 		got, err = ReadFile(edited)
 		if want := append(users, added); err != nil || !reflect.DeepEqual(got, want) {
-			t.Fatalf("readUsersFile after Add to %q = %+v, %v; want %+v", data, got, err, want)
+			t.Fatalf("ReadFile after Add to %q = %+v, %v; want %+v", data, got, err, want)
 		}
 	})
 }

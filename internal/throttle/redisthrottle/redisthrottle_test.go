@@ -26,7 +26,7 @@ func throttleRedisClient(t testing.TB, url string) *redis.Client {
 	t.Helper()
 	client, err := redisstore.Dial(url)
 	if err != nil {
-		t.Fatalf("dialRedis(%q) = %v", url, err)
+		t.Fatalf("redisstore.Dial(%q) = %v", url, err)
 	}
 	t.Cleanup(func() { client.Close() })
 	return client

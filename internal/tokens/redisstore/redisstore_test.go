@@ -24,7 +24,7 @@ func testRedisClient(t testing.TB, url string) *redis.Client {
 	t.Helper()
 	client, err := Dial(url)
 	if err != nil {
-		t.Fatalf("dialRedis(%q) = %v", url, err)
+		t.Fatalf("Dial(%q) = %v", url, err)
 	}
 	t.Cleanup(func() { client.Close() })
 	return client
@@ -256,7 +256,7 @@ func TestRedisStoreHung(t *testing.T) {
 			start := time.Now()
 			_, err := s.Lookup(context.Background(), tokens.Digest{byte(i)}, now)
 			if d := time.Since(start); !errors.Is(err, tokens.ErrUnavailable) || d >= 5*time.Second {
-				t.Errorf("Lookup on a hung Redis = %v after %v; want errStoreUnavailable within 5s", err, d)
+				t.Errorf("Lookup on a hung Redis = %v after %v; want tokens.ErrUnavailable within 5s", err, d)
 			}
 		})
 	}
@@ -264,7 +264,7 @@ func TestRedisStoreHung(t *testing.T) {
 		start := time.Now()
 		_, err := s.Issue(context.Background(), tokens.Digest{1}, tokens.Session{Username: "alice"}, 10, now)
 		if d := time.Since(start); !errors.Is(err, tokens.ErrUnavailable) || d >= 5*time.Second {
-			t.Errorf("Issue on a hung Redis = %v after %v; want errStoreUnavailable within 5s", err, d)
+			t.Errorf("Issue on a hung Redis = %v after %v; want tokens.ErrUnavailable within 5s", err, d)
 		}
 	})
 	wg.Wait()
@@ -277,11 +277,11 @@ func TestRedisStoreURLErrorHidesPassword(t *testing.T) {
 	for _, raw := range []string{"redis://:s3cret@127.0.0.1:xx/0", "redis://user:s3cret@127.0.0.1:6379/abc", "rediss://:s3cret@[::1/0"} {
 		_, err := Dial(raw)
 		if err == nil {
-			t.Errorf("dialRedis(%q) = nil error; want one", raw)
+			t.Errorf("Dial(%q) = nil error; want one", raw)
 			continue
 		}
 		if strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("dialRedis(%q) error %q quotes the password", raw, err)
+			t.Errorf("Dial(%q) error %q quotes the password", raw, err)
 		}
 	}
 }

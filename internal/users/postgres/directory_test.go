@@ -31,7 +31,7 @@ func openPG(t testing.TB, url string, cacheSize int) *Directory {
 	t.Helper()
 	d, err := Open(context.Background(), url, cacheSize, slog.New(slog.DiscardHandler))
 	if err != nil {
-		t.Fatalf("openPGDirectory = %v", err)
+		t.Fatalf("Open = %v", err)
 	}
 	t.Cleanup(func() { d.Close() })
 	return d
@@ -107,7 +107,7 @@ func TestPGDirectoryTwoInstances(t *testing.T) {
 
 	alice := users.User{Username: "alice", PasswordHash: passwordtest.MustHash(t, "alice-pw", passwordtest.Cost), Groups: []string{"dev"}}
 	if _, err := b.Lookup(ctx, "alice"); !errors.Is(err, users.ErrNotFound) {
-		t.Fatalf("b.Lookup(alice) before Add = %v; want errUserNotFound (and cached so)", err)
+		t.Fatalf("b.Lookup(alice) before Add = %v; want users.ErrNotFound (and cached so)", err)
 	}
 	if err := a.Add(ctx, alice); err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func TestPGDirectoryListenReconnects(t *testing.T) {
 		return err == nil && killed > 0
 	})
 	if _, err := b.Lookup(ctx, "alice"); !errors.Is(err, users.ErrNotFound) {
-		t.Fatalf("b.Lookup(alice) = %v; want errUserNotFound", err)
+		t.Fatalf("b.Lookup(alice) = %v; want users.ErrNotFound", err)
 	}
 	if err := a.Add(ctx, users.User{Username: "alice", PasswordHash: passwordtest.MustHash(t, "pw", passwordtest.Cost)}); err != nil {
 		t.Fatal(err)
@@ -319,13 +319,13 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 		if err != nil {
 			errs = append(errs, err)
 			if !errors.Is(err, users.ErrUnavailable) {
-				t.Fatalf("Lookup(alice) %v after the stop = %v; want errDirectoryUnavailable", since, err)
+				t.Fatalf("Lookup(alice) %v after the stop = %v; want users.ErrUnavailable", since, err)
 			}
 			failedAt = since
 			break
 		}
 		if since > 6*time.Second {
-			t.Fatalf("Lookup(alice) still answers %v after the stop; want errDirectoryUnavailable after at most 5 s", since)
+			t.Fatalf("Lookup(alice) still answers %v after the stop; want users.ErrUnavailable after at most 5 s", since)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -334,21 +334,21 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 		t.Errorf("Lookup(alice) failed %v after the stop; want the cache to answer for about 5 s", failedAt)
 	}
 	if _, err := d.Lookup(ctx, "bob"); !errors.Is(err, users.ErrUnavailable) {
-		t.Errorf("Lookup(bob), not cached, while stopped = %v; want errDirectoryUnavailable", err)
+		t.Errorf("Lookup(bob), not cached, while stopped = %v; want users.ErrUnavailable", err)
 	}
 	start := time.Now()
 	err = d.Add(ctx, users.User{Username: "bob", PasswordHash: alice.PasswordHash})
 	if !errors.Is(err, users.ErrUnavailable) || time.Since(start) > 3*time.Second {
-		t.Errorf("Add(bob) while stopped = %v after %v; want errDirectoryUnavailable within the query timeout", err, time.Since(start))
+		t.Errorf("Add(bob) while stopped = %v after %v; want users.ErrUnavailable within the query timeout", err, time.Since(start))
 	}
 	errs = append(errs, err)
 	err = d.Update(ctx, "alice", func(u *users.User) error { u.Disabled = true; return nil })
 	if !errors.Is(err, users.ErrUnavailable) {
-		t.Errorf("Update(alice) while stopped = %v; want errDirectoryUnavailable", err)
+		t.Errorf("Update(alice) while stopped = %v; want users.ErrUnavailable", err)
 	}
 	errs = append(errs, err)
 	if err := d.Ping(ctx); !errors.Is(err, users.ErrUnavailable) {
-		t.Errorf("Ping() while stopped = %v; want errDirectoryUnavailable", err)
+		t.Errorf("Ping() while stopped = %v; want users.ErrUnavailable", err)
 	}
 
 	restart()
@@ -411,11 +411,11 @@ func TestPGDirectoryURLPasswordNeverQuoted(t *testing.T) {
 		d, err := Open(context.Background(), url, 10, nil)
 		if err == nil {
 			d.Close()
-			t.Errorf("openPGDirectory(%q) = nil error; want one", url)
+			t.Errorf("Open(%q) = nil error; want one", url)
 			continue
 		}
 		if strings.Contains(err.Error(), password) {
-			t.Errorf("openPGDirectory(%q) = %q; quotes the password", url, err)
+			t.Errorf("Open(%q) = %q; quotes the password", url, err)
 		}
 		t.Logf("%v", err)
 	}
@@ -441,7 +441,7 @@ func TestPGDirectoryMigrations(t *testing.T) {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Errorf("openPGDirectory #%d of 4 at once = %v", i, err)
+			t.Errorf("Open #%d of 4 at once = %v", i, err)
 		}
 	}
 	d := openPG(t, db, 10)
@@ -469,7 +469,7 @@ func TestPGDirectoryMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := Open(ctx, db, 10, nil); err == nil || !strings.Contains(err.Error(), "newer") {
-		t.Errorf("openPGDirectory on a newer schema = %v; want it refused", err)
+		t.Errorf("Open on a newer schema = %v; want it refused", err)
 	}
 }
 

@@ -76,7 +76,7 @@ func Run(t *testing.T, factory Factory) {
 			t.Errorf("Len() = %d; want 1", d.Len())
 		}
 		if err := d.Add(ctx, alice); !errors.Is(err, users.ErrExists) {
-			t.Errorf("Add(alice) again = %v; want errUserExists", err)
+			t.Errorf("Add(alice) again = %v; want users.ErrExists", err)
 		}
 		users, err := d.List(ctx)
 		if err != nil || len(users) != 1 || users[0].Username != "alice" || users[0].PasswordHash != hash {
@@ -119,16 +119,16 @@ func Run(t *testing.T, factory Factory) {
 			t.Errorf("a failed Update wrote its change")
 		}
 		if err := d.Update(ctx, "bob", func(*users.User) error { return nil }); !errors.Is(err, users.ErrNotFound) {
-			t.Errorf("Update(bob) = %v; want errUserNotFound", err)
+			t.Errorf("Update(bob) = %v; want users.ErrNotFound", err)
 		}
 		if err := d.Delete(ctx, "alice"); err != nil {
 			t.Fatalf("Delete(alice) = %v", err)
 		}
 		if _, err := d.Lookup(ctx, "alice"); !errors.Is(err, users.ErrNotFound) {
-			t.Errorf("Lookup(alice) after Delete = %v; want errUserNotFound", err)
+			t.Errorf("Lookup(alice) after Delete = %v; want users.ErrNotFound", err)
 		}
 		if err := d.Delete(ctx, "alice"); !errors.Is(err, users.ErrNotFound) {
-			t.Errorf("Delete(alice) again = %v; want errUserNotFound", err)
+			t.Errorf("Delete(alice) again = %v; want users.ErrNotFound", err)
 		}
 	})
 
