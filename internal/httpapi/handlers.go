@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
@@ -15,8 +17,13 @@ import (
 
 // decodeObject decodes a JSON request body into the struct v points to,
 // as invalid_request errors that name the field at fault and never quote
-// the body (it holds passwords).
+// the body (it holds passwords). A body that is not valid UTF-8, or that
+// escapes a lone UTF-16 surrogate, is refused: encoding/json would turn
+// either into U+FFFD, so that two different passwords became one.
 func decodeObject(body []byte, v any) error {
+	if !utf8.Valid(body) || hasLoneSurrogate(body) {
+		return invalidRequest("Body is not valid UTF-8.")
+	}
 	err := json.Unmarshal(body, v)
 	var typeErr *json.UnmarshalTypeError
 	switch {
@@ -161,4 +168,59 @@ func handleNotFound(log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, log, errNotFound)
 	})
+}
+
+// hasLoneSurrogate reports whether a JSON string in body escapes half of a
+// UTF-16 surrogate pair without the other half (\ud800 alone, or \udc00
+// first), which encoding/json decodes as U+FFFD. It reads body as JSON
+// text; what is not JSON it leaves to the decoder to refuse.
+func hasLoneSurrogate(body []byte) bool {
+	inString := false
+	pendingHigh := false // the last escape was a high surrogate
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch {
+		case c == '"':
+			if pendingHigh {
+				return true
+			}
+			inString = false
+		case c == '\\' && i+1 < len(body) && body[i+1] == 'u' && i+5 < len(body):
+			r, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 16)
+			if err != nil {
+				return false // not JSON: the decoder refuses it
+			}
+			switch {
+			case 0xd800 <= r && r < 0xdc00:
+				if pendingHigh {
+					return true
+				}
+				pendingHigh = true
+			case 0xdc00 <= r && r < 0xe000:
+				if !pendingHigh {
+					return true
+				}
+				pendingHigh = false
+			default:
+				if pendingHigh {
+					return true
+				}
+			}
+			i += 5
+		case c == '\\':
+			if pendingHigh {
+				return true
+			}
+			i++ // the escaped character, whatever it is
+		default:
+			if pendingHigh {
+				return true
+			}
+		}
+	}
+	return false
 }
