@@ -1,7 +1,11 @@
 # authsvc: make build | run | test | cover | fuzz | e2e | bench
 GO       ?= go
 FUZZTIME ?= 20s
-FUZZ_TARGETS = FuzzParseCredentials FuzzDecodeLogin FuzzParseUsers FuzzUsernameParam FuzzAccessLine FuzzDecodeHashJob
+# package:target, each target beside the parser it guards
+FUZZ_TARGETS = internal/tokens:FuzzParseCredentials internal/httpapi:FuzzDecodeLogin \
+	internal/httpapi:FuzzUsernameParam internal/httpapi:FuzzAccessLine internal/users:FuzzParseUsers \
+	internal/users:FuzzNormalizeUsername internal/users:FuzzAppendInfoJSON \
+	internal/password:FuzzParsePasswordHash internal/password:FuzzDecodeHashJob
 
 .PHONY: build run test cover fuzz clean bench e2e
 
@@ -20,13 +24,14 @@ e2e:
 	AUTHSVC_REQUIRE_E2E=1 $(GO) test -tags e2e -run Browser -count=1 -v .
 
 cover:
-	$(GO) test -coverprofile=cover.out .  # the service; bench/ is tooling
+	$(GO) test -coverprofile=cover.out $$($(GO) list ./... | grep -v /bench/)  # the service; bench/ is tooling
 	$(GO) tool cover -func=cover.out | tail -n 1
 
 fuzz:
-	@for target in $(FUZZ_TARGETS); do \
-		echo "== $$target ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) . || exit 1; \
+	@for pt in $(FUZZ_TARGETS); do \
+		pkg=$${pt%%:*}; target=$${pt#*:}; \
+		echo "== $$pkg $$target ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; \
 	done
 
 clean:
