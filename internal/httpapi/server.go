@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -41,7 +42,22 @@ func NewServer(d Deps) http.Handler {
 	if !d.NoAccessLog {
 		access = newAccessLog(d.Log, d.LogFormat, d.LogOut)
 	}
-	return observe(access, d.Metrics, cors(d.CORSOrigins, mux))
+	return observe(access, d.Metrics, cors(d.CORSOrigins, cleanPathsOnly(d.Log, mux)))
+}
+
+// cleanPathsOnly answers 404 not_found for a path with an empty, "." or
+// ".." segment, which ServeMux would answer with a 307 to the cleaned path
+// and an HTML body: no client of this API sends one, and a redirect would
+// only help a probe map the routes.
+func cleanPathsOnly(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if clean := path.Clean(p); clean != p && clean+"/" != p {
+			writeError(w, r, log, errNotFound)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // addRoutes lists every route and returns them as "METHOD /canonical/path"
