@@ -72,7 +72,7 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter P
 		u, err := attempt.verify(req.CurrentPassword)
 		// The policy (400 weak_password), then the new hash, written under the lock.
 		if err == nil {
-			u, err = changePassword(r, tc, setter, u, req.NewPassword)
+			u, err = changePassword(log, r, tc, setter, u, req.NewPassword)
 		}
 		attempt.grant(log, tc, u, err)
 	})
@@ -81,7 +81,7 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter P
 // changePassword sets u's new password if the policy allows it, with a
 // cut-off that kills every earlier token, removes those tokens from the
 // store, and returns the user as the directory now has them.
-func changePassword(r *http.Request, tc tokenCheck, setter PasswordSetter, u *users.Account, password string) (*users.Account, error) {
+func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter PasswordSetter, u *users.Account, password string) (*users.Account, error) {
 	username := u.Username()
 	if err := setter.Policy.Check(username, password); err != nil {
 		return nil, weakPasswordReply(err)
@@ -94,16 +94,29 @@ func changePassword(r *http.Request, tc tokenCheck, setter PasswordSetter, u *us
 	// token issued next is not older than the cut-off.
 	cutoff := tc.now().UTC().Truncate(time.Millisecond)
 	err = tc.users.Update(r.Context(), username, func(x *users.User) error {
+		// Only over the hash current_password was checked against: of two
+		// changes racing with one token, the second finds another hash.
+		if x.PasswordHash != u.StoredHash() {
+			return errInvalidCredentials
+		}
 		x.PasswordHash, x.TokensAfter = hash, cutoff
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	// The password has changed: from here on nothing turns the reply into
+	// an error that would tell the client the old password still stands.
+	// The old tokens are dead anyway, by the cut-off just written.
 	n, err := tc.store.RevokeUserBefore(r.Context(), username, cutoff.Add(time.Millisecond))
 	if err != nil {
-		return nil, err
+		log.WarnContext(r.Context(), "password changed; its old tokens stay in the store until they expire (the cut-off refuses them)", "username", username, "err", err)
 	}
 	tc.metrics.Revoked(RevokedUserChange, n)
-	return tc.users.Lookup(r.Context(), username)
+	changed, err := tc.users.Lookup(r.Context(), username)
+	if err != nil {
+		log.WarnContext(r.Context(), "password changed; replying with the user as it was read before", "username", username, "err", err)
+		return u, nil
+	}
+	return changed, nil
 }
