@@ -124,7 +124,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		return usagef("user %s: --password-min-length %d: want 1 to %d", sub, *minLength, password.MaxLen)
 	}
 	ctx := context.Background()
-	dir, done, err := openCLIDirectory(ctx, *usersPath)
+	dir, done, err := openCLIDirectory(ctx, *usersPath, sub == "list" || sub == "check")
 	if err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "added user %q to %s\n", username, *usersPath)
+		fmt.Fprintf(stdout, "added user %q to %s\n", username, dir) // dir names a database without its password
 		return nil
 	case "passwd":
 		hash, err := newUserPassword("user "+sub, hashing, *minLength, username, stdin, stderr)
@@ -187,7 +187,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if err := dir.Delete(ctx, username); err != nil {
 			return userError(sub, username, err)
 		}
-		fmt.Fprintf(stdout, "deleted user %q from %s\n", username, *usersPath)
+		fmt.Fprintf(stdout, "deleted user %q from %s\n", username, dir)
 		return nil
 	case "disable":
 		return changeUser(ctx, dir, sub, username, stdout, "disabled", func(u *users.User) { u.Disabled, u.TokensAfter = true, time.Now().UTC() })

@@ -133,12 +133,17 @@ func isPostgresURL(users string) bool {
 
 // openCLIDirectory opens the directory --users names for one CLI command:
 // the users file unloaded (each edit reads it under the lock), or the
-// PostgreSQL database. done releases it.
-func openCLIDirectory(ctx context.Context, spec string) (dir users.Directory, done func(), err error) {
+// PostgreSQL database, whose schema a command that only reads (readOnly)
+// leaves as it is. done releases it.
+func openCLIDirectory(ctx context.Context, spec string, readOnly bool) (dir users.Directory, done func(), err error) {
 	if !isPostgresURL(spec) {
 		return users.NewFile(spec, slog.New(slog.DiscardHandler)), func() {}, nil
 	}
-	pg, err := postgres.Open(ctx, spec, 16, slog.New(slog.DiscardHandler))
+	open := postgres.Open
+	if readOnly {
+		open = postgres.OpenExisting
+	}
+	pg, err := open(ctx, spec, 16, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -92,7 +92,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 // random password (its hash under policy) and prints that password once to
 // stderr.
 func bootstrap(ctx context.Context, spec string, policy password.HashPolicy, stderr io.Writer) error {
-	dir, done, err := openCLIDirectory(ctx, spec)
+	dir, done, err := openCLIDirectory(ctx, spec, false)
 	if err != nil {
 		return err
 	}

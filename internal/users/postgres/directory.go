@@ -126,6 +126,17 @@ var pgMigrations = []string{
 // migrating its tables, with a cache of at most cacheSize users. No error
 // quotes the URL's password.
 func Open(ctx context.Context, rawURL string, cacheSize int, log *slog.Logger) (*Directory, error) {
+	return open(ctx, rawURL, cacheSize, log, true)
+}
+
+// OpenExisting is Open for a command that only reads: it does not create
+// or migrate the schema, and fails when the database does not hold the
+// schema this authsvc knows.
+func OpenExisting(ctx context.Context, rawURL string, cacheSize int, log *slog.Logger) (*Directory, error) {
+	return open(ctx, rawURL, cacheSize, log, false)
+}
+
+func open(ctx context.Context, rawURL string, cacheSize int, log *slog.Logger, migrate bool) (*Directory, error) {
 	secrets := urlSecrets(rawURL)
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
@@ -160,16 +171,25 @@ func Open(ctx context.Context, rawURL string, cacheSize int, log *slog.Logger) (
 	d.done, d.close = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(ctx, pgOpenTimeout)
 	defer cancel()
-	if err := d.open(octx); err != nil {
+	if err := d.open(octx, migrate); err != nil {
 		d.Close()
 		return nil, err
 	}
 	return d, nil
 }
 
-// open migrates the schema and loads what Lookup does not load on demand.
-func (d *Directory) open(ctx context.Context) error {
-	if err := d.migrate(ctx); err != nil {
+// open migrates the schema, or with migrate false checks it is current,
+// and loads what Lookup does not load on demand.
+func (d *Directory) open(ctx context.Context, migrate bool) error {
+	if !migrate {
+		var version int
+		if err := d.pool.QueryRow(ctx, `select version from authsvc_schema`).Scan(&version); err != nil {
+			return d.fail(ctx, "read the schema version (has an authsvc set this database up?)", err)
+		}
+		if version != len(pgMigrations) {
+			return fmt.Errorf("users database %s: schema version %d, this authsvc knows %d; a command that writes (or serve) migrates it", d.name, version, len(pgMigrations))
+		}
+	} else if err := d.migrate(ctx); err != nil {
 		return d.fail(ctx, "migrate", err)
 	}
 	if err := d.pool.QueryRow(ctx, `select generation from authsvc_users_state`).Scan(&d.seen); err != nil {
@@ -249,14 +269,15 @@ func urlSecrets(rawURL string) []string {
 	return secrets
 }
 
-// scrub returns msg with every secret in it replaced.
+// scrub returns msg with every secret in it replaced, on one line: the
+// driver spreads a failed connection over a line per address tried.
 func scrub(msg string, secrets []string) string {
 	for _, s := range secrets {
 		if s != "" {
 			msg = strings.ReplaceAll(msg, s, "xxxxx")
 		}
 	}
-	return msg
+	return strings.Join(strings.Fields(msg), " ")
 }
 
 // A scrubbedError is an error from the driver with the URL's password
