@@ -112,7 +112,7 @@ func issueBenchToken(tb testing.TB, s tokens.Store, users *users.FileDirectory, 
 	token, digest := tokens.New()
 	u, _ := users.Lookup(context.Background(), "bench")
 	sess := benchSession(u.Username(), 0, 0, now.Add(24*time.Hour).Truncate(time.Second).UTC())
-	sess.Stamp = u.Stamp()
+	sess.Stamp = u.SessionGeneration()
 	if _, err := s.Issue(context.Background(), digest, sess, benchTokensPerUser, now); err != nil {
 		tb.Fatal(err)
 	}

@@ -182,7 +182,10 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if err != nil {
 			return err
 		}
-		return changeUser(ctx, dir, sub, username, stdout, "changed the password of", func(u *users.User) { u.PasswordHash, u.TokensAfter = hash, time.Now().UTC() })
+		return changeUser(ctx, dir, sub, username, stdout, "changed the password of", func(u *users.User) {
+			u.PasswordHash, u.TokensAfter = hash, time.Now().UTC()
+			u.PasswordGeneration++ // the sessions of the old password die with it, however recent
+		})
 	case "del":
 		if err := dir.Delete(ctx, username); err != nil {
 			return userError(sub, username, err)

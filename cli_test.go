@@ -354,11 +354,12 @@ func TestCLIUserPasswd(t *testing.T) {
 	wantAlice := before["alice"]
 	wantAlice.PasswordHash = alice.PasswordHash
 	wantAlice.TokensAfter = alice.TokensAfter
+	wantAlice.PasswordGeneration = before["alice"].PasswordGeneration + 1 // the sessions of the old password die
 	if !alice.TokensAfter.After(before["alice"].TokensAfter) {
 		t.Errorf("user passwd: tokens_after %v, before %v; want it moved on (every earlier token dies)", alice.TokensAfter, before["alice"].TokensAfter)
 	}
 	if !reflect.DeepEqual(alice, wantAlice) || !reflect.DeepEqual(after["bob"], before["bob"]) || len(after) != 2 {
-		t.Errorf("users after user passwd alice = %+v; want only alice's hash changed from %+v", after, before)
+		t.Errorf("users after user passwd alice = %+v; want only alice's hash, cut-off and password generation changed from %+v", after, before)
 	}
 	checkMode(t, path, 0o600)
 

@@ -105,3 +105,137 @@ func TestPasswordChangeAnswersOnceWritten(t *testing.T) {
 		t.Fatalf("the injected fault is gone: %v", err)
 	}
 }
+
+// TestPasswordChangeEndsRacingLogins: logins with the old password that
+// race a password change get tokens that are dead once the change has
+// answered 200: sessions are bound to the password generation they were
+// issued on, not only to a time (issue 19, point 1). Before, a login that
+// had checked the old password but issued its token after the change's
+// cut-off kept a live token.
+func TestPasswordChangeEndsRacingLogins(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
+	owner := e.login("alice")
+	var (
+		mu     sync.Mutex // guards issued
+		issued []string
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT)
+				if w.Code == http.StatusOK {
+					var reply httpapi.LoginReply
+					json.Unmarshal(w.Body.Bytes(), &reply)
+					mu.Lock()
+					issued = append(issued, reply.Token)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	time.Sleep(20 * time.Millisecond)
+	w := e.do("POST", "/api/auth/password/", changeBody("alice-pw", newPassphrase), jsonCT, "Authorization: Token "+owner)
+	close(stop)
+	wg.Wait()
+	if w.Code != http.StatusOK {
+		t.Fatalf("password change = %d %s; want 200", w.Code, w.Body)
+	}
+	for _, tok := range issued {
+		if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+tok); w.Code != 401 {
+			t.Errorf("info with a token of the old password, after the change answered = %d; want 401 (%d tokens issued)", w.Code, len(issued))
+		}
+	}
+	if len(issued) == 0 {
+		t.Fatalf("no login with the old password succeeded before the change; the race was not run")
+	}
+}
+
+// TestStaleGenerationRefused: a session issued after the password change's
+// cut-off but on the password before it, which is what a login racing the
+// change stores, is refused; one on the new password is not.
+func TestStaleGenerationRefused(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
+	w := e.do("POST", "/api/auth/password/", changeBody("alice-pw", newPassphrase), jsonCT, "Authorization: Token "+e.login("alice"))
+	if w.Code != http.StatusOK {
+		t.Fatalf("password change = %d %s; want 200", w.Code, w.Body)
+	}
+	e.clock.Advance(time.Second) // after the cut-off
+	for _, tt := range []struct {
+		stamp uint64
+		want  int
+	}{
+		{users.SessionGeneration(0), 401}, // the password before the change
+		{users.SessionGeneration(1), 200}, // the password it set
+	} {
+		token, digest := tokens.New()
+		sess := tokens.Session{Username: "alice", Stamp: tt.stamp, ExpiresAt: e.clock.Now().Add(time.Hour), ID: tokens.NewSessionID()}
+		if _, err := e.store.Issue(context.Background(), digest, sess, 0, e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+token); w.Code != tt.want {
+			t.Errorf("info with a session issued after the change on generation stamp %d = %d; want %d", tt.stamp, w.Code, tt.want)
+		}
+	}
+}
+
+// TestCLIPasswdEndsRacingLogins: after authsvc user passwd exits, every
+// token that a running server issued on the old password (it checks the
+// old hash until it reloads the file) is refused within 5 s and never
+// accepted again (issue 19, point 1: 15 such tokens survived).
+func TestCLIPasswdEndsRacingLogins(t *testing.T) {
+	path := writeTestUsers(t)
+	base, _, stop := startServer(t, nil, "--users", path, "--reload-interval", "200ms", "--login-failures", "1000", "--user-failures", "1000", "--login-rate", "1000", "--login-burst", "1000", "--password-slots", "4", "--cost", "4")
+	defer stop()
+	var (
+		mu     sync.Mutex // guards issued
+		issued []string
+	)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"alice","password":"alice-pw"}`)
+				if resp.StatusCode == 200 {
+					var reply struct{ Token string }
+					json.Unmarshal([]byte(body), &reply)
+					mu.Lock()
+					issued = append(issued, reply.Token)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	code, _, stderr := runCLI(t, newPassphrase+"\n", map[string]string{"AUTHSVC_PASSWORD_MIN_LENGTH": ""}, "user", "passwd", "--users", path, "--cost", "4", "alice")
+	passwdExited := time.Now()
+	time.Sleep(500 * time.Millisecond) // logins go on until the server has reloaded
+	close(done)
+	wg.Wait()
+	if code != 0 {
+		t.Fatalf("user passwd = exit %d, %s", code, stderr)
+	}
+	time.Sleep(time.Until(passwdExited.Add(5 * time.Second)))
+	mu.Lock()
+	defer mu.Unlock()
+	for _, tok := range issued {
+		if code, body := getInfo(t, base, tok, ""); code != 401 {
+			t.Errorf("info with a token of the old password, 5 s after user passwd exited = %d %s; want 401 (%d tokens issued)", code, body, len(issued))
+		}
+	}
+	if len(issued) == 0 {
+		t.Fatalf("no login with the old password succeeded; the race was not run")
+	}
+}

@@ -248,17 +248,22 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Handle
 		if err == nil {
 			guard.Rehash(r.Context(), tc.users, u, req.Password)
 		}
-		attempt.grant(log, tc, u, err)
+		var stamp uint64
+		if err == nil {
+			stamp = u.SessionGeneration() // of the password just checked, whatever a change writes meanwhile
+		}
+		attempt.grant(log, tc, u, stamp, err)
 	})
 }
 
-// grant ends an attempt: unless err stopped it, a new token of u (503 when
-// the store cannot keep it); the audit line; then the login reply, or
-// err's. A login and a password change end alike.
-func (a *loginAttempt) grant(log *slog.Logger, tc tokenCheck, u *users.Account, err error) {
+// grant ends an attempt: unless err stopped it, a new token of u bound to
+// the password generation stamp (503 when the store cannot keep it); the
+// audit line; then the login reply, or err's. A login and a password
+// change end alike.
+func (a *loginAttempt) grant(log *slog.Logger, tc tokenCheck, u *users.Account, stamp uint64, err error) {
 	var reply LoginReply
 	if err == nil {
-		reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, u, tc.now(), a.client, a.r.UserAgent())
+		reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, u, stamp, tc.now(), a.client, a.r.UserAgent())
 	}
 	a.audit(err)
 	if err != nil {
@@ -269,11 +274,12 @@ func (a *loginAttempt) grant(log *slog.Logger, tc tokenCheck, u *users.Account, 
 	encode(a.w, http.StatusOK, reply)
 }
 
-// issueToken stores a new session of u, logged in from client with
-// userAgent, and returns the login reply with its token.
-func issueToken(ctx context.Context, store tokens.Store, policy TokenPolicy, m *Metrics, u *users.Account, now time.Time, client, userAgent string) (LoginReply, error) {
+// issueToken stores a new session of u, issued on password generation
+// stamp (users.SessionGeneration), logged in from client with userAgent,
+// and returns the login reply with its token.
+func issueToken(ctx context.Context, store tokens.Store, policy TokenPolicy, m *Metrics, u *users.Account, stamp uint64, now time.Time, client, userAgent string) (LoginReply, error) {
 	token, digest := tokens.New()
-	sess := tokens.Session{Username: u.Username(), Stamp: u.Stamp(), ID: tokens.NewSessionID(), Client: client, UserAgent: CutUTF8(userAgent, MaxUserAgent)}
+	sess := tokens.Session{Username: u.Username(), Stamp: stamp, ID: tokens.NewSessionID(), Client: client, UserAgent: CutUTF8(userAgent, MaxUserAgent)}
 	reply := LoginReply{Token: token, User: u.Info()}
 	if policy.TTL > 0 {
 		expires := now.Add(policy.TTL).Truncate(time.Second).UTC()

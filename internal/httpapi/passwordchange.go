@@ -71,43 +71,49 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter P
 		attempt.event = "password change"
 		u, err := attempt.verify(req.CurrentPassword)
 		// The policy (400 weak_password), then the new hash, written under the lock.
+		var stamp uint64
 		if err == nil {
-			u, err = changePassword(log, r, tc, setter, u, req.NewPassword)
+			u, stamp, err = changePassword(log, r, tc, setter, u, req.NewPassword)
 		}
-		attempt.grant(log, tc, u, err)
+		attempt.grant(log, tc, u, stamp, err)
 	})
 }
 
-// changePassword sets u's new password if the policy allows it, with a
-// cut-off that kills every earlier token, removes those tokens from the
-// store, and returns the user as the directory now has them.
-func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter PasswordSetter, u *users.Account, password string) (*users.Account, error) {
+// changePassword sets u's new password if the policy allows it, with the
+// next password generation and a cut-off that kill every earlier token,
+// removes those tokens from the store, and returns the user as the
+// directory now has them, with the stamp of the new generation.
+func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter PasswordSetter, u *users.Account, password string) (*users.Account, uint64, error) {
 	username := u.Username()
 	if err := setter.Policy.Check(username, password); err != nil {
-		return nil, weakPasswordReply(err)
+		return nil, 0, weakPasswordReply(err)
 	}
 	hash, err := setter.Hash(password)
 	if err != nil {
-		return nil, weakPasswordReply(err) // bcrypt's 72 bytes: the only way hashing fails
+		return nil, 0, weakPasswordReply(err) // bcrypt's 72 bytes: the only way hashing fails
 	}
 	// Milliseconds: the precision of a token's issue time in Redis, so the
 	// token issued next is not older than the cut-off.
 	cutoff := tc.now().UTC().Truncate(time.Millisecond)
+	var generation uint64
 	err = tc.users.Update(r.Context(), username, func(x *users.User) error {
 		// Only over the hash current_password was checked against: of two
 		// changes racing with one token, the second finds another hash.
 		if x.PasswordHash != u.StoredHash() {
 			return errInvalidCredentials
 		}
-		x.PasswordHash, x.TokensAfter = hash, cutoff
+		x.PasswordGeneration++
+		x.PasswordHash, x.TokensAfter, generation = hash, cutoff, x.PasswordGeneration
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	stamp := users.SessionGeneration(generation)
 	// The password has changed: from here on nothing turns the reply into
 	// an error that would tell the client the old password still stands.
-	// The old tokens are dead anyway, by the cut-off just written.
+	// The old tokens are dead anyway, by the generation and cut-off just
+	// written.
 	n, err := tc.store.RevokeUserBefore(r.Context(), username, cutoff.Add(time.Millisecond))
 	if err != nil {
 		log.WarnContext(r.Context(), "password changed; its old tokens stay in the store until they expire (the cut-off refuses them)", "username", username, "err", err)
@@ -116,7 +122,7 @@ func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter Pas
 	changed, err := tc.users.Lookup(r.Context(), username)
 	if err != nil {
 		log.WarnContext(r.Context(), "password changed; replying with the user as it was read before", "username", username, "err", err)
-		return u, nil
+		return u, stamp, nil
 	}
-	return changed, nil
+	return changed, stamp, nil
 }

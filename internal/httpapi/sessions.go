@@ -59,7 +59,7 @@ func handleSessions(log *slog.Logger, tc tokenCheck) http.Handler {
 		}
 		reply := sessionsReply{Sessions: make([]SessionReply, 0, len(listed))}
 		for _, ls := range listed {
-			if u, _ := users.SessionUser(r.Context(), tc.users, ls.Username, ls.IssuedAt); u == nil || tc.policy.idleExpired(ls.Session, tc.now()) {
+			if u, _ := users.SessionUser(r.Context(), tc.users, ls.Username, ls.IssuedAt, ls.Stamp); u == nil || tc.policy.idleExpired(ls.Session, tc.now()) {
 				continue // dead, though not yet removed
 			}
 			s := SessionReply{

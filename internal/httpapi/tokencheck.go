@@ -81,7 +81,7 @@ func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
 		c.metrics.Revoked(revokedIdle, 1)
 		return principal{}, errInvalidToken
 	}
-	u, err := users.SessionUser(r.Context(), c.users, sess.Username, sess.IssuedAt)
+	u, err := users.SessionUser(r.Context(), c.users, sess.Username, sess.IssuedAt, sess.Stamp)
 	if err != nil {
 		return principal{}, err
 	}

@@ -20,10 +20,12 @@ var (
 // the store keys sessions by the token's SHA-256 digest.
 type Session struct {
 	Username string
-	// Stamp is the passwordStamp of the user's hash when the token was
-	// issued. Nothing decides on it any more (a rehash on login must not
-	// end a session; the user's cut-off, TokensAfter, does): it is kept so
-	// that sessions stored in Redis by earlier versions still parse.
+	// Stamp binds the session to the password it was issued on: the
+	// user's password generation (users.SessionGeneration), which every
+	// password change moves and a rehash keeps. Sessions stored by earlier
+	// versions hold a digest of the hash instead, a number above
+	// users.MaxSessionGeneration, and only the cut-off judges them. The
+	// store keeps it as given.
 	Stamp uint64
 	// ExpiresAt is when the session stops being valid; zero means never.
 	ExpiresAt time.Time

@@ -171,6 +171,11 @@ type Account struct {
 	cutoff     int64  // tokensAfter, in 8 bytes rather than time.Time's 24 (packCutoff)
 	isAdmin    bool
 	isDisabled bool
+	// generation is the low 16 bits of User.PasswordGeneration: enough to
+	// tell the password a session was issued on from the ones after it,
+	// since every change also moves the cut-off, which kills the sessions
+	// of older passwords whatever their generation.
+	generation uint16
 	work       float32 // hash().work() when usable, else 0: the index's slowest without parsing every hash again
 }
 
@@ -232,8 +237,18 @@ func (u *Account) Hash() *password.Hash {
 	return h
 }
 
-// Stamp returns the stamp of u's hash (passwordStamp).
-func (u *Account) Stamp() uint64 { return passwordStamp(u.storedHash) }
+// SessionGeneration returns what a session issued now on u's password
+// carries as its stamp (see SessionUser).
+func (u *Account) SessionGeneration() uint64 { return SessionGeneration(uint64(u.generation)) }
+
+// SessionGeneration returns the stamp of a session issued on password
+// generation g (User.PasswordGeneration): 1 to MaxSessionGeneration.
+func SessionGeneration(g uint64) uint64 { return uint64(uint16(g)) + 1 }
+
+// MaxSessionGeneration is the largest stamp SessionGeneration returns. A
+// larger stamp is what versions before password generations stored (a
+// digest of the hash): such a session is judged by the cut-off alone.
+const MaxSessionGeneration = 1 << 16
 
 // newUserIndex builds an index of validated users, reusing prev's slowest
 // check when the slowest hash's scheme and parameters have not changed.
@@ -311,14 +326,19 @@ func Authenticate(ctx context.Context, d Reader, username, pw string, verify fun
 }
 
 // SessionUser returns the user named username whose token was issued at
-// issuedAt, or nil when the token has died with its user: deleted,
-// disabled, or issued before the user's cut-off (TokensAfter), which every
-// password change moves on. The hash itself does not decide: a rehash on
-// login must not end a session.
+// issuedAt on the password generation stamp (SessionGeneration), or nil
+// when the token has died with its user: deleted, disabled, issued before
+// the user's cut-off (TokensAfter), which every password change moves on,
+// or issued on a password the user has since changed. The last catches a
+// login that checked the old password while a change was written: its
+// token is issued after the cut-off but stamped with the old generation.
+// The hash itself does not decide: a rehash on login must not end a
+// session. A stamp above MaxSessionGeneration (a session stored by an
+// earlier version) is judged by the rest alone.
 //
 // An error means the directory cannot say (PostgreSQL unreachable past its
 // grace): the caller answers 503 and must not take the token for dead.
-func SessionUser(ctx context.Context, d Reader, username string, issuedAt time.Time) (*Account, error) {
+func SessionUser(ctx context.Context, d Reader, username string, issuedAt time.Time, stamp uint64) (*Account, error) {
 	u, err := d.Lookup(ctx, username)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -326,6 +346,8 @@ func SessionUser(ctx context.Context, d Reader, username string, issuedAt time.T
 	case err != nil:
 		return nil, err
 	case u.isDisabled || issuedAt.Before(u.TokensAfter()):
+		return nil, nil
+	case stamp <= MaxSessionGeneration && stamp != u.SessionGeneration():
 		return nil, nil
 	}
 	return u, nil

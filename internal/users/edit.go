@@ -318,7 +318,8 @@ func (w *usersWriter) stop() error {
 // user returns e as a User, its strings its own.
 func (e *rawEntry) user() User {
 	u := User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
-		Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter}
+		Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter,
+		PasswordGeneration: e.generation}
 	for k, g := range e.groups {
 		u.Groups[k] = string(g)
 	}

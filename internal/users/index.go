@@ -136,6 +136,7 @@ func (b *indexBuilder) intern(groups [][]byte) []string {
 func (u *Account) is(e *rawEntry, groups []string) bool {
 	return u.storedHash == string(e.hash) && u.public.Name == string(e.name) && u.public.Email == string(e.email) &&
 		u.isAdmin == e.admin && u.isDisabled == e.disabled && u.cutoff == packCutoff(e.tokensAfter) &&
+		u.generation == uint16(e.generation) &&
 		len(u.public.Groups) == len(groups) && (len(groups) == 0 || &u.public.Groups[0] == &groups[0])
 }
 
@@ -162,6 +163,7 @@ func makeDirUser(e *rawEntry, username string, groups []string, work float32) *A
 		cutoff:     packCutoff(e.tokensAfter),
 		isAdmin:    e.admin,
 		isDisabled: e.disabled,
+		generation: uint16(e.generation),
 		work:       work,
 	}
 	return u
@@ -170,7 +172,7 @@ func makeDirUser(e *rawEntry, username string, groups []string, work float32) *A
 // rawUser returns u as an entry of the users file.
 func rawUser(u *User) *rawEntry {
 	e := &rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
-		admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter}
+		admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter, generation: u.PasswordGeneration}
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}

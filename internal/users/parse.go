@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -33,6 +34,7 @@ type rawEntry struct {
 	groups                      [][]byte
 	admin, disabled             bool
 	tokensAfter                 time.Time
+	generation                  uint64
 }
 
 // A usersScanner reads a users file from r through its own buffer.
@@ -143,7 +145,8 @@ func (s *usersScanner) decode(i int, raw []byte) (*rawEntry, error) {
 		return nil, err
 	}
 	*e = rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
-		groups: e.groups[:0], admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter}
+		groups: e.groups[:0], admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter,
+		generation: u.PasswordGeneration}
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}
@@ -450,14 +453,14 @@ func decodeEntry(raw []byte, e *rawEntry) bool {
 		return false
 	}
 	b := raw[1 : len(raw)-1]
-	var seen uint8
+	var seen uint16
 	for len(b) > 0 {
 		key, rest, ok := plainString(b)
 		if !ok || len(rest) == 0 || rest[0] != ':' {
 			return false
 		}
 		b = rest[1:]
-		var bit uint8
+		var bit uint16
 		var dst *[]byte
 		switch string(key) {
 		case "username":
@@ -476,6 +479,8 @@ func decodeEntry(raw []byte, e *rawEntry) bool {
 			bit = 1 << 6
 		case "tokens_after":
 			bit = 1 << 7
+		case "password_generation":
+			bit = 1 << 8
 		default:
 			return false
 		}
@@ -494,6 +499,16 @@ func decodeEntry(raw []byte, e *rawEntry) bool {
 			if b, ok = decodeGroups(b, e); !ok {
 				return false
 			}
+		case bit == 1<<8:
+			n := 0
+			for n < len(b) && '0' <= b[n] && b[n] <= '9' {
+				n++
+			}
+			g, err := strconv.ParseUint(string(b[:n]), 10, 64)
+			if n == 0 || (n > 1 && b[0] == '0') || err != nil {
+				return false // a sign, a fraction, an exponent or too large: encoding/json says which
+			}
+			e.generation, b = g, b[n:]
 		case bit == 1<<7:
 			end := stringEnd(b)
 			if end < 0 || e.tokensAfter.UnmarshalJSON(b[:end]) != nil {

@@ -2,8 +2,6 @@ package users
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +65,12 @@ type User struct {
 	// run, so that no later change (enable, a re-add, an older file put
 	// back) brings a dead token back. Absent in older files: no cut-off.
 	TokensAfter time.Time `json:"tokens_after,omitzero"`
+	// PasswordGeneration counts the user's password changes: user passwd
+	// and POST /api/auth/password/ add one, a rehash on login does not. A
+	// session carries the generation it was issued on, and dies when it
+	// moves, so a login that checked the old password while a change was
+	// written gets a token that is dead at once. Absent in older files: 0.
+	PasswordGeneration uint64 `json:"password_generation,omitzero"`
 }
 
 // usersDoc is the users file's top level.
@@ -142,13 +146,6 @@ func CheckNewPassword(password string) error {
 	return nil
 }
 
-// passwordStamp identifies a password hash without revealing it; a session
-// carries the stamp of the hash it was issued under (see Session.Stamp).
-func passwordStamp(hash string) uint64 {
-	sum := sha256.Sum256([]byte(hash))
-	return binary.BigEndian.Uint64(sum[:8])
-}
-
 // Parse decodes and validates a users file. Its errors name the entry
 // and the field at fault.
 func Parse(data []byte) ([]User, error) {
@@ -196,7 +193,8 @@ func collectUsers(users *[]User) entrySink {
 			return errDuplicate
 		}
 		u := User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
-			Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter}
+			Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter,
+			PasswordGeneration: e.generation}
 		seen[u.Username] = true
 		for k, g := range e.groups {
 			u.Groups[k] = string(g)

@@ -372,7 +372,7 @@ func TestDirectorySessionUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	after, err := newUserIndex([]User{
-		{Username: "alice", PasswordHash: mustHash(t, "a2", 4), TokensAfter: t0.Add(time.Hour)}, // password changed
+		{Username: "alice", PasswordHash: mustHash(t, "a2", 4), TokensAfter: t0.Add(time.Hour), PasswordGeneration: 1}, // password changed
 		{Username: "carol", PasswordHash: aliceHash, Disabled: true},
 		{Username: "dave", PasswordHash: mustHash(t, "rehashed", 5)}, // rehashed on login: no cut-off
 		// bob deleted
@@ -384,18 +384,24 @@ func TestDirectorySessionUser(t *testing.T) {
 		d        *userIndex
 		user     string
 		issuedAt time.Time
+		stamp    uint64 // the session's password generation (SessionGeneration)
 		want     string // "" for nil
 	}{
-		{before, "alice", t0, "alice"},
-		{before, "bob", t0, "bob"},
-		{before, "nobody", t0, ""},
-		{after, "alice", t0, ""},                     // before the cut-off
-		{after, "alice", t0.Add(time.Hour), "alice"}, // at it
-		{after, "bob", t0, ""},
-		{after, "carol", t0, ""},
-		{after, "dave", t0, "dave"}, // another hash alone kills nothing
+		{before, "alice", t0, 1, "alice"},
+		{before, "bob", t0, 1, "bob"},
+		{before, "nobody", t0, 1, ""},
+		{before, "alice", t0, 2, ""},                              // a generation the user never had
+		{after, "alice", t0, 1, ""},                               // before the cut-off
+		{after, "alice", t0.Add(time.Hour), 2, "alice"},           // at it, on the new password
+		{after, "alice", t0.Add(2 * time.Hour), 1, ""},            // after it, but on the old password: a login that raced the change
+		{after, "alice", t0.Add(2 * time.Hour), 0, ""},            // no generation at all: fail closed
+		{after, "alice", t0.Add(2 * time.Hour), 1 << 60, "alice"}, // a stamp of an earlier version: the cut-off alone judges
+		{after, "alice", t0, 1 << 60, ""},
+		{after, "bob", t0, 1, ""},
+		{after, "carol", t0, 1, ""},
+		{after, "dave", t0, 1, "dave"}, // another hash alone kills nothing: a rehash keeps the generation
 	} {
-		u, err := SessionUser(context.Background(), tt.d, tt.user, tt.issuedAt)
+		u, err := SessionUser(context.Background(), tt.d, tt.user, tt.issuedAt, tt.stamp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,16 +414,18 @@ func TestDirectorySessionUser(t *testing.T) {
 			which = "after"
 		}
 		if got != tt.want {
-			t.Errorf("%s.sessionUser(%s issued %v) = %q; want %q", which, tt.user, tt.issuedAt, got, tt.want)
+			t.Errorf("%s.SessionUser(%s issued %v on generation %d) = %q; want %q", which, tt.user, tt.issuedAt, tt.stamp, got, tt.want)
 		}
 	}
 }
 
-func TestPasswordStamp(t *testing.T) {
-	a, b := mustHash(t, "a", 4), mustHash(t, "a", 4)
-	if passwordStamp(a) != passwordStamp(a) || passwordStamp(a) == passwordStamp(b) {
-		t.Errorf("passwordStamp: same hash %x, %x; other salt %x; want equal, then different",
-			passwordStamp(a), passwordStamp(a), passwordStamp(b))
+func TestSessionGeneration(t *testing.T) {
+	for _, tt := range []struct{ g, want uint64 }{
+		{0, 1}, {1, 2}, {65534, 65535}, {65535, MaxSessionGeneration}, {65536, 1}, {1<<64 - 1, MaxSessionGeneration},
+	} {
+		if got := SessionGeneration(tt.g); got != tt.want {
+			t.Errorf("SessionGeneration(%d) = %d; want %d", tt.g, got, tt.want)
+		}
 	}
 }
 

@@ -119,6 +119,8 @@ var pgMigrations = []string{
 		username   text not null,
 		primary key (generation, username)
 	);`,
+	// users.User.PasswordGeneration: sessions die with the password they were issued on.
+	`alter table authsvc_users add column password_generation bigint not null default 0;`,
 }
 
 // Open opens the users database at rawURL (postgres:// or
@@ -400,13 +402,15 @@ func (d *Directory) Lookup(ctx context.Context, username string) (*users.Account
 }
 
 // pgUserColumns are the columns a User is read from, in scanUser's order.
-const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after`
+const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation`
 
 // scanUser reads one row of pgUserColumns.
 func scanUser(row pgx.Row) (users.User, error) {
 	var u users.User
 	var after *time.Time
-	err := row.Scan(&u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after)
+	var generation int64
+	err := row.Scan(&u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after, &generation)
+	u.PasswordGeneration = uint64(generation)
 	if after != nil {
 		u.TokensAfter = after.UTC()
 	}
@@ -573,11 +577,11 @@ func (d *Directory) invalidate(names []string) map[string]*users.Account {
 }
 
 // insertUser is the statement Add, AddAll and Bootstrap store a user with.
-const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version)
-	values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) on conflict (username) do nothing`
+const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation)
+	values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) on conflict (username) do nothing`
 
 func insertArgs(u *users.User, work float64, gen int64) []any {
-	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen}
+	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration)}
 }
 
 func (d *Directory) Add(ctx context.Context, u users.User) error {
@@ -660,8 +664,8 @@ func (d *Directory) Update(ctx context.Context, username string, change func(*us
 			return nil, 0, keep(err)
 		}
 		_, err = tx.Exec(ctx, `update authsvc_users set username = $2, password_hash = $3, hash_work = $4, name = $5, email = $6,
-			groups = $7, admin = $8, disabled = $9, tokens_after = $10, version = $11, updated_at = now() where username = $1`,
-			username, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen)
+			groups = $7, admin = $8, disabled = $9, tokens_after = $10, version = $11, password_generation = $12, updated_at = now() where username = $1`,
+			username, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration))
 		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: renamed onto a taken name
 			return nil, 0, keep(fmt.Errorf("user %q: %w", u.Username, users.ErrExists))
 		}
