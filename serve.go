@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -28,12 +30,15 @@ const (
 	readHeaderTimeout = 10 * time.Second
 	// A trickled 16 KiB body is cut off with the headers' deadline: equal
 	// timeouts cost one read deadline a request, not two.
-	readTimeout      = readHeaderTimeout
-	writeTimeout     = 30 * time.Second
-	idleTimeout      = 120 * time.Second
-	maxHeaderBytes   = 32 << 10
-	shutdownGrace    = 10 * time.Second
-	logFlushInterval = 100 * time.Millisecond // how late a log line may be written
+	readTimeout    = readHeaderTimeout
+	writeTimeout   = 30 * time.Second
+	idleTimeout    = 120 * time.Second
+	maxHeaderBytes = 32 << 10
+	shutdownGrace  = 10 * time.Second
+	// storeCheckTimeout bounds the token store's check at start: long
+	// enough for a Redis that answers, short enough not to hold a fleet up.
+	storeCheckTimeout = 3 * time.Second
+	logFlushInterval  = 100 * time.Millisecond // how late a log line may be written
 )
 
 // openStore returns the token store that spec names and the login throttle
@@ -83,6 +88,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	if err := checkStore(ctx, deps.Store, log); err != nil {
+		return err
+	}
 	deps.Metrics.Reloaded(nil, start)
 	return runServers(ctx, cfg, deps)
 }
@@ -98,6 +106,23 @@ func bootstrap(ctx context.Context, spec string, policy password.HashPolicy, std
 	}
 	defer done()
 	return users.BootstrapAdmin(ctx, dir, policy, stderr)
+}
+
+// checkStore stops serve on a token store that refuses its configuration
+// (wrong credentials, a database that does not exist), which waiting would
+// not mend; one that cannot be reached yet is waited for, /readyz
+// answering 503 meanwhile, so that a fleet may start in any order.
+func checkStore(ctx context.Context, store tokens.Store, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	err := store.Ping(ctx)
+	switch {
+	case errors.Is(err, tokens.ErrRefused):
+		return fmt.Errorf("--store: %w", err)
+	case err != nil:
+		log.Warn("token store not reachable yet; /readyz answers 503 until it is", "err", err)
+	}
+	return nil
 }
 
 // runServers serves the API (and the metrics, on --metrics-addr) with deps,

@@ -19,6 +19,13 @@ import (
 // test is skipped, or fails when AUTHSVC_REQUIRE_REDIS=1.
 func Redis(t testing.TB) (url string, stop, restart func()) {
 	t.Helper()
+	return RedisWith(t)
+}
+
+// RedisWith is Redis started with the extra redis-server arguments (such as
+// "--requirepass", "pw"); with AUTHSVC_TEST_REDIS set it ignores them.
+func RedisWith(t testing.TB, extra ...string) (url string, stop, restart func()) {
+	t.Helper()
 	if url := os.Getenv("AUTHSVC_TEST_REDIS"); url != "" {
 		return url, nil, nil
 	}
@@ -36,8 +43,8 @@ func Redis(t testing.TB) (url string, stop, restart func()) {
 	var cmd *exec.Cmd // the running server, nil while stopped
 	start := func() {
 		t.Helper()
-		cmd = exec.Command(bin, "--port", port, "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir)
+		cmd = exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir}, extra...)...)
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("starting redis-server: %v", err)
 		}
@@ -86,7 +93,8 @@ func waitForRedis(t testing.TB, addr string) {
 	}
 }
 
-// pingRESP sends PING to addr and expects +PONG.
+// pingRESP sends PING to addr and expects +PONG, or -NOAUTH from a Redis
+// that wants a password.
 func pingRESP(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
 	if err != nil {
@@ -101,7 +109,7 @@ func pingRESP(addr string) error {
 	if _, err := io.ReadFull(c, buf); err != nil {
 		return err
 	}
-	if string(buf) != "+PONG\r\n" {
+	if string(buf) != "+PONG\r\n" && string(buf) != "-NOAUTH" { // a Redis with a password answers too
 		return fmt.Errorf("PING answered %q", buf)
 	}
 	return nil

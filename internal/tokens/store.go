@@ -14,6 +14,10 @@ var (
 	// ErrUnavailable: the store could not answer in time or at all.
 	// The caller fails closed and answers 503 unavailable.
 	ErrUnavailable = errors.New("token store unavailable")
+	// ErrRefused: the store's backing answers but refuses the store's
+	// configuration (its credentials, its database): waiting will not
+	// help. Only Ping tells it apart; serve stops on it at start.
+	ErrRefused = errors.New("token store refuses its configuration")
 )
 
 // A Session is what a token stands for. The token itself is never stored:
@@ -84,7 +88,10 @@ type ListedSession struct {
 //   - Len reports how many sessions the store holds, expired ones not yet
 //     swept included, and ok; ok is false when counting would cost a
 //     round trip to the backing service (the caller then does not ask).
-//   - Ping reports whether the store can serve requests now.
+//   - Ping reports whether the store can serve requests now: nil, an error
+//     wrapping ErrRefused when its backing answers but refuses the store's
+//     configuration (credentials, database), or one wrapping
+//     ErrUnavailable when it cannot be reached.
 //   - Any failure to reach the backing service wraps ErrUnavailable;
 //     no method ever returns a session it could not confirm (fail closed).
 //   - All methods are safe for concurrent use; ctx bounds each call.

@@ -768,6 +768,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	if err := s.client.Ping(ctx).Err(); err != nil {
+		// An error reply (WRONGPASS, NOAUTH, an out-of-range database) is
+		// Redis refusing this configuration; anything else, Redis out of reach.
+		if re := redis.Error(nil); errors.As(err, &re) {
+			return fmt.Errorf("redis ping: %w: %w", tokens.ErrRefused, err)
+		}
 		return unavailable("ping", err)
 	}
 	return nil
