@@ -52,23 +52,22 @@ type Store struct {
 	stop    chan struct{}
 	loops   sync.WaitGroup
 
-	// Touches are written off the request path: Touch queues them without
-	// blocking (dropping them when the queue is full) and touchLoop writes
-	// each batch with one script call.
-	touches chan touchRequest
+	// Touches are written off the request path: Touch records the latest
+	// use of each token key in pending and wakes touchLoop, which writes
+	// them in batches, one script call each. Nothing is dropped: a token
+	// used within --token-idle must never be refused for idleness. pending
+	// holds a key once however often it is used, and Touch is called at
+	// most once per token per touch lag, so it stays small.
+	touchMu   sync.Mutex       // guards pending
+	pending   map[string]int64 // token key → latest use not yet written, Unix ms
+	touchWake chan struct{}    // has room for one wake-up
 }
 
-// touchRequest is one recorded use of a token key, at Unix ms.
-type touchRequest struct {
-	key string
-	ms  int64
-}
-
-// Touches: at most maxTouchBatch per script call, queued up to
-// touchQueue; a full queue drops uses, which only makes last use lag.
+// Touches: at most maxTouchBatch per script call; the uses of a batch that
+// failed (Redis out of reach) are written again touchRetry later.
 const (
 	maxTouchBatch = 256
-	touchQueue    = 4096
+	touchRetry    = 250 * time.Millisecond
 )
 
 // lookupRequest is one pending look-up; done has room for its answer.
@@ -173,7 +172,8 @@ func New(client *redis.Client, prefix string) *Store {
 		userPrefix: prefix + "u:",
 		lookups:    make(chan lookupRequest),
 		stop:       make(chan struct{}),
-		touches:    make(chan touchRequest, touchQueue),
+		pending:    make(map[string]int64),
+		touchWake:  make(chan struct{}, 1),
 	}
 	for range lookupLoops {
 		s.loops.Add(1)
@@ -624,16 +624,28 @@ end
 return 0
 `)
 
-// Touch queues a use of d at now for touchLoop; it never blocks.
+// Touch records a use of d at now for touchLoop; it never blocks on Redis.
 func (s *Store) Touch(_ context.Context, d tokens.Digest, now time.Time) {
+	s.touchLater(s.tokenKey(d), now.UnixMilli())
 	select {
-	case s.touches <- touchRequest{key: s.tokenKey(d), ms: now.UnixMilli()}:
-	default: // full: this use is dropped, and last use lags a little more
+	case s.touchWake <- struct{}{}:
+	default: // a wake-up is pending already
 	}
 }
 
-// touchLoop writes queued uses, a batch per script call, until the store
-// is closed. A failed batch is dropped: last use is best effort.
+// touchLater records a use of key at ms unless a later one is pending.
+func (s *Store) touchLater(key string, ms int64) {
+	s.touchMu.Lock()
+	if ms > s.pending[key] {
+		s.pending[key] = ms
+	}
+	s.touchMu.Unlock()
+}
+
+// touchLoop writes the pending uses, a batch per script call, until the
+// store is closed. The uses of a batch that fails stay pending and are
+// written again touchRetry later: the script never moves a use back, so
+// writing one twice does no harm.
 func (s *Store) touchLoop() {
 	defer s.loops.Done()
 	var keys []string
@@ -642,21 +654,46 @@ func (s *Store) touchLoop() {
 		select {
 		case <-s.stop:
 			return
-		case t := <-s.touches:
-			keys, args = append(keys[:0], t.key), append(args[:0], t.ms)
+		case <-s.touchWake:
 		}
-	more:
-		for len(keys) < maxTouchBatch {
-			select {
-			case t := <-s.touches:
-				keys, args = append(keys, t.key), append(args, t.ms)
-			default:
-				break more
+		s.touchMu.Lock()
+		batch := s.pending
+		s.pending = make(map[string]int64, len(batch))
+		s.touchMu.Unlock()
+		failed := false
+		for len(batch) > 0 && !failed {
+			keys, args = keys[:0], args[:0]
+			for key, ms := range batch {
+				keys, args = append(keys, key), append(args, ms)
+				delete(batch, key)
+				if len(keys) == maxTouchBatch {
+					break
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), redisCallTimeout)
+			err := touchScript.Run(ctx, s.client, keys, args...).Err()
+			cancel()
+			if err != nil {
+				failed = true
+				for i, key := range keys {
+					s.touchLater(key, args[i].(int64))
+				}
+				for key, ms := range batch {
+					s.touchLater(key, ms)
+				}
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), redisCallTimeout)
-		touchScript.Run(ctx, s.client, keys, args...)
-		cancel()
+		if failed {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(touchRetry):
+			}
+			select {
+			case s.touchWake <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
