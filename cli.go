@@ -135,7 +135,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 			return usagef("user %s: unexpected argument %q", sub, fs.Arg(0))
 		}
 		if sub == "check" {
-			return checkUsers(ctx, dir, stdout)
+			return checkUsers(ctx, dir, stdout, stderr)
 		}
 		return listUsers(ctx, dir, stdout)
 	case "import":
@@ -202,7 +202,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 }
 
 // checkUsers validates the users file offline, as the server would load it.
-func checkUsers(ctx context.Context, dir users.Directory, stdout io.Writer) error {
+func checkUsers(ctx context.Context, dir users.Directory, stdout, stderr io.Writer) error {
 	list, err := dir.List(ctx)
 	if err != nil {
 		return err
@@ -210,8 +210,32 @@ func checkUsers(ctx context.Context, dir users.Directory, stdout io.Writer) erro
 	if err := users.Validate(list); err != nil {
 		return err
 	}
+	warnSlowHashes("user check", list, stderr)
 	fmt.Fprintf(stdout, "%s: %d users, valid\n", dir, len(list))
 	return nil
+}
+
+// slowHashFactor is how many times slower than the default policy's a
+// hash must check before the CLI names it: every failed login waits as
+// long as a check against the slowest hash in the directory.
+const slowHashFactor = 16
+
+// warnSlowHashes names, on stderr, every user in list whose hash takes
+// far longer to check than the default policy's.
+func warnSlowHashes(cmd string, list []users.User, stderr io.Writer) {
+	dummy, err := password.DefaultHashPolicy().Dummy()
+	if err != nil {
+		return
+	}
+	budget := dummy.Work() * slowHashFactor
+	for _, u := range list {
+		h, err := password.ParseHash(u.PasswordHash)
+		if err != nil || h.Work() <= budget {
+			continue
+		}
+		fmt.Fprintf(stderr, "authsvc: %s: warning: user %q: its %s hash takes about %.1f s a check, %.0f times the default policy's; every failed login waits as long until it logs in and is rehashed\n",
+			cmd, printable(u.Username), h.Scheme(), h.Work(), h.Work()/dummy.Work())
+	}
 }
 
 // errSomeSkipped: an import left records out; each was reported on stderr.
@@ -239,6 +263,7 @@ func importUsers(ctx context.Context, dir users.Directory, from, dumpPath string
 			return fmt.Errorf("user import: %s: %w", dumpPath, err)
 		}
 	}
+	warnSlowHashes("user import", list, stderr)
 	existing, err := dir.AddAll(ctx, list)
 	if err != nil {
 		return err

@@ -154,34 +154,35 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 // TestHashCostMaximum: a hash too costly to check is refused at load, naming
 // the entry, and the CLI makes none.
 func TestHashCostMaximum(t *testing.T) {
-	for _, cost := range []string{"17", "31"} {
+	for _, cost := range []string{"15", "31"} {
 		doc := usersJSON(okAlice, entry("bob", hashField("$2a$"+cost+passwordtest.Hash[6:])))
-		want := `users[1] ("bob"): password_hash: bcrypt cost ` + cost + ` is above the maximum 16`
+		want := `users[1] ("bob"): password_hash: bcrypt cost ` + cost + ` is above the maximum 14`
 		if _, err := users.Parse([]byte(doc)); err == nil || err.Error() != want {
 			t.Errorf("users.Parse(bob at cost %s) = %v; want %q", cost, err, want)
 		}
 	}
 	// The maximum itself is accepted.
-	doc := usersJSON(okAlice, entry("bob", hashField("$2a$16"+passwordtest.Hash[6:])))
+	doc := usersJSON(okAlice, entry("bob", hashField("$2a$14"+passwordtest.Hash[6:])))
 	if _, err := users.Parse([]byte(doc)); err != nil {
-		t.Errorf("users.Parse(bob at cost 16) = %v; want nil", err)
+		t.Errorf("users.Parse(bob at cost 14) = %v; want nil", err)
 	}
 
 	path := filepath.Join(t.TempDir(), "users.json")
 	addUser(t, path, "alice", "pw")
 	before, _ := os.ReadFile(path)
 	for _, args := range [][]string{
-		{"user", "add", "--users", path, "--cost", "17", "bob"},
-		{"user", "passwd", "--users", path, "--cost", "17", "alice"},
-		{"hash", "--cost", "17"},
+		{"user", "add", "--users", path, "--cost", "15", "bob"},
+		{"user", "passwd", "--users", path, "--cost", "15", "alice"},
+		{"hash", "--cost", "15"},
+		{"serve", "--users", path, "--cost", "15"},
 	} {
 		code, stdout, stderr := runCLI(t, "pw\n", nil, args...)
-		if want := "authsvc: --cost 17: want 4 to 16\n"; code != 2 || stderr != want || stdout != "" {
+		if want := "authsvc: --cost 15: want 4 to 14\n"; code != 2 || stderr != want || stdout != "" {
 			t.Errorf("authsvc %s = exit %d, stdout %q, stderr %q; want exit 2, stderr %q", strings.Join(args, " "), code, stdout, stderr, want)
 		}
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
-		t.Errorf("refused --cost 17 changed the users file")
+		t.Errorf("refused --cost 15 changed the users file")
 	}
 }
 

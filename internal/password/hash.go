@@ -41,8 +41,11 @@ const (
 	// DefaultBcryptCost is the cost of new bcrypt hashes unless --cost
 	// says otherwise: about 230 ms a check here (FACTS.md).
 	DefaultBcryptCost = 12
-	// MaxBcryptCost: cost 12 takes about 230 ms here and each step doubles, so 16 is about 3.7 s a check (FACTS.md).
-	MaxBcryptCost = 16
+	// MaxBcryptCost: cost 12 takes about 230 ms here and each step
+	// doubles, so 14 is about 0.9 s a check (FACTS.md): every scheme's
+	// ceiling is about a second of work, since every failed login waits
+	// as long as a check against the slowest hash in the directory.
+	MaxBcryptCost = 14
 	// BcryptKeyBytes is how much of a password bcrypt reads; the rest is ignored.
 	BcryptKeyBytes = 72
 
@@ -51,6 +54,11 @@ const (
 	maxArgon2MemoryKiB = 256 << 10
 	maxArgon2Time      = 16
 	maxArgon2Threads   = 16
+	// maxArgon2Work bounds memory × passes, in KiB: 1,280 MiB-passes is
+	// about a second on one core (0.8 µs a KiB a pass), whatever the lanes
+	// (a check may get only one core under load). Django's default (100 MiB,
+	// t=2) is 200 MiB-passes.
+	maxArgon2Work = 1280 << 10
 	// Argon2 itself (RFC 9106) wants salts of at least 8 bytes; 64 bytes
 	// covers every library's choice (Django's is 22, ours 16).
 	minArgon2SaltLen = 8
@@ -59,10 +67,10 @@ const (
 	minArgon2KeyLen = 16
 	maxArgon2KeyLen = 64
 
-	// Django has never used fewer than 10,000 iterations; 10 million is
-	// about as slow as bcrypt at MaxBcryptCost.
+	// Django has never used fewer than 10,000 iterations, and uses 1,000,000
+	// since 5.2; 4.5 million is about a second (0.21 µs an iteration).
 	minPBKDF2Iterations = 1000
-	maxPBKDF2Iterations = 10_000_000
+	maxPBKDF2Iterations = 4_500_000
 	// Django's salts are 12 to 22 characters, and its password column
 	// holds 128 characters in all.
 	maxPBKDF2SaltLen = 128
@@ -252,6 +260,8 @@ func checkArgon2Params(m, t, p uint32) error {
 		return fmt.Errorf("argon2 memory m=%d KiB is below the minimum 8×p = %d", m, 8*p)
 	case m > maxArgon2MemoryKiB:
 		return fmt.Errorf("argon2 memory m=%d KiB is above the maximum %d", m, maxArgon2MemoryKiB)
+	case uint64(m)*uint64(t) > maxArgon2Work:
+		return fmt.Errorf("argon2 memory × time m×t=%d KiB is above the maximum %d (about a second a check)", uint64(m)*uint64(t), maxArgon2Work)
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func TestParseUsersErrors(t *testing.T) {
 		{"plain password", usersJSON(okAlice, entry("bob", hashField("hunter2"))), `users[1] ("bob"): password_hash: not a supported password hash`},
 		{"short hash", usersJSON(okAlice, entry("bob", hashField("$2a$04$short"))), `users[1] ("bob"): password_hash: bcrypt hash: malformed`},
 		{"long hash", usersJSON(okAlice, entry("bob", hashField(testHash+"x"))), `users[1] ("bob"): password_hash: bcrypt hash: malformed`},
-		{"cost too high", usersJSON(okAlice, entry("bob", hashField("$2a$32$"+testHash[7:]))), `users[1] ("bob"): password_hash: bcrypt cost 32 is above the maximum 16`},
+		{"cost too high", usersJSON(okAlice, entry("bob", hashField("$2a$32$"+testHash[7:]))), `users[1] ("bob"): password_hash: bcrypt cost 32 is above the maximum 14`},
 		{"cost too low", usersJSON(okAlice, entry("bob", hashField("$2a$03$"+testHash[7:]))), `users[1] ("bob"): password_hash: bcrypt cost 3 is below the minimum 4`},
 		{"no $ after cost", usersJSON(okAlice, entry("bob", hashField("$2a$04x"+testHash[7:]))), `users[1] ("bob"): password_hash: bcrypt hash: malformed`},
 		{"not bcrypt base64", usersJSON(okAlice, entry("bob", hashField(testHash[:7]+strings.Repeat("!", 53)))), `users[1] ("bob"): password_hash: bcrypt hash: malformed salt`},
