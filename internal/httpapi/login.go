@@ -114,16 +114,11 @@ func (a *loginAttempt) audit(err error) {
 // outcomeName is the audit line's name for a request that ends with err:
 // "success", or the code of the error reply it gets.
 func outcomeName(err error) string {
-	var e *apiError
-	switch {
-	case err == nil:
+	if err == nil {
 		return "success"
-	case errors.As(err, &e):
-		return e.code
-	case errors.Is(err, tokens.ErrUnavailable):
-		return errUnavailable.code
 	}
-	return errInternal.code
+	e, _ := errorReply(err)
+	return e.code
 }
 
 // errHashChanged: the stored hash changed between the check and the rehash

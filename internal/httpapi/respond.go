@@ -65,26 +65,35 @@ type errorBody struct {
 	Code   string `json:"code"`
 }
 
-// writeError maps err to its reply: an apiError as itself, an unreachable
-// store as 503, anything else as 500 — logged here, and shown to nobody.
-func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	var e *apiError
+// errorReply returns the reply err gets, and what the log says of it: an
+// apiError as itself (nothing to log), a dependency out of reach as 503
+// with a warning naming it, anything else as 500, an internal error. The
+// one map from errors to statuses: the audit line's outcome reads it too.
+func errorReply(err error) (e *apiError, warning string) {
 	switch {
 	case errors.As(err, &e):
+		return e, ""
 	case errors.Is(err, users.ErrNotFound):
-		e = errNotFound
+		return errNotFound, ""
 	case errors.Is(err, users.ErrUnavailable):
-		log.WarnContext(r.Context(), "user directory unavailable", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
-		e = errUnavailable
+		return errUnavailable, "user directory unavailable"
 	case errors.Is(err, tokens.ErrUnavailable):
-		log.WarnContext(r.Context(), "token store unavailable", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
-		e = errUnavailable
+		return errUnavailable, "token store unavailable"
 	case errors.Is(err, throttle.ErrUnavailable):
-		log.WarnContext(r.Context(), "login throttle unavailable", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
-		e = errUnavailable
-	default:
-		log.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
-		e = errInternal
+		return errUnavailable, "login throttle unavailable"
+	}
+	return errInternal, "internal error"
+}
+
+// writeError writes err's reply (errorReply), logging what is not the
+// client's doing; the log shows nobody the error's text but the operator.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	e, warning := errorReply(err)
+	switch {
+	case e == errInternal:
+		log.ErrorContext(r.Context(), warning, "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
+	case warning != "":
+		log.WarnContext(r.Context(), warning, "method", r.Method, "path", r.URL.Path, "err", err, "request_id", requestID(w))
 	}
 	if rec, ok := w.(interface{ setErrorCode(string) }); ok {
 		rec.setErrorCode(e.code)

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/users"
+)
+
+// downDirectory is the real users file whose Lookup fails, while down is
+// set, as a PostgreSQL directory past its grace does: a fault injected
+// into a real directory.
+type downDirectory struct {
+	*users.FileDirectory
+	down atomic.Bool
+}
+
+func (d *downDirectory) Lookup(ctx context.Context, username string) (*users.Account, error) {
+	if d.down.Load() {
+		return nil, fmt.Errorf("injected: %w", users.ErrUnavailable)
+	}
+	return d.FileDirectory.Lookup(ctx, username)
+}
+
+// TestAuditOutcomeDirectoryDown: while the user directory cannot answer, a
+// login gets 503 unavailable and its audit line says outcome=unavailable,
+// the reply's code; it said internal_error, so an alert on internal errors
+// fired for a database outage (issue 19, point 8).
+func TestAuditOutcomeDirectoryDown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	if err := users.WriteFile(path, testUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	file, err := users.OpenFile(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := &downDirectory{FileDirectory: file}
+	var logged syncBuffer
+	d, closeDeps, err := buildDeps(testConfig(path), slog.New(slog.NewTextHandler(&logged, nil)), withDirectory(dir))
+	t.Cleanup(closeDeps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &testEnv{t: t, handler: httpapi.NewServer(d)}
+	dir.down.Store(true)
+	w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT)
+	if w.Code != 503 || errorCode(t, w) != "unavailable" {
+		t.Fatalf("login with the directory down = %d %s; want 503 unavailable", w.Code, w.Body)
+	}
+	if !strings.Contains(logged.String(), "msg=login outcome=unavailable") || strings.Contains(logged.String(), "outcome=internal_error") {
+		t.Errorf("log = %q; want the login's audit line with outcome=unavailable", logged.String())
+	}
+}
