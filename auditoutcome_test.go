@@ -58,3 +58,19 @@ func TestAuditOutcomeDirectoryDown(t *testing.T) {
 		t.Errorf("log = %q; want the login's audit line with outcome=unavailable", logged.String())
 	}
 }
+
+// TestAuditLineBeforeReply: serve writes a login's audit line to stderr
+// before it sends the reply, though other log lines are batched (up to
+// 100 ms late): a process killed right after replying has logged the
+// attempt (issue 19, point 8).
+func TestAuditLineBeforeReply(t *testing.T) {
+	base, log, stop := startServer(t, nil, "--users", writeTestUsers(t), "--cost", "4")
+	defer stop()
+	for i, pw := range []string{"alice-pw", "wrong", "alice-pw"} {
+		resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"alice","password":"`+pw+`"}`)
+		want := map[string]string{"alice-pw": "success", "wrong": "invalid_credentials"}[pw]
+		if n := strings.Count(log.String(), "msg=login outcome="+want); n < 1+i/2 {
+			t.Errorf("login %d (%d %s): stderr when the reply arrived holds %d audit lines with outcome=%s; want it written before the reply", i, resp.StatusCode, body, n, want)
+		}
+	}
+}

@@ -38,6 +38,24 @@ func (l *logWriter) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+// synced returns a writer onto l that writes each line through at once,
+// after the lines before it: for audit lines, which must be on the
+// destination before their request's reply is sent, so that a process
+// killed right after replying has logged them.
+func (l *logWriter) synced() io.Writer { return syncedLogWriter{l} }
+
+type syncedLogWriter struct{ l *logWriter }
+
+func (w syncedLogWriter) Write(p []byte) (int, error) {
+	w.l.mu.Lock()
+	defer w.l.mu.Unlock()
+	n, err := w.l.buf.Write(p)
+	if err == nil {
+		err = w.l.buf.Flush()
+	}
+	return n, err
+}
+
 func (l *logWriter) flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -75,5 +76,25 @@ func TestLogWriterConcurrentLines(t *testing.T) {
 		if n, _ := fmt.Sscanf(line, "goroutine=%d line=%d %s", &g, &i, &pad); n < 2 || (i%100 != 0 && len(pad) != i%100) {
 			t.Fatalf("line %q is not whole", line)
 		}
+	}
+}
+
+// TestLogWriterSynced: a line through synced is on the destination when
+// Write returns, after the batched lines before it; batched lines wait.
+func TestLogWriterSynced(t *testing.T) {
+	var dst syncBuffer
+	l := newLogWriter(&dst, time.Hour)
+	defer l.Close()
+	io.WriteString(l, "access 1\n")
+	if got := dst.String(); got != "" {
+		t.Fatalf("destination after a batched line = %q; want nothing yet", got)
+	}
+	io.WriteString(l.synced(), "audit\n")
+	if got, want := dst.String(), "access 1\naudit\n"; got != want {
+		t.Errorf("destination after a synced line = %q; want %q", got, want)
+	}
+	io.WriteString(l, "access 2\n")
+	if got, want := dst.String(), "access 1\naudit\n"; got != want {
+		t.Errorf("destination after another batched line = %q; want %q", got, want)
 	}
 }

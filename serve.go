@@ -88,6 +88,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	// Audit lines skip the batching: each is written before its reply.
+	deps.Guard.Log = httpapi.NewLogger(cfg.logFormat, logOut.synced())
 	if err := checkStore(ctx, deps.Store, log); err != nil {
 		return err
 	}
