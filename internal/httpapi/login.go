@@ -71,11 +71,14 @@ func (a *loginAttempt) verify(password string) (*users.Account, error) {
 	if _, err := a.users.Lookup(ctx, a.username); err != nil && !errors.Is(err, users.ErrNotFound) {
 		return nil, err
 	}
-	wait, ok, err := g.Throttle.Reserve(ctx, a.username, a.client, g.Now())
+	v, wait, err := g.Throttle.Reserve(ctx, a.username, a.client, g.Now())
 	switch {
 	case err != nil:
 		return nil, err // the throttle cannot decide: fail closed
-	case !ok:
+	case v == throttle.Wait: // as before the throttle told a wait from a refusal: 429, Retry-After 1
+		g.Tarpit.hold(ctx)
+		return nil, throttled(1)
+	case v != throttle.Admitted:
 		g.Tarpit.hold(ctx)
 		return nil, throttled(int(wait / time.Second))
 	}

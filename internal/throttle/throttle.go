@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/netip"
 	"sync"
@@ -63,15 +64,59 @@ func setDefault[T int | float64 | time.Duration](v *T, def T) {
 
 // A Throttle decides whether a login attempt may proceed, with the
 // rules throttle (below) implements in memory; a throttle shared by a fleet
-// keeps the same counters elsewhere. reserve takes an attempt's place
-// before its password is checked, and exactly one of failure, success or
-// release settles it. An error means the throttle could not decide: the
-// caller fails closed (503).
+// keeps the same counters elsewhere.
+//
+// Reserve takes an attempt's place before its password is checked
+// (Admitted), and exactly one of Failure, Success or Release settles it.
+// Attempts in flight count against the pair's and the user's limits, so
+// that with a limit of N, N attempts sent at once take every place and no
+// more are checked until they settle: parallel guesses get no more checks
+// than serial ones. But an attempt in flight is no failure: one that would
+// be over a limit only because of attempts in flight is told to Wait, not
+// Refused, and nothing is reserved for it. The caller asks again once they
+// may have settled (holding no hasher slot meanwhile), and the answer then
+// rests on the failures they left: Refused (429) if those reach the limit,
+// else Admitted. Refused is for settled failures alone (and the client's
+// bucket), with retryAfter a whole number of seconds, at least 1s. When
+// settled failures refuse an attempt it is Refused even if attempts are
+// also in flight.
+//
+// An error means the throttle could not decide: the caller fails closed
+// (503).
 type Throttle interface {
-	Reserve(ctx context.Context, username, addr string, now time.Time) (retryAfter time.Duration, ok bool, err error)
+	Reserve(ctx context.Context, username, addr string, now time.Time) (v Verdict, retryAfter time.Duration, err error)
 	Failure(ctx context.Context, username, addr string, now time.Time) error
 	Success(ctx context.Context, username, addr string, now time.Time) error
 	Release(ctx context.Context, username, addr string) error
+}
+
+// A Verdict is Reserve's answer.
+type Verdict int
+
+const (
+	// Admitted: the attempt's place is reserved; the caller checks the
+	// password and settles it with Failure, Success or Release.
+	Admitted Verdict = iota
+	// Refused: settled failures, or the client's bucket, refuse the
+	// attempt, the right password too, for retryAfter.
+	Refused
+	// Wait: the attempt would be over the pair's or the user's limit only
+	// because of attempts still in flight; nothing is reserved. Ask again
+	// once they may have settled.
+	Wait
+)
+
+// String names v for messages.
+func (v Verdict) String() string {
+	switch v {
+	case Admitted:
+		return "admitted"
+	case Refused:
+		return "refused"
+	case Wait:
+		return "wait"
+	}
+	return fmt.Sprintf("Verdict(%d)", int(v))
 }
 
 // ErrUnavailable: the throttle could not decide (its backing did
@@ -87,9 +132,9 @@ type Memory struct{ *throttle }
 
 var _ Throttle = Memory{}
 
-func (m Memory) Reserve(_ context.Context, username, addr string, now time.Time) (time.Duration, bool, error) {
-	wait, ok := m.throttle.reserve(username, addr, now)
-	return wait, ok, nil
+func (m Memory) Reserve(_ context.Context, username, addr string, now time.Time) (Verdict, time.Duration, error) {
+	v, retryAfter := m.throttle.reserve(username, addr, now)
+	return v, retryAfter, nil
 }
 
 func (m Memory) Failure(_ context.Context, username, addr string, now time.Time) error {
@@ -131,10 +176,13 @@ func (m Memory) Release(_ context.Context, username, addr string) error {
 // Reserve before compare: reserve counts an attempt against its pair and
 // its user before the password is checked, as pending, and failure,
 // success or release settles it. With the pair's limit at N, N attempts
-// sent at once take every place, and the (N+1)th is refused before any
+// sent at once take every place, and the (N+1)th is held back before any
 // password work: parallel guesses get no more password checks than serial
-// ones (the class of GHSA-7h8m-vrxx-vr4m). The address bucket counts
-// failures as they complete.
+// ones (the class of GHSA-7h8m-vrxx-vr4m). But the places taken are not
+// failures: an attempt kept out only by attempts in flight is told to wait
+// (Wait), not refused, and once they settle it is decided on the failures
+// they left, so that parallel logins with the right password all go
+// through. The address bucket counts failures as they complete.
 //
 // A streak is forgotten once Window passes without a new failure, so failures
 // spaced less than Window apart keep accumulating: stricter than a sliding
@@ -188,51 +236,60 @@ func newThrottle(cfg Config) *throttle {
 	}
 }
 
-// reserve reports whether a login attempt for username from addr may
-// proceed at now, and if so reserves its place: the caller must then call
-// exactly one of failure, success or release for it. If not, retryAfter is
-// how long until it may: a whole number of seconds, at least 1s, ready for
-// a Retry-After header. The caller must reserve before any password work,
-// so that a refused attempt costs no hashing, and must refuse the attempt
-// even if the password would be right.
+// reserve decides whether a login attempt for username from addr may
+// proceed at now. Admitted reserves its place: the caller must then call
+// exactly one of failure, success or release for it. Refused: settled
+// failures or the address's bucket refuse it for retryAfter, a whole
+// number of seconds, at least 1s, ready for a Retry-After header. Wait:
+// it would be over the pair's or the user's limit only because of attempts
+// in flight, and nothing is reserved. The caller must reserve before any
+// password work, so that an attempt not admitted costs no hashing, and
+// must refuse a Refused attempt even if the password would be right.
 //
 // addr should come from ClientKey.
-func (t *throttle) reserve(username, addr string, now time.Time) (retryAfter time.Duration, ok bool) {
+func (t *throttle) reserve(username, addr string, now time.Time) (v Verdict, retryAfter time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 
 	// Report the longest of the waits, so a client that honours
 	// Retry-After is not refused again at once for another reason.
 	var wait time.Duration
+	inFlight := false // over a limit only by the attempts in flight
 	pk := pairKey{username, addr}
 	pair, _ := liveStreak(t.pairs, pk, now, t.cfg.Window)
 	switch {
-	case pair.n+pair.pending < t.cfg.PairFailures:
-	case pair.n >= t.cfg.PairFailures && pair.pending == 0:
-		wait = max(wait, pair.last.Add(t.backoff(pair.n)).Sub(now))
-	default: // the last places are taken by attempts in flight
-		wait = max(wait, time.Second)
+	case pair.n >= t.cfg.PairFailures:
+		if w := pair.last.Add(t.backoff(pair.n)).Sub(now); w > 0 {
+			wait = max(wait, w)
+		} else if pair.pending > 0 { // after the backoff, one attempt at a time
+			inFlight = true
+		}
+	case pair.n+pair.pending >= t.cfg.PairFailures:
+		inFlight = true
 	}
 	user, _ := liveStreak(t.users, username, now, t.cfg.Window)
 	switch {
 	case user.n >= t.cfg.UserFailures:
 		wait = max(wait, user.last.Add(t.cfg.Window).Sub(now))
 	case user.n+user.pending >= t.cfg.UserFailures:
-		wait = max(wait, time.Second)
+		inFlight = true
 	}
 	if lim, ok := t.addrs.Get(addr); ok {
 		if tokens := lim.TokensAt(now); tokens < 1 {
 			wait = max(wait, time.Duration(math.Ceil((1-tokens)/t.cfg.AddrRate*float64(time.Second))))
 		}
 	}
-	if wait > 0 {
-		return ceilSecond(wait), false
+	switch {
+	case wait > 0:
+		return Refused, ceilSecond(wait)
+	case inFlight:
+		return Wait, 0
 	}
 	pair.pending++
 	t.pairs.Put(pk, pair)
 	user.pending++
 	t.users.Put(username, user)
-	return 0, true
+	return Admitted, 0
 }
 
 // failure settles a reserved attempt that failed at now: a wrong password,

@@ -15,11 +15,22 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // FastAddrs lifts the per-address rate out of the way of tests about pairs and users.
 const fastAddrs, fastBurst = 1e6, 1 << 20
 
-// wantCheck fails the test unless th.reserve(username, addr, now) returns (wantRetry, wantOK).
+// wantCheck fails the test unless th.reserve(username, addr, now) is
+// Admitted (wantOK) or Refused with wantRetry.
 func wantCheck(t *testing.T, th *throttle, username, addr string, now time.Time, wantRetry time.Duration, wantOK bool) {
 	t.Helper()
-	if retry, ok := th.reserve(username, addr, now); retry != wantRetry || ok != wantOK {
-		t.Errorf("reserve(%q, %q, t0+%v) = %v, %v; want %v, %v", username, addr, now.Sub(t0), retry, ok, wantRetry, wantOK)
+	want := Refused
+	if wantOK {
+		want = Admitted
+	}
+	wantVerdict(t, th, username, addr, now, want, wantRetry)
+}
+
+// wantVerdict fails the test unless th.reserve(username, addr, now) returns (want, wantRetry).
+func wantVerdict(t *testing.T, th *throttle, username, addr string, now time.Time, want Verdict, wantRetry time.Duration) {
+	t.Helper()
+	if v, retry := th.reserve(username, addr, now); v != want || retry != wantRetry {
+		t.Errorf("reserve(%q, %q, t0+%v) = %v, %v; want %v, %v", username, addr, now.Sub(t0), v, retry, want, wantRetry)
 	}
 }
 
@@ -317,7 +328,7 @@ func TestThrottleConcurrent(t *testing.T) {
 			for i := range 1000 {
 				user, addr := fmt.Sprint("user", i%5), fmt.Sprint("192.0.2.", (g+i)%20)
 				now := t0.Add(time.Duration(i) * time.Millisecond)
-				if _, ok := th.reserve(user, addr, now); ok {
+				if v, _ := th.reserve(user, addr, now); v == Admitted {
 					if i%3 == 0 {
 						th.success(user, addr, now)
 					} else {
@@ -377,7 +388,7 @@ func TestThrottleReserveBeforeCompare(t *testing.T) {
 			wantCheck(t, th, "alice", "192.0.2.1", t0, 0, true)
 		}
 		for range 5 {
-			wantCheck(t, th, "alice", "192.0.2.1", t0, time.Second, false) // the places are taken
+			wantVerdict(t, th, "alice", "192.0.2.1", t0, Wait, 0) // the places are taken by attempts in flight
 		}
 		th.release("alice", "192.0.2.1") // one never reached the hasher
 		wantCheck(t, th, "alice", "192.0.2.1", t0, 0, true)
@@ -388,7 +399,7 @@ func TestThrottleReserveBeforeCompare(t *testing.T) {
 		// After the backoff one attempt at a time goes through.
 		now := t0.Add(time.Second)
 		wantCheck(t, th, "alice", "192.0.2.1", now, 0, true)
-		wantCheck(t, th, "alice", "192.0.2.1", now, time.Second, false)
+		wantVerdict(t, th, "alice", "192.0.2.1", now, Wait, 0)
 		th.failure("alice", "192.0.2.1", now)
 		wantCheck(t, th, "alice", "192.0.2.1", now, 2*time.Second, false)
 	})
@@ -396,7 +407,7 @@ func TestThrottleReserveBeforeCompare(t *testing.T) {
 		th := newThrottle(Config{UserFailures: 3, AddrRate: fastAddrs, AddrBurst: fastBurst})
 		ok := 0
 		for i := range 10 {
-			if _, admitted := th.reserve("alice", fmt.Sprint("203.0.113.", i), t0); admitted {
+			if v, _ := th.reserve("alice", fmt.Sprint("203.0.113.", i), t0); v == Admitted {
 				ok++
 			}
 		}
@@ -411,7 +422,7 @@ func TestThrottleReserveBeforeCompare(t *testing.T) {
 		admitted := 0
 		for range 50 {
 			wg.Go(func() {
-				if _, ok := th.reserve("alice", "192.0.2.1", t0); ok {
+				if v, _ := th.reserve("alice", "192.0.2.1", t0); v == Admitted {
 					mu.Lock()
 					admitted++
 					mu.Unlock()

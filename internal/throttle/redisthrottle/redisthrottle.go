@@ -115,16 +115,21 @@ func (r *Throttle) run(ctx context.Context, op string, script *redis.Script, key
 }
 
 // Reserve is throttle.reserve, in Redis.
-func (r *Throttle) Reserve(ctx context.Context, username, addr string, now time.Time) (time.Duration, bool, error) {
+func (r *Throttle) Reserve(ctx context.Context, username, addr string, now time.Time) (throttle.Verdict, time.Duration, error) {
 	wait, err := r.run(ctx, "throttle reserve", throttleReserveScript, r.keys(username, addr), r.args(now))
-	if err != nil {
-		return 0, false, err
+	switch {
+	case err != nil:
+		return throttle.Refused, 0, err
+	case wait == reserveWait:
+		return throttle.Wait, 0, nil
+	case wait > 0:
+		return throttle.Refused, time.Duration(wait) * time.Second, nil
 	}
-	if wait > 0 {
-		return time.Duration(wait) * time.Second, false, nil
-	}
-	return 0, true, nil
+	return throttle.Admitted, 0, nil
 }
+
+// reserveWait is what throttleReserveScript returns for throttle.Wait.
+const reserveWait = -1
 
 // Failure is throttle.failure, in Redis.
 func (r *Throttle) Failure(ctx context.Context, username, addr string, now time.Time) error {
@@ -247,7 +252,8 @@ local uf, rate, burst, margin = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6]), to
 `
 
 // throttleReserveScript is throttle.reserve: it returns 0 and reserves the
-// attempt's place, or returns the Retry-After in whole seconds.
+// attempt's place (Admitted), the Retry-After in whole seconds (Refused),
+// or reserveWait (Wait: over a limit only by the attempts in flight).
 var throttleReserveScript = redis.NewScript(throttleLib + `
 local now, o = tonumber(ARGV[1]), 1
 ` + throttleLimits + `
@@ -258,21 +264,25 @@ local function waitFor(ms)
     wait = math.max(wait, math.ceil(ms / 1000))
   end
 end
+local inFlight = false -- over a limit only by the attempts in flight
 
 local n, last, pending = streak(KEYS[1], now, window)
-if n + pending < pf then
-  -- a free place
-elseif n >= pf and pending == 0 then
-  waitFor(last + backoff(n, pf, base, maxb) - now)
-else
-  waitFor(1000) -- the last places are taken by attempts in flight
+if n >= pf then
+  local ms = last + backoff(n, pf, base, maxb) - now
+  if ms > 0 then
+    waitFor(ms)
+  elseif pending > 0 then
+    inFlight = true -- after the backoff, one attempt at a time
+  end
+elseif n + pending >= pf then
+  inFlight = true
 end
 
 local un, ulast, upending = streak(KEYS[2], now, window)
 if un >= uf then
   waitFor(ulast + window - now)
 elseif un + upending >= uf then
-  waitFor(1000)
+  inFlight = true
 end
 
 local f = redis.call('HMGET', KEYS[3], 'tokens', 'last')
@@ -285,6 +295,9 @@ end
 
 if wait > 0 then
   return wait
+end
+if inFlight then
+  return ` + strconv.Itoa(reserveWait) + `
 end
 put(KEYS[1], n, last, pending + 1, now, window, margin)
 put(KEYS[2], un, ulast, upending + 1, now, window, margin)

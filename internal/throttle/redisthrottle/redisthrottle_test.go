@@ -68,7 +68,7 @@ func TestRedisThrottleInstances(t *testing.T) {
 		on[0].Reserve(alice, home, 0, time.Second, false)
 		on[1].Reserve(alice, home, 0, time.Second, false)
 		on[1].Reserve(alice, home, time.Second, 0, true)
-		on[0].Reserve(alice, home, time.Second, time.Second, false) // b's attempt is in flight
+		on[0].Wait(alice, home, time.Second) // b's attempt is in flight
 		on[1].Fail(alice, home, time.Second)
 		on[0].Reserve(alice, home, time.Second, 2*time.Second, false)
 		on[0].Reserve(alice, home, 3*time.Second, 0, true)
@@ -122,11 +122,11 @@ func TestRedisThrottleParallelInstances(t *testing.T) {
 			for i := range 20 {
 				wg.Go(func() {
 					<-start
-					_, ok, err := instances[i%2].Reserve(context.Background(), "alice", tt.addr(i), throttletest.T0)
+					v, _, err := instances[i%2].Reserve(context.Background(), "alice", tt.addr(i), throttletest.T0)
 					if err != nil {
 						t.Errorf("reserve = %v", err)
 					}
-					if ok {
+					if v == throttle.Admitted {
 						admitted.Add(1)
 					}
 				})
@@ -150,8 +150,8 @@ func TestRedisThrottleUnavailable(t *testing.T) {
 	}
 	th := New(throttleRedisClient(t, url), testservers.UniquePrefix(), throttle.Config{})
 	ctx := context.Background()
-	if _, ok, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0); !ok || err != nil {
-		t.Fatalf("reserve with Redis up = %v, %v; want true, nil", ok, err)
+	if v, _, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0); v != throttle.Admitted || err != nil {
+		t.Fatalf("reserve with Redis up = %v, %v; want admitted, nil", v, err)
 	}
 
 	stop()
@@ -160,8 +160,8 @@ func TestRedisThrottleUnavailable(t *testing.T) {
 		call func() error
 	}{
 		{"reserve", func() error {
-			_, ok, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0)
-			if ok {
+			v, _, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0)
+			if v == throttle.Admitted {
 				t.Error("reserve with Redis down admitted the attempt")
 			}
 			return err
@@ -184,10 +184,10 @@ func TestRedisThrottleUnavailable(t *testing.T) {
 	restart()
 	start := time.Now()
 	for {
-		_, ok, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0)
+		v, _, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0)
 		if err == nil {
-			if !ok {
-				t.Error("reserve on the restarted (empty) Redis refused")
+			if v != throttle.Admitted {
+				t.Errorf("reserve on the restarted (empty) Redis = %v; want admitted", v)
 			}
 			break
 		}
@@ -209,8 +209,8 @@ func TestRedisThrottleSettleOutlivesCaller(t *testing.T) {
 	th := New(throttleRedisClient(t, url), testservers.UniquePrefix(), throttle.Config{PairFailures: 1, AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, ok, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0); !ok || err != nil {
-		t.Fatalf("reserve = %v, %v; want true, nil", ok, err)
+	if v, _, err := th.Reserve(ctx, "alice", "192.0.2.1", throttletest.T0); v != throttle.Admitted || err != nil {
+		t.Fatalf("reserve = %v, %v; want admitted, nil", v, err)
 	}
 	if err := th.Failure(ctx, "alice", "192.0.2.1", throttletest.T0); err != nil {
 		t.Fatalf("failure with a cancelled context = %v; want nil", err)
@@ -290,7 +290,7 @@ func TestRedisThrottleKeys(t *testing.T) {
 	// Many keys, mixed calls: every key has an expiry and none names alice.
 	for i := range 20 {
 		username, from := fmt.Sprint("alice", i), fmt.Sprint("198.51.100.", i%3)
-		if _, ok, _ := th.Reserve(ctx, username, from, throttletest.T0); ok {
+		if v, _, _ := th.Reserve(ctx, username, from, throttletest.T0); v == throttle.Admitted {
 			switch i % 3 {
 			case 0:
 				th.Failure(ctx, username, from, throttletest.T0)
@@ -313,5 +313,42 @@ func TestRedisThrottleKeys(t *testing.T) {
 		if got, err := client.PTTL(ctx, key).Result(); err != nil || got <= 0 || got > w+m {
 			t.Errorf("PTTL %s = %v, %v; want in (0, %v]", key, got, err, w+m)
 		}
+	}
+}
+
+// alternating is a throttle that sends each call to the next of its
+// instances in turn, as a fleet behind a load balancer would.
+type alternating struct {
+	instances [2]throttle.Throttle
+	next      atomic.Int64
+}
+
+func (a *alternating) pick() throttle.Throttle { return a.instances[a.next.Add(1)%2] }
+
+func (a *alternating) Reserve(ctx context.Context, username, addr string, now time.Time) (throttle.Verdict, time.Duration, error) {
+	return a.pick().Reserve(ctx, username, addr, now)
+}
+
+func (a *alternating) Failure(ctx context.Context, username, addr string, now time.Time) error {
+	return a.pick().Failure(ctx, username, addr, now)
+}
+
+func (a *alternating) Success(ctx context.Context, username, addr string, now time.Time) error {
+	return a.pick().Success(ctx, username, addr, now)
+}
+
+func (a *alternating) Release(ctx context.Context, username, addr string) error {
+	return a.pick().Release(ctx, username, addr)
+}
+
+// TestRedisThrottleParallelGuessesInstances: wrong passwords sent at once
+// to two instances, each asking again while attempts are in flight on
+// either, get no more checks than the limit.
+func TestRedisThrottleParallelGuessesInstances(t *testing.T) {
+	url, _, _ := testservers.Redis(t)
+	a, b := twoInstances(t, url, throttle.Config{AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst})
+	d := throttletest.Driver{T: t, Throttle: &alternating{instances: [2]throttle.Throttle{a, b}}}
+	if checked, refused := d.Guesses(20, "alice", throttletest.OneAddr, 0); checked != 5 || refused != 15 {
+		t.Errorf("20 parallel wrong passwords on two instances at a limit of 5 = %d checked, %d refused; want 5, 15", checked, refused)
 	}
 }

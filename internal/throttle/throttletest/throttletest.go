@@ -3,6 +3,7 @@ package throttletest
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,13 +25,29 @@ type Driver struct {
 	Throttle throttle.Throttle
 }
 
-// Reserve fails the test unless reserve(username, addr, t0+at) returns
-// (wantRetry, wantOK).
+// Reserve fails the test unless reserve(username, addr, t0+at) is
+// Admitted (wantOK) or Refused with wantRetry.
 func (d Driver) Reserve(username, addr string, at, wantRetry time.Duration, wantOK bool) {
 	d.T.Helper()
-	retry, ok, err := d.Throttle.Reserve(context.Background(), username, addr, T0.Add(at))
-	if err != nil || retry != wantRetry || ok != wantOK {
-		d.T.Errorf("reserve(%q, %q, t0+%v) = %v, %v, %v; want %v, %v, nil", username, addr, at, retry, ok, err, wantRetry, wantOK)
+	want := throttle.Refused
+	if wantOK {
+		want = throttle.Admitted
+	}
+	d.reserve(username, addr, at, want, wantRetry)
+}
+
+// Wait fails the test unless reserve(username, addr, t0+at) is Wait: over
+// a limit only by the attempts in flight.
+func (d Driver) Wait(username, addr string, at time.Duration) {
+	d.T.Helper()
+	d.reserve(username, addr, at, throttle.Wait, 0)
+}
+
+func (d Driver) reserve(username, addr string, at time.Duration, want throttle.Verdict, wantRetry time.Duration) {
+	d.T.Helper()
+	v, retry, err := d.Throttle.Reserve(context.Background(), username, addr, T0.Add(at))
+	if err != nil || v != want || retry != wantRetry {
+		d.T.Errorf("reserve(%q, %q, t0+%v) = %v, %v, %v; want %v, %v, nil", username, addr, at, v, retry, err, want, wantRetry)
 	}
 }
 
@@ -59,23 +76,63 @@ func (d Driver) Release(username, addr string) {
 }
 
 // Parallel makes n reservations of username, from addr(i), at t0+at, at
-// once, and returns how many were admitted.
+// once, and returns how many were admitted; the others are Wait or Refused.
 func (d Driver) Parallel(n int, username string, addr func(i int) string, at time.Duration) int {
 	var wg sync.WaitGroup
 	var admitted atomic.Int64
 	for i := range n {
 		wg.Go(func() {
-			_, ok, err := d.Throttle.Reserve(context.Background(), username, addr(i), T0.Add(at))
+			v, _, err := d.Throttle.Reserve(context.Background(), username, addr(i), T0.Add(at))
 			if err != nil {
 				d.T.Errorf("reserve(%q, %q) = %v", username, addr(i), err)
 			}
-			if ok {
+			if v == throttle.Admitted {
 				admitted.Add(1)
 			}
 		})
 	}
 	wg.Wait()
 	return int(admitted.Load())
+}
+
+// Guesses sends n wrong passwords for username from addr(i) at once, at
+// t0+at, as a login does: reserve, asking again while the answer is Wait;
+// once admitted, a failure. It returns how many were admitted (password
+// checks) and how many refused.
+func (d Driver) Guesses(n int, username string, addr func(i int) string, at time.Duration) (checked, refused int) {
+	var wg sync.WaitGroup
+	var checks, refusals atomic.Int64
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			for try := 0; ; try++ {
+				v, _, err := d.Throttle.Reserve(context.Background(), username, addr(i), T0.Add(at))
+				switch {
+				case err != nil:
+					d.T.Errorf("reserve(%q, %q) = %v", username, addr(i), err)
+					return
+				case v == throttle.Admitted:
+					checks.Add(1)
+					runtime.Gosched() // let the others ask while this one is in flight
+					if err := d.Throttle.Failure(context.Background(), username, addr(i), T0.Add(at)); err != nil {
+						d.T.Errorf("failure(%q, %q) = %v", username, addr(i), err)
+					}
+					return
+				case v == throttle.Refused:
+					refusals.Add(1)
+					return
+				case try == 5000:
+					d.T.Errorf("reserve(%q, %q) = %v after %d tries; want a decision once the attempts in flight settle", username, addr(i), v, try)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return int(checks.Load()), int(refusals.Load())
 }
 
 // OneAddr is an addr function for parallel: always 192.0.2.1.
@@ -230,7 +287,7 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			for range 4 {
 				d.Reserve(alice, home, w, 0, true)
 			}
-			d.Reserve(alice, home, w, time.Second, false)
+			d.Wait(alice, home, w)
 		}},
 
 		// The address: a bucket of failures.
@@ -302,7 +359,7 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 				d.Reserve(alice, home, 0, 0, true)
 			}
 			for range 5 {
-				d.Reserve(alice, home, 0, time.Second, false) // the places are taken
+				d.Wait(alice, home, 0) // the places are taken by attempts in flight
 			}
 			d.Release(alice, home) // one never reached the hasher
 			d.Reserve(alice, home, 0, 0, true)
@@ -312,7 +369,7 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			d.Reserve(alice, home, 0, time.Second, false) // the backoff, as in series
 			// After the backoff one attempt at a time goes through.
 			d.Reserve(alice, home, time.Second, 0, true)
-			d.Reserve(alice, home, time.Second, time.Second, false)
+			d.Wait(alice, home, time.Second)
 			d.Fail(alice, home, time.Second)
 			d.Reserve(alice, home, time.Second, 2*time.Second, false)
 		}},
@@ -327,12 +384,12 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
 			}
-			d.Reserve(alice, home, 0, time.Second, false)
+			d.Wait(alice, home, 0)
 		}},
 		{"reserve before compare: success frees the user's place", with(throttle.Config{UserFailures: 2}), func(d Driver) {
 			d.Reserve(alice, home, 0, 0, true)
 			d.Reserve(alice, attacker, 0, 0, true)
-			d.Reserve(alice, "192.0.2.3", 0, time.Second, false)
+			d.Wait(alice, "192.0.2.3", 0)
 			d.Succeed(alice, home, 0)
 			d.Reserve(alice, "192.0.2.3", 0, 0, true)
 		}},
@@ -351,6 +408,79 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			d.Reserve(alice, home, 0, time.Second, false)
 			if got := d.Parallel(50, alice, OneAddr, time.Second); got != 1 {
 				d.T.Errorf("50 concurrent reservations after the backoff: %d admitted; want 1", got)
+			}
+		}},
+
+		// Attempts in flight are not failures: an attempt over a limit
+		// only because of them waits, and is then decided on the failures
+		// they leave.
+		{"in flight at the pair's limit: wait, then the settled failures decide", fast, func(d Driver) {
+			for range 5 {
+				d.Reserve(alice, home, 0, 0, true)
+			}
+			d.Wait(alice, home, 0)
+			for range 4 {
+				d.Fail(alice, home, 0)
+			}
+			d.Wait(alice, home, 0) // four failures and one in flight: still not refused
+			d.Fail(alice, home, 0)
+			d.Reserve(alice, home, 0, time.Second, false) // five settled failures: refused
+		}},
+		{"in flight at the pair's limit: a success lets the next in", fast, func(d Driver) {
+			for range 5 {
+				d.Reserve(alice, home, 0, 0, true)
+			}
+			d.Wait(alice, home, 0)
+			d.Release(alice, home)
+			d.Reserve(alice, home, 0, 0, true) // a released place is free again
+			d.Wait(alice, home, 0)
+			for range 4 {
+				d.Fail(alice, home, 0)
+			}
+			d.Succeed(alice, home, 0)
+			d.Reserve(alice, home, 0, 0, true) // the success cleared the failures
+		}},
+		{"in flight at the user's limit: wait, then the settled failures decide", with(throttle.Config{UserFailures: 3}), func(d Driver) {
+			for i := range 3 {
+				d.Reserve(alice, fmt.Sprint("203.0.113.", i), 0, 0, true)
+			}
+			d.Wait(alice, home, 0)
+			d.Wait(alice, attacker, 0) // from any address
+			d.Fail(alice, "203.0.113.0", 0)
+			d.Wait(alice, attacker, 0) // one failure and two in flight, of three
+			d.Succeed(alice, "203.0.113.1", 0)
+			d.Reserve(alice, home, 0, 0, true) // one failure and one in flight: a place
+			d.Fail(alice, "203.0.113.2", 0)
+			d.Wait(alice, attacker, 0) // two failures and one in flight
+			d.Fail(alice, home, 0)
+			d.Reserve(alice, attacker, 0, w, false) // three settled failures: refused everywhere
+		}},
+		{"settled failures at the limit refuse, attempts in flight or not", fast, func(d Driver) {
+			for range 5 {
+				d.Reserve(alice, home, 0, 0, true)
+				d.Fail(alice, home, 0)
+			}
+			d.Reserve(alice, home, 0, time.Second, false) // refused, not told to wait
+			d.Reserve(alice, home, time.Second, 0, true)  // after the backoff: one at a time
+			d.Wait(alice, home, time.Second)
+			d.Fail(alice, home, time.Second)
+			d.Reserve(alice, home, time.Second, 2*time.Second, false)
+		}},
+		{"a refusal outranks a wait", throttle.Config{PairFailures: 1, AddrRate: 1, AddrBurst: 1}, func(d Driver) {
+			d.Reserve(alice, home, 0, 0, true) // the pair's only place, in flight
+			d.Wait(alice, home, 0)
+			d.Reserve("bob", home, 0, 0, true)
+			d.Fail("bob", home, 0)                        // the address's bucket is empty
+			d.Reserve(alice, home, 0, time.Second, false) // refused by the bucket, not told to wait
+		}},
+		{"parallel wrong passwords: no more checks than the limit", fast, func(d Driver) {
+			if checked, refused := d.Guesses(20, alice, OneAddr, 0); checked != 5 || refused != 15 {
+				d.T.Errorf("20 parallel wrong passwords at a limit of 5 = %d checked, %d refused; want 5, 15", checked, refused)
+			}
+		}},
+		{"parallel wrong passwords: no more checks than the user's limit", with(throttle.Config{UserFailures: 3}), func(d Driver) {
+			if checked, refused := d.Guesses(20, alice, func(i int) string { return fmt.Sprint("203.0.113.", i) }, 0); checked != 3 || refused != 17 {
+				d.T.Errorf("20 parallel wrong passwords from 20 addresses at a ceiling of 3 = %d checked, %d refused; want 3, 17", checked, refused)
 			}
 		}},
 	} {
