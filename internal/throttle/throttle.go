@@ -160,7 +160,7 @@ func (m Memory) Release(_ context.Context, username, addr string) error {
 //     BaseBackoff·2^(n-PairFailures), capped at MaxBackoff, after the last
 //     failure, and then one attempt at a time is let through: with the
 //     defaults, attempts 1–5 proceed and then the waits are 1s, 2s, 4s …
-//     5m. Success clears the pair.
+//     5m. Success clears the pair's failures.
 //   - users, per username over all addresses: a streak of failures. Once it
 //     holds UserFailures failures, every address is refused until Window
 //     after the last failure. This stops credential stuffing from many
@@ -312,13 +312,20 @@ func (t *throttle) failure(username, addr string, now time.Time) {
 }
 
 // success settles a reserved attempt that succeeded: it clears the pair's
-// failures. The username's count over all addresses stays, or the owner
-// logging in would reset the ceiling in the middle of an attack; the
-// address's bucket is not touched.
+// failures. The pair's other attempts in flight stay counted: forgetting
+// them would let a guesser sharing the client's address past the limit
+// while they are checked. The username's count over all addresses stays,
+// or the owner logging in would reset the ceiling in the middle of an
+// attack; the address's bucket is not touched.
 func (t *throttle) success(username, addr string, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.pairs.Remove(pairKey{username, addr})
+	pk := pairKey{username, addr}
+	if pair, ok := t.pairs.Get(pk); ok && pair.pending > 1 {
+		t.pairs.Put(pk, streak{pending: pair.pending - 1})
+	} else {
+		t.pairs.Remove(pk)
+	}
 	unreserve(t.users, username)
 }
 

@@ -326,12 +326,18 @@ redis.call('PEXPIRE', KEYS[3], int(math.ceil((burst - tokens) / rate * 1000) + m
 return 0
 `)
 
-// throttleSuccessScript is throttle.success: it deletes the pair and ends
-// one of the user's pending attempts.
+// throttleSuccessScript is throttle.success: it clears the pair's failures,
+// keeping its other pending attempts, and ends one of the user's pending
+// attempts.
 var throttleSuccessScript = redis.NewScript(throttleLib + `
 local now, o = tonumber(ARGV[1]), 1
 ` + throttleLimits + `
-redis.call('DEL', KEYS[1])
+local pending = num(redis.call('HGET', KEYS[1], 'pending'))
+if pending > 1 then
+  put(KEYS[1], 0, 0, pending - 1, now, window, margin)
+else
+  redis.call('DEL', KEYS[1])
+end
 unreserve(KEYS[2], now, window, margin)
 return 0
 `)

@@ -206,6 +206,20 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			}
 			d.Reserve(alice, home, 2*time.Second, time.Second, false)
 		}},
+		{"success keeps the pair's other attempts in flight", fast, func(d Driver) {
+			for range 5 {
+				d.Reserve(alice, home, 0, 0, true)
+			}
+			d.Succeed(alice, home, 0)
+			d.Reserve(alice, home, 0, 0, true) // one place came free, not five
+			d.Wait(alice, home, 0)
+			for range 4 {
+				d.Fail(alice, home, 0)
+			}
+			d.Wait(alice, home, 0) // four failures since the success, one in flight
+			d.Fail(alice, home, 0)
+			d.Reserve(alice, home, 0, time.Second, false)
+		}},
 		{"pairs are apart", with(throttle.Config{MaxBackoff: 15 * time.Minute}), func(d Driver) {
 			for range 20 {
 				d.Fail(alice, attacker, 0)
