@@ -1,52 +1,30 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"authsvc/internal/throttle"
 )
 
 // TestLoginParallelGuesses: ten wrong passwords sent at once for one user
 // from one client, with the pair's limit at 5, get no more than five
-// password checks (401) before the 429s begin.
+// password checks (401) before the 429s begin: the five that find the
+// places taken wait for those checks, and are refused once they failed.
 func TestLoginParallelGuesses(t *testing.T) {
 	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
 		c.tokenTTL = time.Hour
 		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 16, 5*time.Second
 	})
-	// Hold the only hasher slot so that every admitted attempt waits for
-	// it, all of them in flight at once.
-	release, err := e.deps.Guard.Admission.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	codes := make(chan int, 10)
-	for range 10 {
-		wg.Go(func() {
-			codes <- e.do("POST", "/api/auth/login/", `{"username":"alice","password":"wrong"}`, jsonCT).Code
-		})
-	}
-	// The refused ones answer at once; wait for the rest to queue.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, waiting := e.deps.Guard.Admission.Stats()
-		if waiting+len(codes) >= 10 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	release()
-	wg.Wait()
-	close(codes)
-	count := map[int]int{}
-	for c := range codes {
-		count[c]++
-	}
-	if count[http.StatusUnauthorized] > 5 || count[http.StatusUnauthorized]+count[http.StatusTooManyRequests] != 10 {
-		t.Errorf("10 parallel wrong passwords = %v; want at most 5 × 401 and the rest 429", count)
+	got := parallelLogins(t, e, 1, 10, 5, `{"username":"alice","password":"wrong"}`)
+	if got[http.StatusUnauthorized] > 5 || got[http.StatusUnauthorized]+got[http.StatusTooManyRequests] != 10 {
+		t.Errorf("10 parallel wrong passwords = %v; want at most 5 × 401 and the rest 429", got)
 	}
 }
 
@@ -75,5 +53,159 @@ func TestLoginNATNotThrottled(t *testing.T) {
 	}
 	if got == 0 {
 		t.Errorf("12 failed logins from one address: no 429; want the address's bucket to refuse")
+	}
+}
+
+// reserveCounter is a throttle that counts the calls to Reserve, so that a
+// test knows when every request it sent has asked the throttle.
+type reserveCounter struct {
+	throttle.Throttle
+	calls atomic.Int64
+}
+
+func (c *reserveCounter) Reserve(ctx context.Context, username, addr string, now time.Time) (throttle.Verdict, time.Duration, error) {
+	c.calls.Add(1)
+	return c.Throttle.Reserve(ctx, username, addr, now)
+}
+
+// parallelLogins sends n logins with body at once from one client while
+// the test holds all slots hasher slots; once every request has asked the
+// throttle and admitted of them wait for a slot, it gives the slots back.
+// It returns how many replies had each status.
+func parallelLogins(t *testing.T, e *testEnv, slots, n, admitted int, body string) map[int]int {
+	t.Helper()
+	counter := &reserveCounter{Throttle: e.deps.Guard.Throttle}
+	e.deps.Guard.Throttle = counter
+	defer func() { e.deps.Guard.Throttle = counter.Throttle }()
+	adm := e.deps.Guard.Admission
+	var releases []func()
+	for range slots {
+		release, err := adm.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
+	}
+	var wg sync.WaitGroup
+	codes := make(chan int, n)
+	for range n {
+		wg.Go(func() {
+			codes <- e.do("POST", "/api/auth/login/", body, jsonCT).Code
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, waiting := adm.Stats()
+		if counter.calls.Load() >= int64(n) && waiting >= admitted || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, release := range releases {
+		release()
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	return count
+}
+
+// TestLoginParallelRightPasswords: logins of one user from one client sent
+// at once with the right password all succeed, however many there are
+// beyond the pair's limit of 5: the attempts whose checks are still in
+// flight are no failures, so they turn none of the others into a 429
+// (issue 19, point 4). Wrong passwords sent alike still get no more than
+// five checks.
+func TestLoginParallelRightPasswords(t *testing.T) {
+	const slots = 2
+	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+		c.tokenTTL = time.Hour
+		c.throttle = defaultServeConfig().throttle
+		c.throttle.AddrRate, c.throttle.AddrBurst = 1000, 1000 // the pair's and the user's limits at their defaults
+		c.passwordSlots, c.passwordQueue, c.passwordWait = slots, 32, 10*time.Second
+	})
+	right := `{"username":"alice","password":"alice-pw"}`
+	if got := parallelLogins(t, e, slots, 12, 5, right); got[http.StatusOK] != 12 {
+		t.Errorf("12 parallel logins of alice with the right password = %v; want 12 × 200", got)
+	}
+	wrong := `{"username":"alice","password":"wrong"}`
+	got := parallelLogins(t, e, slots, 12, 5, wrong)
+	if got[http.StatusUnauthorized] > 5 || got[http.StatusUnauthorized]+got[http.StatusTooManyRequests]+got[http.StatusServiceUnavailable] != 12 {
+		t.Errorf("12 parallel logins of alice with a wrong password = %v; want at most 5 × 401, the rest 429 or 503", got)
+	}
+}
+
+// TestLoginWaitsForChecksInFlight: a login that finds the pair's places
+// taken by checks in flight waits for them holding no hasher slot, and is
+// decided on the failures they leave: it proceeds if they stay below the
+// limit, is 429 if they reach it, and is 503 (not 429) if they do not
+// settle within --password-wait.
+func TestLoginWaitsForChecksInFlight(t *testing.T) {
+	const wait = 300 * time.Millisecond
+	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+		c.tokenTTL = time.Hour
+		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 4, wait
+	})
+	th, adm := e.deps.Guard.Throttle, e.deps.Guard.Admission
+	const alice, client = "alice", "192.0.2.1" // httptest's client
+	right := `{"username":"alice","password":"alice-pw"}`
+	inFlight := func() { // five checks in flight, as if on another instance
+		t.Helper()
+		for range 5 {
+			if v, _, err := th.Reserve(t.Context(), alice, client, e.clock.Now()); v != throttle.Admitted || err != nil {
+				t.Fatalf("reserve(%q, %q) = %v, %v; want admitted, nil", alice, client, v, err)
+			}
+		}
+	}
+	settle := func(failures int) { // the checks in flight end: failures of them failed, the rest never ran
+		t.Helper()
+		for i := range 5 {
+			var err error
+			if i < failures {
+				err = th.Failure(t.Context(), alice, client, e.clock.Now())
+			} else {
+				err = th.Release(t.Context(), alice, client)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// loginSettling logs in while settle(failures) runs once the login has
+	// waited a moment, and checks that no hasher slot is held meanwhile.
+	loginSettling := func(failures int) *httptest.ResponseRecorder {
+		t.Helper()
+		reply := make(chan *httptest.ResponseRecorder)
+		go func() { reply <- e.do("POST", "/api/auth/login/", right, jsonCT) }()
+		time.Sleep(wait / 3)
+		if running, waiting := adm.Stats(); running != 0 || waiting != 0 {
+			t.Errorf("hasher slots while a login waits for checks in flight = %d running, %d waiting; want 0, 0", running, waiting)
+		}
+		settle(failures)
+		return <-reply
+	}
+
+	inFlight()
+	start := time.Now()
+	w := e.do("POST", "/api/auth/login/", right, jsonCT)
+	if w.Code != http.StatusServiceUnavailable || errorCode(t, w) != "unavailable" || w.Header().Get("Retry-After") != "1" {
+		t.Errorf("login while 5 checks stay in flight = %d %s Retry-After %q; want 503 unavailable, Retry-After 1", w.Code, w.Body, w.Header().Get("Retry-After"))
+	}
+	if took := time.Since(start); took < wait {
+		t.Errorf("login while 5 checks stay in flight answered after %v; want the --password-wait of %v", took, wait)
+	}
+
+	// The same five checks end, one short of the limit.
+	if w := loginSettling(4); w.Code != http.StatusOK {
+		t.Errorf("login while 5 checks in flight end in 4 failures = %d %s; want 200", w.Code, w.Body)
+	}
+
+	inFlight()
+	w = loginSettling(5)
+	if w.Code != http.StatusTooManyRequests || errorCode(t, w) != "throttled" || w.Header().Get("Retry-After") != "1" {
+		t.Errorf("login while 5 checks in flight end in 5 failures = %d %s Retry-After %q; want 429 throttled, Retry-After 1", w.Code, w.Body, w.Header().Get("Retry-After"))
 	}
 }

@@ -27,11 +27,19 @@ var errBusy = errors.New("password checking at capacity")
 //     wait. A deeper queue only holds callers who would time out anyway.
 //   - wait = 2s: a backstop for when hashing is slower than expected (CPU
 //     contention, higher cost); beyond it a client is better off retrying.
+//
+// It also bounds the logins that wait, holding no slot, for the throttle's
+// checks in flight to settle (loginAttempt.reserve): at most slots+queue at
+// once, as many as there can be checks in flight here, each at most wait.
+// A waiter asks the throttle again every few milliseconds, so a flood of
+// them would cost CPU here (and round trips to a shared throttle's Redis)
+// without bound.
 type Admission struct {
-	slots   chan struct{} // one element per running check: send to acquire, receive to release
-	queue   int64
-	wait    time.Duration
-	waiting atomic.Int64 // callers blocked in acquire, at most queue once they are admitted to wait
+	slots    chan struct{} // one element per running check: send to acquire, receive to release
+	queue    int64
+	wait     time.Duration
+	waiting  atomic.Int64 // callers blocked in acquire, at most queue once they are admitted to wait
+	settling atomic.Int64 // callers waiting for the throttle (startSettling), at most slots+queue once admitted
 }
 
 // NewAdmission returns an admission that allows at most slots (at least 1)
@@ -75,6 +83,17 @@ func (a *Admission) Acquire(ctx context.Context) (release func(), err error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// startSettling lets a caller wait for the throttle's checks in flight to
+// settle, for at most a.wait, unless slots+queue callers wait for it
+// already. After ok the caller must call done when it stops waiting.
+func (a *Admission) startSettling() (done func(), ok bool) {
+	if a.settling.Add(1) > int64(cap(a.slots))+a.queue {
+		a.settling.Add(-1)
+		return nil, false
+	}
+	return func() { a.settling.Add(-1) }, true
 }
 
 // full reports whether acquire would now return errBusy at once: every

@@ -296,3 +296,25 @@ func TestTarpit(t *testing.T) {
 	var off *Tarpit
 	off.hold(context.Background()) // a nil tarpit holds nothing
 }
+
+// TestAdmissionSettlingBounded: at most slots+queue callers wait for the
+// throttle's checks in flight at once; one that stops waiting frees its
+// place.
+func TestAdmissionSettlingBounded(t *testing.T) {
+	a := NewAdmission(2, 1, time.Second)
+	var dones []func()
+	for i := range 3 {
+		done, ok := a.startSettling()
+		if !ok {
+			t.Fatalf("startSettling() #%d with slots 2, queue 1 = false; want true", i+1)
+		}
+		dones = append(dones, done)
+	}
+	if _, ok := a.startSettling(); ok {
+		t.Errorf("startSettling() #4 with slots 2, queue 1 = true; want false")
+	}
+	dones[0]()
+	if _, ok := a.startSettling(); !ok {
+		t.Errorf("startSettling() after one stopped waiting = false; want true")
+	}
+}

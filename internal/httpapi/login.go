@@ -61,26 +61,19 @@ func (g *LoginGuard) attempt(w http.ResponseWriter, r *http.Request, users users
 }
 
 // verify checks password in three steps: admit (a place in the throttle,
-// reserved before the compare, then a hasher slot: 429 or 503, held in the
-// tarpit), the verdict (the password,
-// against a dummy hash for unknown and disabled users: 401 for all three),
-// and record (the verdict in the throttle). It returns the user on success.
+// reserved before the compare, waiting for checks in flight if need be,
+// then a hasher slot: 429 or 503, held in the tarpit), the verdict (the
+// password, against a dummy hash for unknown and disabled users: 401 for
+// all three), and record (the verdict in the throttle). It returns the user
+// on success.
 func (a *loginAttempt) verify(password string) (*users.Account, error) {
 	g, ctx := a.g, a.r.Context()
 	// A directory that cannot say who exists fails closed: 503, not 401.
 	if _, err := a.users.Lookup(ctx, a.username); err != nil && !errors.Is(err, users.ErrNotFound) {
 		return nil, err
 	}
-	v, wait, err := g.Throttle.Reserve(ctx, a.username, a.client, g.Now())
-	switch {
-	case err != nil:
-		return nil, err // the throttle cannot decide: fail closed
-	case v == throttle.Wait: // as before the throttle told a wait from a refusal: 429, Retry-After 1
-		g.Tarpit.hold(ctx)
-		return nil, throttled(1)
-	case v != throttle.Admitted:
-		g.Tarpit.hold(ctx)
-		return nil, throttled(int(wait / time.Second))
+	if err := a.reserve(ctx); err != nil {
+		return nil, err
 	}
 	release, err := g.Admission.Acquire(ctx)
 	if err != nil {
@@ -100,6 +93,73 @@ func (a *loginAttempt) verify(password string) (*users.Account, error) {
 		return nil, err
 	}
 	return u, nil
+}
+
+// How often a login waiting for the throttle's checks in flight asks
+// again: after firstPoll, then twice as long each time up to maxPoll. A
+// check takes from about 20 ms (argon2id) to 250 ms (bcrypt at cost 12),
+// so a waiter learns that one has settled within a fraction of a check,
+// and once its pause has grown a waiter costs a throttle in Redis one round
+// trip every maxPoll.
+const firstPoll, maxPoll = 2 * time.Millisecond, 50 * time.Millisecond
+
+// reserve takes the attempt's place in the throttle, before any password
+// work. An attempt over the pair's or the user's limit only because of
+// checks still in flight (on any instance sharing the throttle) is no
+// failure: it waits for them, holding no hasher slot, up to the
+// admission's wait, and is then decided on the failures they left (429 if
+// they reach the limit). A wait that runs out, or that finds as many
+// waiting as the admission allows, is 503 unavailable, never 429.
+func (a *loginAttempt) reserve(ctx context.Context) error {
+	g := a.g
+	v, retryAfter, err := g.Throttle.Reserve(ctx, a.username, a.client, g.Now())
+	if err == nil && v == throttle.Wait {
+		v, retryAfter, err = a.awaitSettled(ctx)
+	}
+	switch {
+	case err != nil:
+		return err // the throttle cannot decide: fail closed
+	case v == throttle.Admitted:
+		return nil
+	case v == throttle.Refused:
+		g.Tarpit.hold(ctx)
+		return throttled(int(retryAfter / time.Second))
+	}
+	g.Tarpit.hold(ctx)
+	return errUnavailable // still Wait: no decision in time
+}
+
+// awaitSettled asks the throttle again, with a growing pause, while it
+// answers Wait, for at most the admission's wait or until ctx is done; it
+// returns the last answer. It holds no hasher slot: the checks it waits for
+// may need them.
+func (a *loginAttempt) awaitSettled(ctx context.Context) (throttle.Verdict, time.Duration, error) {
+	g := a.g
+	done, ok := g.Admission.startSettling()
+	if !ok {
+		return throttle.Wait, 0, nil
+	}
+	defer done()
+	deadline := time.NewTimer(g.Admission.wait)
+	defer deadline.Stop()
+	poll := firstPoll
+	pause := time.NewTimer(poll)
+	defer pause.Stop()
+	for {
+		select {
+		case <-deadline.C:
+			return throttle.Wait, 0, nil
+		case <-ctx.Done():
+			return throttle.Wait, 0, nil
+		case <-pause.C:
+		}
+		v, retryAfter, err := g.Throttle.Reserve(ctx, a.username, a.client, g.Now())
+		if err != nil || v != throttle.Wait {
+			return v, retryAfter, err
+		}
+		poll = min(2*poll, maxPoll)
+		pause.Reset(poll)
+	}
 }
 
 // audit logs the attempt's outcome, err being what the request ends with:
