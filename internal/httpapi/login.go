@@ -81,8 +81,8 @@ func (a *loginAttempt) verify(password string) (*users.Account, error) {
 		g.Tarpit.hold(ctx)
 		return nil, errUnavailable
 	}
-	u, ok := users.Authenticate(ctx, a.users, a.username, password, g.Hasher.Verify)
-	release()
+	u, ok := users.Authenticate(ctx, a.users, a.username, password, g.verifyReleasing(release))
+	release() // in case Authenticate returned without calling verify; a second release is harmless
 	if !ok {
 		if err := g.Throttle.Failure(ctx, a.username, a.client, g.Now()); err != nil {
 			return nil, err
@@ -93,6 +93,17 @@ func (a *loginAttempt) verify(password string) (*users.Account, error) {
 		return nil, err
 	}
 	return u, nil
+}
+
+// verifyReleasing returns a check with the hasher that gives back the
+// caller's slot as soon as the check ends: a failed login is then held
+// (Authenticate pads it up to the slowest check's time) with no slot, so
+// the padding of one costs no other login its turn.
+func (g *LoginGuard) verifyReleasing(release func()) func(*password.Hash, []byte) bool {
+	return func(h *password.Hash, pw []byte) bool {
+		defer release()
+		return g.Hasher.Verify(h, pw)
+	}
 }
 
 // How often a login waiting for the throttle's checks in flight asks

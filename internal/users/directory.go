@@ -299,7 +299,9 @@ type Reader interface {
 // unusable, cost one check against the slowest hash in the directory, and a
 // wrong password against a faster hash is held until it has taken as long:
 // every failure takes the same time, whatever mix of schemes and costs the
-// directory holds.
+// directory holds. verify is called once, and the holding comes after it
+// returns, so a caller that gives back its hasher slot then holds none
+// while it waits.
 func Authenticate(ctx context.Context, d Reader, username, pw string, verify func(*password.Hash, []byte) bool) (*Account, bool) {
 	u, _ := d.Lookup(ctx, username)
 	var hash *password.Hash
