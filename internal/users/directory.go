@@ -137,24 +137,38 @@ type userIndex struct {
 
 // A SlowestCheck is what every failed login is made to cost: a check
 // against a hash at the slowest parameters in the directory. Unknown and
-// disabled users are checked against its hash; a wrong password against a
-// faster hash is held until the check would have taken as long (a sleep,
-// no CPU), so that mixed costs do not tell which users exist.
+// disabled users are checked against its hash, and every failure, theirs
+// and a wrong password's alike, is held until it has taken as long as such
+// a check takes (a sleep, no CPU), so that neither mixed costs nor the
+// holding itself tells which users exist.
 type SlowestCheck struct {
 	Hash  *password.Hash
 	Shape string       // the scheme and parameters hash was made with (passwordHash.shape)
-	Took  atomic.Int64 // nanoseconds a check against hash takes: measured when it is made, then a moving average of the dummy checks
+	Took  atomic.Int64 // nanoseconds a check against hash takes: measured when it is made, then tracked as the 90th percentile of the checks of its shape (observe)
 }
 
-// observe folds the duration of a check against the slowest hash into the average.
+// observe folds the duration d of a check against a hash of the slowest
+// shape into Took, which every failed login is held up to. Took climbs by
+// nine steps of 1/160 of itself when d outlasts it and falls by one when
+// not, which balances where one check in ten outlasts it: a target above
+// most checks, so that few failures show their own check's time, and one
+// that a stall moves by a step, not by its length. (Held up to the
+// average instead, about half of the failures would show their own time,
+// and each stall would jolt the target.)
 func (c *SlowestCheck) observe(d time.Duration) {
+	// A lost update between racing logins only delays the tracking.
 	old := c.Took.Load()
-	c.Took.Store(old + (int64(d)-old)/8) // a lost update between racing logins only delays the average
+	step := max(old/160, int64(time.Microsecond)) // never stuck at zero
+	if int64(d) > old {
+		c.Took.Store(old + 9*step)
+	} else {
+		c.Took.Store(max(0, old-step))
+	}
 }
 
-// pad sleeps until a check that took d has taken as long as a slowest one.
-func (c *SlowestCheck) pad(d time.Duration) {
-	if rest := time.Duration(c.Took.Load()) - d; rest > 0 {
+// holdUntil sleeps until a check that took d has taken target.
+func holdUntil(target, d time.Duration) {
+	if rest := target - d; rest > 0 {
 		time.Sleep(rest)
 	}
 }
@@ -296,12 +310,18 @@ type Reader interface {
 
 // Authenticate returns the user if password is theirs, checked with verify
 // (a Pool's). Unknown and disabled users, and users whose password is
-// unusable, cost one check against the slowest hash in the directory, and a
-// wrong password against a faster hash is held until it has taken as long:
-// every failure takes the same time, whatever mix of schemes and costs the
-// directory holds. verify is called once, and the holding comes after it
-// returns, so a caller that gives back its hasher slot then holds none
-// while it waits.
+// unusable, cost one check against the slowest hash in the directory; then
+// every failure, theirs and a wrong password's alike, is held until it has
+// taken as long as the slowest check's Took: every failure takes the
+// same time, whatever mix of schemes and costs the directory holds. verify
+// is called once, and the holding comes after it returns, so a caller that
+// gives back its hasher slot then holds none while it waits.
+//
+// The dummy check is held too: were only wrong passwords held up to the
+// target, on a directory of one scheme they would take max(check, target),
+// longer than an unknown user's bare check. And the target is fed by every
+// check of the slowest shape, known users' included, so that it is not
+// left at a stale value while only known users fail.
 func Authenticate(ctx context.Context, d Reader, username, pw string, verify func(*password.Hash, []byte) bool) (*Account, bool) {
 	u, _ := d.Lookup(ctx, username)
 	var hash *password.Hash
@@ -316,14 +336,17 @@ func Authenticate(ctx context.Context, d Reader, username, pw string, verify fun
 	start := time.Now()
 	ok := verify(hash, []byte(pw))
 	took := time.Since(start)
-	switch {
-	case usable && ok:
-		return u, true
-	case usable:
-		slowest.pad(took)
-	default:
+	// The target is the one before this check: had it counted, an unknown
+	// user's (slow) check would move its own target and a fast hash's would
+	// not.
+	target := time.Duration(slowest.Took.Load())
+	if !usable || hash.Shape() == slowest.Shape {
 		slowest.observe(took)
 	}
+	if usable && ok {
+		return u, true
+	}
+	holdUntil(target, took)
 	return nil, false
 }
 

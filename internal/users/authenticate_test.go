@@ -1,0 +1,85 @@
+package users
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestEveryFailureHeld: every failed login is held up to the slowest
+// check's time, the dummy check of an unknown or disabled user, or of one
+// whose hash is unusable, as much as a wrong password. Were only wrong
+// passwords held, the dummy check's bare time would tell unknown users
+// from known ones (issue 19, point 3).
+func TestEveryFailureHeld(t *testing.T) {
+	x, err := newUserIndex([]User{
+		{Username: "alice", PasswordHash: mustHash(t, "alice-pw", 4)},
+		{Username: "carol", PasswordHash: mustHash(t, "carol-pw", 4), Disabled: true},
+		{Username: "erin", PasswordHash: "!"}, // Django's unusable password
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slow = 80 * time.Millisecond
+	for _, tt := range []struct{ kind, username, password string }{
+		{"wrong password", "alice", "wrong"},
+		{"unknown user", "nobody", "alice-pw"},
+		{"disabled user", "carol", "carol-pw"},
+		{"unusable hash", "erin", "erin-pw"},
+	} {
+		x.slowest.Took.Store(int64(slow)) // as if a check against the slowest hash took 80 ms
+		start := time.Now()
+		if _, ok := Authenticate(context.Background(), x, tt.username, tt.password, verifyHere); ok {
+			t.Fatalf("authenticate(%q, %q) = ok; want a failure", tt.username, tt.password)
+		}
+		if took := time.Since(start); took < slow {
+			t.Errorf("authenticate(%q, %q) (%s) took %v; want at least the slowest check's %v", tt.username, tt.password, tt.kind, took, slow)
+		}
+	}
+}
+
+// TestSlowestCheckTracksChecks: the time failures are held up to follows
+// the checks of the slowest shape up to about their 90th percentile, a
+// stall moves it by a step only, and known users' checks of that shape
+// feed it as the dummy checks do.
+func TestSlowestCheckTracksChecks(t *testing.T) {
+	var c SlowestCheck
+	c.Took.Store(int64(time.Millisecond)) // a first measurement far too low
+	for i := range 2000 {
+		c.observe(10*time.Millisecond + time.Duration(i*7%100)*100*time.Microsecond) // 10 ms to 19.9 ms, evenly
+	}
+	// It wavers a step up (9/160) and a step down (1/160) about it.
+	if got := time.Duration(c.Took.Load()); got < 17500*time.Microsecond || got > 21500*time.Microsecond {
+		t.Errorf("Took after checks of 10 to 20 ms = %v; want about their 90th percentile, 19 ms (17.5 to 21.5 ms)", got)
+	}
+	before := c.Took.Load()
+	c.observe(10 * time.Second)
+	if got, limit := c.Took.Load(), before+before/16; got > limit {
+		t.Errorf("Took after a 10 s stall = %v; want at most %v (one step up from %v)", time.Duration(got), time.Duration(limit), time.Duration(before))
+	}
+
+	x, err := newUserIndex([]User{
+		{Username: "alice", PasswordHash: mustHash(t, "alice-pw", 5)}, // the slowest shape
+		{Username: "dave", PasswordHash: mustHash(t, "dave-pw", 4)},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		username, password string
+		feeds              bool
+	}{
+		{"alice", "alice-pw", true}, // a success counts: its check cost the same
+		{"alice", "wrong", true},
+		{"nobody", "x", true},
+		{"dave", "dave-pw", false}, // a faster shape tells nothing of the slowest
+		{"dave", "wrong", false},
+	} {
+		const took = time.Millisecond // what no check takes to the nanosecond: each one seen moves it
+		x.slowest.Took.Store(int64(took))
+		Authenticate(context.Background(), x, tt.username, tt.password, verifyHere)
+		if fed := x.slowest.Took.Load() != int64(took); fed != tt.feeds {
+			t.Errorf("authenticate(%q, %q) moved the slowest check's time: %v; want %v", tt.username, tt.password, fed, tt.feeds)
+		}
+	}
+}
