@@ -160,7 +160,8 @@ func (m Memory) Release(_ context.Context, username, addr string) error {
 //     BaseBackoff·2^(n-PairFailures), capped at MaxBackoff, after the last
 //     failure, and then one attempt at a time is let through: with the
 //     defaults, attempts 1–5 proceed and then the waits are 1s, 2s, 4s …
-//     5m. Success clears the pair's failures.
+//     5m. Success clears the pair's failures (its other attempts in
+//     flight stay counted).
 //   - users, per username over all addresses: a streak of failures. Once it
 //     holds UserFailures failures, every address is refused until Window
 //     after the last failure. This stops credential stuffing from many
