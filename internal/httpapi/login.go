@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -31,6 +32,27 @@ type LoginGuard struct {
 	Now       func() time.Time
 	Policy    password.HashPolicy // a hash outside it is rehashed after a successful login
 	Metrics   *Metrics
+
+	dummyOnce sync.Once
+	dummyHash *password.Hash // Policy's dummy (dummy); set once
+}
+
+// dummy returns the hash an unknown or disabled user's password is checked
+// against: one at the hash policy's cost, so that the check holds a slot no
+// longer than a new user's login would; nil, if the policy cannot make one,
+// means the slowest hash in the directory.
+func (g *LoginGuard) dummy() *password.Hash {
+	g.dummyOnce.Do(func() {
+		h, err := g.Policy.Dummy()
+		if err != nil {
+			if g.Log != nil {
+				g.Log.Warn("cannot make the hash policy's dummy hash; unknown users are checked against the slowest hash", "err", err)
+			}
+			return
+		}
+		g.dummyHash = h
+	})
+	return g.dummyHash
 }
 
 // atCapacity reports whether a password check would be refused at once,
@@ -81,7 +103,7 @@ func (a *loginAttempt) verify(password string) (*users.Account, error) {
 		g.Tarpit.hold(ctx)
 		return nil, errUnavailable
 	}
-	u, ok := users.Authenticate(ctx, a.users, a.username, password, g.verifyReleasing(release))
+	u, ok := users.Authenticate(ctx, a.users, a.username, password, g.verifyReleasing(release), g.dummy())
 	release() // in case Authenticate returned without calling verify; a second release is harmless
 	if !ok {
 		if err := g.Throttle.Failure(ctx, a.username, a.client, g.Now()); err != nil {

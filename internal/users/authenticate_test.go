@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"authsvc/internal/password"
 )
 
 // TestEveryFailureHeld: every failed login is held up to the slowest
@@ -29,7 +31,7 @@ func TestEveryFailureHeld(t *testing.T) {
 	} {
 		x.slowest.Took.Store(int64(slow)) // as if a check against the slowest hash took 80 ms
 		start := time.Now()
-		if _, ok := Authenticate(context.Background(), x, tt.username, tt.password, verifyHere); ok {
+		if _, ok := Authenticate(context.Background(), x, tt.username, tt.password, verifyHere, nil); ok {
 			t.Fatalf("authenticate(%q, %q) = ok; want a failure", tt.username, tt.password)
 		}
 		if took := time.Since(start); took < slow {
@@ -77,9 +79,46 @@ func TestSlowestCheckTracksChecks(t *testing.T) {
 	} {
 		const took = time.Millisecond // what no check takes to the nanosecond: each one seen moves it
 		x.slowest.Took.Store(int64(took))
-		Authenticate(context.Background(), x, tt.username, tt.password, verifyHere)
+		Authenticate(context.Background(), x, tt.username, tt.password, verifyHere, nil)
 		if fed := x.slowest.Took.Load() != int64(took); fed != tt.feeds {
 			t.Errorf("authenticate(%q, %q) moved the slowest check's time: %v; want %v", tt.username, tt.password, fed, tt.feeds)
+		}
+	}
+}
+
+// TestDummyAtPolicyCost: an unknown, disabled or unusable user's password
+// is checked against the dummy given (the hash policy's), not against the
+// directory's slowest hash, so one slow hash costs failures time but no
+// check capacity; the failure is still held to the slowest check's time
+// (issue 19, point 2).
+func TestDummyAtPolicyCost(t *testing.T) {
+	slowHash := mustHash(t, "bob-pw", 8)
+	x, err := newUserIndex([]User{
+		{Username: "alice", PasswordHash: mustHash(t, "alice-pw", 4)},
+		{Username: "bob", PasswordHash: slowHash}, // the slowest hash
+		{Username: "carol", PasswordHash: mustHash(t, "carol-pw", 4), Disabled: true},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dummy, err := password.ParseHash(mustHash(t, "a secret nobody knows", 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slow = 60 * time.Millisecond
+	for _, username := range []string{"nobody", "carol"} {
+		x.slowest.Took.Store(int64(slow))
+		var checked *password.Hash
+		verify := func(h *password.Hash, pw []byte) bool { checked = h; return verifyHere(h, pw) }
+		start := time.Now()
+		if _, ok := Authenticate(context.Background(), x, username, "pw", verify, dummy); ok {
+			t.Fatalf("Authenticate(%s) = ok; want a failure", username)
+		}
+		if checked != dummy {
+			t.Errorf("Authenticate(%s) checked against %v; want the policy's dummy, not the slowest hash %v", username, checked, x.slowest.Hash)
+		}
+		if took := time.Since(start); took < slow {
+			t.Errorf("Authenticate(%s) took %v; want it held to the slowest check's %v", username, took, slow)
 		}
 	}
 }

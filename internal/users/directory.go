@@ -310,7 +310,9 @@ type Reader interface {
 
 // Authenticate returns the user if password is theirs, checked with verify
 // (a Pool's). Unknown and disabled users, and users whose password is
-// unusable, cost one check against the slowest hash in the directory; then
+// unusable, cost one check against dummy, a hash at the hash policy's cost
+// (nil: the slowest hash in the directory), so that one slow hash in the
+// directory costs failed logins time but no check capacity; then
 // every failure, theirs and a wrong password's alike, is held until it has
 // taken as long as the slowest check's Took: every failure takes the
 // same time, whatever mix of schemes and costs the directory holds. verify
@@ -322,7 +324,7 @@ type Reader interface {
 // longer than an unknown user's bare check. And the target is fed by every
 // check of the slowest shape, known users' included, so that it is not
 // left at a stale value while only known users fail.
-func Authenticate(ctx context.Context, d Reader, username, pw string, verify func(*password.Hash, []byte) bool) (*Account, bool) {
+func Authenticate(ctx context.Context, d Reader, username, pw string, verify func(*password.Hash, []byte) bool, dummy *password.Hash) (*Account, bool) {
 	u, _ := d.Lookup(ctx, username)
 	var hash *password.Hash
 	if u != nil && !u.isDisabled {
@@ -331,7 +333,10 @@ func Authenticate(ctx context.Context, d Reader, username, pw string, verify fun
 	usable := hash != nil && hash.Usable()
 	slowest := d.Slowest()
 	if !usable {
-		hash = slowest.Hash
+		hash = dummy
+		if hash == nil {
+			hash = slowest.Hash
+		}
 	}
 	start := time.Now()
 	ok := verify(hash, []byte(pw))
