@@ -88,14 +88,6 @@ type Info struct {
 	Admin    bool     `json:"admin"`
 }
 
-func (u *User) info() Info {
-	groups := u.Groups
-	if groups == nil {
-		groups = []string{}
-	}
-	return Info{Username: u.Username, Name: u.Name, Email: u.Email, Groups: groups, Admin: u.Admin}
-}
-
 // CheckProfile returns why the --name, --email and --group values cannot be
 // set, naming the flag, or nil.
 func CheckProfile(name, email string, groups []string) error {
