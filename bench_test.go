@@ -57,9 +57,10 @@ func benchUserSource(tb testing.TB, dir string, log *slog.Logger) *users.FileDir
 
 // benchUsernames returns the synthetic owners of n bench sessions, made
 // before a heap measurement starts: their strings belong to the users
-// directory, not to the sessions.
+// directory, not to the sessions. There are enough of them that no user
+// holds more than benchTokensPerUser of the n, or the store would evict.
 func benchUsernames(n int) []string {
-	names := make([]string, max(1, n/benchTokensPerUser))
+	names := make([]string, max(1, (n+benchTokensPerUser-1)/benchTokensPerUser))
 	for i := range names {
 		names[i] = fmt.Sprintf("user%07d", i)
 	}
