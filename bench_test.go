@@ -1,8 +1,8 @@
 package main
 
 // Benchmarks and measurement helpers for `make bench` (bench/run.sh). Nothing
-// here asserts a timing: the benchmarks report, and TestBenchServe skips
-// unless the harness asks for it.
+// here asserts a timing: the benchmarks report. TestBenchServe is make
+// bench's in-process server; run as a test, it checks that server.
 
 import (
 	"context"
@@ -297,19 +297,127 @@ func BenchmarkHeapPerToken(b *testing.B) {
 	}
 }
 
-// TestBenchServe is make bench's in-process server: the real handler and
-// memory store, preloaded with $AUTHSVC_BENCH_TOKENS live sessions (authsvc
-// has no preload hook, and logging in a million times at bcrypt cost 12 would
-// take a day and a half). It listens on 127.0.0.1:0, writes "ADDR TOKEN" to
-// the file $AUTHSVC_BENCH_SERVE once it serves, and runs until SIGTERM or
-// SIGINT, or for at most $AUTHSVC_BENCH_SERVE_FOR (default 9m).
-// $AUTHSVC_BENCH_ACCESS_LOG=off drops every log line before it is formatted,
-// to measure what the access log costs. The log goes to stderr through
-// newLogWriter, as authsvc's does.
+// A benchServer is make bench's in-process server: the real handler and
+// memory store, preloaded with live sessions (authsvc has no preload hook,
+// and logging in a million times at bcrypt cost 12 would take a day and a
+// half), listening on 127.0.0.1.
+type benchServer struct {
+	addr  string // host:port
+	token string // a live token of the user "bench"
+	store *tokens.MemoryStore
+
+	done     chan struct{} // closed when the server stops serving
+	serveErr error         // why, once done is closed
+}
+
+// startBenchServer starts a benchServer holding n live sessions, its log
+// written to logTo as benchDeps writes it; it stops when tb ends. It checks
+// what make bench relies on: the store holds n sessions, and the token it
+// hands out gets 200 from /api/auth/info over the listening socket.
+func startBenchServer(tb testing.TB, n int, logTo io.Writer) *benchServer {
+	tb.Helper()
+	users := benchUserSource(tb, tb.TempDir(), slog.New(slog.DiscardHandler))
+	store := tokens.NewMemoryStore()
+	now := time.Now()
+	fillStore(tb, store, benchUsernames(n-1), n-1, now)
+	token := issueBenchToken(tb, store, users, now)
+	if got, _ := store.Len(); got != n {
+		tb.Fatalf("bench store holds %d sessions; want %d", got, n)
+	}
+	deps := benchDeps(tb, users, store, logTo)
+	srv := newHTTPServer(deps.Log, httpapi.NewServer(deps))
+	runtime.GC()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &benchServer{addr: ln.Addr().String(), token: token, store: store, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.serveErr = srv.Serve(ln)
+	}()
+	ctx, stop := context.WithCancel(context.Background())
+	go tick.Every(ctx, time.Minute, func(now time.Time) { store.Sweep(now) }) // as serve runs it with a 24h TTL
+	tb.Cleanup(func() {
+		stop()
+		srv.Close()
+		<-s.done
+	})
+	if status, body := s.info(tb, token); status != http.StatusOK || !strings.Contains(body, `"username":"bench"`) {
+		tb.Fatalf("GET /api/auth/info with the bench token = %d %s; want 200 for the user bench", status, body)
+	}
+	return s
+}
+
+// info sends GET /api/auth/info with token to s and returns the status and body.
+func (s *benchServer) info(tb testing.TB, token string) (int, string) {
+	tb.Helper()
+	req, err := http.NewRequest("GET", "http://"+s.addr+"/api/auth/info", nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Token "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// publish writes "ADDR TOKEN" to the file out, atomically: make bench
+// waits for the file and reads it whole.
+func (s *benchServer) publish(tb testing.TB, out string) {
+	tb.Helper()
+	tmp := out + ".tmp"
+	if err := os.WriteFile(tmp, []byte(s.addr+" "+s.token+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// TestBenchServe is make bench's in-process server (benchServer), with
+// $AUTHSVC_BENCH_TOKENS live sessions (default 1000). With
+// $AUTHSVC_BENCH_SERVE=FILE it writes "ADDR TOKEN" to FILE once it serves
+// and runs until SIGTERM or SIGINT, or for at most $AUTHSVC_BENCH_SERVE_FOR
+// (default 9m). $AUTHSVC_BENCH_ACCESS_LOG=off drops every log line before
+// it is formatted, to measure what the access log costs; otherwise the log
+// goes to stderr through newLogWriter, as authsvc's does.
+//
+// Without $AUTHSVC_BENCH_SERVE it checks the server make bench would get:
+// the file it publishes names an address that serves and a token of
+// "bench" that the server takes, and no other token.
 func TestBenchServe(t *testing.T) {
 	out := os.Getenv("AUTHSVC_BENCH_SERVE")
 	if out == "" {
-		t.Skip("make bench's in-process server; set AUTHSVC_BENCH_SERVE=FILE to run it")
+		s := startBenchServer(t, 1000, io.Discard)
+		out = filepath.Join(t.TempDir(), "inproc.addr")
+		s.publish(t, out)
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(data))
+		if len(f) != 2 || f[0] != s.addr || !strings.HasSuffix(string(data), "\n") {
+			t.Fatalf("published %q; want %q", data, s.addr+" TOKEN\n")
+		}
+		if status, body := s.info(t, f[1]); status != http.StatusOK || !strings.HasPrefix(body, `{"username":"bench",`) {
+			t.Errorf("GET /api/auth/info with the published token = %d %s; want 200 for the user bench", status, body)
+		}
+		if status, _ := s.info(t, strings.Repeat("0", tokens.Length)); status != http.StatusUnauthorized {
+			t.Errorf("GET /api/auth/info with a token never issued = %d; want 401", status)
+		}
+		if n, _ := s.store.Len(); n != 1000 {
+			t.Errorf("bench store holds %d sessions after serving; want 1000", n)
+		}
+		return
 	}
 	n := 1000
 	if v := os.Getenv("AUTHSVC_BENCH_TOKENS"); v != "" {
@@ -327,66 +435,35 @@ func TestBenchServe(t *testing.T) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-
 	var logTo io.Writer = os.Stderr
 	if os.Getenv("AUTHSVC_BENCH_ACCESS_LOG") == "off" {
 		logTo = nil
 	}
-	users := benchUserSource(t, t.TempDir(), slog.New(slog.DiscardHandler))
-	store := tokens.NewMemoryStore()
-	now := time.Now()
-	fillStore(t, store, benchUsernames(n-1), n-1, now)
-	token := issueBenchToken(t, store, users, now)
-	deps := benchDeps(t, users, store, logTo)
-	srv := newHTTPServer(deps.Log, httpapi.NewServer(deps))
-	runtime.GC()
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	go tick.Every(ctx, time.Minute, func(now time.Time) { store.Sweep(now) }) // as serve runs it with a 24h TTL
-
-	tmp := out + ".tmp"
-	if err := os.WriteFile(tmp, []byte(ln.Addr().String()+" "+token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		t.Fatal(err)
-	}
+	s := startBenchServer(t, n, logTo)
+	s.publish(t, out)
 	select {
 	case <-ctx.Done():
 	case <-time.After(life):
-	case err := <-serveErr:
-		t.Fatal(err)
+	case <-s.done:
+		t.Fatalf("bench server stopped serving: %v", s.serveErr)
 	}
-	srv.Close()
 }
 
-// TestInfoAllocSites is make bench's allocation census of GET
-// /api/auth/info: with every allocation sampled, it serves
-// $AUTHSVC_BENCH_ALLOCS requests through the whole handler (as
-// BenchmarkInfoHandler/discard does) and prints one line per allocation site
-// on stdout: "ALLOC <per request> <product line> <allocating function>".
-// The product line is the innermost frame in this package's non-test files,
-// the allocating function the innermost frame outside the runtime.
-func TestInfoAllocSites(t *testing.T) {
-	v := os.Getenv("AUTHSVC_BENCH_ALLOCS")
-	if v == "" {
-		t.Skip("make bench's allocation census; set AUTHSVC_BENCH_ALLOCS=REQUESTS to run it")
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("AUTHSVC_BENCH_ALLOCS=%q: want a positive integer", v)
-	}
-	users := benchUserSource(t, t.TempDir(), slog.New(slog.DiscardHandler))
+// BenchmarkInfoAllocSites is make bench's allocation census of GET
+// /api/auth/info: with every allocation sampled, it serves b.N requests
+// through the whole handler (as BenchmarkInfoHandler/discard does) and
+// prints one line per allocation site on stdout: "ALLOC <per request>
+// <product line> <allocating function>". The product line is the innermost
+// frame in this package's non-test files, the allocating function the
+// innermost frame outside the runtime. Run it with -benchtime NNNx (make
+// bench: 20000x).
+func BenchmarkInfoAllocSites(b *testing.B) {
+	users := benchUserSource(b, b.TempDir(), slog.New(slog.DiscardHandler))
 	store := tokens.NewMemoryStore()
 	now := time.Now()
-	fillStore(t, store, benchUsernames(999), 999, now)
-	token := issueBenchToken(t, store, users, now)
-	h := httpapi.NewServer(benchDeps(t, users, store, io.Discard))
+	fillStore(b, store, benchUsernames(999), 999, now)
+	token := issueBenchToken(b, store, users, now)
+	h := httpapi.NewServer(benchDeps(b, users, store, io.Discard))
 	req := httptest.NewRequest("GET", "/api/auth/info", nil)
 	req.Header.Set("Authorization", "Token "+token)
 	req.RemoteAddr = "192.0.2.1:40000"
@@ -397,7 +474,7 @@ func TestInfoAllocSites(t *testing.T) {
 			w.status = 0
 			h.ServeHTTP(w, req)
 			if w.status != http.StatusOK {
-				t.Fatalf("status %d", w.status)
+				b.Fatalf("GET /api/auth/info = %d; want 200", w.status)
 			}
 		}
 	}
@@ -405,7 +482,7 @@ func TestInfoAllocSites(t *testing.T) {
 
 	_, self, _, _ := runtime.Caller(0)
 	moduleDir := filepath.Dir(self) + string(filepath.Separator)
-	const loop = "authsvc.TestInfoAllocSites.func"
+	const loop = "authsvc.BenchmarkInfoAllocSites.func"
 
 	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
 	runtime.MemProfileRate = 1
@@ -453,7 +530,12 @@ func TestInfoAllocSites(t *testing.T) {
 		return sites
 	}
 	before := snapshot()
-	serve(n)
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		serve(1)
+		n++
+	}
 	after := snapshot()
 	for k, c := range after {
 		if d := c - before[k]; d > 0 {

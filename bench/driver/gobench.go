@@ -49,7 +49,7 @@ func parseGoBench(out string) []goBench {
 	return bs
 }
 
-// An allocSite is one line of TestInfoAllocSites.
+// An allocSite is one line of BenchmarkInfoAllocSites.
 type allocSite struct {
 	perRequest     float64
 	origin, callee string
@@ -121,12 +121,15 @@ func (d *driver) goBenchmarks() (goResults, error) {
 	}
 	fmt.Fprint(d.runs, out)
 	g.micro = parseGoBench(out)
-	out, err = d.command(d.cfg.testbin, []string{"AUTHSVC_BENCH_ALLOCS=" + strconv.Itoa(g.censusN)}, "-test.run", "^TestInfoAllocSites$", "-test.v")
+	out, err = d.command(d.cfg.testbin, nil, "-test.run", "^$", "-test.bench", "^BenchmarkInfoAllocSites$", "-test.benchtime", strconv.Itoa(g.censusN)+"x")
 	if err != nil {
 		return g, err
 	}
 	fmt.Fprint(d.runs, out)
 	for _, line := range strings.Split(out, "\n") {
+		if i := strings.Index(line, "ALLOC\t"); i > 0 {
+			line = line[i:] // after a benchmark's name, should the census print there
+		}
 		f := strings.Split(line, "\t")
 		if len(f) == 4 && f[0] == "ALLOC" {
 			v, _ := strconv.ParseFloat(f[1], 64)
