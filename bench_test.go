@@ -454,9 +454,9 @@ func TestBenchServe(t *testing.T) {
 // through the whole handler (as BenchmarkInfoHandler/discard does) and
 // prints one line per allocation site on stdout: "ALLOC <per request>
 // <product line> <allocating function>". The product line is the innermost
-// frame in this package's non-test files, the allocating function the
-// innermost frame outside the runtime. Run it with -benchtime NNNx (make
-// bench: 20000x).
+// frame in the module's non-test files (bench/ is tooling), named by its
+// path in the module; the allocating function is the innermost frame
+// outside the runtime. Run it with -benchtime NNNx (make bench: 20000x).
 func BenchmarkInfoAllocSites(b *testing.B) {
 	users := benchUserSource(b, b.TempDir(), slog.New(slog.DiscardHandler))
 	store := tokens.NewMemoryStore()
@@ -510,8 +510,8 @@ func BenchmarkInfoAllocSites(b *testing.B) {
 				case site == "":
 					site = f.Function
 				}
-				if origin == "" && strings.HasPrefix(f.File, moduleDir) && !strings.HasSuffix(f.File, "_test.go") && !strings.Contains(f.File[len(moduleDir):], string(filepath.Separator)) {
-					origin = fmt.Sprintf("%s:%d", filepath.Base(f.File), f.Line)
+				if rel, ok := strings.CutPrefix(f.File, moduleDir); ok && origin == "" && !strings.HasSuffix(rel, "_test.go") && !strings.HasPrefix(rel, "bench"+string(filepath.Separator)) {
+					origin = fmt.Sprintf("%s:%d", filepath.ToSlash(rel), f.Line)
 				}
 				if strings.HasPrefix(f.Function, loop) {
 					inLoop = true

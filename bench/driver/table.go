@@ -270,7 +270,7 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 		p("\n/info handler allocations per request: %.1f (every allocation sampled over %d requests; target: as few as possible)\n", total, res.gob.censusN)
 		for _, s := range res.gob.sites {
 			if s.perRequest >= 0.01 {
-				p("  %5.2f  %-22s %s\n", s.perRequest, s.origin, s.callee)
+				p("  %5.2f  %-36s %s\n", s.perRequest, s.origin, s.callee)
 			}
 		}
 	}
