@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,5 +208,48 @@ func TestLoginWaitsForChecksInFlight(t *testing.T) {
 	w = loginSettling(5)
 	if w.Code != http.StatusTooManyRequests || errorCode(t, w) != "throttled" || w.Header().Get("Retry-After") != "1" {
 		t.Errorf("login while 5 checks in flight end in 5 failures = %d %s Retry-After %q; want 429 throttled, Retry-After 1", w.Code, w.Body, w.Header().Get("Retry-After"))
+	}
+}
+
+// TestBusyRefusalsLeaveNoReservation: a password check refused with 503
+// because no hasher slot came free in time settles the throttle place it
+// had reserved. As many such refusals as the pair's limit (5) do not lock the
+// user out: once a slot is free the right password is taken, at login and
+// at a password change alike.
+func TestBusyRefusalsLeaveNoReservation(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		send func(e *testEnv, token string) *httptest.ResponseRecorder
+	}{
+		{"login", func(e *testEnv, _ string) *httptest.ResponseRecorder {
+			return e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT)
+		}},
+		{"password change", func(e *testEnv, token string) *httptest.ResponseRecorder {
+			return e.do("POST", "/api/auth/password/", changeBody("alice-pw", newPassphrase), jsonCT, "Authorization: Token "+token)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// One slot and one queue place: with the slot held, a check is
+			// admitted to wait (no 503 before the throttle) and gets 503 after 10ms.
+			e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+				c.tokenTTL = time.Hour
+				c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 1, 10*time.Millisecond
+			})
+			token := e.login("alice")
+			release, err := e.deps.Guard.Admission.Acquire(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i <= 5; i++ {
+				if w := tt.send(e, token); w.Code != http.StatusServiceUnavailable {
+					release()
+					t.Fatalf("%s %d with every hasher slot held = %d %s; want 503", tt.name, i, w.Code, strings.TrimSpace(w.Body.String()))
+				}
+			}
+			release()
+			if w := tt.send(e, token); w.Code != http.StatusOK {
+				t.Errorf("%s with the right password after five 503s = %d %s; want 200 (a 503 leaves no throttle reservation)", tt.name, w.Code, strings.TrimSpace(w.Body.String()))
+			}
+		})
 	}
 }
