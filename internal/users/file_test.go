@@ -56,3 +56,58 @@ func TestFileDirectoryRewrittenWhileRead(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestWatchReportsCuts: a reload that Watch makes tells the Cut hook of the
+// users whose tokens died in it (disabled, deleted), at the reload's time,
+// and not of one that was disabled before or did not change.
+func TestWatchReportsCuts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	alice := User{Username: "alice", PasswordHash: testHash, Groups: []string{}}
+	bob := User{Username: "bob", PasswordHash: testHash, Groups: []string{}}
+	carol := User{Username: "carol", PasswordHash: testHash, Groups: []string{}, Disabled: true}
+	if err := WriteFile(path, []User{alice, bob, carol}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type cut struct {
+		name   string
+		before time.Time
+	}
+	cuts := make(chan cut, 10)
+	reloaded := make(chan error, 1)
+	hup := make(chan os.Signal)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.Watch(ctx, time.Hour, hup, WatchHooks{
+		Cut:      func(name string, before time.Time) { cuts <- cut{name, before} },
+		Reloaded: func(err error) { reloaded <- err },
+	})
+	for _, step := range []struct {
+		name  string
+		users []User
+		want  string // the one user cut
+	}{
+		{"alice disabled", []User{{Username: "alice", PasswordHash: testHash, Groups: []string{}, Disabled: true}, bob, carol}, "alice"},
+		{"bob deleted", []User{{Username: "alice", PasswordHash: testHash, Groups: []string{}, Disabled: true}, carol}, "bob"},
+	} {
+		if err := WriteFile(path, step.users); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		hup <- os.Interrupt
+		if err := <-reloaded; err != nil {
+			t.Fatalf("%s: reload = %v; want nil", step.name, err)
+		}
+		end := time.Now()
+		var got []cut
+		for len(cuts) > 0 {
+			got = append(got, <-cuts)
+		}
+		if len(got) != 1 || got[0].name != step.want || got[0].before.Before(start) || got[0].before.After(end) {
+			t.Errorf("%s: Cut calls = %v; want one for %s, at the reload (between %v and %v)", step.name, got, step.want, start, end)
+		}
+	}
+}

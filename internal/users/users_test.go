@@ -419,6 +419,71 @@ func TestDirectorySessionUser(t *testing.T) {
 	}
 }
 
+// TestCutsBetween: a reload reports to the cut hook every user whose tokens
+// died in it, with the time before which they died, and no one else.
+func TestCutsBetween(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	now := t0.Add(24 * time.Hour)
+	rehashed := mustHash(t, "pw", 5)
+	for _, tt := range []struct {
+		name     string
+		old, new User // new.Username "" for a deleted user
+		want     time.Time
+	}{
+		{"unchanged", User{Username: "u", PasswordHash: testHash}, User{Username: "u", PasswordHash: testHash}, time.Time{}},
+		{"deleted", User{Username: "u", PasswordHash: testHash}, User{}, now},
+		{"newly disabled", User{Username: "u", PasswordHash: testHash}, User{Username: "u", PasswordHash: testHash, Disabled: true}, now},
+		{"still disabled", User{Username: "u", PasswordHash: testHash, Disabled: true}, User{Username: "u", PasswordHash: testHash, Disabled: true}, time.Time{}},
+		{"enabled again", User{Username: "u", PasswordHash: testHash, Disabled: true}, User{Username: "u", PasswordHash: testHash}, time.Time{}},
+		{"disabled with a new cut-off", User{Username: "u", PasswordHash: testHash}, User{Username: "u", PasswordHash: testHash, Disabled: true, TokensAfter: t0}, now},
+		{"first cut-off", User{Username: "u", PasswordHash: testHash}, User{Username: "u", PasswordHash: testHash, TokensAfter: t0}, t0},
+		{"later cut-off", User{Username: "u", PasswordHash: testHash, TokensAfter: t0}, User{Username: "u", PasswordHash: testHash, TokensAfter: t0.Add(time.Hour)}, t0.Add(time.Hour)},
+		{"same cut-off", User{Username: "u", PasswordHash: testHash, TokensAfter: t0}, User{Username: "u", PasswordHash: testHash, TokensAfter: t0}, time.Time{}},
+		{"earlier cut-off (an older file put back)", User{Username: "u", PasswordHash: testHash, TokensAfter: t0}, User{Username: "u", PasswordHash: testHash, TokensAfter: t0.Add(-time.Hour)}, time.Time{}},
+		{"rehashed, no new cut-off", User{Username: "u", PasswordHash: testHash, TokensAfter: t0}, User{Username: "u", PasswordHash: rehashed, TokensAfter: t0}, time.Time{}},
+		{"profile edited", User{Username: "u", PasswordHash: testHash}, User{Username: "u", PasswordHash: testHash, Name: "U", Admin: true}, time.Time{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			other := User{Username: "other", PasswordHash: testHash} // in both, unchanged
+			old, err := newUserIndex([]User{tt.old, other}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := []User{other}
+			if tt.new.Username != "" {
+				next = append(next, tt.new)
+			}
+			next = append(next, User{Username: "added", PasswordHash: testHash, Disabled: true, TokensAfter: t0})
+			cur, err := newUserIndex(next, old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]time.Time{}
+			cutsBetween(old, cur, now, func(name string, before time.Time) {
+				if _, dup := got[name]; dup {
+					t.Errorf("cutsBetween reported %s twice", name)
+				}
+				got[name] = before
+			})
+			want := map[string]time.Time{}
+			if !tt.want.IsZero() {
+				want["u"] = tt.want
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("cutsBetween(old, new) with u %s = %v; want %v", tt.name, got, want)
+			}
+		})
+	}
+	// The first load has nothing to compare with: it cuts nothing.
+	first, err := newUserIndex([]User{{Username: "u", PasswordHash: testHash, Disabled: true}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutsBetween(nil, first, now, func(name string, _ time.Time) {
+		t.Errorf("cutsBetween(nil, first load) reported %s; want no one", name)
+	})
+}
+
 func TestSessionGeneration(t *testing.T) {
 	for _, tt := range []struct{ g, want uint64 }{
 		{0, 1}, {1, 2}, {65534, 65535}, {65535, MaxSessionGeneration}, {65536, 1}, {1<<64 - 1, MaxSessionGeneration},
