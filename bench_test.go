@@ -491,9 +491,9 @@ func BenchmarkInfoAllocSites(b *testing.B) {
 		runtime.GC()
 		var recs []runtime.MemProfileRecord
 		for {
-			k, ok := runtime.MemProfile(nil, true)
+			k, _ := runtime.MemProfile(nil, true)
 			recs = make([]runtime.MemProfileRecord, k+64)
-			if k, ok = runtime.MemProfile(recs, true); ok {
+			if k, ok := runtime.MemProfile(recs, true); ok {
 				recs = recs[:k]
 				break
 			}
