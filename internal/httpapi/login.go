@@ -207,6 +207,19 @@ func (a *loginAttempt) audit(err error) {
 		slog.String("client", a.client), slog.String("request_id", requestID(a.w)))
 }
 
+// auditRefused writes the audit line of a request refused before any
+// password was checked (400, 413, 415, a capacity 503, a dead token), so
+// that every request to these endpoints has one. username is "" when the
+// request names no user it can be trusted with: a login's username is not
+// logged before it is known to name a user (people type passwords there).
+func (g *LoginGuard) auditRefused(w http.ResponseWriter, r *http.Request, event, username string, err error) {
+	if username == "" {
+		username = "(unknown)"
+	}
+	g.Log.LogAttrs(r.Context(), slog.LevelInfo, event, slog.String("outcome", outcomeName(err)), slog.String("username", username),
+		slog.String("client", throttle.ClientKey(ClientIP(r, g.Trusted))), slog.String("request_id", requestID(w)))
+}
+
 // outcomeName is the audit line's name for a request that ends with err:
 // "success", or the code of the error reply it gets.
 func outcomeName(err error) string {
@@ -322,7 +335,7 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Handle
 		// capacity: net/http would close a connection that left it.
 		body, err := readLoginBody(w, r)
 		if err == nil && guard.atCapacity(r.Context()) {
-			err = errUnavailable // before decoding, and with no audit line: no credentials were read
+			err = errUnavailable // before decoding: the cheapest refusal
 		}
 		// The body's shape and field limits (400).
 		var req LoginRequest
@@ -330,6 +343,7 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Handle
 			req, err = decodeLogin(body)
 		}
 		if err != nil {
+			guard.auditRefused(w, r, "login", "", err)
 			writeError(w, r, log, err)
 			return
 		}

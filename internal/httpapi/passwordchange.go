@@ -62,6 +62,11 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter P
 			req, err = decodePasswordChange(body)
 		}
 		if err != nil {
+			username := ""
+			if p.user != nil {
+				username = p.user.Username() // the token's: known to name a user
+			}
+			guard.auditRefused(w, r, "password change", username, err)
 			writeError(w, r, log, err)
 			return
 		}
