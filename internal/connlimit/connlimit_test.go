@@ -217,15 +217,31 @@ func TestConnLimitWaitsWhenAllActive(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 
-	s.release <- struct{}{} // busy[0] finishes and goes idle: room to shed
-	if code := busy[0].status(t); code != http.StatusOK {
-		t.Errorf("first active request: status %d; want 200", code)
+	// Both /block handlers wait on one channel, so either may take a
+	// release: read both replies as they come.
+	statuses := make(chan int, max)
+	for _, c := range busy {
+		go func() {
+			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			resp, err := http.ReadResponse(c.r, nil)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	s.release <- struct{}{} // one active request finishes and goes idle: room to shed
+	if code := <-statuses; code != http.StatusOK {
+		t.Errorf("first active request to finish: status %d; want 200", code)
 	}
 	if r := <-done; r.err != nil || r.code != http.StatusOK {
 		t.Errorf("waiting client: status %d, err %v; want 200", r.code, r.err)
 	}
 	s.release <- struct{}{}
-	if code := busy[1].status(t); code != http.StatusOK {
+	if code := <-statuses; code != http.StatusOK {
 		t.Errorf("second active request: status %d; want 200", code)
 	}
 }
