@@ -257,3 +257,33 @@ func TestTokenIdleRedis(t *testing.T) {
 		t.Errorf("a token unused for %v under a %v idle limit = %d; want 401", 3*idle, idle, code)
 	}
 }
+
+// TestSessionsListOmitsDead: a session that is dead but not yet removed
+// from the store (issued before its user's cut-off, or unused past the idle
+// limit) is not listed; the live ones are.
+func TestSessionsListOmitsDead(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		kill func(e *testEnv) // kills every session of alice's issued so far
+	}{
+		{"issued before the cut-off", func(e *testEnv) {
+			e.clock.Advance(time.Second)
+			if err := e.users.Update(t.Context(), "alice", func(u *users.User) error {
+				u.TokensAfter = e.clock.Now()
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			e.clock.Advance(time.Second)
+		}},
+		{"unused past the idle limit", func(e *testEnv) { e.clock.Advance(2 * time.Hour) }},
+	} {
+		e := newTestEnvConfig(t, nil, func(c *serveConfig) { c.tokenTTL, c.tokenIdle = 24*time.Hour, time.Hour })
+		e.login("alice")
+		tt.kill(e)
+		live := e.login("alice")
+		if got := e.listSessions(live, ""); len(got) != 1 || !got[0].Current {
+			t.Errorf("alice's sessions with one %s = %+v; want only the live, current one", tt.name, got)
+		}
+	}
+}
