@@ -472,6 +472,9 @@ func TestTokenLimit(t *testing.T) {
 			t.Errorf("info with token %s… = %d; want %d", tok[:6], got, want)
 		}
 	}
+	if !strings.Contains(e.do("GET", "/metrics", "").Body.String(), `authsvc_sessions_revoked_total{kind="eviction"} 1`+"\n") {
+		t.Errorf(`/metrics lacks authsvc_sessions_revoked_total{kind="eviction"} 1`)
+	}
 }
 
 // TestTokensDieWithUser: deleting, disabling or re-passwording a user
