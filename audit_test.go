@@ -1,35 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// lockedBuffer is a log destination safe for the handler's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// take returns what was written since the last take.
-func (b *lockedBuffer) take() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	b.buf.Reset()
-	return s
-}
 
 // TestAuditLines: every password check writes one audit line naming its
 // event, outcome, user, client and request id; a username that names no
@@ -37,7 +14,7 @@ func (b *lockedBuffer) take() string {
 // request whose credentials were never read writes none; an admin ending
 // another user's session is audited too.
 func TestAuditLines(t *testing.T) {
-	var logged lockedBuffer
+	var logged syncBuffer
 	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey && len(groups) == 0 {

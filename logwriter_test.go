@@ -29,6 +29,15 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// take returns what was written since the last take.
+func (b *syncBuffer) take() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	b.buf.Reset()
+	return s
+}
+
 func TestLogWriter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out syncBuffer
