@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,5 +43,42 @@ func TestTokenCheckRemovesDeadToken(t *testing.T) {
 	}
 	if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+tok); w.Code != 401 || errorCode(t, w) != "invalid_token" {
 		t.Errorf("info with a token refused once, after the older users file is put back = %d %s; want 401 invalid_token (dead stays dead)", w.Code, w.Body)
+	}
+}
+
+// TestCopyBackAfterUserDel: `user del alice`, then an older users file
+// copied back before the server reloads, does not bring alice's token back:
+// the deletion's cut-off is kept outside the file, and the reload applies it
+// (issue 19, point 7).
+func TestCopyBackAfterUserDel(t *testing.T) {
+	for _, cmd := range []string{"del", "disable", "logout"} {
+		t.Run(cmd, func(t *testing.T) {
+			path := writeTestUsers(t)
+			// No reload but the one this test asks for: the server never sees the file without alice.
+			base, log, stop := startServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
+			defer stop()
+			token := loginToken(t, base, "alice", "alice-pw")
+			older, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustRunCLI(t, "", "user", cmd, "--users", path, "alice")
+			if err := os.WriteFile(path, older, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			reloads := strings.Count(log.String(), "users file reloaded")
+			syscall.Kill(os.Getpid(), syscall.SIGHUP)
+			for deadline := time.Now().Add(10 * time.Second); strings.Count(log.String(), "users file reloaded") == reloads; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no reload within 10 s of SIGHUP; log:\n%s", log)
+				}
+			}
+			if code, body := getInfo(t, base, token, ""); code != http.StatusUnauthorized {
+				t.Errorf("info with alice's token after `user %s alice` and the older file put back = %d %s; want 401 (dead stays dead)", cmd, code, body)
+			}
+			if code, _ := getInfo(t, base, loginToken(t, base, "bob", "bob-pw"), ""); code != http.StatusOK {
+				t.Errorf("info with a new token of bob's = %d; want 200", code)
+			}
+		})
 	}
 }

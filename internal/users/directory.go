@@ -43,7 +43,12 @@ var (
 //     another, never lose an entry) and are visible to this Directory's
 //     Lookup when they return. Add of a taken name is ErrExists;
 //     Update and Delete of a missing one, ErrNotFound. When change or
-//     the backing fails, nothing is written.
+//     the backing fails, nothing is written (but for a cut-off recorded
+//     just before a write that then failed: a token killed early, never
+//     one kept alive).
+//   - A deleted user leaves its cut-off behind (a tombstone): a user
+//     added later under the same name, by Add or AddAll, has a cut-off no
+//     earlier than the deletion, so no token of the deleted user comes back.
 //   - Bootstrap adds admin when the backing has never held a user (no
 //     users file; a database with no user) and reports whether it did; of
 //     several processes bootstrapping at once only one adds it.

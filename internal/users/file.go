@@ -22,8 +22,10 @@ type FileDirectory struct {
 	log  *slog.Logger
 	cur  atomic.Pointer[userIndex] // nil until the first load
 
-	mu   sync.Mutex  // serializes loads; guards seen
-	seen os.FileInfo // the file as last loaded or refused, to notice changes
+	mu       sync.Mutex  // serializes loads; guards seen, cuts and cutsSeen
+	seen     os.FileInfo // the file as last loaded or refused, to notice changes
+	cuts     cutoffs     // the cut-offs file as last read
+	cutsSeen os.FileInfo // the cut-offs file as last read; nil when there was none
 
 	afterRead func() // a test's hook between reading the file and parsing it
 }
@@ -144,19 +146,41 @@ func (s *FileDirectory) AddAll(ctx context.Context, add []User) ([]string, error
 
 func (s *FileDirectory) Update(ctx context.Context, username string, change func(*User) error) error {
 	found := false
+	var cut time.Time // the tokens the change kills: those issued before cut
 	return s.edit(false, streamEdit{
 		touches: func(name string) bool { return name == username },
 		entry: func(u *User) (bool, error) {
 			found = true
-			return true, change(u)
+			was := *u
+			if err := change(u); err != nil {
+				return false, err
+			}
+			if u.TokensAfter.After(was.TokensAfter) {
+				cut = u.TokensAfter
+			}
+			if u.Disabled && !was.Disabled {
+				cut = later(cut, time.Now())
+			}
+			return true, nil
 		},
 		end: func() ([]User, error) {
 			if !found {
 				return nil, fmt.Errorf("user %q: %w", username, ErrNotFound)
 			}
-			return nil, nil
+			if cut.IsZero() {
+				return nil, nil
+			}
+			return nil, appendCutoffs(CutoffsPath(s.path), cutoffRecord{Username: username, TokensAfter: cut})
 		},
 	})
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func (s *FileDirectory) Delete(ctx context.Context, username string) error {
@@ -171,7 +195,9 @@ func (s *FileDirectory) Delete(ctx context.Context, username string) error {
 			if !found {
 				return nil, fmt.Errorf("user %q: %w", username, ErrNotFound)
 			}
-			return nil, nil
+			// The tombstone: a copy of an older file, or a later user of
+			// the same name, never brings the deleted user's tokens back.
+			return nil, appendCutoffs(CutoffsPath(s.path), cutoffRecord{Username: username, TokensAfter: time.Now(), Deleted: true})
 		},
 	})
 }
@@ -188,8 +214,19 @@ func (s *FileDirectory) edit(create bool, ed streamEdit) error {
 	return s.Reload(context.Background())
 }
 
+// List returns the file's users, each with the later of its cut-off and
+// the cut-offs file's.
 func (s *FileDirectory) List(context.Context) ([]User, error) {
-	return ReadFile(s.path)
+	list, err := ReadFile(s.path)
+	if err != nil {
+		return nil, err
+	}
+	cuts, err := readCutoffs(CutoffsPath(s.path))
+	if err != nil {
+		return nil, err
+	}
+	cuts.applyAll(list)
+	return list, nil
 }
 
 // Reload replaces the index with the file's current content. On any error
@@ -210,7 +247,11 @@ func (s *FileDirectory) load(cut func(string, time.Time)) (os.FileInfo, error) {
 		return nil, err
 	}
 	old := s.cur.Load()
-	x, err := s.read(old)
+	cuts, err := s.readCutoffs()
+	if err != nil {
+		return info, err
+	}
+	x, err := s.read(old, cuts)
 	if err != nil {
 		return info, err
 	}
@@ -228,9 +269,32 @@ func (s *FileDirectory) load(cut func(string, time.Time)) (os.FileInfo, error) {
 	return info, nil
 }
 
+// readCutoffs returns the cut-offs file's records, read again only when
+// the file has changed since the last read. The caller holds s.mu.
+func (s *FileDirectory) readCutoffs() (cutoffs, error) {
+	path := CutoffsPath(s.path)
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		s.cuts, s.cutsSeen = nil, nil
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case s.cutsSeen != nil && os.SameFile(info, s.cutsSeen) && info.Size() == s.cutsSeen.Size() && info.ModTime().Equal(s.cutsSeen.ModTime()):
+		return s.cuts, nil
+	}
+	cuts, err := readCutoffs(path)
+	if err != nil {
+		return nil, err
+	}
+	s.cuts, s.cutsSeen = cuts, info
+	return cuts, nil
+}
+
 // read reads and validates the file in one streaming pass, building its
-// index as it goes, reusing the users of old that did not change.
-func (s *FileDirectory) read(old *userIndex) (*userIndex, error) {
+// index as it goes, reusing the users of old that did not change, each
+// user's cut-off raised to its record in cuts.
+func (s *FileDirectory) read(old *userIndex, cuts cutoffs) (*userIndex, error) {
 	f, err := os.Open(s.path)
 	if err != nil {
 		return nil, err
@@ -241,6 +305,7 @@ func (s *FileDirectory) read(old *userIndex) (*userIndex, error) {
 		n = len(old.byName)
 	}
 	b := newIndexBuilder(old, n)
+	b.cuts = cuts
 	err = scanUsers(f, b.add)
 	if s.afterRead != nil {
 		s.afterRead()
@@ -248,6 +313,7 @@ func (s *FileDirectory) read(old *userIndex) (*userIndex, error) {
 	if err == errStrict { // the reference parser says what is wrong, or builds the index from what it read
 		var users []User
 		if users, err = decodeUsersStrict(f); err == nil {
+			cuts.applyAll(users)
 			return newUserIndex(users, old)
 		}
 	}

@@ -20,6 +20,7 @@ type indexBuilder struct {
 	key        []byte   // scratch: an interning key
 	slowest    *Account // the first user with the most work
 	prevIndex  *userIndex
+	cuts       cutoffs // the cut-offs file's records, applied to each entry
 }
 
 // newIndexBuilder returns a builder of an index of about n users, replacing prev (may be nil).
@@ -38,6 +39,7 @@ func newIndexBuilder(prev *userIndex, n int) *indexBuilder {
 // of a decoded entry, in its order: username valid, unique, hash valid.
 // What was checked when the replaced index was loaded is not checked again.
 func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
+	b.cuts.apply(e)
 	old := b.prev[string(e.username)]
 	var u *Account
 	if old == nil {

@@ -121,6 +121,11 @@ var pgMigrations = []string{
 	);`,
 	// users.User.PasswordGeneration: sessions die with the password they were issued on.
 	`alter table authsvc_users add column password_generation bigint not null default 0;`,
+	// A deleted user's cut-off, which a user added later under the name keeps.
+	`create table authsvc_tombstones (
+		username     text primary key,
+		tokens_after timestamptz not null
+	);`,
 }
 
 // Open opens the users database at rawURL (postgres:// or
@@ -576,9 +581,12 @@ func (d *Directory) invalidate(names []string) map[string]*users.Account {
 	return was
 }
 
-// insertUser is the statement Add, AddAll and Bootstrap store a user with.
+// insertUser is the statement Add, AddAll and Bootstrap store a user with,
+// its cut-off no earlier than the tombstone of a deleted user of that name.
 const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation)
-	values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) on conflict (username) do nothing`
+	values ($1, $2, $3, $4, $5, $6, $7, $8,
+		greatest($9::timestamptz, (select tokens_after from authsvc_tombstones where username = $1)),
+		$10, $11) on conflict (username) do nothing`
 
 func insertArgs(u *users.User, work float64, gen int64) []any {
 	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration)}
@@ -687,6 +695,12 @@ func (d *Directory) Delete(ctx context.Context, username string) error {
 		}
 		if tag.RowsAffected() == 0 {
 			return nil, 0, keep(fmt.Errorf("user %q: %w", username, users.ErrNotFound))
+		}
+		_, err = tx.Exec(ctx, `insert into authsvc_tombstones (username, tokens_after) values ($1, $2)
+			on conflict (username) do update set tokens_after = greatest(authsvc_tombstones.tokens_after, excluded.tokens_after)`,
+			username, time.Now().UTC())
+		if err != nil {
+			return nil, 0, err
 		}
 		return []string{username}, -1, nil
 	})

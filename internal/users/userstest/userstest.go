@@ -132,6 +132,38 @@ func Run(t *testing.T, factory Factory) {
 		}
 	})
 
+	t.Run("a deleted user's cut-off outlives it", func(t *testing.T) {
+		d := factory(t)()
+		if err := d.Add(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		issued := time.Now() // a token of alice's
+		if err := d.Delete(ctx, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		again := alice
+		again.TokensAfter = issued.Add(-time.Hour) // an import, say, with an older cut-off
+		if existing, err := d.AddAll(ctx, []users.User{again}); err != nil || len(existing) != 0 {
+			t.Fatalf("AddAll(alice) after Delete = %v, %v; want her added", existing, err)
+		}
+		u, err := d.Lookup(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !u.TokensAfter().After(issued) {
+			t.Errorf("Lookup(alice).TokensAfter() after Delete and AddAll = %v; want after %v, the deleted alice's token", u.TokensAfter(), issued)
+		}
+		if err := d.Delete(ctx, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Add(ctx, again); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := d.Lookup(ctx, "alice"); err != nil || !u.TokensAfter().After(issued) {
+			t.Errorf("Lookup(alice) after Delete and Add = %v, %v; want her cut-off after %v", u, err, issued)
+		}
+	})
+
 	t.Run("another handle sees writes after Reload", func(t *testing.T) {
 		open := factory(t)
 		a, b := open(), open()
