@@ -95,9 +95,10 @@ func (c cutoffs) applyAll(list []User) {
 	}
 }
 
-// appendCutoffs appends recs to the cut-offs file at path, synced before
-// it returns. The caller holds the users file's lock.
-func appendCutoffs(path string, recs ...cutoffRecord) error {
+// appendCutoffs appends recs to the cut-offs file of the users file at
+// usersPath, synced before it returns. The caller holds the users file's
+// lock.
+func appendCutoffs(usersPath string, recs ...cutoffRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -111,6 +112,7 @@ func appendCutoffs(path string, recs ...cutoffRecord) error {
 		buf.Write(line)
 		buf.WriteByte('\n')
 	}
+	path := CutoffsPath(usersPath)
 	_, statErr := os.Lstat(path)
 	created := errors.Is(statErr, os.ErrNotExist)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
@@ -122,7 +124,7 @@ func appendCutoffs(path string, recs ...cutoffRecord) error {
 	}
 	defer f.Close()
 	if created {
-		if err := keepOwner(f, path[:len(path)-len(".cutoffs")]); err != nil {
+		if err := keepOwner(f, usersPath); err != nil {
 			return err
 		}
 	}

@@ -170,7 +170,7 @@ func (s *FileDirectory) Update(ctx context.Context, username string, change func
 			if cut.IsZero() {
 				return nil, nil
 			}
-			return nil, appendCutoffs(CutoffsPath(s.path), cutoffRecord{Username: username, TokensAfter: cut})
+			return nil, appendCutoffs(s.path, cutoffRecord{Username: username, TokensAfter: cut})
 		},
 	})
 }
@@ -197,7 +197,7 @@ func (s *FileDirectory) Delete(ctx context.Context, username string) error {
 			}
 			// The tombstone: a copy of an older file, or a later user of
 			// the same name, never brings the deleted user's tokens back.
-			return nil, appendCutoffs(CutoffsPath(s.path), cutoffRecord{Username: username, TokensAfter: time.Now(), Deleted: true})
+			return nil, appendCutoffs(s.path, cutoffRecord{Username: username, TokensAfter: time.Now(), Deleted: true})
 		},
 	})
 }
