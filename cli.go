@@ -49,6 +49,10 @@ var userSubcommands = []userSubcommand{
 	{"disable", "USERNAME", "disable a user, ending their tokens", "Disables a user: no login, and every token of the user ends."},
 	{"enable", "USERNAME", "enable a disabled user", "Enables a disabled user. Tokens ended by the disable stay dead."},
 	{"logout", "USERNAME", "end every token of a user", "Ends every token of a user, on every server reading the same users."},
+	{"unlock", "USERNAME", "lift the login throttle's lockout of a user", `Lifts the login throttle's lockout of a user: the failed logins of that
+user recorded before now no longer count, per user and per (user, client),
+on every server reading the same users (within 5 s). A client address's
+own limit over all usernames is left as it is.`},
 	{"list", "", "list the users, without their hashes", "Lists the users, without their hashes."},
 	{"import", "DUMP.json|USERS.json", "add the users of a Django dumpdata file or a users file", `Adds the users of a Django dumpdata file (--from django) or of an authsvc
 users file (--from file, to move it into PostgreSQL) in one write. Users
@@ -196,6 +200,8 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		return changeUser(ctx, dir, sub, username, stdout, "disabled", func(u *users.User) { u.Disabled, u.TokensAfter = true, time.Now().UTC() })
 	case "logout":
 		return changeUser(ctx, dir, sub, username, stdout, "ended every token of", func(u *users.User) { u.TokensAfter = time.Now().UTC() })
+	case "unlock":
+		return changeUser(ctx, dir, sub, username, stdout, "lifted the lockout of", func(u *users.User) { u.FailuresAfter = time.Now().UTC() })
 	default: // enable
 		return changeUser(ctx, dir, sub, username, stdout, "enabled", func(u *users.User) { u.Disabled = false })
 	}

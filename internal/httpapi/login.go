@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -72,6 +73,7 @@ type loginAttempt struct {
 	w        http.ResponseWriter // names the request id in the audit line
 	r        *http.Request
 	username string
+	counted  string // the throttle's key for the user (throttleKey); set by verify
 	client   string // the throttle's key for the client
 	users    users.Reader
 	event    string // the audit line's message: "login", or what else checks a password
@@ -91,30 +93,53 @@ func (g *LoginGuard) attempt(w http.ResponseWriter, r *http.Request, users users
 func (a *loginAttempt) verify(password string) (*users.Account, error) {
 	g, ctx := a.g, a.r.Context()
 	// A directory that cannot say who exists fails closed: 503, not 401.
-	if _, err := a.users.Lookup(ctx, a.username); err != nil && !errors.Is(err, users.ErrNotFound) {
+	known, err := a.users.Lookup(ctx, a.username)
+	if err != nil && !errors.Is(err, users.ErrNotFound) {
 		return nil, err
 	}
+	a.counted = throttleKey(a.username, known)
 	if err := a.reserve(ctx); err != nil {
 		return nil, err
 	}
 	release, err := g.Admission.Acquire(ctx)
 	if err != nil {
-		g.Throttle.Release(ctx, a.username, a.client)
+		g.Throttle.Release(ctx, a.counted, a.client)
 		g.Tarpit.hold(ctx)
 		return nil, errUnavailable
 	}
 	u, ok := users.Authenticate(ctx, a.users, a.username, password, g.verifyReleasing(release), g.dummy())
 	release() // in case Authenticate returned without calling verify; a second release is harmless
 	if !ok {
-		if err := g.Throttle.Failure(ctx, a.username, a.client, g.Now()); err != nil {
+		if err := g.Throttle.Failure(ctx, a.counted, a.client, g.Now()); err != nil {
 			return nil, err
 		}
 		return nil, errInvalidCredentials
 	}
-	if err := g.Throttle.Success(ctx, a.username, a.client, g.Now()); err != nil {
+	if err := g.Throttle.Success(ctx, a.counted, a.client, g.Now()); err != nil {
 		return nil, err
 	}
 	return u, nil
+}
+
+// throttleKey returns the name the throttle counts username's failures
+// under: the name itself, or, once the user has been unlocked (user
+// unlock), the name and the moment of the unlock, so that the failures
+// counted before it are under another key, which no attempt touches again
+// and which expires with its window. Every instance derives the same key
+// once its directory has the unlock (within 5 s), so a shared throttle
+// needs no reset; a failure an instance counts under the old key before it
+// sees the unlock is forgiven with the rest. A request that names
+// "alice\x00unlocked …" itself names no user, and its failures count
+// only as alice's own would: it gains nothing.
+func throttleKey(username string, u *users.Account) string {
+	if u == nil {
+		return username
+	}
+	at := u.FailuresAfter()
+	if at.IsZero() {
+		return username
+	}
+	return username + "\x00unlocked " + strconv.FormatInt(at.UnixNano(), 10)
 }
 
 // verifyReleasing returns a check with the hasher that gives back the
@@ -145,7 +170,7 @@ const firstPoll, maxPoll = 2 * time.Millisecond, 50 * time.Millisecond
 // waiting as the admission allows, is 503 unavailable, never 429.
 func (a *loginAttempt) reserve(ctx context.Context) error {
 	g := a.g
-	v, retryAfter, err := g.Throttle.Reserve(ctx, a.username, a.client, g.Now())
+	v, retryAfter, err := g.Throttle.Reserve(ctx, a.counted, a.client, g.Now())
 	if err == nil && v == throttle.Wait {
 		v, retryAfter, err = a.awaitSettled(ctx)
 	}
@@ -186,7 +211,7 @@ func (a *loginAttempt) awaitSettled(ctx context.Context) (throttle.Verdict, time
 			return throttle.Wait, 0, nil
 		case <-pause.C:
 		}
-		v, retryAfter, err := g.Throttle.Reserve(ctx, a.username, a.client, g.Now())
+		v, retryAfter, err := g.Throttle.Reserve(ctx, a.counted, a.client, g.Now())
 		if err != nil || v != throttle.Wait {
 			return v, retryAfter, err
 		}

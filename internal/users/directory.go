@@ -185,11 +185,15 @@ func holdUntil(target, d time.Duration) {
 // demand (appendInfoJSON). It is never changed once made, so a reload keeps
 // the Account of a user whose entry did not change.
 type Account struct {
-	public     Info
-	storedHash string // as stored: a rehash writes only if it is still this
-	cutoff     int64  // tokensAfter, in 8 bytes rather than time.Time's 24 (packCutoff)
-	isAdmin    bool
-	isDisabled bool
+	// The info reply's fields, apart: an Info inside would pad its Admin
+	// to 8 bytes.
+	username, name, email string
+	groups                []string
+	storedHash            string // as stored: a rehash writes only if it is still this
+	cutoff                int64  // tokensAfter, in 8 bytes rather than time.Time's 24 (packCutoff)
+	failuresAfter         int64  // FailuresAfter, packed as cutoff is
+	isAdmin               bool
+	isDisabled            bool
 	// generation is the low 16 bits of User.PasswordGeneration: enough to
 	// tell the password a session was issued on from the ones after it,
 	// since every change also moves the cut-off, which kills the sessions
@@ -199,10 +203,12 @@ type Account struct {
 }
 
 // Username returns u's name, as stored.
-func (u *Account) Username() string { return u.public.Username }
+func (u *Account) Username() string { return u.username }
 
 // Info returns u's public view: the info reply, the login reply's "user".
-func (u *Account) Info() Info { return u.public }
+func (u *Account) Info() Info {
+	return Info{Username: u.username, Name: u.name, Email: u.email, Groups: u.groups, Admin: u.isAdmin}
+}
 
 // Admin reports whether u may act on other users.
 func (u *Account) Admin() bool { return u.isAdmin }
@@ -215,6 +221,10 @@ func (u *Account) StoredHash() string { return u.storedHash }
 
 // TokensAfter returns u's cut-off: tokens issued before it are dead.
 func (u *Account) TokensAfter() time.Time { return unpackCutoff(u.cutoff) }
+
+// FailuresAfter returns when u was last unlocked (User.FailuresAfter):
+// failed logins before it no longer count; zero if never.
+func (u *Account) FailuresAfter() time.Time { return unpackCutoff(u.failuresAfter) }
 
 // Bounds of a cut-off packed in nanoseconds since 1970 (years 1678 to
 // 2262): one outside them is held at the bound, which kills or spares the

@@ -44,7 +44,7 @@ func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
 	var u *Account
 	if old == nil {
 		u = makeDirUser(e, "", b.intern(e.groups), 0)
-		if err := CheckUsername(u.public.Username); err != nil {
+		if err := CheckUsername(u.username); err != nil {
 			return fmt.Errorf("users[%d]: %w", i, err)
 		}
 	}
@@ -62,7 +62,7 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account) error {
 		if groups := b.intern(e.groups); old.is(e, groups) {
 			u = old
 		} else {
-			u = makeDirUser(e, old.public.Username, groups, old.work)
+			u = makeDirUser(e, old.username, groups, old.work)
 		}
 	} else if u == nil {
 		u = makeDirUser(e, "", b.intern(e.groups), 0)
@@ -70,14 +70,14 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account) error {
 	if u != old && (old == nil || old.storedHash != u.storedHash) { // a known hash was checked when it was loaded
 		hash, err := password.ParseHash(u.storedHash)
 		if err != nil {
-			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.public.Username), err)
+			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.username), err)
 		}
 		u.work = 0
 		if hash.Usable() {
 			u.work = float32(hash.Work())
 		}
 	}
-	b.x.byName[u.public.Username] = u
+	b.x.byName[u.username] = u
 	if u.work > 0 && (b.slowest == nil || u.work > b.slowest.work) {
 		b.slowest = u
 	}
@@ -136,10 +136,11 @@ func (b *indexBuilder) intern(groups [][]byte) []string {
 
 // is reports whether u is what e, with its groups interned, makes.
 func (u *Account) is(e *rawEntry, groups []string) bool {
-	return u.storedHash == string(e.hash) && u.public.Name == string(e.name) && u.public.Email == string(e.email) &&
+	return u.storedHash == string(e.hash) && u.name == string(e.name) && u.email == string(e.email) &&
 		u.isAdmin == e.admin && u.isDisabled == e.disabled && u.cutoff == packCutoff(e.tokensAfter) &&
+		u.failuresAfter == packCutoff(e.failuresAfter) &&
 		u.generation == uint16(e.generation) &&
-		len(u.public.Groups) == len(groups) && (len(groups) == 0 || &u.public.Groups[0] == &groups[0])
+		len(u.groups) == len(groups) && (len(groups) == 0 || &u.groups[0] == &groups[0])
 }
 
 // makeDirUser returns the Account of e, its strings in one allocation.
@@ -160,13 +161,17 @@ func makeDirUser(e *rawEntry, username string, groups []string, work float32) *A
 		username = s[d:]
 	}
 	u := &Account{
-		public:     Info{Username: username, Name: s[a:c], Email: s[c:d], Groups: groups, Admin: e.admin},
-		storedHash: s[:a],
-		cutoff:     packCutoff(e.tokensAfter),
-		isAdmin:    e.admin,
-		isDisabled: e.disabled,
-		generation: uint16(e.generation),
-		work:       work,
+		username:      username,
+		name:          s[a:c],
+		email:         s[c:d],
+		groups:        groups,
+		storedHash:    s[:a],
+		cutoff:        packCutoff(e.tokensAfter),
+		failuresAfter: packCutoff(e.failuresAfter),
+		isAdmin:       e.admin,
+		isDisabled:    e.disabled,
+		generation:    uint16(e.generation),
+		work:          work,
 	}
 	return u
 }
@@ -174,7 +179,7 @@ func makeDirUser(e *rawEntry, username string, groups []string, work float32) *A
 // rawUser returns u as an entry of the users file.
 func rawUser(u *User) *rawEntry {
 	e := &rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
-		admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter, generation: u.PasswordGeneration}
+		admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter, failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration}
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}

@@ -98,7 +98,7 @@ func TestReloadKeepsUnchangedUsers(t *testing.T) {
 	if u := reloaded.byName["user0007"]; u.storedHash != "$2b$"+testHash[4:] || u.storedHash == after.byName["user0007"].storedHash {
 		t.Errorf("user0007 after a new hash: hash %q; want the new hash", u.storedHash)
 	}
-	if u := reloaded.byName["user0005"]; !u.isDisabled || !reloaded.byName["user0004"].isAdmin || !reloaded.byName["user0004"].public.Admin {
+	if u := reloaded.byName["user0005"]; !u.isDisabled || !reloaded.byName["user0004"].isAdmin {
 		t.Errorf("user0005.disabled %v, user0004.admin %v; want both set", u.isDisabled, reloaded.byName["user0004"].isAdmin)
 	}
 }
@@ -113,18 +113,18 @@ func TestIndexInternsGroups(t *testing.T) {
 	}
 	x := d.index()
 	a, b := x.byName["user0001"], x.byName["user0005"] // both dev, ops
-	if len(a.public.Groups) != 2 || &a.public.Groups[0] != &b.public.Groups[0] {
-		t.Errorf("groups of user0001 and user0005 = %q, %q in two slices; want one", a.public.Groups, b.public.Groups)
+	if len(a.groups) != 2 || &a.groups[0] != &b.groups[0] {
+		t.Errorf("groups of user0001 and user0005 = %q, %q in two slices; want one", a.groups, b.groups)
 	}
-	if g := x.byName["user0002"].public.Groups; g == nil || len(g) != 0 {
+	if g := x.byName["user0002"].groups; g == nil || len(g) != 0 {
 		t.Errorf("groups of user0002 = %#v; want []string{}", g)
 	}
 	if len(x.groups) != 4 {
 		t.Errorf("interned group lists = %d; want 4", len(x.groups))
 	}
 	for name, u := range x.byName {
-		if u.public.Username != name {
-			t.Errorf("byName[%q].info.Username = %q", name, u.public.Username)
+		if u.username != name {
+			t.Errorf("byName[%q].info.Username = %q", name, u.username)
 		}
 	}
 }
@@ -173,7 +173,7 @@ func TestReloadRefusedKeepsIndex(t *testing.T) {
 	if err := d.Reload(context.Background()); err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Reload(file with a plain password) = %v; want %q…", err, want)
 	}
-	if d.index() != before || before.byName["user0010"].public.Name != "User 10" {
+	if d.index() != before || before.byName["user0010"].name != "User 10" {
 		t.Errorf("after a refused reload the index changed; want the previous one")
 	}
 	if err := os.WriteFile(path, []byte(usersJSON(okAlice, okAlice)), 0o600); err != nil {

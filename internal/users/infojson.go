@@ -14,8 +14,8 @@ import (
 // room (the handler reuses its buffers), and its Content-Length header value
 // (shared: the caller must not change it).
 func (u *Account) InfoReply(dst []byte) (body []byte, length []string) {
-	n := 64 + len(u.public.Username) + len(u.public.Name) + len(u.public.Email) // the keys and punctuation, and the values unescaped
-	for _, g := range u.public.Groups {
+	n := 64 + len(u.username) + len(u.name) + len(u.email) // the keys and punctuation, and the values unescaped
+	for _, g := range u.groups {
 		n += len(g) + 3
 	}
 	body = u.appendInfoJSON(slices.Grow(dst[:0], n))
@@ -39,19 +39,19 @@ var contentLengths = func() [][]string {
 // appendInfoJSON appends u's info reply to dst: what json.Marshal(u.info)
 // and a newline make, byte for byte, without reflection.
 func (u *Account) appendInfoJSON(dst []byte) []byte {
-	i := &u.public
+	i := u
 	dst = append(dst, `{"username":`...)
-	dst = appendJSONString(dst, i.Username)
+	dst = appendJSONString(dst, i.username)
 	dst = append(dst, `,"name":`...)
-	dst = appendJSONString(dst, i.Name)
+	dst = appendJSONString(dst, i.name)
 	dst = append(dst, `,"email":`...)
-	dst = appendJSONString(dst, i.Email)
+	dst = appendJSONString(dst, i.email)
 	dst = append(dst, `,"groups":`...)
-	if i.Groups == nil {
+	if i.groups == nil {
 		dst = append(dst, "null"...)
 	} else {
 		dst = append(dst, '[')
-		for k, g := range i.Groups {
+		for k, g := range i.groups {
 			if k > 0 {
 				dst = append(dst, ',')
 			}
@@ -59,7 +59,7 @@ func (u *Account) appendInfoJSON(dst []byte) []byte {
 		}
 		dst = append(dst, ']')
 	}
-	if i.Admin {
+	if i.isAdmin {
 		return append(dst, ",\"admin\":true}\n"...)
 	}
 	return append(dst, ",\"admin\":false}\n"...)

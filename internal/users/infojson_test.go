@@ -26,7 +26,7 @@ func TestAppendInfoJSON(t *testing.T) {
 		{Username: "unicode", Name: "Zoë \u2028 \u2029 \u00e9\U0001F600", Groups: []string{"ｚｏｅ"}},
 		{Username: "invalid", Name: "bad \xff utf-8 \xe2\x80", Email: "\xed\xa0\x80"},
 	} {
-		u := &Account{public: info}
+		u := accountOf(info)
 		if got, want := string(u.appendInfoJSON(nil)), marshalInfo(t, info); got != want {
 			t.Errorf("appendInfoJSON(%+v) = %q; want %q", info, got, want)
 		}
@@ -39,7 +39,7 @@ func TestAppendInfoJSON(t *testing.T) {
 
 // TestAppendInfoJSONAllocs: encoding into a buffer with room allocates nothing.
 func TestAppendInfoJSONAllocs(t *testing.T) {
-	u := &Account{public: Info{Username: "alice", Name: "Alice <A&B>", Email: "alice@example.com", Groups: []string{"dev", "ops"}}}
+	u := accountOf(Info{Username: "alice", Name: "Alice <A&B>", Email: "alice@example.com", Groups: []string{"dev", "ops"}})
 	buf := make([]byte, 0, 512)
 	if n := testing.AllocsPerRun(100, func() { buf = u.appendInfoJSON(buf[:0]) }); n != 0 {
 		t.Errorf("appendInfoJSON allocations = %v; want 0", n)
@@ -52,10 +52,15 @@ func FuzzAppendInfoJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, username, name, email, group string, admin bool) {
 		for _, groups := range [][]string{nil, {}, {group}, {group, name}} {
 			info := Info{Username: username, Name: name, Email: email, Groups: groups, Admin: admin}
-			u := &Account{public: info}
+			u := accountOf(info)
 			if got, want := string(u.appendInfoJSON(nil)), marshalInfo(t, info); got != want {
 				t.Fatalf("appendInfoJSON(%+v) = %q; want %q", info, got, want)
 			}
 		}
 	})
+}
+
+// accountOf returns an Account whose info reply is info's.
+func accountOf(info Info) *Account {
+	return &Account{username: info.Username, name: info.Name, email: info.Email, groups: info.Groups, isAdmin: info.Admin}
 }

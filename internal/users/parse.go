@@ -33,7 +33,7 @@ type rawEntry struct {
 	username, hash, name, email []byte
 	groups                      [][]byte
 	admin, disabled             bool
-	tokensAfter                 time.Time
+	tokensAfter, failuresAfter  time.Time
 	generation                  uint64
 }
 
@@ -146,7 +146,7 @@ func (s *usersScanner) decode(i int, raw []byte) (*rawEntry, error) {
 	}
 	*e = rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
 		groups: e.groups[:0], admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter,
-		generation: u.PasswordGeneration}
+		failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration}
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}
@@ -481,6 +481,8 @@ func decodeEntry(raw []byte, e *rawEntry) bool {
 			bit = 1 << 7
 		case "password_generation":
 			bit = 1 << 8
+		case "failures_after":
+			bit = 1 << 9
 		default:
 			return false
 		}
@@ -509,9 +511,13 @@ func decodeEntry(raw []byte, e *rawEntry) bool {
 				return false // a sign, a fraction, an exponent or too large: encoding/json says which
 			}
 			e.generation, b = g, b[n:]
-		case bit == 1<<7:
+		case bit == 1<<7, bit == 1<<9:
+			t := &e.tokensAfter
+			if bit == 1<<9 {
+				t = &e.failuresAfter
+			}
 			end := stringEnd(b)
-			if end < 0 || e.tokensAfter.UnmarshalJSON(b[:end]) != nil {
+			if end < 0 || t.UnmarshalJSON(b[:end]) != nil {
 				return false
 			}
 			b = b[end:]

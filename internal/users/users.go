@@ -71,6 +71,11 @@ type User struct {
 	// moves, so a login that checked the old password while a change was
 	// written gets a token that is dead at once. Absent in older files: 0.
 	PasswordGeneration uint64 `json:"password_generation,omitzero"`
+	// FailuresAfter is when the user was last unlocked (user unlock):
+	// failed logins before it no longer count towards the login
+	// throttle's limits for the user, per user and per (user, client), on
+	// every instance. Absent: never unlocked.
+	FailuresAfter time.Time `json:"failures_after,omitzero"`
 }
 
 // usersDoc is the users file's top level.
@@ -184,13 +189,8 @@ func collectUsers(users *[]User) entrySink {
 		if seen[string(e.username)] {
 			return errDuplicate
 		}
-		u := User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
-			Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter,
-			PasswordGeneration: e.generation}
+		u := e.user()
 		seen[u.Username] = true
-		for k, g := range e.groups {
-			u.Groups[k] = string(g)
-		}
 		if _, err := password.ParseHash(u.PasswordHash); err != nil {
 			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
 		}

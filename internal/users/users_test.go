@@ -345,8 +345,8 @@ func TestDirectoryAuthenticate(t *testing.T) {
 			t.Errorf("authenticate(%q, %q) = %v, %v; want ok %v", tt.username, tt.password, u, ok, tt.ok)
 			continue
 		}
-		if ok && u.public.Username != tt.username {
-			t.Errorf("authenticate(%q, %q).info.Username = %q; want %q", tt.username, tt.password, u.public.Username, tt.username)
+		if ok && u.username != tt.username {
+			t.Errorf("authenticate(%q, %q).info.Username = %q; want %q", tt.username, tt.password, u.username, tt.username)
 		}
 	}
 	u, _ := Authenticate(context.Background(), d, "alice", "right", verifyHere, nil)
@@ -407,7 +407,7 @@ func TestDirectorySessionUser(t *testing.T) {
 		}
 		got := ""
 		if u != nil {
-			got = u.public.Username
+			got = u.username
 		}
 		which := "before"
 		if tt.d == after {
@@ -678,7 +678,7 @@ func FuzzParseUsers(f *testing.F) {
 		for _, u := range users {
 			du, err := d.Lookup(context.Background(), u.Username)
 			want := newDirUserForTest(t, u)
-			if err != nil || du.storedHash != want.storedHash || !reflect.DeepEqual(du.public, want.public) || du.isAdmin != want.isAdmin ||
+			if err != nil || du.storedHash != want.storedHash || !reflect.DeepEqual(du.Info(), want.Info()) || du.isAdmin != want.isAdmin ||
 				du.isDisabled != want.isDisabled || du.cutoff != want.cutoff || du.work != want.work {
 				t.Fatalf("Lookup(%q) in %q = %+v, %v; want %+v", u.Username, data, du, err, want)
 			}

@@ -126,6 +126,8 @@ var pgMigrations = []string{
 		username     text primary key,
 		tokens_after timestamptz not null
 	);`,
+	// users.User.FailuresAfter: user unlock.
+	`alter table authsvc_users add column failures_after timestamptz;`,
 }
 
 // Open opens the users database at rawURL (postgres:// or
@@ -407,17 +409,20 @@ func (d *Directory) Lookup(ctx context.Context, username string) (*users.Account
 }
 
 // pgUserColumns are the columns a User is read from, in scanUser's order.
-const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation`
+const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation, failures_after`
 
 // scanUser reads one row of pgUserColumns.
 func scanUser(row pgx.Row) (users.User, error) {
 	var u users.User
-	var after *time.Time
+	var after, unlocked *time.Time
 	var generation int64
-	err := row.Scan(&u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after, &generation)
+	err := row.Scan(&u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after, &generation, &unlocked)
 	u.PasswordGeneration = uint64(generation)
 	if after != nil {
 		u.TokensAfter = after.UTC()
+	}
+	if unlocked != nil {
+		u.FailuresAfter = unlocked.UTC()
 	}
 	if u.Groups == nil {
 		u.Groups = []string{}
@@ -583,13 +588,13 @@ func (d *Directory) invalidate(names []string) map[string]*users.Account {
 
 // insertUser is the statement Add, AddAll and Bootstrap store a user with,
 // its cut-off no earlier than the tombstone of a deleted user of that name.
-const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation)
+const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation, failures_after)
 	values ($1, $2, $3, $4, $5, $6, $7, $8,
 		greatest($9::timestamptz, (select tokens_after from authsvc_tombstones where username = $1)),
-		$10, $11) on conflict (username) do nothing`
+		$10, $11, $12) on conflict (username) do nothing`
 
 func insertArgs(u *users.User, work float64, gen int64) []any {
-	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration)}
+	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration), pgTime(u.FailuresAfter)}
 }
 
 func (d *Directory) Add(ctx context.Context, u users.User) error {
@@ -672,8 +677,10 @@ func (d *Directory) Update(ctx context.Context, username string, change func(*us
 			return nil, 0, keep(err)
 		}
 		_, err = tx.Exec(ctx, `update authsvc_users set username = $2, password_hash = $3, hash_work = $4, name = $5, email = $6,
-			groups = $7, admin = $8, disabled = $9, tokens_after = $10, version = $11, password_generation = $12, updated_at = now() where username = $1`,
-			username, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration))
+			groups = $7, admin = $8, disabled = $9, tokens_after = $10, version = $11, password_generation = $12,
+			failures_after = $13, updated_at = now() where username = $1`,
+			username, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration),
+			pgTime(u.FailuresAfter))
 		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: renamed onto a taken name
 			return nil, 0, keep(fmt.Errorf("user %q: %w", u.Username, users.ErrExists))
 		}

@@ -132,6 +132,27 @@ func Run(t *testing.T, factory Factory) {
 		}
 	})
 
+	t.Run("an unlock is kept", func(t *testing.T) {
+		d := factory(t)()
+		if err := d.Add(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := d.Lookup(ctx, "alice"); err != nil || !u.FailuresAfter().IsZero() {
+			t.Fatalf("Lookup(alice).FailuresAfter() of a new user = %v, %v; want zero", u, err)
+		}
+		at := time.Date(2026, 11, 25, 3, 4, 5, 6000, time.UTC) // microseconds: what PostgreSQL keeps
+		if err := d.Update(ctx, "alice", func(u *users.User) error { u.FailuresAfter = at; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := d.Lookup(ctx, "alice"); err != nil || !u.FailuresAfter().Equal(at) {
+			t.Errorf("Lookup(alice).FailuresAfter() after the update = %v, %v; want %v", u.FailuresAfter(), err, at)
+		}
+		list, err := d.List(ctx)
+		if err != nil || len(list) != 1 || !list[0].FailuresAfter.Equal(at) {
+			t.Errorf("List() after the update = %+v, %v; want alice with FailuresAfter %v", list, err, at)
+		}
+	})
+
 	t.Run("a deleted user's cut-off outlives it", func(t *testing.T) {
 		d := factory(t)()
 		if err := d.Add(ctx, alice); err != nil {
