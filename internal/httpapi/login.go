@@ -107,8 +107,15 @@ func (a *loginAttempt) verify(password string) (*users.Account, error) {
 		g.Tarpit.hold(ctx)
 		return nil, errUnavailable
 	}
-	u, ok := users.Authenticate(ctx, a.users, a.username, password, g.verifyReleasing(release), g.dummy())
+	u, ok, err := users.Authenticate(ctx, a.users, a.username, password, g.verifyReleasing(release), g.dummy())
 	release() // in case Authenticate returned without calling verify; a second release is harmless
+	if err != nil {
+		// Lost between the look-up above and the check's own: 503 like
+		// any login while the directory cannot answer, and no failure
+		// recorded against the user.
+		g.Throttle.Release(ctx, a.counted, a.client)
+		return nil, err
+	}
 	if !ok {
 		if err := g.Throttle.Failure(ctx, a.counted, a.client, g.Now()); err != nil {
 			return nil, err

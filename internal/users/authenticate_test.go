@@ -2,10 +2,13 @@ package users
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"authsvc/internal/password"
+	"authsvc/internal/password/passwordtest"
 )
 
 // TestEveryFailureHeld: every failed login is held up to the slowest
@@ -31,7 +34,7 @@ func TestEveryFailureHeld(t *testing.T) {
 	} {
 		x.slowest.Took.Store(int64(slow)) // as if a check against the slowest hash took 80 ms
 		start := time.Now()
-		if _, ok := Authenticate(context.Background(), x, tt.username, tt.password, verifyHere, nil); ok {
+		if _, ok, _ := Authenticate(context.Background(), x, tt.username, tt.password, verifyHere, nil); ok {
 			t.Fatalf("authenticate(%q, %q) = ok; want a failure", tt.username, tt.password)
 		}
 		if took := time.Since(start); took < slow {
@@ -111,7 +114,7 @@ func TestDummyAtPolicyCost(t *testing.T) {
 		var checked *password.Hash
 		verify := func(h *password.Hash, pw []byte) bool { checked = h; return verifyHere(h, pw) }
 		start := time.Now()
-		if _, ok := Authenticate(context.Background(), x, username, "pw", verify, dummy); ok {
+		if _, ok, _ := Authenticate(context.Background(), x, username, "pw", verify, dummy); ok {
 			t.Fatalf("Authenticate(%s) = ok; want a failure", username)
 		}
 		if checked != dummy {
@@ -120,5 +123,28 @@ func TestDummyAtPolicyCost(t *testing.T) {
 		if took := time.Since(start); took < slow {
 			t.Errorf("Authenticate(%s) took %v; want it held to the slowest check's %v", username, took, slow)
 		}
+	}
+}
+
+// unreachable is a Reader whose directory cannot answer.
+type unreachable struct{ Reader }
+
+func (unreachable) Lookup(context.Context, string) (*Account, error) {
+	return nil, fmt.Errorf("injected: %w", ErrUnavailable)
+}
+
+// TestAuthenticateDirectoryUnavailable: a directory that cannot say who
+// exists gives no verdict, an error wrapping ErrUnavailable, and no check:
+// not a failure the caller would record against the user.
+func TestAuthenticateDirectoryUnavailable(t *testing.T) {
+	x, err := newUserIndex([]User{{Username: "alice", PasswordHash: mustHash(t, "alice-pw", passwordtest.Cost)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := false
+	verify := func(h *password.Hash, pw []byte) bool { checked = true; return h.Verify(pw) }
+	u, ok, err := Authenticate(context.Background(), unreachable{x}, "alice", "alice-pw", verify, nil)
+	if u != nil || ok || !errors.Is(err, ErrUnavailable) || checked {
+		t.Errorf("Authenticate with the directory unreachable = %v, %v, %v, checked %v; want nil, false, ErrUnavailable, no check", u, ok, err, checked)
 	}
 }

@@ -339,8 +339,13 @@ type Reader interface {
 // longer than an unknown user's bare check. And the target is fed by every
 // check of the slowest shape, known users' included, so that it is not
 // left at a stale value while only known users fail.
-func Authenticate(ctx context.Context, d Reader, username, pw string, verify func(*password.Hash, []byte) bool, dummy *password.Hash) (*Account, bool) {
-	u, _ := d.Lookup(ctx, username)
+func Authenticate(ctx context.Context, d Reader, username, pw string, verify func(*password.Hash, []byte) bool, dummy *password.Hash) (*Account, bool, error) {
+	u, err := d.Lookup(ctx, username)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		// The directory cannot say who exists (PostgreSQL lost past its
+		// grace): no verdict, neither a match nor a failure to record.
+		return nil, false, err
+	}
 	var hash *password.Hash
 	if u != nil && !u.isDisabled {
 		hash = u.Hash()
@@ -364,10 +369,10 @@ func Authenticate(ctx context.Context, d Reader, username, pw string, verify fun
 		slowest.observe(took)
 	}
 	if usable && ok {
-		return u, true
+		return u, true, nil
 	}
 	holdUntil(target, took)
-	return nil, false
+	return nil, false, nil
 }
 
 // SessionUser returns the user named username whose token was issued at

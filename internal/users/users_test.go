@@ -252,7 +252,7 @@ func TestWrongPasswordPadded(t *testing.T) {
 	const slow = 80 * time.Millisecond
 	x.slowest.Took.Store(int64(slow)) // as if the slowest hash took 80 ms to check
 	start := time.Now()
-	if _, ok := Authenticate(context.Background(), x, "alice", "wrong", verifyHere, nil); ok {
+	if _, ok, _ := Authenticate(context.Background(), x, "alice", "wrong", verifyHere, nil); ok {
 		t.Fatal("authenticate(alice, wrong) = ok")
 	}
 	if took := time.Since(start); took < slow {
@@ -260,7 +260,7 @@ func TestWrongPasswordPadded(t *testing.T) {
 	}
 	// The right password is not held back.
 	x.slowest.Took.Store(int64(time.Hour))
-	if _, ok := Authenticate(context.Background(), x, "alice", "alice-pw", verifyHere, nil); !ok {
+	if _, ok, _ := Authenticate(context.Background(), x, "alice", "alice-pw", verifyHere, nil); !ok {
 		t.Errorf("authenticate(alice, right) failed")
 	}
 }
@@ -340,7 +340,7 @@ func TestDirectoryAuthenticate(t *testing.T) {
 		{"dave", p72 + "x", false},
 		{"dave", p72 + strings.Repeat("y", 1000), false},
 	} {
-		u, ok := Authenticate(context.Background(), d, tt.username, tt.password, verifyHere, nil)
+		u, ok, _ := Authenticate(context.Background(), d, tt.username, tt.password, verifyHere, nil)
 		if ok != tt.ok || (u != nil) != tt.ok {
 			t.Errorf("authenticate(%q, %q) = %v, %v; want ok %v", tt.username, tt.password, u, ok, tt.ok)
 			continue
@@ -349,7 +349,7 @@ func TestDirectoryAuthenticate(t *testing.T) {
 			t.Errorf("authenticate(%q, %q).info.Username = %q; want %q", tt.username, tt.password, u.username, tt.username)
 		}
 	}
-	u, _ := Authenticate(context.Background(), d, "alice", "right", verifyHere, nil)
+	u, _, _ := Authenticate(context.Background(), d, "alice", "right", verifyHere, nil)
 	wantInfo := `{"username":"alice","name":"Alice","email":"","groups":["dev"],"admin":true}` + "\n"
 	if u == nil || string(u.appendInfoJSON(nil)) != wantInfo || !u.isAdmin {
 		t.Errorf("authenticate(alice).appendInfoJSON = %q; want %q", u.appendInfoJSON(nil), wantInfo)

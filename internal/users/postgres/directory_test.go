@@ -537,7 +537,7 @@ func TestPGDirectoryBootstrapOnce(t *testing.T) {
 	if a.Len() != 1 || b.Len() != 1 {
 		t.Errorf("Len() after Bootstrap = %d, %d; want 1, 1", a.Len(), b.Len())
 	}
-	if _, ok := users.Authenticate(context.Background(), b, "admin", m[1], passwordtest.Verify, nil); !ok {
+	if _, ok, _ := users.Authenticate(context.Background(), b, "admin", m[1], passwordtest.Verify, nil); !ok {
 		t.Errorf("authenticate(admin, the printed password) failed")
 	}
 	var again bytes.Buffer

@@ -273,7 +273,7 @@ func Run(t *testing.T, factory Factory) {
 			{"alice", "wrong", false},
 			{"nobody", "alice-pw", false},
 		} {
-			if _, ok := users.Authenticate(ctx, d, tt.username, tt.password, compare, nil); ok != tt.ok {
+			if _, ok, _ := users.Authenticate(ctx, d, tt.username, tt.password, compare, nil); ok != tt.ok {
 				t.Errorf("authenticate(%q, %q) = %v; want %v", tt.username, tt.password, ok, tt.ok)
 			}
 		}
