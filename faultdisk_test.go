@@ -258,8 +258,9 @@ func testDiskFullPasswd(t *testing.T, bin string, d *fullDisk) {
 
 	d.fill(t, path)
 	code, stdout, stderr := passwd()
-	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") || !strings.Contains(stderr, d.errText) {
-		t.Errorf("user passwd on a full disk = exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout and one line saying %q", code, stdout, stderr, d.errText)
+	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") || !strings.Contains(stderr, d.errText) ||
+		!strings.Contains(stderr, path) || strings.Contains(stderr, ".tmp") {
+		t.Errorf("user passwd on a full disk = exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout and one line naming the users file (or its cut-offs), not a temporary file, and saying %q", code, stdout, stderr, d.errText)
 	}
 	checkUsersFileWhole(t, path, before)
 	t.Logf("user passwd on a full disk: exit %d, %s", code, strings.TrimSpace(stderr))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -130,19 +131,29 @@ func appendCutoffs(usersPath string, recs ...cutoffRecord) error {
 	}
 	end, err := completeLines(f)
 	if err != nil {
-		return fmt.Errorf("record the cut-off in %s: %w", path, err)
+		return fmt.Errorf("record the cut-off in %s: %w", path, bare(err))
 	}
 	if _, err := f.WriteAt(buf.Bytes(), end); err != nil {
 		f.Truncate(end) // no half record stays behind to refuse the next load
-		return fmt.Errorf("record the cut-off in %s: %w", path, err)
+		return fmt.Errorf("record the cut-off in %s: %w", path, bare(err))
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("record the cut-off in %s: %w", path, err)
+		return fmt.Errorf("record the cut-off in %s: %w", path, bare(err))
 	}
 	if created {
 		return syncDir(filepath.Dir(path))
 	}
 	return nil
+}
+
+// bare returns the error inside a *fs.PathError, whose path the caller
+// names already.
+func bare(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // completeLines drops a last line that has no newline (an append that

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"authsvc/internal/password"
 )
@@ -33,7 +36,8 @@ type streamEdit struct {
 // EditFile' guarantees: under the file's lock, nothing written unless the
 // whole file is valid and the edit succeeds, the file replaced atomically
 // and kept its owner's. A missing file counts as empty when create is set.
-func editUsersStream(path string, create bool, ed streamEdit) error {
+func editUsersStream(path string, create bool, ed streamEdit) (err error) {
+	defer func() { err = namedForUsers(path, err) }()
 	unlock, err := lockUsersFile(path)
 	if err != nil {
 		return err
@@ -54,6 +58,27 @@ func editUsersStream(path string, create bool, ed streamEdit) error {
 		return WriteFile(path, added)
 	}
 	return err
+}
+
+// namedForUsers returns err, if it is about the temporary file that was to
+// replace the users file at path (a full disk, say), as an error about
+// path: the operator knows that file, not the temporary one.
+func namedForUsers(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && isUsersTemp(path, pe.Path) {
+		return fmt.Errorf("write %s: %w", path, pe.Err)
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) && isUsersTemp(path, le.Old) {
+		return fmt.Errorf("replace %s: %w", path, le.Err)
+	}
+	return err
+}
+
+// isUsersTemp reports whether name is one of createUsersTemp's files for
+// the users file at path.
+func isUsersTemp(path, name string) bool {
+	return filepath.Dir(name) == filepath.Dir(path) && strings.HasPrefix(filepath.Base(name), "."+filepath.Base(path)+".") && strings.HasSuffix(name, ".tmp")
 }
 
 // apply makes the edit ed in users, decoded whole.

@@ -323,7 +323,8 @@ func ReadFile(path string) ([]User, error) {
 // The new file keeps the owner and group of the one it replaces: root's CLI
 // must not take the server's users file away from it. When that cannot be
 // done nothing is written.
-func WriteFile(path string, users []User) error {
+func WriteFile(path string, users []User) (err error) {
+	defer func() { err = namedForUsers(path, err) }()
 	if users == nil {
 		users = []User{}
 	}
