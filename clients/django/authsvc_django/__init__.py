@@ -1,0 +1,8 @@
+"""authsvc-django: a Django REST Framework authentication class that checks
+``Authorization: Token <key>`` against authsvc's ``GET /api/auth/info``.
+
+Use ``authsvc_django.authentication.AuthsvcTokenAuthentication``; see the
+package's README.md.
+"""
+
+__version__ = "0.1.0"
