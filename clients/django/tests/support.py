@@ -1,0 +1,320 @@
+"""What the tests share: the package under test, the DRF app's database, a
+real authsvc process, and stub servers that misbehave on purpose.
+
+Environment:
+  AUTHSVC_BIN              the authsvc binary; without it, `go build` from
+                           the repository root
+  AUTHSVC_DJANGO_INSTALLED 1: test the authsvc_django already on sys.path
+                           (an installed copy), not the source folder
+  AUTHSVC_REQUIRE_PYTHON=1 or CI: what would skip a test fails it instead
+"""
+
+import atexit
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(HERE)  # clients/django
+REPO = os.path.dirname(os.path.dirname(PACKAGE_DIR))
+
+if os.environ.get("AUTHSVC_DJANGO_INSTALLED") != "1":
+    sys.path.insert(0, PACKAGE_DIR)
+
+
+def required():
+    """Whether a missing prerequisite fails the tests rather than skipping them."""
+    ci = os.environ.get("CI", "")
+    return os.environ.get("AUTHSVC_REQUIRE_PYTHON") == "1" or ci not in ("", "0", "false")
+
+
+def _tempdir(prefix):
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+_django_ready = False
+
+
+def setup_django():
+    """Configure the DRF app (drfapp.settings) on a new SQLite database."""
+    global _django_ready
+    if _django_ready:
+        return
+    os.environ["AUTHSVC_DJANGO_TEST_DIR"] = _tempdir("authsvc-django-db-")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "drfapp.settings"
+    import django
+    from django.core.management import call_command
+    from django.test.utils import setup_test_environment
+
+    django.setup()
+    setup_test_environment()
+    call_command("migrate", verbosity=0, interactive=False)
+    import authsvc_django
+
+    where = os.path.dirname(os.path.abspath(authsvc_django.__file__))
+    inside_source = where.startswith(PACKAGE_DIR + os.sep)
+    if os.environ.get("AUTHSVC_DJANGO_INSTALLED") == "1" and inside_source:
+        raise RuntimeError("AUTHSVC_DJANGO_INSTALLED=1 but authsvc_django comes from the source folder %s" % where)
+    _django_ready = True
+
+
+_binary = None
+
+
+def authsvc_binary():
+    global _binary
+    if _binary is None:
+        path = os.environ.get("AUTHSVC_BIN")
+        if not path:
+            go = shutil.which("go")
+            if go is None:
+                msg = "no authsvc binary: set AUTHSVC_BIN, or put go on PATH to build one"
+                if required():
+                    raise RuntimeError(msg)
+                raise unittest.SkipTest(msg)
+            path = os.path.join(_tempdir("authsvc-bin-"), "authsvc")
+            subprocess.run([go, "build", "-o", path, "."], cwd=REPO, check=True)
+        _binary = path
+    return _binary
+
+
+def _clean_env():
+    # No AUTHSVC_* of the caller's (a CI's AUTHSVC_STORE, say) reaches the server.
+    return {k: v for k, v in os.environ.items() if not k.startswith("AUTHSVC_")}
+
+
+def cli(*args, stdin=""):
+    """Run `authsvc ARGS...`; raise with its output when it fails."""
+    proc = subprocess.run(
+        [authsvc_binary(), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        timeout=30,
+    )
+    if proc.returncode != 0:
+        raise AssertionError("authsvc %s: exit %d\n%s%s" % (" ".join(args), proc.returncode, proc.stdout, proc.stderr))
+    return proc.stdout
+
+
+def add_user(users, username, password, admin=False, name="", email="", groups=()):
+    args = ["user", "add", "--users", users, "--cost", "4"]
+    if admin:
+        args.append("--admin")
+    if name:
+        args += ["--name", name]
+    if email:
+        args += ["--email", email]
+    for g in groups:
+        args += ["--group", g]
+    cli(*args, username, stdin=password + "\n")
+
+
+def del_user(users, username):
+    cli("user", "del", "--users", users, username)
+
+
+class Authsvc:
+    """An authsvc server on 127.0.0.1 and a port of its choosing, reading
+    the users file `users` (bcrypt cost 4: fast logins, no rehash)."""
+
+    def __init__(self, users):
+        self.users = users
+        self.proc = None
+        self.url = None
+        self.log = []
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [
+                authsvc_binary(), "serve",
+                "--addr", "127.0.0.1:0",
+                "--users", self.users,
+                "--cost", "4",
+                "--log-format", "json",
+                "--reload-interval", "100ms",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_clean_env(),
+        )
+        listening = threading.Event()
+
+        def read():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if rec.get("msg") == "listening" and self.url is None:
+                    self.url = "http://" + rec["addr"]
+                    listening.set()
+
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
+        if not listening.wait(20):
+            self.stop()
+            raise AssertionError("authsvc did not start:\n" + "".join(self.log))
+        return self
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None and self.proc.stderr is not None:
+            self._reader.join(5)
+            self.proc.stderr.close()
+
+    def reload(self):
+        self.proc.send_signal(signal.SIGHUP)
+
+    def _call(self, method, path, token=None, body=None):
+        headers = {}
+        data = None
+        if token is not None:
+            headers["Authorization"] = "Token " + token
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(req, timeout=10) as resp:
+                raw = resp.read()
+                return resp.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            return err.code, json.loads(raw) if raw else None
+
+    def login(self, username, password):
+        status, body = self._call("POST", "/api/auth/login/", body={"username": username, "password": password})
+        if status != 200:
+            raise AssertionError("login %s: %d %r" % (username, status, body))
+        return body["token"]
+
+    def logout(self, token):
+        return self._call("POST", "/api/auth/logout/", token=token)[0]
+
+    def info(self, token):
+        return self._call("GET", "/api/auth/info", token=token)
+
+    def wait_info(self, token, pred, timeout=10):
+        """Poll authsvc's own /info until pred(status, body) holds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status, body = self.info(token)
+            if pred(status, body):
+                return body
+            if time.monotonic() > deadline:
+                raise AssertionError("authsvc /info still %d %r" % (status, body))
+            time.sleep(0.05)
+
+
+def close_pool():
+    """Close this thread's pooled connections to authsvc."""
+    from authsvc_django import authentication
+
+    for client in list(authentication._clients.values()):
+        client.close()
+
+
+def edit_users_file(path, username, **fields):
+    """Change a user's profile in the users file as an operator's editor
+    would (a new file renamed into place); the server reloads it."""
+    with open(path) as f:
+        data = json.load(f)
+    for u in data["users"]:
+        if u["username"] == username:
+            u.update(fields)
+            break
+    else:
+        raise AssertionError("no user %r in %s" % (username, path))
+    tmp = path + ".edit"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+class Stub:
+    """An HTTP/1.1 server that answers every request with handler(request)
+    -> (status, body bytes), counting connections and recording requests.
+    close_after_reply: close each connection after one reply without
+    saying so, as a server does to an idle keep-alive connection."""
+
+    def __init__(self, handler, close_after_reply=False):
+        stub = self
+        self.connections = 0
+        self.requests = []  # (path, headers)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                stub.connections += 1
+
+            def do_GET(self):
+                stub.requests.append((self.path, dict(self.headers)))
+                status, body = handler(self)
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                if close_after_reply:
+                    self.close_connection = True
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def silent_listener():
+    """A socket that accepts connections (the kernel's backlog) and never
+    answers: a hung authsvc. Returns (url, socket)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    return "http://127.0.0.1:%d" % sock.getsockname()[1], sock
+
+
+def closed_port():
+    """A 127.0.0.1 URL where nothing listens: connection refused."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return "http://127.0.0.1:%d" % port
+
+
+INFO = {"username": "stubbed", "name": "Stub Bed", "email": "", "groups": [], "admin": False}
