@@ -10,8 +10,10 @@ Environment:
 """
 
 import atexit
+import contextlib
 import http.server
 import json
+import logging
 import os
 import shutil
 import signal
@@ -237,6 +239,24 @@ def close_pool():
 
     for client in list(authentication._clients.values()):
         client.close()
+
+
+@contextlib.contextmanager
+def captured_logs(name):
+    """The messages logged on logger name (WARNING and up) inside the block."""
+    messages = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    handler = Keep(logging.WARNING)
+    logger = logging.getLogger(name)
+    logger.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
 
 
 def edit_users_file(path, username, **fields):

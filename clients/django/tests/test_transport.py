@@ -177,6 +177,16 @@ class PoolTest(unittest.TestCase):
         self.assertEqual(errors, [])
         self.assertEqual(s.connections, 3)
 
+    def test_oversized_reply_does_not_spoil_the_connection(self):
+        big = json.dumps(dict(support.INFO, name="x" * 70000)).encode()
+        replies = iter([(200, big)])
+        s = self.stub(lambda request: next(replies, (200, INFO_BODY)))
+        c = InfoClient(s.url, 2.0)
+        self.addCleanup(c.close)
+        with self.assertRaises(Unavailable):
+            c.info(KEY)
+        self.assertEqual(c.info(KEY), support.INFO)  # not the rest of the big one
+
     def test_time_out_is_unavailable(self):
         url, sock = support.silent_listener()
         self.addCleanup(sock.close)
