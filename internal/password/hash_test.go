@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
@@ -43,6 +44,43 @@ const (
 	bcryptSaltyNonCanonical = "$2b$04$QPpKMfPj3qL/dfIPK2Rhl/rhStaM3osOJ.wfWoFOp.rl.rxEFm.ky"
 )
 
+// Vectors made by Django 4.2.28 itself, from testdata/djangohashes (where
+// make_vectors.py says how, and Django's check_password matched each).
+const (
+	// PBKDF2SHA1PasswordHasher.encode("contraseña", "sälz", 1000).
+	djangoPBKDF2SHA1Small = "pbkdf2_sha1$1000$sälz$26K/zg79EIJ5aK6rCGanfdsOX4o="
+	// argon2i as Django 1.10–2.0 made it (argon2-cffi, type I, m=64, t=1,
+	// p=1) of "grâce"; Django 4.2 matches it.
+	djangoArgon2iSmall = "argon2$argon2i$v=19$m=64,t=1,p=1$NEZZZnR4eERwV3dranA0UQ$hsiqQoADkpQbgqtlCTxmQQ"
+	// ScryptPasswordHasher.encode("zoë", "sälz", n=16, r=1, p=3).
+	djangoScryptSmall = "scrypt$16$sälz$1$3$kduxxzgTRYg0xhIglfyxUWi1TStAu9eEgcJrwp8f/BeqTxqkHNVUZKe+LSBTtvHRtjEMejRvmSSISW1CGVRhxg=="
+	// SHA1PasswordHasher and MD5PasswordHasher .encode("contraseña", "sälz").
+	djangoSHA1 = "sha1$sälz$b3040c38d7e52d1b4ab0464faaae26e8531fb39b"
+	djangoMD5  = "md5$sälz$d4a9f4345008517c85cc96f1f8f408fd"
+	// UnsaltedSHA1PasswordHasher and UnsaltedMD5PasswordHasher .encode of
+	// "c-with-classes-1979" and "benevolent-dictator-1991".
+	djangoUnsaltedSHA1 = "sha1$$fddd962c355096c5793673c3404626d35e9456d7"
+	djangoUnsaltedMD5  = "e54d28c10f6de781bcffcb2e8ad00e58"
+	// The Django 4.2 fixture's pbkdf2_sha1 and scrypt hashes, at Django's
+	// default parameters.
+	djangoPBKDF2SHA1Default = "pbkdf2_sha1$600000$rD34jc2hj4L4TtdtSe91oF$/en4quLFodF1nQoTol8Kwr0FUF8="
+	djangoScryptDefault     = "scrypt$16384$fRIoyEKkBDdR38GfF4jZHT$8$1$3sqqxx2T32A9O8f+fiQfFet8/M4L8Qw9b3h5I8oX9EvmsMc0OOLeGfsJt2Al9O7gFa3Qa2PfLkOUNP/O+LlbVg=="
+)
+
+// wrapLegacy returns the legacy Django hash s wrapped under policy p.
+func wrapLegacy(t testing.TB, s string, p HashPolicy) string {
+	t.Helper()
+	l, ok, err := ParseDjangoLegacy(s)
+	if !ok || err != nil {
+		t.Fatalf("ParseDjangoLegacy(%q) = %v, %v; want a legacy form", s, ok, err)
+	}
+	w, err := l.Wrap(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // phTestPolicy hashes fast: argon2id at 64 KiB, bcrypt at cost 4.
 func phTestPolicy(scheme string) HashPolicy {
 	return HashPolicy{Scheme: scheme, BcryptCost: 4, ArgonMemoryKiB: 64, ArgonTime: 1, ArgonThreads: 2}
@@ -61,11 +99,85 @@ func mustParseHash(t testing.TB, s string) *Hash {
 // dump: the right password matches, a wrong one does not, the unusable
 // password matches nothing.
 func TestPasswordHashDjangoFixture(t *testing.T) {
-	dumpJSON, err := os.ReadFile(djangoDumpPath)
+	checkDjangoFixture(t, djangoDumpPath, djangoSpecPath, false, nil)
+}
+
+// TestPasswordHashDjango42Fixture checks every user of the real Django 4.2
+// dump, one per hash form Django has shipped: each form Django verifies
+// with a slow hash loads and is checked as Django checks it; each legacy
+// fast form is refused as it is and matches once wrapped, under either
+// policy; crypt is refused, with its reason. Only the first user of each
+// new form is checked against passwords; the others, and the forms of the
+// 3.2 dump, are only loaded: they add nothing that the 3.2 dump's test does
+// not check, at a fifth of a second a check (seconds under -race).
+func TestPasswordHashDjango42Fixture(t *testing.T) {
+	checkDjangoFixture(t, django42DumpPath, django42SpecPath, true, []string{
+		SchemePBKDF2SHA1, SchemeDjangoArgon2i, SchemeScrypt,
+		SchemeWrappedSHA1, SchemeWrappedMD5, SchemeWrappedUnsaltedSHA1, SchemeWrappedUnsaltedMD5,
+	})
+}
+
+// The Django 4.2 fixture (testdata/django42, a verbatim copy of the shared
+// one), and vectors made by Django 4.2's own hashers (testdata/djangohashes,
+// with the script that made them).
+const (
+	django42DumpPath    = "../../testdata/django42/dumpdata.json"
+	django42SpecPath    = "../../testdata/django42/spec.json"
+	djangoVectorsPath   = "../../testdata/djangohashes/vectors.json"
+	djangoCryptRefusal  = "DES crypt(3) reads only the first 8 characters"
+	djangoLegacyRefusal = "authsvc user import --from django"
+)
+
+// djangoHasherScheme is the scheme each Django hasher's hashes load as
+// (the legacy fast ones: once wrapped).
+var djangoHasherScheme = map[string]string{
+	"pbkdf2_sha256": SchemePBKDF2, "pbkdf2_sha1": SchemePBKDF2SHA1,
+	"argon2": SchemeDjangoArgon2, "argon2i": SchemeDjangoArgon2i, "scrypt": SchemeScrypt,
+	"bcrypt_sha256": SchemeBcryptSHA256, "bcrypt": SchemeDjangoBcrypt,
+	"sha1": SchemeWrappedSHA1, "md5": SchemeWrappedMD5,
+	"unsalted_sha1": SchemeWrappedUnsaltedSHA1, "unsalted_md5": SchemeWrappedUnsaltedMD5,
+}
+
+// loadDjangoHash returns what authsvc stores for a Django hash: the hash
+// itself, or for a legacy fast form, its wrapping under policy (after
+// checking that the bare form is refused at load, pointing to the
+// importer).
+func loadDjangoHash(t testing.TB, encoded string, policy HashPolicy) *Hash {
+	t.Helper()
+	legacy, ok, err := ParseDjangoLegacy(encoded)
+	if err != nil {
+		t.Fatalf("ParseDjangoLegacy(%.24q…) = %v", encoded, err)
+	}
+	if !ok {
+		return mustParseHash(t, encoded)
+	}
+	if _, err := ParseHash(encoded); err == nil || !strings.Contains(err.Error(), djangoLegacyRefusal) {
+		t.Errorf("ParseHash(%.24q…), a bare legacy form = %v; want refused, pointing to %q", encoded, err, djangoLegacyRefusal)
+	}
+	wrapped, err := legacy.Wrap(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(wrapped, encoded[strings.LastIndexByte(encoded, '$')+1:]) {
+		t.Errorf("the wrapped form %q holds the legacy digest", wrapped)
+	}
+	h := mustParseHash(t, wrapped)
+	if h.Scheme() != legacy.Scheme() || h.inner != policy.Scheme {
+		t.Errorf("wrapped %.24q… is %s in %s; want %s in %s", encoded, h.Scheme(), h.inner, legacy.Scheme(), policy.Scheme)
+	}
+	return h
+}
+
+// checkDjangoFixture checks every user of a real Django dump against its
+// spec's passwords (onePerHasher: only the first user of each scheme in
+// want; the others' hashes are only loaded), and that the dump holds a hash
+// of each scheme in want.
+func checkDjangoFixture(t *testing.T, dumpPath, specPath string, onePerHasher bool, want []string) {
+	dumpJSON, err := os.ReadFile(dumpPath)
 	if err != nil {
 		t.Fatalf("the Django fixture is missing: %v", err)
 	}
-	specJSON, err := os.ReadFile(djangoSpecPath)
+	specJSON, err := os.ReadFile(specPath)
 	if err != nil {
 		t.Fatalf("the Django fixture's spec is missing: %v", err)
 	}
@@ -92,53 +204,140 @@ func TestPasswordHashDjangoFixture(t *testing.T) {
 			hashOf[r.Fields.Username] = r.Fields.Password
 		}
 	}
-	wantScheme := map[string]string{
-		"pbkdf2_sha256": SchemePBKDF2, "argon2": SchemeDjangoArgon2,
-		"bcrypt_sha256": SchemeBcryptSHA256, "bcrypt": SchemeDjangoBcrypt,
-	}
-	seen := map[string]bool{}
-	for _, u := range spec.Users {
-		encoded, ok := hashOf[u.Username]
-		if !ok {
-			t.Fatalf("%s: not in the dump", u.Username)
-		}
-		h := mustParseHash(t, encoded)
-		seen[h.Scheme()] = true
-		if u.Password == nil {
-			if h.Usable() || h.Scheme() != SchemeUnusable {
-				t.Errorf("%s: scheme %s, usable %v; want unusable", u.Username, h.Scheme(), h.Usable())
+	var seen sync.Map
+	checked := map[string]bool{}
+	t.Run("users", func(t *testing.T) {
+		for _, u := range spec.Users {
+			encoded, ok := hashOf[u.Username]
+			if !ok {
+				t.Fatalf("%s: not in the dump", u.Username)
 			}
-			for _, pw := range []string{"", "!", encoded, encoded[1:]} {
-				if h.Verify([]byte(pw)) {
-					t.Errorf("%s: the unusable password matched %q", u.Username, pw)
+			if u.Password == nil {
+				h := mustParseHash(t, encoded)
+				seen.Store(h.Scheme(), true)
+				if h.Usable() || h.Scheme() != SchemeUnusable {
+					t.Errorf("%s: scheme %s, usable %v; want unusable", u.Username, h.Scheme(), h.Usable())
 				}
-			}
-			continue
-		}
-		t.Run(u.Username, func(t *testing.T) {
-			t.Parallel()
-			if got, want := h.Scheme(), wantScheme[*u.Hasher]; got != want {
-				t.Errorf("scheme %s, want %s", got, want)
-			}
-			if !h.Usable() {
-				t.Error("not usable")
-			}
-			pw := *u.Password
-			if !h.Verify([]byte(pw)) {
-				t.Errorf("%q does not match", pw)
-			}
-			// One wrong password each: a check at Django's costs takes up to
-			// a third of a second, several times that under -race.
-			for _, wrong := range []string{pw + "x"} {
-				if h.Verify([]byte(wrong)) {
-					t.Errorf("wrong password %q matches", wrong)
+				for _, pw := range []string{"", "!", encoded, encoded[1:]} {
+					if h.Verify([]byte(pw)) {
+						t.Errorf("%s: the unusable password matched %q", u.Username, pw)
+					}
 				}
+				continue
 			}
-		})
-	}
-	for _, s := range []string{SchemePBKDF2, SchemeDjangoArgon2, SchemeBcryptSHA256, SchemeDjangoBcrypt, SchemeUnusable} {
-		if !seen[s] {
+			if *u.Hasher == "crypt" {
+				_, isLegacy, _ := ParseDjangoLegacy(encoded)
+				if _, err := ParseHash(encoded); err == nil || isLegacy || !strings.Contains(err.Error(), djangoCryptRefusal) {
+					t.Errorf("%s: crypt hash = %v, legacy %v; want refused with the reason %q", u.Username, err, isLegacy, djangoCryptRefusal)
+				}
+				continue
+			}
+			if onePerHasher && (checked[*u.Hasher] || !slices.Contains(want, djangoHasherScheme[*u.Hasher])) {
+				h := loadDjangoHash(t, encoded, phTestPolicy(SchemeBcrypt))
+				seen.Store(h.Scheme(), true)
+				if h.Scheme() != djangoHasherScheme[*u.Hasher] {
+					t.Errorf("%s: scheme %s, want %s", u.Username, h.Scheme(), djangoHasherScheme[*u.Hasher])
+				}
+				continue
+			}
+			checked[*u.Hasher] = true
+			t.Run(u.Username, func(t *testing.T) {
+				t.Parallel()
+				policies := []HashPolicy{DefaultHashPolicy()}
+				if _, legacy, _ := ParseDjangoLegacy(encoded); legacy {
+					policies = append(policies, phTestPolicy(SchemeBcrypt))
+				}
+				for _, policy := range policies {
+					h := loadDjangoHash(t, encoded, policy)
+					seen.Store(h.Scheme(), true)
+					if got, want := h.Scheme(), djangoHasherScheme[*u.Hasher]; got != want {
+						t.Errorf("scheme %s, want %s", got, want)
+					}
+					if !h.Usable() || !policy.NeedsRehash(h) {
+						t.Errorf("usable %v, needs a rehash %v; want both", h.Usable(), policy.NeedsRehash(h))
+					}
+					pw := *u.Password
+					if !h.Verify([]byte(pw)) {
+						t.Errorf("%q does not match", pw)
+					}
+					// One wrong password each: a check at Django's costs takes up to
+					// a third of a second, several times that under -race.
+					for _, wrong := range []string{pw + "x"} {
+						if h.Verify([]byte(wrong)) {
+							t.Errorf("wrong password %q matches", wrong)
+						}
+					}
+				}
+			})
+		}
+	})
+	for _, s := range append([]string{SchemePBKDF2, SchemeDjangoArgon2, SchemeBcryptSHA256, SchemeDjangoBcrypt, SchemeUnusable}, want...) {
+		if _, ok := seen.Load(s); !ok {
 			t.Errorf("the fixture has no %s hash", s)
+		}
+	}
+}
+
+// TestPasswordHashDjango42Vectors checks the hashes Django 4.2's own
+// hashers made at small parameters (testdata/djangohashes) against what
+// Django's check_password said of them, the legacy fast forms once wrapped
+// under each policy; and that every hash Django never matches for its own
+// password is refused, at load and by the importer.
+func TestPasswordHashDjango42Vectors(t *testing.T) {
+	data, err := os.ReadFile(djangoVectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Vectors []struct {
+			Hasher, Hash string
+			Match, Miss  []string
+		}
+		Never []struct{ Hasher, Hash, Password, Why, Django string }
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, v := range doc.Vectors {
+		policies := []HashPolicy{phTestPolicy(SchemeArgon2id)}
+		if _, legacy, _ := ParseDjangoLegacy(v.Hash); legacy {
+			policies = append(policies, phTestPolicy(SchemeBcrypt))
+		}
+		for _, policy := range policies {
+			h := loadDjangoHash(t, v.Hash, policy)
+			seen[v.Hasher]++
+			if want := djangoHasherScheme[v.Hasher]; h.Scheme() != want {
+				t.Errorf("%.30s…: scheme %s, want %s", v.Hash, h.Scheme(), want)
+			}
+			for _, pw := range v.Match {
+				if !h.Verify([]byte(pw)) {
+					t.Errorf("%.30s… (%s): %.20q… does not match; Django matched it", v.Hash, h.Shape(), pw)
+				}
+			}
+			for _, pw := range v.Miss {
+				if h.Verify([]byte(pw)) {
+					t.Errorf("%.30s… (%s): %.20q… matches; Django did not match it", v.Hash, h.Shape(), pw)
+				}
+			}
+		}
+	}
+	for hasher := range djangoHasherScheme {
+		if hasher != "pbkdf2_sha256" && hasher != "argon2" && seen[hasher] < 3 {
+			t.Errorf("%d vectors of %s; want an edge case of each kind", seen[hasher], hasher)
+		}
+	}
+	if len(doc.Never) < 10 {
+		t.Fatalf("%d hashes Django never matches; want them all", len(doc.Never))
+	}
+	for _, n := range doc.Never {
+		_, _, legacyErr := ParseDjangoLegacy(n.Hash)
+		h, err := ParseHash(n.Hash)
+		if err == nil {
+			t.Errorf("%q (%s; Django %s) loads as %s; want refused", n.Hash, n.Why, n.Django, h.Scheme())
+		}
+		if l, ok, _ := ParseDjangoLegacy(n.Hash); ok && legacyErr == nil {
+			t.Errorf("%q (%s; Django %s) would be imported as %s; want refused", n.Hash, n.Why, n.Django, l.Scheme())
 		}
 	}
 }
@@ -289,6 +488,16 @@ func TestHashPolicyNeedsRehash(t *testing.T) {
 		{"Django bcrypt_sha256 at the policy's cost", bcryptPolicy, "bcrypt_sha256$" + bcrypt12, true},
 		{"Django bcrypt at the policy's cost", bcryptPolicy, "bcrypt$" + bcrypt12, true},
 		{"Django pbkdf2 under bcrypt", bcryptPolicy, djangoPBKDF2Small, true},
+		{"Django pbkdf2_sha1 under argon2id", argonPolicy, djangoPBKDF2SHA1Small, true},
+		{"Django pbkdf2_sha1 under bcrypt", bcryptPolicy, djangoPBKDF2SHA1Small, true},
+		{"Django argon2i under argon2id", argonPolicy, djangoArgon2iSmall, true},
+		{"Django argon2i with the policy's parameters", argonPolicy, "argon2" + strings.Replace(argonHash(256, 1, 2), "$argon2id$", "$argon2i$", 1), true},
+		{"Django scrypt under argon2id", argonPolicy, djangoScryptSmall, true},
+		{"Django scrypt under bcrypt", bcryptPolicy, djangoScryptDefault, true},
+		{"wrapped sha1 in the argon2id policy's own hash", argonPolicy, wrapLegacy(t, djangoSHA1, argonPolicy), true},
+		{"wrapped md5 in the argon2id policy's own hash", argonPolicy, wrapLegacy(t, djangoMD5, argonPolicy), true},
+		{"wrapped unsalted_sha1 in the bcrypt policy's own hash", bcryptPolicy, "wrapped_unsalted_sha1$$" + bcrypt12, true},
+		{"wrapped unsalted_md5 in the bcrypt policy's own hash", bcryptPolicy, "wrapped_unsalted_md5$$" + bcrypt12, true},
 		{"unusable", argonPolicy, "!x", true},
 	} {
 		if got := tt.policy.NeedsRehash(mustParseHash(t, tt.hash)); got != tt.want {
@@ -296,6 +505,10 @@ func TestHashPolicyNeedsRehash(t *testing.T) {
 		}
 	}
 }
+
+// scryptDigest is the digest of the fixture's scrypt hash: standard padded
+// base64 of 64 bytes.
+const scryptDigest = "3sqqxx2T32A9O8f+fiQfFet8/M4L8Qw9b3h5I8oX9EvmsMc0OOLeGfsJt2Al9O7gFa3Qa2PfLkOUNP/O+LlbVg=="
 
 func TestParsePasswordHashRefusals(t *testing.T) {
 	b := bcryptSalty
@@ -335,9 +548,13 @@ func TestParsePasswordHashRefusals(t *testing.T) {
 		{"$argon2id$v=19$m=256,t=1,p=2$jodQ4PJLS5yUwgTvpFuD6g$apKshP5CI+8Af0DU", "digest is 12 bytes, want 16 to 64"},
 		{"$argon2id$v=19$m=256,t=1,p=2$jodQ4PJLS5yUwgTvpFuD6g$apKshP5CI+8Af0DU/+Skpw$", "malformed"},
 		{"$argon2i$v=19" + argonOK, "unsupported password hash scheme: argon2i"},
-		{"argon2$argon2i$v=19" + argonOK, "only argon2id is supported, not argon2i"},
-		{"argon2$argon2d$v=19" + argonOK, "only argon2id is supported, not argon2d"},
-		{"argon2$$argon2id$v=19" + argonOK, "only argon2id is supported, not this form"},
+		{"argon2$argon2d$v=19" + argonOK, "only argon2id and argon2i are supported (Django never wrote another), not argon2d"},
+		{"argon2$$argon2id$v=19" + argonOK, "only argon2id and argon2i are supported (Django never wrote another), not this form"},
+		{"argon2$argon2i" + argonOK, "malformed: no version field, which is argon2 1.0 (v=16)"},
+		{"argon2$argon2i$v=16" + argonOK, "Django argon2 (argon2i) hash: want version v=19"},
+		{"argon2$argon2i$v=19$m=4194304,t=1,p=1$jodQ4PJLS5yUwgTvpFuD6g$apKshP5CI+8Af0DU/+Skpw", "Django argon2 (argon2i) hash: argon2 memory m=4194304"},
+		{"argon2$argon2i$v=19$m=262144,t=6,p=1$jodQ4PJLS5yUwgTvpFuD6g$apKshP5CI+8Af0DU/+Skpw", "m×t=1572864 KiB is above the maximum 1310720"},
+		{"argon2$argon2i$v=19$m=256,t=1,p=2$c2FsdA$apKshP5CI+8Af0DU/+Skpw", "salt is 4 bytes, want 8 to 64"},
 		{"pbkdf2_sha256$0$salt$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=", "0 iterations are below the minimum 1000"},
 		{"pbkdf2_sha256$999$salt$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=", "999 iterations are below the minimum 1000"},
 		{"pbkdf2_sha256$4500001$salt$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=", "above the maximum 4500000"},
@@ -356,20 +573,65 @@ func TestParsePasswordHashRefusals(t *testing.T) {
 		{"$argon2id$v=19$m=256,t=1,p=2$jodQ4PJLS5yUwgTvpFuD6g$apKshP5CI+8Af0DU/+Skpw\n", "digest is not unpadded base64"},
 		{"$argon2id$v=19$m=256,t=1,p=2$jodQ4PJLS5y\r\nUwgTvpFuD6g$apKshP5CI+8Af0DU/+Skpw", "salt is not unpadded base64"},
 		{b[:40] + "\n" + b[41:], "malformed digest"},
-		{"sha1$salt$0123456789abcdef0123456789abcdef01234567", "Django sha1"},
-		{"md5$salt$0123456789abcdef0123456789abcdef", "Django md5"},
-		{"0123456789abcdef0123456789abcdef", "unsalted MD5"},
-		{"pbkdf2_sha1$260000$salt$x", "Django pbkdf2_sha1"},
-		{"scrypt$16384$salt$8$1$x", "Django scrypt"},
+		{"sha1$salt$0123456789abcdef0123456789abcdef01234567", "Django sha1 (SHA1PasswordHasher): a fast hash, never stored as it is; import the Django dump with `authsvc user import --from django`"},
+		{"md5$salt$0123456789abcdef0123456789abcdef", "Django md5 (MD5PasswordHasher): a fast hash, never stored as it is; import the Django dump with `authsvc user import --from django`"},
+		{"sha1$$0123456789abcdef0123456789abcdef01234567", "Django unsalted_sha1 (UnsaltedSHA1PasswordHasher): a fast hash, never stored as it is; import"},
+		{"md5$$0123456789abcdef0123456789abcdef", "Django unsalted_md5 (UnsaltedMD5PasswordHasher): a fast hash, never stored as it is; import"},
+		{"0123456789abcdef0123456789abcdef", "Django unsalted_md5 (ancient Django): a fast hash, never stored as it is; import"},
+		{"0123456789ABCDEF0123456789ABCDEF", "not a supported password hash"},
+		{"unsalted_sha1$$0123456789abcdef0123456789abcdef01234567", "Django unsalted_sha1 under its own name, which Django never matches"},
+		{"crypt$$t2uO5z4/JT07.", "Django crypt (CryptPasswordHasher), refused: DES crypt(3) reads only the first 8 characters of a password; have the user set a new password in Django"},
+		{"pbkdf2_sha1$260000$salt$x", "Django pbkdf2_sha1 hash: digest is not the base64 of 20 bytes"},
+		{"pbkdf2_sha1$260000$salt$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=", "Django pbkdf2_sha1 hash: digest is not the base64 of 20 bytes"},
+		{"pbkdf2_sha1$4000001$salt$upWEiptc4R8bQ9fRZ9hBPape0is=", "Django pbkdf2_sha1 hash: 4000001 iterations are above the maximum 4000000"},
+		{"pbkdf2_sha1$999$salt$upWEiptc4R8bQ9fRZ9hBPape0is=", "999 iterations are below the minimum 1000"},
+		{"pbkdf2_sha1$1000$$upWEiptc4R8bQ9fRZ9hBPape0is=", "salt is 0 bytes"},
+		{"pbkdf2_sha1$1000$salt$upWEiptc4R8bQ9fRZ9hBPape0is", "digest is not the base64 of 20 bytes"},
+		{"scrypt$16384$salt$8$1$x", "Django scrypt hash: digest is not the base64 of 64 bytes"},
+		{"scrypt$16384$salt$8$1", "Django scrypt hash: malformed"},
+		{"scrypt$16384$salt$8$1$" + scryptDigest + "$", "Django scrypt hash: malformed"},
+		{"scrypt$16384$salt$8$1$" + strings.TrimRight(scryptDigest, "="), "digest is not the base64 of 64 bytes"},
+		{"scrypt$016384$salt$8$1$" + scryptDigest, "N, r and p must be decimal numbers"},
+		{"scrypt$16384$salt$+8$1$" + scryptDigest, "N, r and p must be decimal numbers"},
+		{"scrypt$1000$salt$8$1$" + scryptDigest, "scrypt N=1000 is not a power of 2"},
+		{"scrypt$1$salt$8$1$" + scryptDigest, "scrypt N=1 is not a power of 2"},
+		{"scrypt$0$salt$8$1$" + scryptDigest, "scrypt N=0 is not a power of 2"},
+		{"scrypt$16384$salt$0$1$" + scryptDigest, "scrypt r=0 is below the minimum 1"},
+		{"scrypt$16384$salt$8$0$" + scryptDigest, "scrypt p=0 is below the minimum 1"},
+		{"scrypt$32768$salt$8$1$" + scryptDigest, "scrypt needs 33557504 bytes (128·r·(N+2) + 128·r·p), above OpenSSL's 33554432, where Django raises"},
+		{"scrypt$16384$salt$8$16384$" + scryptDigest, "above OpenSSL's 33554432"},
+		{"scrypt$2147483648$salt$8$1$" + scryptDigest, "more than OpenSSL's 32 MiB"},
+		{"scrypt$65536$salt$1$1$" + scryptDigest, "scrypt N=65536 is not below 2^(16·r) = 2^16"},
+		{"scrypt$16384$salt$8$27$" + scryptDigest, "scrypt N·r·p=3538944 is above the maximum 3500000"},
+		{"scrypt$16384$$8$1$" + scryptDigest, "Django scrypt hash: salt is 0 bytes"},
+		{"wrapped_sha1$salt$" + b, ""},
+		{"wrapped_sha1$$" + b, "wrapped_sha1 hash: salt is 0 bytes, want 1 to 128"},
+		{"wrapped_md5$" + strings.Repeat("s", 129) + "$" + b, "wrapped_md5 hash: salt is 129 bytes"},
+		{"wrapped_unsalted_sha1$salt$" + b, "wrapped_unsalted_sha1 hash: malformed (an unsalted form has an empty salt"},
+		{"wrapped_unsalted_md5$" + b, "wrapped_unsalted_md5 hash: the wrapped hash is not bcrypt or argon2id"},
+		{"wrapped_sha1$salt", "wrapped_sha1 hash: malformed"},
+		{"wrapped_sha1$salt$" + djangoPBKDF2Small, "the wrapped hash is not bcrypt or argon2id"},
+		{"wrapped_sha1$salt$bcrypt$" + b, "the wrapped hash is not bcrypt or argon2id"},
+		{"wrapped_sha1$salt$wrapped_sha1$salt$" + b, "the wrapped hash is not bcrypt or argon2id"},
+		{"wrapped_sha1$salt$" + strings.Replace(b, "$04$", "$15$", 1), "wrapped_sha1 hash: bcrypt cost 15 is above the maximum 14"},
+		{"wrapped_md5$salt$$argon2id$v=19$m=4194304,t=1,p=1$jodQ4PJLS5yUwgTvpFuD6g$apKshP5CI+8Af0DU/+Skpw", "wrapped_md5 hash: argon2 memory m=4194304"},
+		{"wrapped_md5$salt$$argon2i$v=19" + argonOK, "the wrapped hash is not bcrypt or argon2id"},
+		{"wrapped_sha256$salt$" + b, "unknown wrapped form"},
 		{"$6$salt$x", "sha512-crypt"},
 	} {
 		_, err := ParseHash(tt.hash)
+		if tt.want == "" { // the control: accepted as it is
+			if err != nil {
+				t.Errorf("%q: %v; want accepted", tt.hash, err)
+			}
+			continue
+		}
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: error %v, want %q", tt.hash, err, tt.want)
 			continue
 		}
 		// An error names the scheme at most, never the salt or digest.
-		for _, secret := range []string{"jodQ4PJLS5yUwgTvpFuD6g", "apKshP5CI", "fO5nEjze", "QPpKMfPj3", "hunter2", "garbage"} {
+		for _, secret := range []string{"jodQ4PJLS5yUwgTvpFuD6g", "apKshP5CI", "fO5nEjze", "QPpKMfPj3", "hunter2", "garbage", "0123456789", "t2uO5z4", "upWEipt", "3sqqxx2T"} {
 			if strings.Contains(err.Error(), secret) {
 				t.Errorf("%q: error %q shows part of the hash", tt.hash, err)
 			}
@@ -438,6 +700,14 @@ func TestPasswordHashWork(t *testing.T) {
 		{argon(19 << 10), argon(64)},
 		{"pbkdf2_sha256$260000$salt$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=", djangoPBKDF2Small},
 		{djangoPBKDF2Small, "!"},
+		{djangoPBKDF2SHA1Default, djangoPBKDF2SHA1Small},
+		{djangoPBKDF2SHA1Default, strings.Replace(djangoPBKDF2SHA1Default, "pbkdf2_sha1$600000$", "pbkdf2_sha1$599999$", 1)},
+		{djangoScryptDefault, djangoScryptSmall},
+		{djangoScryptDefault, strings.Replace(djangoScryptDefault, "$8$1$", "$4$1$", 1)},
+		{strings.Replace(djangoScryptDefault, "$8$1$", "$8$2$", 1), djangoScryptDefault},
+		{"argon2" + strings.Replace(argon(19<<10), "$argon2id$", "$argon2i$", 1), djangoArgon2iSmall},
+		{"wrapped_sha1$s$" + cost("12"), "wrapped_sha1$s$" + cost("11")},
+		{djangoScryptSmall, "!"},
 	} {
 		if ws, wf := work(tt.slower), work(tt.faster); ws <= wf {
 			t.Errorf("work(%.40s…) = %v, not above work(%.40s…) = %v", tt.slower, ws, tt.faster, wf)
@@ -453,9 +723,29 @@ func TestPasswordHashWork(t *testing.T) {
 		{cost("10"), 0.05, 0.065},
 		{argon(19 << 10), 0.02, 0.035},
 		{"pbkdf2_sha256$260000$salt$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=", 0.02, 0.3},
+		// Timed here (hash.go): PBKDF2-SHA1 at 600,000 iterations 147 ms,
+		// scrypt at Django's default 36 ms.
+		{djangoPBKDF2SHA1Default, 0.12, 0.18},
+		{djangoScryptDefault, 0.03, 0.045},
+		{"argon2" + strings.Replace(argon(19<<10), "$argon2id$", "$argon2i$", 1), 0.02, 0.035},
+		// At the ceilings: about a second.
+		{"pbkdf2_sha1$4000000$salt$upWEiptc4R8bQ9fRZ9hBPape0is=", 0.9, 1.05},
+		{strings.Replace(djangoScryptDefault, "$8$1$", "$8$26$", 1), 0.9, 1.05},
 	} {
 		if w := work(tt.hash); w < tt.min || w > tt.max {
 			t.Errorf("work(%.40s…) = %v s, want %v to %v", tt.hash, w, tt.min, tt.max)
+		}
+	}
+	// A wrapped legacy form costs what the policy hash inside it does.
+	argonInner := DefaultHashPolicy()
+	for _, tt := range []struct{ wrapped, plain string }{
+		{wrapLegacy(t, djangoSHA1, argonInner), policyHash(t, argonInner, "x")},
+		{wrapLegacy(t, djangoUnsaltedMD5, argonInner), policyHash(t, argonInner, "x")},
+		{"wrapped_md5$s$" + cost("12"), cost("12")},
+		{"wrapped_unsalted_sha1$$" + cost("14"), cost("14")},
+	} {
+		if w, p := work(tt.wrapped), work(tt.plain); w != p {
+			t.Errorf("work(%.40s…) = %v; want the policy hash's %v", tt.wrapped, w, p)
 		}
 	}
 }
@@ -469,21 +759,33 @@ func TestDummyLike(t *testing.T) {
 		djangoArgon2Small,
 		djangoPBKDF2Small,
 		"pbkdf2_sha256$1000$" + strings.Repeat("s", 100) + "$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=",
+		djangoPBKDF2SHA1Small,
+		djangoArgon2iSmall,
+		djangoScryptSmall,
+		strings.Replace(djangoScryptDefault, "scrypt$16384$", "scrypt$1024$", 1),
+		wrapLegacy(t, djangoSHA1, phTestPolicy(SchemeArgon2id)),
+		wrapLegacy(t, djangoMD5, phTestPolicy(SchemeBcrypt)),
+		wrapLegacy(t, djangoUnsaltedSHA1, phTestPolicy(SchemeArgon2id)),
+		wrapLegacy(t, djangoUnsaltedMD5, phTestPolicy(SchemeBcrypt)),
 	} {
 		h := mustParseHash(t, s)
 		d, err := DummyLike(h)
 		if err != nil {
 			t.Fatalf("%.24s…: %v", s, err)
 		}
-		if d.Scheme() != h.Scheme() || d.Cost != h.Cost || d.MemoryKiB != h.MemoryKiB || d.Time != h.Time ||
-			d.Threads != h.Threads || d.Iterations != h.Iterations || len(d.salt) != len(h.salt) ||
+		if d.Scheme() != h.Scheme() || d.Shape() != h.Shape() || d.Cost != h.Cost || d.MemoryKiB != h.MemoryKiB || d.Time != h.Time ||
+			d.Threads != h.Threads || d.Iterations != h.Iterations || d.ScryptN != h.ScryptN || d.ScryptR != h.ScryptR ||
+			d.ScryptP != h.ScryptP || d.inner != h.inner || len(d.legacySalt) != len(h.legacySalt) || len(d.salt) != len(h.salt) ||
 			len(d.digest) != len(h.digest) || d.Work() != h.Work() {
 			t.Errorf("%.24s…: dummy %+v unlike %+v", s, d, h)
 		}
 		if slices.Equal(d.salt, h.salt) && (h.bcrypt == nil || string(d.bcrypt[7:29]) == string(h.bcrypt[7:29])) {
 			t.Errorf("%.24s…: dummy reuses the salt", s)
 		}
-		for _, pw := range []string{"", "salty", "grâce", "contraseña", "phc-password"} {
+		if len(h.legacySalt) > 0 && slices.Equal(d.legacySalt, h.legacySalt) {
+			t.Errorf("%.24s…: dummy reuses the legacy salt", s)
+		}
+		for _, pw := range []string{"", "salty", "grâce", "contraseña", "phc-password", "zoë", "c-with-classes-1979", "benevolent-dictator-1991"} {
 			if d.Verify([]byte(pw)) {
 				t.Errorf("%.24s…: dummy matches %q", s, pw)
 			}
@@ -512,10 +814,18 @@ func FuzzParsePasswordHash(f *testing.F) {
 		"argon2$argon2id$v=19$m=102400,t=2,p=8$enFMdmMzU1dQWnJlcGFGbUJtY1VBZA$7Oksy3QIlZjR2gKm9ICt7w",
 		"$argon2id$v=19$m=4294967295,t=1,p=255$jodQ4PJLS5yUwgTvpFuD6g$apKshP5CI+8Af0DU/+Skpw",
 		"sha1$a$b", "$2a$99$",
+		djangoPBKDF2SHA1Small, djangoPBKDF2SHA1Default, djangoArgon2iSmall, djangoScryptSmall, djangoScryptDefault,
+		"argon2$argon2i$v=19$m=512,t=2,p=2$MW1pc1MzV3p2VTFL$LLs+Zaz5py7po/vXvYCx9w",
+		djangoSHA1, djangoMD5, djangoUnsaltedSHA1, djangoUnsaltedMD5, "md5$$" + djangoUnsaltedMD5, "crypt$$t2uO5z4/JT07.",
+		"wrapped_sha1$sälz$" + bcryptSalty, "wrapped_unsalted_md5$$" + bcryptSalty,
+		"wrapped_md5$s$" + phcArgon2Small, "wrapped_unsalted_sha1$$" + phcArgon2Small,
+		"scrypt$16384$s$8$26$" + scryptDigest, "pbkdf2_sha1$4000000$salt$upWEiptc4R8bQ9fRZ9hBPape0is=",
 	} {
 		f.Add(s)
 	}
-	schemes := []string{SchemeBcrypt, SchemeArgon2id, SchemePBKDF2, SchemeDjangoArgon2, SchemeBcryptSHA256, SchemeDjangoBcrypt, SchemeUnusable}
+	schemes := []string{SchemeBcrypt, SchemeArgon2id, SchemePBKDF2, SchemePBKDF2SHA1, SchemeDjangoArgon2, SchemeDjangoArgon2i,
+		SchemeScrypt, SchemeBcryptSHA256, SchemeDjangoBcrypt, SchemeUnusable,
+		SchemeWrappedSHA1, SchemeWrappedMD5, SchemeWrappedUnsaltedSHA1, SchemeWrappedUnsaltedMD5}
 	f.Fuzz(func(t *testing.T, s string) {
 		h, err := ParseHash(s)
 		if err != nil {
@@ -537,7 +847,7 @@ func FuzzParsePasswordHash(f *testing.F) {
 		}
 		// About a second at most, whatever the scheme: bcrypt at
 		// MaxBcryptCost 0.92 s, argon2 at maxArgon2Work on one lane 1.05 s,
-		// PBKDF2 at its maximum 0.95 s.
+		// PBKDF2 at its maximum 0.95 s (SHA-1: 0.98 s), scrypt 0.98 s.
 		if w := h.Work(); !(w >= 0 && w <= 1.1) {
 			t.Fatalf("%q: work %v", s, w)
 		}
@@ -558,8 +868,17 @@ func phEncode(h *Hash) (string, bool) {
 		return formatArgon2id(h.MemoryKiB, h.Time, h.Threads, h.salt, h.digest), true
 	case SchemeDjangoArgon2:
 		return "argon2" + formatArgon2id(h.MemoryKiB, h.Time, h.Threads, h.salt, h.digest), true
-	case SchemePBKDF2:
-		return fmt.Sprintf("pbkdf2_sha256$%d$%s$%s", h.Iterations, h.salt, h.digest), true
+	case SchemeDjangoArgon2i:
+		return "argon2" + formatArgon2("argon2i", h.MemoryKiB, h.Time, h.Threads, h.salt, h.digest), true
+	case SchemePBKDF2, SchemePBKDF2SHA1:
+		return fmt.Sprintf("%s$%d$%s$%s", h.kind, h.Iterations, h.salt, h.digest), true
+	case SchemeScrypt:
+		return fmt.Sprintf("scrypt$%d$%s$%d$%d$%s", h.ScryptN, h.salt, h.ScryptR, h.ScryptP, h.digest), true
+	case SchemeWrappedSHA1, SchemeWrappedMD5, SchemeWrappedUnsaltedSHA1, SchemeWrappedUnsaltedMD5:
+		inner := *h
+		inner.kind, inner.inner, inner.legacySalt = h.inner, "", nil
+		e, ok := phEncode(&inner)
+		return h.kind + "$" + string(h.legacySalt) + "$" + e, ok
 	}
 	return "", false
 }
@@ -582,6 +901,10 @@ func BenchmarkVerify(b *testing.B) {
 		{"django_argon2/m=100MiB,t=2,p=8", "argon2$argon2id$v=19$m=102400,t=2,p=8$enFMdmMzU1dQWnJlcGFGbUJtY1VBZA$7Oksy3QIlZjR2gKm9ICt7w"},
 		{"bcrypt_sha256/cost=12", "bcrypt_sha256$$2b$12$z6Fi4K9MKWbTrIw1hjoztugLJsxIlVUKPw3wdsPqe5yXAOjYt6Gs2"},
 		{"django_bcrypt/cost=12", "bcrypt$$2b$12$L5sL1JMaWWP4lDNm9RmjourVTGCBYj2uJ3a/3Jy.UKWK6IC/N0q72"},
+		{"pbkdf2_sha1/i=600000", djangoPBKDF2SHA1Default},
+		{"django_argon2i/m=512KiB,t=2,p=2", "argon2$argon2i$v=19$m=512,t=2,p=2$MW1pc1MzV3p2VTFL$LLs+Zaz5py7po/vXvYCx9w"},
+		{"scrypt/N=16384,r=8,p=1", djangoScryptDefault},
+		{"wrapped_sha1/argon2id/m=19MiB,t=2,p=1", wrapLegacy(b, djangoSHA1, DefaultHashPolicy())},
 	} {
 		h := mustParseHash(b, bm.hash)
 		b.Run(bm.name, func(b *testing.B) {

@@ -26,16 +26,20 @@ const (
 )
 
 // appendHashJob appends to b the frame that asks a worker to check
-// password against h: a uvarint length, then h's scheme, parameters, salt
-// and digest, then the password. The frame holds the password: callers
-// clear it once written.
+// password against h: a uvarint length, then h's scheme, parameters, the
+// scheme inside a wrapped form and its legacy salt, salt and digest, then
+// the password. The frame holds the password: callers clear it once
+// written.
 func appendHashJob(b []byte, h *Hash, password []byte) []byte {
 	var body []byte
 	body = appendField(body, []byte(h.kind))
 	body = appendField(body, h.bcrypt)
-	for _, n := range []uint64{uint64(h.Cost), uint64(h.MemoryKiB), uint64(h.Time), uint64(h.Threads), uint64(h.Iterations)} {
+	for _, n := range []uint64{uint64(h.Cost), uint64(h.MemoryKiB), uint64(h.Time), uint64(h.Threads), uint64(h.Iterations),
+		uint64(h.ScryptN), uint64(h.ScryptR), uint64(h.ScryptP)} {
 		body = binary.AppendUvarint(body, n)
 	}
+	body = appendField(body, []byte(h.inner))
+	body = appendField(body, h.legacySalt)
 	body = appendField(body, h.salt)
 	body = appendField(body, h.digest)
 	body = appendField(body, password)
@@ -61,16 +65,21 @@ func decodeHashJob(body []byte) (*Hash, []byte, error) {
 	h := &Hash{kind: string(d.field())}
 	h.bcrypt = d.field()
 	cost, m, t, p, iterations := d.number(), d.number(), d.number(), d.number(), d.number()
+	scryptN, scryptR, scryptP := d.number(), d.number(), d.number()
+	h.inner = string(d.field())
+	h.legacySalt = d.field()
 	h.salt = d.field()
 	h.digest = d.field()
 	password := d.field()
 	if d.err != nil || len(d.rest) != 0 {
 		return nil, nil, errBadJob
 	}
-	if cost > MaxBcryptCost || m > maxArgon2MemoryKiB || t > maxArgon2Time || p > maxArgon2Threads || iterations > maxPBKDF2Iterations {
+	if cost > MaxBcryptCost || m > maxArgon2MemoryKiB || t > maxArgon2Time || p > maxArgon2Threads || iterations > maxPBKDF2Iterations ||
+		scryptN > maxScryptWork || scryptR > maxScryptWork || scryptP > maxScryptWork {
 		return nil, nil, errBadJob
 	}
 	h.Cost, h.MemoryKiB, h.Time, h.Threads, h.Iterations = int(cost), uint32(m), uint32(t), uint8(p), int(iterations)
+	h.ScryptN, h.ScryptR, h.ScryptP = int(scryptN), int(scryptR), int(scryptP)
 	if err := h.checkBounds(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", errBadJob, err)
 	}
@@ -80,19 +89,36 @@ func decodeHashJob(body []byte) (*Hash, []byte, error) {
 // checkBounds returns why h's parameters are outside what ParseHash
 // accepts for its scheme, or nil.
 func (h *Hash) checkBounds() error {
-	switch h.kind {
+	if salted, wrapped := wrappedSalted(h.kind); wrapped {
+		if h.inner != SchemeBcrypt && h.inner != SchemeArgon2id {
+			return errors.New("wrapped scheme is not bcrypt or argon2id")
+		}
+		if salted != (len(h.legacySalt) > 0) || len(h.legacySalt) > maxDjangoSaltLen {
+			return errors.New("legacy salt out of range")
+		}
+	} else if h.inner != "" || len(h.legacySalt) != 0 {
+		return errors.New("a wrapped scheme's fields on another scheme")
+	}
+	switch h.costKind() {
 	case SchemeBcrypt, SchemeDjangoBcrypt, SchemeBcryptSHA256:
 		return checkBcryptCost(h.Cost)
-	case SchemeArgon2id, SchemeDjangoArgon2:
+	case SchemeArgon2id, SchemeDjangoArgon2, SchemeDjangoArgon2i:
 		if err := checkArgon2Params(h.MemoryKiB, h.Time, uint32(h.Threads)); err != nil {
 			return err
 		}
 		if len(h.salt) < minArgon2SaltLen || len(h.salt) > maxArgon2SaltLen || len(h.digest) < minArgon2KeyLen || len(h.digest) > maxArgon2KeyLen {
 			return errors.New("argon2 salt or digest length out of range")
 		}
-	case SchemePBKDF2:
-		if h.Iterations < minPBKDF2Iterations || len(h.salt) > maxPBKDF2SaltLen {
+	case SchemePBKDF2, SchemePBKDF2SHA1:
+		if maxIterations, _ := pbkdf2Bounds(h.kind); h.Iterations < minPBKDF2Iterations || h.Iterations > maxIterations || len(h.salt) > maxPBKDF2SaltLen {
 			return errors.New("pbkdf2 iterations or salt out of range")
+		}
+	case SchemeScrypt:
+		if err := checkScryptParams(uint64(h.ScryptN), uint64(h.ScryptR), uint64(h.ScryptP)); err != nil {
+			return err
+		}
+		if len(h.salt) > maxDjangoSaltLen {
+			return errors.New("scrypt salt out of range")
 		}
 	case SchemeUnusable:
 	default:

@@ -2,9 +2,16 @@ package password
 
 import (
 	"bytes"
+	"crypto/md5"
+	"crypto/pbkdf2"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,7 +22,9 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/crypto/scrypt"
 )
 
 // testHash is bcrypt("pw") at cost 4.
@@ -52,13 +61,21 @@ func testBinary(t *testing.T) string {
 func hashesOfEveryScheme(t *testing.T) map[string]*Hash {
 	t.Helper()
 	texts := map[string]string{
-		SchemeBcrypt:       testHash,
+		SchemeBcrypt:       mustBcrypt(t, "right"),
 		SchemeArgon2id:     policyHash(t, HashPolicy{Scheme: SchemeArgon2id, ArgonMemoryKiB: 64, ArgonTime: 1, ArgonThreads: 2}, "right"),
-		SchemePBKDF2:       djangoPBKDF2Small,
+		SchemePBKDF2:       "pbkdf2_sha256$1000$salt$" + base64.StdEncoding.EncodeToString(mustPBKDF2(t, sha256.New, "right", "salt", 1000)),
 		SchemeDjangoArgon2: "argon2" + policyHash(t, HashPolicy{Scheme: SchemeArgon2id, ArgonMemoryKiB: 64, ArgonTime: 1, ArgonThreads: 1}, "right"),
 		SchemeBcryptSHA256: "bcrypt_sha256$" + mustBcrypt(t, string(djangoSHA256Hex([]byte("right")))),
 		SchemeDjangoBcrypt: "bcrypt$" + mustBcrypt(t, "right"),
 		SchemeUnusable:     "!unusable",
+		SchemePBKDF2SHA1:   "pbkdf2_sha1$1000$salt$" + base64.StdEncoding.EncodeToString(mustPBKDF2(t, sha1.New, "right", "salt", 1000)),
+		SchemeDjangoArgon2i: "argon2" + formatArgon2("argon2i", 64, 1, 2, []byte("saltsalt"),
+			argon2.Key([]byte("right"), []byte("saltsalt"), 1, 64, 2, 16)),
+		SchemeScrypt:              "scrypt$16$salt$1$3$" + base64.StdEncoding.EncodeToString(mustScrypt(t, "right", "salt", 16, 1, 3)),
+		SchemeWrappedSHA1:         wrapLegacy(t, "sha1$salt$"+hex.EncodeToString(sha1Sum("salt"+"right")), phTestPolicy(SchemeArgon2id)),
+		SchemeWrappedMD5:          wrapLegacy(t, "md5$salt$"+hex.EncodeToString(md5Sum("salt"+"right")), phTestPolicy(SchemeBcrypt)),
+		SchemeWrappedUnsaltedSHA1: wrapLegacy(t, "sha1$$"+hex.EncodeToString(sha1Sum("right")), phTestPolicy(SchemeBcrypt)),
+		SchemeWrappedUnsaltedMD5:  wrapLegacy(t, hex.EncodeToString(md5Sum("right")), phTestPolicy(SchemeArgon2id)),
 	}
 	hashes := map[string]*Hash{}
 	for scheme, text := range texts {
@@ -73,6 +90,27 @@ func hashesOfEveryScheme(t *testing.T) map[string]*Hash {
 	}
 	return hashes
 }
+
+func mustPBKDF2(t *testing.T, h func() hash.Hash, password, salt string, iterations int) []byte {
+	t.Helper()
+	sum, err := pbkdf2.Key(h, password, []byte(salt), iterations, h().Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func mustScrypt(t *testing.T, password, salt string, n, r, p int) []byte {
+	t.Helper()
+	sum, err := scrypt.Key([]byte(password), []byte(salt), n, r, p, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func sha1Sum(s string) []byte { sum := sha1.Sum([]byte(s)); return sum[:] }
+func md5Sum(s string) []byte  { sum := md5.Sum([]byte(s)); return sum[:] }
 
 func policyHash(t *testing.T, p HashPolicy, password string) string {
 	t.Helper()
@@ -113,6 +151,26 @@ func TestHashJobFrames(t *testing.T) {
 				t.Errorf("%s: decoded hash verify(%q) = %v; want %v", scheme, password, !want, want)
 			}
 		}
+	}
+}
+
+// TestHasherPoolEveryScheme: a worker process answers as the hash itself
+// does, for every scheme: the frame carries all that a check needs.
+func TestHasherPoolEveryScheme(t *testing.T) {
+	p := NewPool(1, testBinary(t), discardLog)
+	defer p.Close()
+	for scheme, h := range hashesOfEveryScheme(t) {
+		for _, password := range []string{"right", "wrong", ""} {
+			if got, want := p.Verify(h, []byte(password)), h.Verify([]byte(password)); got != want {
+				t.Errorf("%s: a worker's verify(%q) = %v; want %v", scheme, password, got, want)
+			}
+		}
+		if scheme != SchemeUnusable && !p.Verify(h, []byte("right")) {
+			t.Errorf("%s: a worker does not match the right password", scheme)
+		}
+	}
+	if pids := hashProcs(p); len(pids) != 1 {
+		t.Errorf("worker processes = %v; want the one, never replaced", pids)
 	}
 }
 
@@ -189,6 +247,13 @@ func TestRunHashWorker(t *testing.T) {
 func FuzzDecodeHashJob(f *testing.F) {
 	h, _ := ParseHash(testHash)
 	f.Add(bodyOf(appendHashJob(nil, h, []byte("pw"))))
+	for _, s := range []string{
+		djangoPBKDF2SHA1Small, djangoArgon2iSmall, djangoScryptSmall,
+		"wrapped_sha1$sälz$" + bcryptSalty, "wrapped_unsalted_md5$$" + phcArgon2Small,
+	} {
+		h, _ := ParseHash(s)
+		f.Add(bodyOf(appendHashJob(nil, h, []byte("pw"))))
+	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, password, err := decodeHashJob(body)

@@ -90,7 +90,7 @@ func TestReadUsersFileErrors(t *testing.T) {
 	if err := os.WriteFile(path, []byte(usersJSON(okAlice, entry("bob", hashField("hunter2")))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	want := path + `: users[1] ("bob"): password_hash: not a supported password hash (bcrypt, argon2id, or Django's pbkdf2_sha256, argon2, bcrypt_sha256, bcrypt)`
+	want := path + `: users[1] ("bob"): password_hash: not a supported password hash (bcrypt, argon2id, Django's pbkdf2_sha256, pbkdf2_sha1, argon2, bcrypt_sha256, bcrypt, scrypt, or a wrapped legacy Django form)`
 	if _, err := ReadFile(path); err == nil || err.Error() != want {
 		t.Errorf("ReadFile(%q) = %v; want %q", path, err, want)
 	}
