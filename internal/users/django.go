@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"authsvc/internal/password"
@@ -47,7 +49,18 @@ func (s DjangoSkip) String() string { return s.at + ": " + s.reason }
 // a user record that cannot be mapped is skipped with its reason. now is
 // every imported user's cut-off: no token of an earlier user of the same
 // name lives on.
+//
+// Django's legacy fast hashes (sha1, md5, unsalted_sha1, unsalted_md5) are
+// never kept as they are: each is wrapped in the default hash policy's hash
+// of its digest (password.DjangoLegacy), what `user import` has, since it
+// takes no hash flags.
 func ParseDjangoDump(data []byte, now time.Time) ([]User, []DjangoSkip, error) {
+	return ParseDjangoDumpPolicy(data, now, password.DefaultHashPolicy())
+}
+
+// ParseDjangoDumpPolicy is ParseDjangoDump wrapping the legacy fast hashes
+// under policy. The wrapping costs one policy hash each, run on every core.
+func ParseDjangoDumpPolicy(data []byte, now time.Time, policy password.HashPolicy) ([]User, []DjangoSkip, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] != '[' {
 		return nil, nil, errors.New("not a dumpdata JSON array (run dumpdata with --format json, the default)")
@@ -70,6 +83,7 @@ func ParseDjangoDump(data []byte, now time.Time) ([]User, []DjangoSkip, error) {
 	}
 	var users []User
 	var skipped []DjangoSkip
+	var legacy []legacyHash
 	seen := make(map[string]string)
 	for i, r := range records {
 		if r.Model != "auth.user" {
@@ -91,7 +105,15 @@ func ParseDjangoDump(data []byte, now time.Time) ([]User, []DjangoSkip, error) {
 			skipped = append(skipped, DjangoSkip{at, "username: a second record for it, after " + first})
 			continue
 		}
-		hash, err := password.ParseHash(f.Password)
+		// A legacy fast form is wrapped below, once the record is known to
+		// be imported; anything else is kept as it is.
+		old, isLegacy, err := password.ParseDjangoLegacy(f.Password)
+		usable := true
+		if err == nil && !isLegacy {
+			var hash *password.Hash
+			hash, err = password.ParseHash(f.Password)
+			usable = err == nil && hash.Usable()
+		}
 		if err != nil {
 			skipped = append(skipped, DjangoSkip{at, "password: " + err.Error()})
 			continue
@@ -114,11 +136,58 @@ func ParseDjangoDump(data []byte, now time.Time) ([]User, []DjangoSkip, error) {
 			Email:        f.Email,
 			Groups:       groups,
 			Admin:        f.IsStaff || f.IsSuperuser,
-			Disabled:     !active || !hash.Usable(),
+			Disabled:     !active || !usable,
 			TokensAfter:  now,
 		})
+		if isLegacy {
+			legacy = append(legacy, legacyHash{user: len(users) - 1, hash: old})
+		}
+	}
+	if err := wrapLegacy(users, legacy, policy); err != nil {
+		return nil, nil, err
 	}
 	return users, skipped, nil
+}
+
+// A legacyHash is a user's legacy fast hash, still to be wrapped.
+type legacyHash struct {
+	user int // index in the users
+	hash *password.DjangoLegacy
+}
+
+// wrapLegacy sets each legacy user's hash to its wrapping under policy, on
+// as many goroutines as there are cores: a policy hash is tens of
+// milliseconds, and an old project may hold many legacy hashes.
+func wrapLegacy(users []User, legacy []legacyHash, policy password.HashPolicy) error {
+	jobs := make(chan legacyHash)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(legacy)) {
+		wg.Go(func() {
+			for j := range jobs {
+				wrapped, err := j.hash.Wrap(policy)
+				if err != nil {
+					select {
+					case errs <- fmt.Errorf("wrapping a legacy Django hash: %w", err):
+					default:
+					}
+					continue
+				}
+				users[j.user].PasswordHash = wrapped
+			}
+		})
+	}
+	for _, j := range legacy {
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
 }
 
 // djangoGroups returns the group names of a user record's groups: natural

@@ -1,0 +1,165 @@
+package users
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"authsvc/internal/password"
+)
+
+// django42Dump is the real Django 4.2 dump, one user per hash form
+// (testdata/django42, a verbatim copy of the shared fixture, whose README
+// lists the passwords).
+const django42Dump = "../../testdata/django42/dumpdata.json"
+
+// django42Passwords are the passwords of the fixture's users whose hash
+// forms Django 4 brought or that are wrapped at import.
+var django42Passwords = map[string]string{
+	"charles": "difference-engine-1822", // pbkdf2_sha1
+	"niklaus": "pascal-language-1970",   // argon2$argon2i$
+	"zoë":     "mémoire-dure-scrypt-16", // scrypt
+	"tim":     "world-wide-web-1989",    // sha1
+	"vint":    "tcp-ip-handshake-1974",  // md5
+	"bjarne":  "c-with-classes-1979",    // unsalted_sha1
+	"guido":   "benevolent-dictator-1991",
+}
+
+// djangoHashes returns each auth.user's password field in a dump.
+func djangoHashes(t *testing.T, data []byte) map[string]string {
+	t.Helper()
+	var dump []struct {
+		Model  string
+		Fields struct{ Username, Password string }
+	}
+	if err := json.Unmarshal(data, &dump); err != nil {
+		t.Fatal(err)
+	}
+	hashes := map[string]string{}
+	for _, r := range dump {
+		if r.Model == "auth.user" {
+			hashes[r.Fields.Username] = r.Fields.Password
+		}
+	}
+	return hashes
+}
+
+// TestParseDjangoDumpWrapsLegacy: the fixture's legacy fast hashes come out
+// wrapped in the policy's hash, never as they are, and match the Django
+// password; the forms Django 4 brought are kept as they are; crypt is
+// skipped with its reason.
+func TestParseDjangoDumpWrapsLegacy(t *testing.T) {
+	data, err := os.ReadFile(django42Dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumped := djangoHashes(t, data)
+	for _, policy := range []password.HashPolicy{
+		{Scheme: password.SchemeArgon2id, ArgonMemoryKiB: 64, ArgonTime: 1, ArgonThreads: 1},
+		{Scheme: password.SchemeBcrypt, BcryptCost: 4},
+	} {
+		t.Run(policy.Scheme, func(t *testing.T) {
+			list, skipped, err := ParseDjangoDumpPolicy(data, time.Now(), policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Validate(list); err != nil {
+				t.Errorf("the imported users do not load: %v", err)
+			}
+			if len(skipped) != 1 || !strings.Contains(skipped[0].String(), `"bill"): password: unsupported password hash scheme: Django crypt`) ||
+				!strings.Contains(skipped[0].String(), "first 8 characters") {
+				t.Errorf("skipped %v; want bill's crypt hash alone, with its reason", skipped)
+			}
+			got := map[string]User{}
+			for _, u := range list {
+				got[u.Username] = u
+			}
+			if len(got) != 18 {
+				t.Errorf("%d users imported; want the 18 but bill", len(got))
+			}
+			want := map[string]string{
+				"charles": password.SchemePBKDF2SHA1, "niklaus": password.SchemeDjangoArgon2i, "zoë": password.SchemeScrypt,
+				"tim": password.SchemeWrappedSHA1, "vint": password.SchemeWrappedMD5,
+				"bjarne": password.SchemeWrappedUnsaltedSHA1, "guido": password.SchemeWrappedUnsaltedMD5,
+			}
+			for name, scheme := range want {
+				u := got[name]
+				h, err := password.ParseHash(u.PasswordHash)
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+					continue
+				}
+				if h.Scheme() != scheme || u.Disabled {
+					t.Errorf("%s: scheme %s, disabled %v; want %s, enabled", name, h.Scheme(), u.Disabled, scheme)
+				}
+				legacy := strings.HasPrefix(scheme, "wrapped_")
+				if legacy != (u.PasswordHash != dumped[name]) {
+					t.Errorf("%s: stored %.30q…, dumped %.30q…; want only the legacy forms changed", name, u.PasswordHash, dumped[name])
+				}
+				if legacy {
+					digest := dumped[name][strings.LastIndexByte(dumped[name], '$')+1:]
+					if strings.Contains(u.PasswordHash, digest) || !strings.Contains(u.PasswordHash, "$"+policyPrefix(policy)) {
+						t.Errorf("%s: stored %q; want the policy's hash of the legacy digest, not the digest", name, u.PasswordHash)
+					}
+				}
+				if pw := django42Passwords[name]; !h.Verify([]byte(pw)) || h.Verify([]byte(pw+"x")) {
+					t.Errorf("%s (%s): the Django password does not match, or a wrong one does", name, h.Scheme())
+				}
+			}
+		})
+	}
+}
+
+// policyPrefix is how a hash under policy begins, after its first '$'.
+func policyPrefix(p password.HashPolicy) string {
+	if p.Scheme == password.SchemeBcrypt {
+		return fmt.Sprintf("2a$%02d$", p.BcryptCost)
+	}
+	return "argon2id$v=19$"
+}
+
+// TestParseDjangoDumpLegacyShapes: every spelling of a legacy form Django
+// matches is wrapped, under the default policy when none is given; one
+// Django never matches is skipped, naming the form and never the hash; a
+// policy that cannot hash is an error, not a user left with a fast hash.
+func TestParseDjangoDumpLegacyShapes(t *testing.T) {
+	dump := `[` +
+		`{"model": "auth.user", "pk": 1, "fields": {"username": "a", "password": "sha1$s$751d50955005577ed2556efd833300010e241159"}},` +
+		`{"model": "auth.user", "pk": 2, "fields": {"username": "b", "password": "md5$$5f4dcc3b5aa765d61d8327deb882cf99"}},` +
+		`{"model": "auth.user", "pk": 3, "fields": {"username": "c", "password": "5f4dcc3b5aa765d61d8327deb882cf99"}},` +
+		`{"model": "auth.user", "pk": 4, "fields": {"username": "d", "password": "sha1$$5baa61e4c9b93f3f0682250b6cf8331b7ee68fd8"}},` +
+		`{"model": "auth.user", "pk": 5, "fields": {"username": "e", "password": "5F4DCC3B5AA765D61D8327DEB882CF99"}},` +
+		`{"model": "auth.user", "pk": 6, "fields": {"username": "f", "password": "md5$salt$5f4dcc3b5aa765d61d8327deb882cf9"}},` +
+		`{"model": "auth.user", "pk": 7, "fields": {"username": "g", "password": "sha1$s$751d50955005577ed2556efd833300010e241159", "is_active": false}}` +
+		`]`
+	list, skipped, err := ParseDjangoDump([]byte(dump), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 5 || len(skipped) != 2 {
+		t.Fatalf("imported %d, skipped %v; want 5 imported, e and f skipped", len(list), skipped)
+	}
+	for _, s := range skipped {
+		if !strings.Contains(s.String(), "hex digits, which Django never matches") || strings.Contains(strings.ToLower(s.String()), "5f4dcc3b") {
+			t.Errorf("skipped %q; want the reason, without the hash", s)
+		}
+	}
+	for _, u := range list {
+		h, err := password.ParseHash(u.PasswordHash)
+		if err != nil {
+			t.Fatalf("%s: %v", u.Username, err)
+		}
+		if !strings.Contains(u.PasswordHash, "$$argon2id$v=19$m=19456,t=2,p=1$") || !h.Verify([]byte("password")) || h.Verify([]byte("Password")) {
+			t.Errorf("%s: %q; want the default policy's argon2id of the digest, matching %q", u.Username, u.PasswordHash, "password")
+		}
+		if u.Disabled != (u.Username == "g") {
+			t.Errorf("%s: disabled %v", u.Username, u.Disabled)
+		}
+	}
+	if _, _, err := ParseDjangoDumpPolicy([]byte(dump), time.Now(), password.HashPolicy{Scheme: "sha1"}); err == nil {
+		t.Error("a policy that cannot hash imported the legacy hashes")
+	}
+}
