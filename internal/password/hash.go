@@ -32,7 +32,7 @@ const (
 	SchemePBKDF2        = "pbkdf2_sha256"  // Django's PBKDF2PasswordHasher
 	SchemePBKDF2SHA1    = "pbkdf2_sha1"    // Django's PBKDF2SHA1PasswordHasher
 	SchemeDjangoArgon2  = "django_argon2"  // Django's Argon2PasswordHasher: argon2$ + PHC argon2id
-	SchemeDjangoArgon2i = "django_argon2i" // the same before Django 2.1: argon2$ + PHC argon2i
+	SchemeDjangoArgon2i = "django_argon2i" // its older variant: argon2$ + PHC argon2i
 	SchemeScrypt        = "scrypt"         // Django 4's ScryptPasswordHasher
 	SchemeBcryptSHA256  = "bcrypt_sha256"  // Django's BCryptSHA256PasswordHasher
 	SchemeDjangoBcrypt  = "django_bcrypt"  // Django's BCryptPasswordHasher: bcrypt$ + bcrypt
@@ -182,7 +182,7 @@ func ParseHash(s string) (*Hash, error) {
 		return parsePBKDF2(SchemePBKDF2SHA1, s)
 	case strings.HasPrefix(s, "argon2$"):
 		// Django hands "$" + the rest to argon2-cffi, which takes the
-		// variant from it: argon2id since Django 2.1, argon2i before.
+		// variant from it: argon2id now, argon2i in older Djangos.
 		rest := strings.TrimPrefix(s, "argon2")
 		switch {
 		case strings.HasPrefix(rest, "$argon2id$"):

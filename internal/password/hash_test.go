@@ -49,7 +49,7 @@ const (
 const (
 	// PBKDF2SHA1PasswordHasher.encode("contraseña", "sälz", 1000).
 	djangoPBKDF2SHA1Small = "pbkdf2_sha1$1000$sälz$26K/zg79EIJ5aK6rCGanfdsOX4o="
-	// argon2i as Django 1.10–2.0 made it (argon2-cffi, type I, m=64, t=1,
+	// argon2i as Django's older hasher made it (argon2-cffi, type I, m=64, t=1,
 	// p=1) of "grâce"; Django 4.2 matches it.
 	djangoArgon2iSmall = "argon2$argon2i$v=19$m=64,t=1,p=1$NEZZZnR4eERwV3dranA0UQ$hsiqQoADkpQbgqtlCTxmQQ"
 	// ScryptPasswordHasher.encode("zoë", "sälz", n=16, r=1, p=3).

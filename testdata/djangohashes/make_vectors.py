@@ -11,7 +11,7 @@ read vectors.json and never need Python.
 Every vector is made by Django's own hasher (its `encode` with small
 parameters, so the Go tests stay fast) and checked with Django's own
 `check_password`: each "match" password matches, each "miss" does not.
-The argon2i vectors are made as Django 1.10-2.0's Argon2PasswordHasher made
+The argon2i vectors are made as Django's older Argon2PasswordHasher made
 them (argon2-cffi's `low_level.hash_secret`, type I, prefixed `argon2`):
 Django 4.2 only verifies that variant.
 
