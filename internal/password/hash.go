@@ -42,7 +42,7 @@ const (
 	// wraps each in a policy hash (bcrypt or argon2id) of its hex digest, as
 	// Django's PBKDF2WrappedSHA1PasswordHasher does ("Password upgrading
 	// without requiring a login"), written <scheme>$<salt>$<policy hash>,
-	// the salt empty for the unsalted forms (WrapDjangoLegacy). A check
+	// the salt empty for the unsalted forms (DjangoLegacy.Wrap). A check
 	// computes Django's digest of the password and checks it against the
 	// policy hash.
 	SchemeWrappedSHA1         = "wrapped_sha1"          // SHA1PasswordHasher: hex SHA-1 of salt+password
