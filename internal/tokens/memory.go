@@ -20,10 +20,17 @@ const memShards = 64
 type MemoryStore struct {
 	shards [memShards]memShard
 
-	mu      sync.Mutex             // guards byUser and the writes to strings; taken before any shard lock, never after
+	mu      sync.Mutex             // guards byUser, stamps and the writes to strings; taken before any shard lock, never after
 	byUser  map[strHandle][]Digest // each user's digests, oldest first
 	strings strTable               // usernames, user agents and odd client addresses, shared by equal ones
+	stamps  map[string]memStamp    // each superseded user's current password stamp (Supersede)
+}
 
+// memStamp is a user's current password stamp, kept until until (Unix
+// nanoseconds; 0 for ever).
+type memStamp struct {
+	stamp uint64
+	until int64
 }
 
 type memShard struct {
@@ -64,7 +71,7 @@ const (
 var _ Store = (*MemoryStore)(nil)
 
 func NewMemoryStore() *MemoryStore {
-	s := &MemoryStore{byUser: make(map[strHandle][]Digest)}
+	s := &MemoryStore{byUser: make(map[strHandle][]Digest), stamps: make(map[string]memStamp)}
 	s.strings.init()
 	for i := range s.shards {
 		s.shards[i].index = make(map[Digest]uint32)
@@ -134,6 +141,9 @@ func (s *MemoryStore) Issue(_ context.Context, d Digest, sess Session, limit int
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if cur, ok := s.stamps[sess.Username]; ok && (cur.until == 0 || cur.until > now.UnixNano()) && cur.stamp != sess.Stamp {
+		return 0, ErrSuperseded
+	}
 	rec.user = s.strings.add(sess.Username)
 	rec.agent = s.strings.add(sess.UserAgent)
 	rec.client = s.newClient(sess.Client)
@@ -281,6 +291,47 @@ func (s *MemoryStore) RevokeUserBefore(_ context.Context, username string, befor
 	return len(old), nil
 }
 
+// Supersede keeps sup's stamp and removes the sessions it supersedes,
+// under s.mu: an Issue of the user runs wholly before it or after it.
+func (s *MemoryStore) Supersede(_ context.Context, sup Supersession) (int, error) {
+	cutoff := sup.Before.UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	user := s.strings.find(sup.Username)
+	digests := s.byUser[user]
+	kept, removed := digests[:0], 0
+	for _, d := range digests {
+		dead := false
+		s.record(d, func(rec *memRecord) {
+			dead = rec.issuedAt < cutoff || (sup.Stamp != 0 && rec.stamp <= sup.MaxStamp && rec.stamp != sup.Stamp)
+		})
+		if !dead {
+			kept = append(kept, d)
+		} else if rec, ok := s.removeRecord(d); ok {
+			s.release(&rec)
+			removed++
+		}
+	}
+	switch {
+	case len(kept) == len(digests): // nothing removed, or no sessions at all
+	case len(kept) == 0:
+		delete(s.byUser, user)
+	default:
+		clear(digests[len(kept):])
+		s.byUser[user] = kept
+	}
+	if sup.Stamp == 0 {
+		delete(s.stamps, sup.Username)
+	} else {
+		cur := memStamp{stamp: sup.Stamp}
+		if !sup.Until.IsZero() {
+			cur.until = sup.Until.UnixNano()
+		}
+		s.stamps[sup.Username] = cur
+	}
+	return removed, nil
+}
+
 func (s *MemoryStore) Ping(context.Context) error { return nil }
 
 func (s *MemoryStore) Close() error { return nil }
@@ -298,6 +349,7 @@ func (s *MemoryStore) Len() (n int, ok bool) {
 
 // Sweep deletes the sessions expired at now, one shard at a time, and
 // reports how many it deleted. Logins and look-ups proceed between shards.
+// It also forgets the password stamps kept past their Until.
 func (s *MemoryStore) Sweep(now time.Time) int {
 	cutoff := now.UnixNano()
 	total := 0
@@ -323,6 +375,13 @@ func (s *MemoryStore) Sweep(now time.Time) int {
 		}
 		s.mu.Unlock()
 	}
+	s.mu.Lock()
+	for name, cur := range s.stamps {
+		if cur.until != 0 && cur.until <= cutoff {
+			delete(s.stamps, name)
+		}
+	}
+	s.mu.Unlock()
 	return total
 }
 

@@ -18,6 +18,11 @@ var (
 	// configuration (its credentials, its database): waiting will not
 	// help. Only Ping tells it apart; serve stops on it at start.
 	ErrRefused = errors.New("token store refuses its configuration")
+	// ErrSuperseded: Issue of a session whose Stamp is not its user's
+	// current password stamp as the store was last told (Supersede): the
+	// password the login checked has been changed since. The caller answers
+	// 401 invalid_credentials.
+	ErrSuperseded = errors.New("session issued on a superseded password")
 )
 
 // A Session is what a token stands for. The token itself is never stored:
@@ -29,7 +34,8 @@ type Session struct {
 	// password change moves and a rehash keeps. Sessions stored by earlier
 	// versions hold a digest of the hash instead, a number above
 	// users.MaxSessionGeneration, and only the cut-off judges them. The
-	// store keeps it as given.
+	// store keeps it as given, and removes or refuses a session whose
+	// password has been superseded (Supersede).
 	Stamp uint64
 	// ExpiresAt is when the session stops being valid; zero means never.
 	ExpiresAt time.Time
@@ -44,6 +50,25 @@ type Session struct {
 	// Client is the login's client address as the throttle saw it, and
 	// UserAgent its User-Agent, cut to MaxUserAgent bytes.
 	Client, UserAgent string
+}
+
+// A Supersession tells a store that a user's password, or the user, has
+// changed: what Supersede is given.
+type Supersession struct {
+	Username string
+	// Stamp is the stamp of a session issued on the user's password now
+	// (users.SessionGeneration); 0 when the user has no password any more
+	// (deleted), and then the store forgets the stamp it kept.
+	Stamp uint64
+	// MaxStamp bounds the password stamps (users.MaxSessionGeneration): a
+	// session whose Stamp is above it was stored by an earlier version and
+	// is judged by Before alone.
+	MaxStamp uint64
+	// Before: every session of the user issued before it is dead.
+	Before time.Time
+	// Until is how long the store keeps Stamp: no shorter than the longest
+	// a session can live (now plus the token TTL); zero for ever.
+	Until time.Time
 }
 
 // A ListedSession is a session with the digest it is stored under, as List
@@ -78,6 +103,20 @@ type ListedSession struct {
 //   - RevokeUserBefore removes the sessions of username issued before
 //     before (to the store's precision, erring towards removal) and
 //     reports how many.
+//   - Supersede keeps sup.Stamp as sup.Username's current password stamp
+//     until sup.Until (for ever if zero; a Stamp of 0 forgets the one
+//     kept), and removes the user's sessions issued before sup.Before (as
+//     RevokeUserBefore) and, unless Stamp is 0, those whose Stamp is at
+//     most sup.MaxStamp and is not sup.Stamp; it reports how many it
+//     removed. The last Supersede of a user wins: stamps wrap, so the store
+//     compares them for equality only, never for order.
+//   - Issue refuses with ErrSuperseded, storing nothing, a session whose
+//     Stamp is not its user's current stamp while the store keeps one; a
+//     user never superseded, or whose stamp was forgotten or outlived its
+//     Until, takes any stamp. Issue and Supersede are atomic with respect
+//     to each other: a session issued on a superseded password is either
+//     removed by the Supersede or refused, on every instance sharing the
+//     store.
 //   - Lookup returns a session's IssuedAt: the now Issue was called with,
 //     rounded down at most to the millisecond (and, for logins of one user
 //     in one millisecond, at most a millisecond per login later).
@@ -105,6 +144,7 @@ type Store interface {
 	RevokeID(ctx context.Context, username string, id SessionID) (bool, error)
 	RevokeUser(ctx context.Context, username string) (int, error)
 	RevokeUserBefore(ctx context.Context, username string, before time.Time) (int, error)
+	Supersede(ctx context.Context, sup Supersession) (int, error)
 	Sweep(now time.Time) int
 	Len() (n int, ok bool)
 	Ping(ctx context.Context) error

@@ -23,6 +23,9 @@ import (
 //	{prefix}u:{username}    sorted set of digest hex, scored by issue time in
 //	                        Unix ms, strictly increasing per user; expires
 //	                        with the user's last session
+//	{prefix}g:{username}    the user's current password stamp, as the last
+//	                        Supersede gave it (decimal); PEXPIREAT its
+//	                        Until (none, no expiry)
 //
 // Scripts compute token keys from the index, so the store needs a
 // standalone Redis (or one where all keys share a slot), not a Cluster.
@@ -278,6 +281,10 @@ func (s *Store) userKey(username string) string {
 	return s.prefix + "u:" + username
 }
 
+func (s *Store) stampKey(username string) string {
+	return s.prefix + "g:" + username
+}
+
 // unavailable wraps err from Redis so that errors.Is(err, ErrUnavailable)
 // holds and the caller's context error stays visible. Only digests ever reach
 // Redis, so err cannot hold a token.
@@ -290,16 +297,23 @@ func unavailable(op string, err error) error {
 // the limit, and makes the index expire with its last session.
 // It costs O(user's sessions), which the limit bounds. A Redis at its
 // maxmemory under noeviction refuses it whole (an OOM error), so Issue never
-// reports a session stored that is not.
+// reports a session stored that is not. A session whose stamp is not the
+// user's current one (supersedeScript) is refused before anything is
+// written.
 //
-// KEYS[1] token key, KEYS[2] user index key.
+// KEYS[1] token key, KEYS[2] user index key, KEYS[3] user stamp key.
 // ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] limit (0 = none),
 // ARGV[5] now (Unix ms), ARGV[6] token key prefix, ARGV[7] expiry (Unix ms; "" = never),
 // ARGV[8] session id hex, ARGV[9] client, ARGV[10] user agent.
-// It returns how many sessions the limit evicted.
+// It returns how many sessions the limit evicted, or -1 for a superseded stamp.
 var issueScript = redis.NewScript(`
 local tkey, ukey = KEYS[1], KEYS[2]
 local digest, limit, now, tprefix = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+-- Stamps are compared as the decimal strings both sides write: equality only.
+local current = redis.call('GET', KEYS[3])
+if current and current ~= ARGV[3] then
+  return -1
+end
 -- At maxmemory Redis refuses a script's first write if that write is one
 -- that can grow memory, and lets every later write through. So the first
 -- write is HSET: at the limit the script stops here, having written nothing,
@@ -438,7 +452,48 @@ end
 return n
 `)
 
-// Issue stores sess under d, atomically with the user index and the limit.
+// supersedeScript deletes a user's sessions whose index score (issue time,
+// Unix ms) is below ARGV[2] or, unless ARGV[3] is "0", whose stamp is at
+// most ARGV[4] and is not ARGV[3]; then keeps ARGV[3] as the user's
+// current stamp until ARGV[5] (or forgets it for "0"). It returns how many
+// sessions it deleted. (At maxmemory under noeviction Redis refuses a
+// script whose first write may grow memory: the SET of the stamp when there
+// is nothing to delete, and the call fails as unavailable.) One script, as
+// issueScript's check is, so a login racing it is either deleted here or
+// refused there.
+//
+// KEYS[1] user index key, KEYS[2] user stamp key.
+// ARGV[1] token key prefix, ARGV[2] cut-off (Unix ms), ARGV[3] stamp,
+// ARGV[4] largest password stamp, ARGV[5] keep until (Unix ms; "" = ever).
+var supersedeScript = redis.NewScript(`
+local ukey, skey, tprefix, cutoff, stamp, maxstamp = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local n = 0
+local all = redis.call('ZRANGE', ukey, 0, -1, 'WITHSCORES')
+for j = 1, #all, 2 do
+  local m = all[j]
+  local dead = tonumber(all[j + 1]) < cutoff
+  if not dead and stamp ~= '0' then
+    local s = redis.call('HGET', tprefix .. m, 's')
+    dead = s and s ~= stamp and tonumber(s) <= maxstamp
+  end
+  if dead then
+    n = n + redis.call('DEL', tprefix .. m)
+    redis.call('ZREM', ukey, m)
+  end
+end
+if stamp == '0' then
+  redis.call('DEL', skey)
+elseif ARGV[5] == '' then
+  redis.call('SET', skey, stamp)
+else
+  redis.call('SET', skey, stamp)
+  redis.call('PEXPIREAT', skey, ARGV[5])
+end
+return n
+`)
+
+// Issue stores sess under d, atomically with the user index, the limit
+// and the check of the user's current password stamp.
 func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session, limit int, now time.Time) (evicted int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
@@ -446,13 +501,16 @@ func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session,
 	if !sess.ExpiresAt.IsZero() {
 		expiry = strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10)
 	}
-	keys := []string{s.tokenKey(d), s.userKey(sess.Username)}
+	keys := []string{s.tokenKey(d), s.userKey(sess.Username), s.stampKey(sess.Username)}
 	evicted, err = issueScript.Run(ctx, s.client, keys,
 		hex.EncodeToString(d[:]), sess.Username, strconv.FormatUint(sess.Stamp, 10),
 		max(limit, 0), now.UnixMilli(), s.prefix+"t:", expiry,
 		sess.ID.String(), sess.Client, sess.UserAgent).Int()
 	if err != nil {
 		return 0, unavailable("issue", err)
+	}
+	if evicted < 0 {
+		return 0, tokens.ErrSuperseded
 	}
 	return evicted, nil
 }
@@ -605,6 +663,29 @@ func (s *Store) RevokeUserBefore(ctx context.Context, username string, before ti
 	n, err := revokeUserBeforeScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:", cutoff).Int()
 	if err != nil {
 		return 0, unavailable("revoke user", err)
+	}
+	return n, nil
+}
+
+// Supersede keeps sup.Stamp as the user's current password stamp and
+// deletes the sessions it supersedes, in one script (supersedeScript).
+// Issue times are kept to the millisecond, as for RevokeUserBefore.
+func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	cutoff := sup.Before.UnixMilli()
+	if sup.Before.Sub(time.UnixMilli(cutoff)) > 0 {
+		cutoff++ // a session issued in before's millisecond may be older than before
+	}
+	until := ""
+	if !sup.Until.IsZero() {
+		until = strconv.FormatInt(sup.Until.UnixMilli(), 10)
+	}
+	keys := []string{s.userKey(sup.Username), s.stampKey(sup.Username)}
+	n, err := supersedeScript.Run(ctx, s.client, keys, s.prefix+"t:", cutoff,
+		strconv.FormatUint(sup.Stamp, 10), strconv.FormatUint(sup.MaxStamp, 10), until).Int()
+	if err != nil {
+		return 0, unavailable("supersede", err)
 	}
 	return n, nil
 }

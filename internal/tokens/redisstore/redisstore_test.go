@@ -72,6 +72,37 @@ func TestRedisStoreKeys(t *testing.T) {
 	}
 }
 
+// TestRedisStoreStampKey checks the key a Supersede keeps: the stamp,
+// expiring at Until (never without one), gone for stamp 0.
+func TestRedisStoreStampKey(t *testing.T) {
+	url, _, _ := testservers.Redis(t)
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	until := time.Now().Add(time.Hour)
+	if _, err := s.Supersede(ctx, tokens.Supersession{Username: "alice", Stamp: 3, MaxStamp: 1 << 16, Before: time.Now(), Until: until}); err != nil {
+		t.Fatal(err)
+	}
+	key := s.stampKey("alice")
+	if got, err := s.client.Get(ctx, key).Result(); got != "3" || err != nil {
+		t.Errorf("GET %s = %q, %v; want \"3\"", key, got, err)
+	}
+	if got, err := s.client.PExpireTime(ctx, key).Result(); got != time.Duration(until.UnixMilli())*time.Millisecond || err != nil {
+		t.Errorf("PEXPIRETIME %s = %v, %v; want %v", key, got, err, until.UnixMilli())
+	}
+	if _, err := s.Supersede(ctx, tokens.Supersession{Username: "alice", Stamp: 4, MaxStamp: 1 << 16, Before: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.client.PTTL(ctx, key).Result(); got != -1 || err != nil {
+		t.Errorf("PTTL %s after a Supersede for ever = %v, %v; want -1 (no expiry)", key, got, err)
+	}
+	if _, err := s.Supersede(ctx, tokens.Supersession{Username: "alice", MaxStamp: 1 << 16, Before: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.client.Exists(ctx, key).Result(); n != 0 || err != nil {
+		t.Errorf("EXISTS %s after a Supersede with stamp 0 = %d, %v; want 0", key, n, err)
+	}
+}
+
 // TestRedisStoreExpiredIndex checks that index entries of expired sessions
 // are pruned at the next Issue, and the index key dies with its last session.
 func TestRedisStoreExpiredIndex(t *testing.T) {
