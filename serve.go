@@ -164,7 +164,7 @@ func runServers(ctx context.Context, cfg serveConfig, deps httpapi.Deps) error {
 	defer signal.Stop(hup)
 	go deps.Users.Watch(ctx, cfg.reloadInterval, hup, users.WatchHooks{
 		Reloaded: func(err error) { deps.Metrics.Reloaded(err, time.Now()) },
-		Cut:      func(username string, before time.Time) { endTokens(ctx, deps, username, before) },
+		Cut:      func(c users.Cut) { endTokens(ctx, deps, c.Username, c.Before) },
 	})
 	if cfg.tokenTTL > 0 {
 		go tick.Every(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { deps.Store.Sweep(now) })

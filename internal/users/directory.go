@@ -62,8 +62,10 @@ var (
 //     every value from hup), until ctx is done: writes from other
 //     processes reach Lookup within 5 s. It tells hooks.reloaded of each
 //     attempt, and hooks.cut of every user whose tokens the change killed
-//     (deleted, disabled, password changed, a new cut-off), so that the
-//     caller can remove them from the token store for good.
+//     (deleted, disabled, password changed, a new cut-off) or whose
+//     password generation moved (an older file put back), with the stamp
+//     of the user's password now, so that the caller can remove them from
+//     the token store for good and have it refuse the old password's.
 //   - Ping reports whether Lookup can answer now: nil from a directory
 //     whose users are in memory (a users file: serve does not listen
 //     before it loads, and a failed reload keeps the previous users), an
@@ -89,8 +91,20 @@ type Directory interface {
 
 // WatchHooks tell Watch's caller what a reload did; either may be nil.
 type WatchHooks struct {
-	Reloaded func(err error)                         // each reload attempt; nil on success
-	Cut      func(username string, before time.Time) // the user's tokens issued before before died in the change
+	Reloaded func(err error) // each reload attempt; nil on success
+	Cut      func(c Cut)     // a user's tokens died in the change, or the user's password generation moved
+}
+
+// A Cut is what a change did to one user's tokens, as WatchHooks.Cut is
+// told it.
+type Cut struct {
+	Username string
+	// Before: every token of the user issued before it died.
+	Before time.Time
+	// Stamp is what a session issued on the user's password now carries
+	// (SessionGeneration): a token of any other stamp (up to
+	// MaxSessionGeneration) is dead. 0 for a deleted user.
+	Stamp uint64
 }
 
 // BootstrapAdmin adds the admin user "admin" to dir if dir has never held a
@@ -116,18 +130,23 @@ func BootstrapAdmin(ctx context.Context, dir Directory, policy password.HashPoli
 // cutsBetween calls cut for every user of old whose tokens died in new:
 // deleted or newly disabled (every token issued before now), or with a
 // later cut-off, which every password change sets (every token issued
-// before it). Another hash alone is not a death: a rehash on login writes one.
-func cutsBetween(old, new *userIndex, now time.Time, cut func(username string, before time.Time)) {
+// before it), or another password generation (an older file put back
+// moves it back: the tokens of every other generation are dead). Another
+// hash alone is not a death: a rehash on login writes one. Users added
+// are not told: a name used again after a deletion was told as deleted.
+func cutsBetween(old, new *userIndex, now time.Time, cut func(Cut)) {
 	if old == nil || cut == nil {
 		return
 	}
 	for name, was := range old.byName {
 		is := new.byName[name]
 		switch {
-		case is == nil, is.isDisabled && !was.isDisabled:
-			cut(name, now)
-		case is.cutoff > was.cutoff:
-			cut(name, is.TokensAfter())
+		case is == nil:
+			cut(Cut{Username: name, Before: now})
+		case is.isDisabled && !was.isDisabled:
+			cut(Cut{Username: name, Before: now, Stamp: is.SessionGeneration()})
+		case is.cutoff > was.cutoff, is.generation != was.generation:
+			cut(Cut{Username: name, Before: is.TokensAfter(), Stamp: is.SessionGeneration()})
 		}
 	}
 }

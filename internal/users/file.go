@@ -239,7 +239,7 @@ func (s *FileDirectory) Reload(context.Context) error {
 // load reads, validates and swaps in the file, tells cut (if not nil) whose
 // tokens the change killed, and returns the file's state as it was just
 // before the read: what was parsed, even when it was refused.
-func (s *FileDirectory) load(cut func(string, time.Time)) (os.FileInfo, error) {
+func (s *FileDirectory) load(cut func(Cut)) (os.FileInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	info, err := os.Stat(s.path)

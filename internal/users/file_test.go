@@ -82,7 +82,7 @@ func TestWatchReportsCuts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go d.Watch(ctx, time.Hour, hup, WatchHooks{
-		Cut:      func(name string, before time.Time) { cuts <- cut{name, before} },
+		Cut:      func(c Cut) { cuts <- cut{c.Username, c.Before} },
 		Reloaded: func(err error) { reloaded <- err },
 	})
 	for _, step := range []struct {

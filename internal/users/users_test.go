@@ -420,7 +420,8 @@ func TestDirectorySessionUser(t *testing.T) {
 }
 
 // TestCutsBetween: a reload reports to the cut hook every user whose tokens
-// died in it, with the time before which they died, and no one else.
+// died in it, with the time before which they died and the stamp of the
+// user's password now, and no one else.
 func TestCutsBetween(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	now := t0.Add(24 * time.Hour)
@@ -442,6 +443,9 @@ func TestCutsBetween(t *testing.T) {
 		{"earlier cut-off (an older file put back)", User{Username: "u", PasswordHash: testHash, TokensAfter: t0}, User{Username: "u", PasswordHash: testHash, TokensAfter: t0.Add(-time.Hour)}, time.Time{}},
 		{"rehashed, no new cut-off", User{Username: "u", PasswordHash: testHash, TokensAfter: t0}, User{Username: "u", PasswordHash: rehashed, TokensAfter: t0}, time.Time{}},
 		{"profile edited", User{Username: "u", PasswordHash: testHash}, User{Username: "u", PasswordHash: testHash, Name: "U", Admin: true}, time.Time{}},
+		{"password changed", User{Username: "u", PasswordHash: testHash, TokensAfter: t0}, User{Username: "u", PasswordHash: rehashed, TokensAfter: t0.Add(time.Hour), PasswordGeneration: 1}, t0.Add(time.Hour)},
+		{"password generation moved back (an older file put back)", User{Username: "u", PasswordHash: rehashed, TokensAfter: t0, PasswordGeneration: 3}, User{Username: "u", PasswordHash: testHash, TokensAfter: t0, PasswordGeneration: 2}, t0},
+		{"password generation moved, same cut-off", User{Username: "u", PasswordHash: testHash, TokensAfter: t0}, User{Username: "u", PasswordHash: testHash, TokensAfter: t0, PasswordGeneration: 1}, t0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			other := User{Username: "other", PasswordHash: testHash} // in both, unchanged
@@ -458,16 +462,19 @@ func TestCutsBetween(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := map[string]time.Time{}
-			cutsBetween(old, cur, now, func(name string, before time.Time) {
-				if _, dup := got[name]; dup {
-					t.Errorf("cutsBetween reported %s twice", name)
+			got := map[string]Cut{}
+			cutsBetween(old, cur, now, func(c Cut) {
+				if _, dup := got[c.Username]; dup {
+					t.Errorf("cutsBetween reported %s twice", c.Username)
 				}
-				got[name] = before
+				got[c.Username] = c
 			})
-			want := map[string]time.Time{}
+			want := map[string]Cut{}
 			if !tt.want.IsZero() {
-				want["u"] = tt.want
+				want["u"] = Cut{Username: "u", Before: tt.want, Stamp: SessionGeneration(tt.new.PasswordGeneration)}
+				if tt.new.Username == "" {
+					want["u"] = Cut{Username: "u", Before: tt.want} // deleted: no stamp
+				}
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("cutsBetween(old, new) with u %s = %v; want %v", tt.name, got, want)
@@ -479,8 +486,8 @@ func TestCutsBetween(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cutsBetween(nil, first, now, func(name string, _ time.Time) {
-		t.Errorf("cutsBetween(nil, first load) reported %s; want no one", name)
+	cutsBetween(nil, first, now, func(c Cut) {
+		t.Errorf("cutsBetween(nil, first load) reported %s; want no one", c.Username)
 	})
 }
 

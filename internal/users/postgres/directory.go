@@ -771,7 +771,7 @@ func (d *Directory) dropAll() map[string]*users.Account {
 // died. It reports whether there was any. An instance that fell behind the
 // change log drops its whole cache. A failure leaves seen where it was, so
 // the next call applies the same changes again.
-func (d *Directory) catchUp(ctx context.Context, cut func(string, time.Time)) (bool, error) {
+func (d *Directory) catchUp(ctx context.Context, cut func(users.Cut)) (bool, error) {
 	d.syncMu.Lock()
 	defer d.syncMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
@@ -849,16 +849,21 @@ func slicesCompactNames(names []string) []string {
 // by cutsBetween's rules: was is the user as cached before (nil: not
 // known), is as the database has them now (nil: deleted). Not knowing the
 // user before, it is conservative: a disabled user loses every token, and
-// one with a cut-off every token before it (those are dead already for
-// SessionUser; removing them does no harm).
-func cutChange(name string, was *users.Account, is *users.User, now time.Time, cut func(string, time.Time)) {
+// one with a cut-off every token before it and of another password
+// generation (those are dead already for SessionUser; removing them does
+// no harm).
+func cutChange(name string, was *users.Account, is *users.User, now time.Time, cut func(users.Cut)) {
+	if is == nil {
+		cut(users.Cut{Username: name, Before: now})
+		return
+	}
+	stamp := users.SessionGeneration(is.PasswordGeneration)
 	switch {
-	case is == nil:
-		cut(name, now)
 	case is.Disabled && (was == nil || !was.Disabled()):
-		cut(name, now)
-	case was == nil && !is.TokensAfter.IsZero(), was != nil && is.TokensAfter.After(was.TokensAfter()):
-		cut(name, is.TokensAfter)
+		cut(users.Cut{Username: name, Before: now, Stamp: stamp})
+	case was == nil && !is.TokensAfter.IsZero(),
+		was != nil && (is.TokensAfter.After(was.TokensAfter()) || stamp != was.SessionGeneration()):
+		cut(users.Cut{Username: name, Before: is.TokensAfter, Stamp: stamp})
 	}
 }
 
@@ -933,7 +938,7 @@ func (d *Directory) step(ctx context.Context, hooks users.WatchHooks, all bool) 
 
 // refetchAll drops every cached user and tells cut of those whose tokens
 // died in a change the change log does not show (a hand edit).
-func (d *Directory) refetchAll(ctx context.Context, cut func(string, time.Time)) error {
+func (d *Directory) refetchAll(ctx context.Context, cut func(users.Cut)) error {
 	d.syncMu.Lock()
 	defer d.syncMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)

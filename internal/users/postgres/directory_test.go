@@ -72,26 +72,26 @@ func TestPGDirectoryConformance(t *testing.T) {
 	})
 }
 
-// cuts records WatchHooks.cut's calls.
+// cuts records WatchHooks.cut's calls, the last one per user.
 type cuts struct {
 	mu   sync.Mutex // guards seen
-	seen map[string]time.Time
+	seen map[string]users.Cut
 }
 
-func (c *cuts) cut(username string, before time.Time) {
+func (c *cuts) cut(x users.Cut) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.seen == nil {
-		c.seen = map[string]time.Time{}
+		c.seen = map[string]users.Cut{}
 	}
-	c.seen[username] = before
+	c.seen[x.Username] = x
 }
 
-func (c *cuts) get(username string) (time.Time, bool) {
+func (c *cuts) get(username string) (users.Cut, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	before, ok := c.seen[username]
-	return before, ok
+	x, ok := c.seen[username]
+	return x, ok
 }
 
 // TestPGDirectoryTwoInstances: a change on one instance reaches the other's
@@ -133,8 +133,25 @@ func TestPGDirectoryTwoInstances(t *testing.T) {
 		return err == nil && u.TokensAfter().Equal(cutoff)
 	})
 	eventually(t, 5*time.Second, "cut(alice) for the new cut-off", func() bool {
-		before, ok := cut.get("alice")
-		return ok && before.Equal(cutoff)
+		c, ok := cut.get("alice")
+		return ok && c.Before.Equal(cutoff) && c.Stamp == users.SessionGeneration(0)
+	})
+
+	// A password change: a new generation, whose stamp the cut carries.
+	cutoff = cutoff.Add(time.Second)
+	if err := a.Update(ctx, "alice", func(u *users.User) error { u.TokensAfter = cutoff; u.PasswordGeneration++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "cut(alice) for the password change, with its stamp", func() bool {
+		c, ok := cut.get("alice")
+		return ok && c.Before.Equal(cutoff) && c.Stamp == users.SessionGeneration(1)
+	})
+	// b caches alice again, as it was before each change above: a change
+	// is cut by comparing the user cached before it with the database, so
+	// one that b reads into its cache before its catch-up would not be.
+	eventually(t, 5*time.Second, "alice's new password generation on b", func() bool {
+		u, err := b.Lookup(ctx, "alice")
+		return err == nil && u.SessionGeneration() == users.SessionGeneration(1)
 	})
 
 	if err := a.Update(ctx, "alice", func(u *users.User) error { u.Disabled = true; return nil }); err != nil {
@@ -145,8 +162,8 @@ func TestPGDirectoryTwoInstances(t *testing.T) {
 		return err == nil && u.Disabled()
 	})
 	eventually(t, 5*time.Second, "cut(alice) for disabling", func() bool {
-		before, ok := cut.get("alice")
-		return ok && before.After(cutoff)
+		c, ok := cut.get("alice")
+		return ok && c.Before.After(cutoff) && c.Stamp == users.SessionGeneration(1)
 	})
 
 	if err := a.Delete(ctx, "alice"); err != nil {
@@ -159,6 +176,13 @@ func TestPGDirectoryTwoInstances(t *testing.T) {
 	if b.Len() != 0 {
 		t.Errorf("b.Len() after Delete = %d; want 0", b.Len())
 	}
+	// The deletion leaves no user, so its catch-up first makes a new
+	// slowest check, a hash at the default policy's cost, which took
+	// seconds under -race on a loaded machine: more time than above.
+	eventually(t, 30*time.Second, "cut(alice) for the deletion, with no stamp", func() bool {
+		c, ok := cut.get("alice")
+		return ok && c.Stamp == 0
+	})
 }
 
 // TestPGDirectoryPollWithoutNotifications: with every notification lost
