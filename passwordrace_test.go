@@ -62,11 +62,16 @@ func TestPasswordChangeRace(t *testing.T) {
 	}
 }
 
-// revokeFailingStore is the real memory store whose RevokeUserBefore fails
-// as an unreachable store's would: a fault injected into a real store.
+// revokeFailingStore is the real memory store whose RevokeUserBefore and
+// Supersede fail as an unreachable store's would: a fault injected into a
+// real store.
 type revokeFailingStore struct{ *tokens.MemoryStore }
 
 func (revokeFailingStore) RevokeUserBefore(context.Context, string, time.Time) (int, error) {
+	return 0, fmt.Errorf("injected: %w", tokens.ErrUnavailable)
+}
+
+func (revokeFailingStore) Supersede(context.Context, tokens.Supersession) (int, error) {
 	return 0, fmt.Errorf("injected: %w", tokens.ErrUnavailable)
 }
 
@@ -101,8 +106,47 @@ func TestPasswordChangeAnswersOnceWritten(t *testing.T) {
 	if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+reply.Token); w.Code != 200 {
 		t.Errorf("info with the new token = %d; want 200", w.Code)
 	}
-	if _, err := store.RevokeUserBefore(context.Background(), "alice", time.Now()); !errors.Is(err, tokens.ErrUnavailable) {
+	if _, err := store.Supersede(context.Background(), tokens.Supersession{Username: "alice", Stamp: 2}); !errors.Is(err, tokens.ErrUnavailable) {
 		t.Fatalf("the injected fault is gone: %v", err)
+	}
+}
+
+// staleAfterSupersedeStore is the real memory store on which, right after
+// each Supersede, another instance's reload that read the users before the
+// change tells the store the stamp before it: the narrow reordering that
+// last-writer-wins stamps allow.
+type staleAfterSupersedeStore struct{ *tokens.MemoryStore }
+
+func (s staleAfterSupersedeStore) Supersede(ctx context.Context, sup tokens.Supersession) (int, error) {
+	n, err := s.MemoryStore.Supersede(ctx, sup)
+	if err == nil {
+		sup.Stamp--
+		_, err = s.MemoryStore.Supersede(ctx, sup)
+	}
+	return n, err
+}
+
+// TestPasswordChangeReplySuperseded: a password change whose reply token
+// the store refuses as superseded answers 503, not 401: the password did
+// change, and a 401 invalid_credentials would say current_password was wrong.
+func TestPasswordChangeReplySuperseded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	if err := users.WriteFile(path, testUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	d, closeDeps, err := buildDeps(testConfig(path), slog.New(slog.NewTextHandler(io.Discard, nil)), withStore(staleAfterSupersedeStore{tokens.NewMemoryStore()}))
+	t.Cleanup(closeDeps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &testEnv{t: t, handler: httpapi.NewServer(d)}
+	old := e.login("alice")
+	w := e.do("POST", "/api/auth/password/", changeBody("alice-pw", newPassphrase), jsonCT, "Authorization: Token "+old)
+	if w.Code != http.StatusServiceUnavailable || errorCode(t, w) != "unavailable" {
+		t.Errorf("password change whose reply token the store refuses = %d %s; want 503 unavailable", w.Code, w.Body)
+	}
+	if w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT); w.Code != 401 {
+		t.Errorf("login with the old password after the change = %d; want 401: the password did change", w.Code)
 	}
 }
 
@@ -140,7 +184,7 @@ func TestPasswordChangeEndsRacingLogins(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(20 * time.Millisecond)
+	waitIssued(t, &mu, &issued)
 	w := e.do("POST", "/api/auth/password/", changeBody("alice-pw", newPassphrase), jsonCT, "Authorization: Token "+owner)
 	close(stop)
 	wg.Wait()
@@ -155,11 +199,35 @@ func TestPasswordChangeEndsRacingLogins(t *testing.T) {
 	if len(issued) == 0 {
 		t.Fatalf("no login with the old password succeeded before the change; the race was not run")
 	}
+	t.Logf("%d tokens issued on the old password", len(issued))
+}
+
+// waitIssued waits until the racing logins have put a token in *issued,
+// guarded by mu: the change that follows then races logins that succeed,
+// however slowly the machine runs them (a login on the old password that
+// ends after the change is refused, and no longer leaves a token).
+func waitIssued(t *testing.T, mu *sync.Mutex, issued *[]string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(*issued)
+		mu.Unlock()
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no login with the old password succeeded within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // TestStaleGenerationRefused: a session issued after the password change's
 // cut-off but on the password before it, which is what a login racing the
-// change stores, is refused; one on the new password is not.
+// change stores, is refused; one on the new password is not. The store
+// refuses to issue it; and should a store have lost the stamp (a Redis
+// restarted without persistence), the directory refuses it too.
 func TestStaleGenerationRefused(t *testing.T) {
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	w := e.do("POST", "/api/auth/password/", changeBody("alice-pw", newPassphrase), jsonCT, "Authorization: Token "+e.login("alice"))
@@ -167,6 +235,14 @@ func TestStaleGenerationRefused(t *testing.T) {
 		t.Fatalf("password change = %d %s; want 200", w.Code, w.Body)
 	}
 	e.clock.Advance(time.Second) // after the cut-off
+	stale := tokens.Session{Username: "alice", Stamp: users.SessionGeneration(0), ExpiresAt: e.clock.Now().Add(time.Hour), ID: tokens.NewSessionID()}
+	_, d := tokens.New()
+	if _, err := e.store.Issue(context.Background(), d, stale, 0, e.clock.Now()); !errors.Is(err, tokens.ErrSuperseded) {
+		t.Errorf("Issue of a session on the password before the change = %v; want %v", err, tokens.ErrSuperseded)
+	}
+	if _, err := e.store.Supersede(context.Background(), tokens.Supersession{Username: "alice"}); err != nil { // the store forgets the stamp
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		stamp uint64
 		want  int
@@ -218,7 +294,7 @@ func TestCLIPasswdEndsRacingLogins(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitIssued(t, &mu, &issued)
 	code, _, stderr := runCLI(t, newPassphrase+"\n", map[string]string{"AUTHSVC_PASSWORD_MIN_LENGTH": ""}, "user", "passwd", "--users", path, "--cost", "4", "alice")
 	passwdExited := time.Now()
 	time.Sleep(500 * time.Millisecond) // logins go on until the server has reloaded
@@ -238,4 +314,5 @@ func TestCLIPasswdEndsRacingLogins(t *testing.T) {
 	if len(issued) == 0 {
 		t.Fatalf("no login with the old password succeeded; the race was not run")
 	}
+	t.Logf("%d tokens issued on the old password", len(issued))
 }

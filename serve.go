@@ -164,7 +164,7 @@ func runServers(ctx context.Context, cfg serveConfig, deps httpapi.Deps) error {
 	defer signal.Stop(hup)
 	go deps.Users.Watch(ctx, cfg.reloadInterval, hup, users.WatchHooks{
 		Reloaded: func(err error) { deps.Metrics.Reloaded(err, time.Now()) },
-		Cut:      func(c users.Cut) { endTokens(ctx, deps, c.Username, c.Before) },
+		Cut:      func(c users.Cut) { endTokens(ctx, deps, c) },
 	})
 	if cfg.tokenTTL > 0 {
 		go tick.Every(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { deps.Store.Sweep(now) })
@@ -196,14 +196,19 @@ func runServers(ctx context.Context, cfg serveConfig, deps httpapi.Deps) error {
 	return nil
 }
 
-// endTokens removes from the store the tokens of username issued before
-// before, which a change of the user directory killed: then no later change
-// brings them back, on any instance sharing the store. If the store cannot
-// be reached the cut-off still holds wherever the directory says so.
-func endTokens(ctx context.Context, deps httpapi.Deps, username string, before time.Time) {
+// endTokens tells the store of c, a change of the user directory that
+// killed tokens: it removes the user's tokens issued before c.Before or on
+// a password other than the one the directory now has (c.Stamp), and
+// refuses logins on another from then on, so that no later change brings
+// them back and no instance that has not reloaded yet issues one that any
+// instance sharing the store accepts (after user passwd, the first
+// instance to reload does this for the fleet). If the store cannot be
+// reached the cut-off and the stamp still hold wherever the directory
+// says so.
+func endTokens(ctx context.Context, deps httpapi.Deps, c users.Cut) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	n, err := deps.Store.RevokeUserBefore(ctx, username, before)
+	n, err := deps.Store.Supersede(ctx, deps.Policy.Supersession(c.Username, c.Stamp, c.Before, time.Now()))
 	if err != nil {
 		deps.Log.Warn("could not remove a changed user's tokens from the store", "err", err)
 		return

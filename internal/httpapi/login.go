@@ -387,7 +387,9 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Handle
 		}
 		var stamp uint64
 		if err == nil {
-			stamp = u.SessionGeneration() // of the password just checked, whatever a change writes meanwhile
+			// Of the password just checked, whatever a change writes
+			// meanwhile: the store refuses it once a change superseded it.
+			stamp = u.SessionGeneration()
 		}
 		attempt.grant(log, tc, u, stamp, err)
 	})
@@ -401,6 +403,14 @@ func (a *loginAttempt) grant(log *slog.Logger, tc tokenCheck, u *users.Account, 
 	var reply LoginReply
 	if err == nil {
 		reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, u, stamp, tc.now(), a.client, a.r.UserAgent())
+		if errors.Is(err, tokens.ErrSuperseded) && a.event == "password change" {
+			// The change has just told the store this stamp; only a
+			// later change, or another instance's reload that read the
+			// users before this one, can have moved it on since. The
+			// password did change: never 401, as if current_password
+			// were wrong.
+			err = errUnavailable
+		}
 	}
 	a.audit(err)
 	if err != nil {

@@ -47,8 +47,9 @@ type PasswordSetter struct {
 // order of checks. The current password goes through the login pipeline
 // (throttle, hasher slot, audit); on success every earlier token of the
 // user dies, on this instance, in the shared store and, through the cut-off
-// written with the new hash, wherever the directory is read; the reply
-// carries a new token.
+// written with the new hash, wherever the directory is read, and the
+// shared store refuses every later login on the old password, whichever
+// instance checked it; the reply carries a new token.
 func handlePassword(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter PasswordSetter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The token (401), the media type (415), the size (413), the shape (400).
@@ -86,8 +87,10 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter P
 
 // changePassword sets u's new password if the policy allows it, with the
 // next password generation and a cut-off that kill every earlier token,
-// removes those tokens from the store, and returns the user as the
-// directory now has them, with the stamp of the new generation.
+// tells the store the new generation's stamp, which removes those tokens
+// and those of logins that checked the old password meanwhile and makes it
+// refuse any later one, on every instance sharing it (Supersede), and
+// returns the user as the directory now has them, with that stamp.
 func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter PasswordSetter, u *users.Account, password string) (*users.Account, uint64, error) {
 	username := u.Username()
 	if err := setter.Policy.Check(username, password); err != nil {
@@ -118,10 +121,10 @@ func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter Pas
 	// The password has changed: from here on nothing turns the reply into
 	// an error that would tell the client the old password still stands.
 	// The old tokens are dead anyway, by the generation and cut-off just
-	// written.
-	n, err := tc.store.RevokeUserBefore(r.Context(), username, cutoff.Add(time.Millisecond))
+	// written, on this instance at once and on the others within 5 s.
+	n, err := tc.store.Supersede(r.Context(), tc.policy.Supersession(username, stamp, cutoff.Add(time.Millisecond), tc.now()))
 	if err != nil {
-		log.WarnContext(r.Context(), "password changed; its old tokens stay in the store until they expire (the cut-off refuses them)", "username", username, "err", err)
+		log.WarnContext(r.Context(), "password changed; its old tokens stay in the store until they expire (the cut-off refuses them), and other instances take logins on the old password until they reload", "username", username, "err", err)
 	}
 	tc.metrics.Revoked(RevokedUserChange, n)
 	changed, err := tc.users.Lookup(r.Context(), username)

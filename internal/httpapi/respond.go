@@ -75,6 +75,11 @@ func errorReply(err error) (e *apiError, warning string) {
 		return e, ""
 	case errors.Is(err, users.ErrNotFound):
 		return errNotFound, ""
+	case errors.Is(err, tokens.ErrSuperseded):
+		// The password the login checked has been changed since (on an
+		// instance that has not seen the change yet): it is no longer the
+		// user's.
+		return errInvalidCredentials, ""
 	case errors.Is(err, users.ErrUnavailable):
 		return errUnavailable, "user directory unavailable"
 	case errors.Is(err, tokens.ErrUnavailable):

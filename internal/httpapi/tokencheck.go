@@ -40,6 +40,19 @@ func (p TokenPolicy) idleExpired(sess tokens.Session, now time.Time) bool {
 	return p.Idle > 0 && now.Sub(sess.LastUsedAt) > p.Idle+p.touchLag()
 }
 
+// Supersession is what the token store is told when username's password,
+// or the user, changed (tokens.Store's Supersede): the stamp of the
+// password now (0 for a deleted user), the cut-off before, and how long
+// the store keeps the stamp: as long as a token issued at now may live, for
+// ever when tokens never expire.
+func (p TokenPolicy) Supersession(username string, stamp uint64, before, now time.Time) tokens.Supersession {
+	sup := tokens.Supersession{Username: username, Stamp: stamp, MaxStamp: users.MaxSessionGeneration, Before: before}
+	if p.TTL > 0 {
+		sup.Until = now.Add(p.TTL)
+	}
+	return sup
+}
+
 // A principal is who a request's token speaks for.
 type principal struct {
 	digest  tokens.Digest
