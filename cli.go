@@ -18,6 +18,7 @@ import (
 	"authsvc/internal/buildinfo"
 	"authsvc/internal/password"
 	"authsvc/internal/users"
+	"authsvc/internal/users/postgres"
 
 	"golang.org/x/term"
 )
@@ -105,6 +106,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		hashing     hashFlags
 		minLength   *int
 		from        *string
+		dryRun      *bool
 	)
 	switch sub {
 	case "add":
@@ -114,6 +116,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		fs.Var(&groups, "group", "a `GROUP` of the user; repeatable")
 	case "import":
 		from = fs.String("from", "", "what `KIND` of file to import: django (a dumpdata file) or file (a users file)")
+		dryRun = fs.Bool("dry-run", false, "write nothing: print what the import would do, and exit as it would")
 	}
 	if sub == "add" || sub == "passwd" {
 		hashing.define(fs)
@@ -128,7 +131,14 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		return usagef("user %s: --password-min-length %d: want 1 to %d", sub, *minLength, password.MaxLen)
 	}
 	ctx := context.Background()
-	dir, done, err := openCLIDirectory(ctx, *usersPath, sub == "list" || sub == "check")
+	dryRunning := dryRun != nil && *dryRun
+	dir, done, err := openCLIDirectory(ctx, *usersPath, sub == "list" || sub == "check" || dryRunning)
+	var target importTarget = dir
+	if dryRunning && errors.Is(err, postgres.ErrNoSchema) {
+		// A database no authsvc has set up holds no users; the dry run
+		// must not set it up either.
+		target, done, err = noUsersYet{name: postgres.Name(*usersPath)}, func() {}, nil
+	}
 	if err != nil {
 		return err
 	}
@@ -149,7 +159,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if fs.NArg() != 1 {
 			return usagef("user import: want exactly one file to import")
 		}
-		return importUsers(ctx, dir, *from, fs.Arg(0), stdout, stderr)
+		return importUsers(ctx, target, *from, fs.Arg(0), *dryRun, stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		return usagef("user %s: want exactly one USERNAME", sub)
@@ -251,7 +261,7 @@ var errSomeSkipped = errors.New("some records were not imported (see above)")
 // users file (to move it into PostgreSQL), in one write, leaving existing
 // usernames alone; it reports every record it leaves out on stderr, one
 // line each, and then fails (exit 1).
-func importUsers(ctx context.Context, dir users.Directory, from, dumpPath string, stdout, stderr io.Writer) error {
+func importUsers(ctx context.Context, dir importTarget, from, dumpPath string, dryRun bool, stdout, stderr io.Writer) error {
 	var list []users.User
 	var skipped []users.DjangoSkip
 	if from == "file" {
@@ -270,7 +280,11 @@ func importUsers(ctx context.Context, dir users.Directory, from, dumpPath string
 		}
 	}
 	warnSlowHashes("user import", list, stderr)
-	existing, err := dir.AddAll(ctx, list)
+	addAll := dir.AddAll
+	if dryRun {
+		addAll = func(ctx context.Context, list []users.User) ([]string, error) { return takenNames(ctx, dir, list) }
+	}
+	existing, err := addAll(ctx, list)
 	if err != nil {
 		return err
 	}
@@ -280,11 +294,55 @@ func importUsers(ctx context.Context, dir users.Directory, from, dumpPath string
 	for _, name := range existing {
 		fmt.Fprintf(stderr, "authsvc: user import: left alone: user %q already exists\n", name)
 	}
-	fmt.Fprintf(stdout, "imported %d users from %s into %s\n", len(list)-len(existing), dumpPath, dir)
+	if dryRun {
+		fmt.Fprintf(stdout, "dry run: would import %d users from %s into %s; nothing written\n", len(list)-len(existing), dumpPath, dir)
+	} else {
+		fmt.Fprintf(stdout, "imported %d users from %s into %s\n", len(list)-len(existing), dumpPath, dir)
+	}
 	if len(skipped)+len(existing) > 0 {
 		return errSomeSkipped
 	}
 	return nil
+}
+
+// importTarget is what an import needs of a directory.
+type importTarget interface {
+	fmt.Stringer
+	AddAll(ctx context.Context, users []users.User) (existing []string, err error)
+	List(ctx context.Context) ([]users.User, error)
+}
+
+// noUsersYet stands for a database no authsvc has set up, in a dry run:
+// it holds no users, and takes no write.
+type noUsersYet struct{ name string }
+
+func (n noUsersYet) String() string                           { return n.name }
+func (noUsersYet) List(context.Context) ([]users.User, error) { return nil, nil }
+func (noUsersYet) AddAll(context.Context, []users.User) ([]string, error) {
+	return nil, errors.New("dry run: nothing is written")
+}
+
+// takenNames returns the names of list that AddAll would leave alone:
+// those dir holds, and the later of two entries of one name. A users
+// file that does not exist yet, or a database authsvc has not set up,
+// holds none.
+func takenNames(ctx context.Context, dir importTarget, list []users.User) ([]string, error) {
+	held, err := dir.List(ctx)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	taken := make(map[string]bool, len(held))
+	for _, u := range held {
+		taken[u.Username] = true
+	}
+	var existing []string
+	for _, u := range list {
+		if taken[u.Username] {
+			existing = append(existing, u.Username)
+		}
+		taken[u.Username] = true
+	}
+	return existing, nil
 }
 
 // changeUser applies change to username's entry in dir.

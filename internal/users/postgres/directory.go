@@ -90,6 +90,10 @@ type Directory struct {
 
 var _ users.Directory = (*Directory)(nil)
 
+// ErrNoSchema: OpenExisting found a database no authsvc has set up (a
+// command that writes, or serve, creates the schema).
+var ErrNoSchema = errors.New("no authsvc schema yet (a command that writes, or serve, creates it)")
+
 // pgMigrations are the schema's versions: pgMigrations[i] takes it from
 // version i to i+1. Published ones never change; a new version appends.
 var pgMigrations = []string{
@@ -193,6 +197,9 @@ func (d *Directory) open(ctx context.Context, migrate bool) error {
 	if !migrate {
 		var version int
 		if err := d.pool.QueryRow(ctx, `select version from authsvc_schema`).Scan(&version); err != nil {
+			if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+				return fmt.Errorf("users database %s: %w", d.name, ErrNoSchema)
+			}
 			return d.fail(ctx, "read the schema version (has an authsvc set this database up?)", err)
 		}
 		if version != len(pgMigrations) {
@@ -242,6 +249,16 @@ func (d *Directory) migrate(ctx context.Context) error {
 
 // String names the directory for messages: the URL without its password.
 func (d *Directory) String() string { return d.name }
+
+// Name returns how messages name the database at rawURL: its URL without
+// a password.
+func Name(rawURL string) string {
+	cfg, err := pgx.ParseConfig(rawURL)
+	if err != nil {
+		return "the users database"
+	}
+	return pgName(cfg)
+}
 
 // pgName is the URL of the database c connects to, without a password.
 func pgName(c *pgx.ConnConfig) string {

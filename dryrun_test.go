@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"authsvc/internal/testservers"
+)
+
+// TestImportDryRun: `user import --dry-run` writes nothing (no users
+// file, lock, row or schema), prints what the import would do, and exits as
+// the real run does, with the same lines on stderr (issue 20, point 3).
+func TestImportDryRun(t *testing.T) {
+	importFixture := func(usersPath string, dryRun bool) (int, string, string) {
+		args := []string{"user", "import", "--users", usersPath, "--from", "django", djangoFixture}
+		if dryRun {
+			args = append(args, "--dry-run")
+		}
+		return runCLI(t, "", nil, args...)
+	}
+	t.Run("a users file that does not exist", func(t *testing.T) {
+		dir := t.TempDir()
+		usersPath := filepath.Join(dir, "users.json")
+		code, stdout, stderr := importFixture(usersPath, true)
+		if code != 0 || !strings.HasPrefix(stdout, "dry run: would import 7 users") || stderr != "" {
+			t.Errorf("user import --dry-run = exit %d, %q, %q; want 0, would import 7 users", code, stdout, stderr)
+		}
+		if names := dirNames(t, dir); len(names) != 0 {
+			t.Errorf("files after user import --dry-run = %v; want none", names)
+		}
+	})
+	t.Run("a users file", func(t *testing.T) {
+		usersPath := writeTestUsers(t)
+		before, err := os.ReadFile(usersPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := importFixture(usersPath, true)
+		if code != 0 || !strings.HasPrefix(stdout, "dry run: would import 7 users") || stderr != "" {
+			t.Errorf("user import --dry-run = exit %d, %q, %q; want 0, would import 7 users", code, stdout, stderr)
+		}
+		if after, err := os.ReadFile(usersPath); err != nil || !bytes.Equal(after, before) {
+			t.Errorf("users file after user import --dry-run changed (%v)", err)
+		}
+		if code, stdout, _ := importFixture(usersPath, false); code != 0 || !strings.HasPrefix(stdout, "imported 7 users") {
+			t.Fatalf("user import = exit %d, %q; want 0, 7 users", code, stdout)
+		}
+		// Again: every name is taken now. The dry run says so as the real run does, and exits 1 as it does.
+		dryCode, dryOut, dryErr := importFixture(usersPath, true)
+		code, _, stderr = importFixture(usersPath, false)
+		if dryCode != 1 || dryCode != code || dryErr != stderr || strings.Count(dryErr, "left alone") != 7 || !strings.HasPrefix(dryOut, "dry run: would import 0 users") {
+			t.Errorf("user import --dry-run of taken names = exit %d, %q, %q; want the real run's exit %d and stderr %q, and 0 users", dryCode, dryOut, dryErr, code, stderr)
+		}
+	})
+	t.Run("a database no authsvc has set up", func(t *testing.T) {
+		pgURL, _, _ := testservers.Postgres(t)
+		url := testservers.NewDatabase(t, pgURL)
+		code, stdout, stderr := importFixture(url, true)
+		if code != 0 || !strings.HasPrefix(stdout, "dry run: would import 7 users") || stderr != "" {
+			t.Errorf("user import --dry-run into an empty database = exit %d, %q, %q; want 0, would import 7 users", code, stdout, stderr)
+		}
+		if code, _, stderr := runCLI(t, "", nil, "user", "list", "--users", url); code != 1 || !strings.Contains(stderr, "no authsvc schema") {
+			t.Errorf("user list after the dry run = exit %d, %q; want 1, no authsvc schema (the dry run created none)", code, stderr)
+		}
+	})
+}
