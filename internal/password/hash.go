@@ -390,13 +390,13 @@ func parseScrypt(s string) (*Hash, error) {
 	const name = "Django scrypt hash"
 	var f [6]string
 	if !splitExactly(s, '$', f[:]) {
-		return nil, errors.New(name + ": malformed (want scrypt$N$salt$r$p$digest)")
+		return nil, fmt.Errorf("%s: malformed (want scrypt$N$salt$r$p$digest)", name)
 	}
 	n, ok1 := parseDecimal(f[1])
 	r, ok2 := parseDecimal(f[3])
 	p, ok3 := parseDecimal(f[4])
 	if !ok1 || !ok2 || !ok3 {
-		return nil, errors.New(name + ": N, r and p must be decimal numbers")
+		return nil, fmt.Errorf("%s: N, r and p must be decimal numbers", name)
 	}
 	if err := checkScryptParams(uint64(n), uint64(r), uint64(p)); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
