@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"authsvc/internal/httpapi"
+	"authsvc/internal/throttle"
 	"authsvc/internal/users"
 )
 
@@ -65,5 +67,12 @@ func TestFaultLoginDirectoryLostMidCheck(t *testing.T) {
 	}
 	if strings.Contains(logged.String(), "outcome=invalid_credentials") {
 		t.Errorf("audit line says invalid_credentials for the right password during an outage:\n%s", logged.String())
+	}
+	// The attempt gave its place in the throttle back, and recorded no
+	// failure: the pair's every place is free.
+	for i := range throttle.DefaultConfig().PairFailures {
+		if v, _, err := d.Guard.Throttle.Reserve(context.Background(), "alice", "192.0.2.1", time.Now()); v != throttle.Admitted || err != nil {
+			t.Fatalf("Reserve %d of alice after the lost login = %v, %v; want admitted (the login's place given back)", i+1, v, err)
+		}
 	}
 }
