@@ -62,14 +62,9 @@ func TestPasswordChangeRace(t *testing.T) {
 	}
 }
 
-// revokeFailingStore is the real memory store whose RevokeUserBefore and
-// Supersede fail as an unreachable store's would: a fault injected into a
-// real store.
+// revokeFailingStore is the real memory store whose Supersede fails as an
+// unreachable store's would: a fault injected into a real store.
 type revokeFailingStore struct{ *tokens.MemoryStore }
-
-func (revokeFailingStore) RevokeUserBefore(context.Context, string, time.Time) (int, error) {
-	return 0, fmt.Errorf("injected: %w", tokens.ErrUnavailable)
-}
 
 func (revokeFailingStore) Supersede(context.Context, tokens.Supersession) (int, error) {
 	return 0, fmt.Errorf("injected: %w", tokens.ErrUnavailable)

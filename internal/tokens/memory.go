@@ -273,24 +273,6 @@ func (s *MemoryStore) RevokeUser(_ context.Context, username string) (int, error
 	return len(digests), nil
 }
 
-func (s *MemoryStore) RevokeUserBefore(_ context.Context, username string, before time.Time) (int, error) {
-	cutoff := before.UnixNano()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var old []Digest
-	for _, d := range s.byUser[s.strings.find(username)] {
-		s.record(d, func(rec *memRecord) {
-			if rec.issuedAt < cutoff {
-				old = append(old, d)
-			}
-		})
-	}
-	for _, d := range old {
-		s.deleteSession(d)
-	}
-	return len(old), nil
-}
-
 // Supersede keeps sup's stamp and removes the sessions it supersedes,
 // under s.mu: an Issue of the user runs wholly before it or after it.
 func (s *MemoryStore) Supersede(_ context.Context, sup Supersession) (int, error) {

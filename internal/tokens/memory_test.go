@@ -73,7 +73,7 @@ func TestMemoryStoreStringsShared(t *testing.T) {
 
 	s.RevokeUser(ctx, "alice")
 	s.Sweep(now.Add(time.Minute)) // bob's
-	s.RevokeUserBefore(ctx, "carol", now.Add(time.Second))
+	s.Supersede(ctx, Supersession{Username: "carol", Before: now.Add(time.Second)})
 	if n, _ := s.Len(); n != 0 || s.strings.Len() != 0 {
 		t.Errorf("after every session ended: %d sessions, %d strings held; want 0, 0", n, s.strings.Len())
 	}

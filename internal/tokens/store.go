@@ -100,13 +100,10 @@ type ListedSession struct {
 //     first; RevokeID removes the one with id and reports whether there
 //     was one.
 //   - RevokeUser removes every session of username and reports how many.
-//   - RevokeUserBefore removes the sessions of username issued before
-//     before (to the store's precision, erring towards removal) and
-//     reports how many.
 //   - Supersede keeps sup.Stamp as sup.Username's current password stamp
 //     until sup.Until (for ever if zero; a Stamp of 0 forgets the one
-//     kept), and removes the user's sessions issued before sup.Before (as
-//     RevokeUserBefore) and, unless Stamp is 0, those whose Stamp is at
+//     kept), and removes the user's sessions issued before sup.Before (to the
+//     store's precision, erring towards removal) and, unless Stamp is 0, those whose Stamp is at
 //     most sup.MaxStamp and is not sup.Stamp; it reports how many it
 //     removed. The last Supersede of a user wins: stamps wrap, so the store
 //     compares them for equality only, never for order.
@@ -143,7 +140,6 @@ type Store interface {
 	List(ctx context.Context, username string, now time.Time) ([]ListedSession, error)
 	RevokeID(ctx context.Context, username string, id SessionID) (bool, error)
 	RevokeUser(ctx context.Context, username string) (int, error)
-	RevokeUserBefore(ctx context.Context, username string, before time.Time) (int, error)
 	Supersede(ctx context.Context, sup Supersession) (int, error)
 	Sweep(now time.Time) int
 	Len() (n int, ok bool)

@@ -439,19 +439,6 @@ redis.call('DEL', KEYS[1])
 return n
 `)
 
-// revokeUserBeforeScript deletes a user's sessions whose index score (issue
-// time, Unix ms) is below ARGV[2], and returns how many it deleted.
-//
-// KEYS[1] user index key. ARGV[1] token key prefix, ARGV[2] cut-off (Unix ms).
-var revokeUserBeforeScript = redis.NewScript(`
-local n = 0
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])) do
-  n = n + redis.call('DEL', ARGV[1] .. m)
-  redis.call('ZREM', KEYS[1], m)
-end
-return n
-`)
-
 // supersedeScript deletes a user's sessions whose index score (issue time,
 // Unix ms) is below ARGV[2] or, unless ARGV[3] is "0", whose stamp is at
 // most ARGV[4] and is not ARGV[3]; then keeps ARGV[3] as the user's
@@ -648,28 +635,12 @@ func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
 	return n, nil
 }
 
-// RevokeUserBefore deletes the sessions of username issued before before.
-// Issue times are kept to the millisecond, rounded down, so a session
-// issued within the cut-off's millisecond but before it is removed too;
-// one issued in that millisecond after it is kept only if its score was
-// bumped past it (logins of one user in one millisecond).
-func (s *Store) RevokeUserBefore(ctx context.Context, username string, before time.Time) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
-	cutoff := before.UnixMilli()
-	if before.Sub(time.UnixMilli(cutoff)) > 0 {
-		cutoff++ // a session issued in before's millisecond may be older than before
-	}
-	n, err := revokeUserBeforeScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:", cutoff).Int()
-	if err != nil {
-		return 0, unavailable("revoke user", err)
-	}
-	return n, nil
-}
-
 // Supersede keeps sup.Stamp as the user's current password stamp and
 // deletes the sessions it supersedes, in one script (supersedeScript).
-// Issue times are kept to the millisecond, as for RevokeUserBefore.
+// Issue times are kept to the millisecond, rounded down, so a session
+// issued within sup.Before's millisecond but before it is removed too; one
+// issued in that millisecond after it is kept only if its score was bumped
+// past it (logins of one user in one millisecond).
 func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()

@@ -33,7 +33,7 @@ func Run(t *testing.T, newStore func(t *testing.T) tokens.Store) {
 		{"NoExpiry", testNoExpiry},
 		{"Revoke", testRevoke},
 		{"RevokeUser", testRevokeUser},
-		{"RevokeUserBefore", testRevokeUserBefore},
+		{"SupersedeBefore", testSupersedeBefore},
 		{"SupersedeRefusesIssue", testSupersedeRefusesIssue},
 		{"SupersedeRemoves", testSupersedeRemoves},
 		{"SupersedeLegacyStamps", testSupersedeLegacyStamps},
@@ -352,9 +352,9 @@ func testIssuedAt(t *testing.T, st tokens.Store) {
 	}
 }
 
-// testRevokeUserBefore: only sessions issued before the cut-off go, and
-// only the user's.
-func testRevokeUserBefore(t *testing.T, st tokens.Store) {
+// testSupersedeBefore: a Supersede with no stamp (a deleted user's)
+// removes only the sessions issued before its cut-off, and only the user's.
+func testSupersedeBefore(t *testing.T, st tokens.Store) {
 	ctx := context.Background()
 	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	alice := tokens.Session{Username: "alice", Stamp: 1}
@@ -362,8 +362,8 @@ func testRevokeUserBefore(t *testing.T, st tokens.Store) {
 	old2 := MustIssue(t, st, alice, 0, t0.Add(time.Second))
 	bobs := MustIssue(t, st, tokens.Session{Username: "bob", Stamp: 2}, 0, t0)
 	newer := MustIssue(t, st, alice, 0, t0.Add(3*time.Second))
-	if n, err := st.RevokeUserBefore(ctx, "alice", t0.Add(2*time.Second)); n != 2 || err != nil {
-		t.Fatalf("RevokeUserBefore(alice, t0+2s) = %d, %v; want 2, nil", n, err)
+	if n, err := st.Supersede(ctx, tokens.Supersession{Username: "alice", Before: t0.Add(2 * time.Second)}); n != 2 || err != nil {
+		t.Fatalf("Supersede(alice, before t0+2s) = %d, %v; want 2, nil", n, err)
 	}
 	now := time.Now()
 	WantNotFound(t, st, old1, now)
@@ -372,12 +372,12 @@ func testRevokeUserBefore(t *testing.T, st tokens.Store) {
 	WantFound(t, st, bobs, now, tokens.Session{Username: "bob", Stamp: 2})
 	// A cut-off inside a session's millisecond, after it: the session goes.
 	inside := MustIssue(t, st, alice, 0, t0.Add(5*time.Second+100*time.Microsecond))
-	if n, err := st.RevokeUserBefore(ctx, "alice", t0.Add(5*time.Second+500*time.Microsecond)); n < 1 || err != nil {
-		t.Fatalf("RevokeUserBefore(alice, just after a session) = %d, %v; want it removed", n, err)
+	if n, err := st.Supersede(ctx, tokens.Supersession{Username: "alice", Before: t0.Add(5*time.Second + 500*time.Microsecond)}); n < 1 || err != nil {
+		t.Fatalf("Supersede(alice, before just after a session) = %d, %v; want it removed", n, err)
 	}
 	WantNotFound(t, st, inside, now)
-	if n, err := st.RevokeUserBefore(ctx, "nobody", now); n != 0 || err != nil {
-		t.Fatalf("RevokeUserBefore(nobody) = %d, %v; want 0, nil", n, err)
+	if n, err := st.Supersede(ctx, tokens.Supersession{Username: "nobody", Before: now}); n != 0 || err != nil {
+		t.Fatalf("Supersede(nobody) = %d, %v; want 0, nil", n, err)
 	}
 }
 
