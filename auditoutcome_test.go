@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -13,26 +14,32 @@ import (
 	"authsvc/internal/users"
 )
 
-// downDirectory is the real users file whose Lookup fails, while down is
-// set, as a PostgreSQL directory past its grace does: a fault injected
-// into a real directory.
-type downDirectory struct {
+// A failingDirectory is the real users file whose Lookup fails with
+// ErrUnavailable once failAfter's look-ups have been answered, as a
+// PostgreSQL directory does past its grace (5 s after the database last
+// answered), even in the middle of a login: a fault injected into a real
+// directory.
+type failingDirectory struct {
 	*users.FileDirectory
-	down atomic.Bool
+	lookups atomic.Int64
+	upTo    atomic.Int64 // Lookup fails once lookups passes it
 }
 
-func (d *downDirectory) Lookup(ctx context.Context, username string) (*users.Account, error) {
-	if d.down.Load() {
+func (d *failingDirectory) Lookup(ctx context.Context, username string) (*users.Account, error) {
+	if d.lookups.Add(1) > d.upTo.Load() {
 		return nil, fmt.Errorf("injected: %w", users.ErrUnavailable)
 	}
 	return d.FileDirectory.Lookup(ctx, username)
 }
 
-// TestAuditOutcomeDirectoryDown: while the user directory cannot answer, a
-// login gets 503 unavailable and its audit line says outcome=unavailable,
-// the reply's code; it said internal_error, so an alert on internal errors
-// fired for a database outage (issue 19, point 8).
-func TestAuditOutcomeDirectoryDown(t *testing.T) {
+// failAfter makes every look-up fail after the next n.
+func (d *failingDirectory) failAfter(n int64) { d.upTo.Store(d.lookups.Load() + n) }
+
+// newFailingEnv returns a test environment on testUsers in a
+// failingDirectory that answers until failAfter is called, with the log,
+// audit lines included, in logged.
+func newFailingEnv(t *testing.T) (e *testEnv, dir *failingDirectory, d httpapi.Deps, logged *syncBuffer) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "users.json")
 	if err := users.WriteFile(path, testUsers(t)); err != nil {
 		t.Fatal(err)
@@ -41,15 +48,24 @@ func TestAuditOutcomeDirectoryDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := &downDirectory{FileDirectory: file}
-	var logged syncBuffer
-	d, closeDeps, err := buildDeps(testConfig(path), slog.New(slog.NewTextHandler(&logged, nil)), withDirectory(dir))
+	dir = &failingDirectory{FileDirectory: file}
+	dir.upTo.Store(math.MaxInt64)
+	logged = new(syncBuffer)
+	d, closeDeps, err := buildDeps(testConfig(path), slog.New(slog.NewTextHandler(logged, nil)), withDirectory(dir))
 	t.Cleanup(closeDeps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &testEnv{t: t, handler: httpapi.NewServer(d)}
-	dir.down.Store(true)
+	return &testEnv{t: t, handler: httpapi.NewServer(d)}, dir, d, logged
+}
+
+// TestAuditOutcomeDirectoryDown: while the user directory cannot answer, a
+// login gets 503 unavailable and its audit line says outcome=unavailable,
+// the reply's code; it said internal_error, so an alert on internal errors
+// fired for a database outage (issue 19, point 8).
+func TestAuditOutcomeDirectoryDown(t *testing.T) {
+	e, dir, _, logged := newFailingEnv(t)
+	dir.failAfter(0)
 	w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT)
 	if w.Code != 503 || errorCode(t, w) != "unavailable" {
 		t.Fatalf("login with the directory down = %d %s; want 503 unavailable", w.Code, w.Body)

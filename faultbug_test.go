@@ -2,35 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"authsvc/internal/httpapi"
 	"authsvc/internal/throttle"
-	"authsvc/internal/users"
 )
-
-// droppingDirectory is the real users file whose Lookup answers the first
-// upFor look-ups and fails with ErrUnavailable from then on, as a
-// PostgreSQL directory does when its cache stops being trusted (5 s after
-// the database last answered) in the middle of a login.
-type droppingDirectory struct {
-	*users.FileDirectory
-	upFor   int64
-	lookups atomic.Int64
-}
-
-func (d *droppingDirectory) Lookup(ctx context.Context, username string) (*users.Account, error) {
-	if d.lookups.Add(1) > d.upFor {
-		return nil, fmt.Errorf("injected: %w", users.ErrUnavailable)
-	}
-	return d.FileDirectory.Lookup(ctx, username)
-}
 
 // TestFaultLoginDirectoryLostMidCheck: a login whose directory stops
 // answering after the handler's first look-up (which decides 503 over
@@ -45,22 +22,8 @@ func (d *droppingDirectory) Lookup(ctx context.Context, username string) (*users
 // checked the password against the dummy hash: 401, audited as
 // invalid_credentials, with a failure recorded against the user.
 func TestFaultLoginDirectoryLostMidCheck(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(path, testUsers(t)); err != nil {
-		t.Fatal(err)
-	}
-	file, err := users.OpenFile(path, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := &droppingDirectory{FileDirectory: file, upFor: 1}
-	var logged syncBuffer
-	d, closeDeps, err := buildDeps(testConfig(path), slog.New(slog.NewTextHandler(&logged, nil)), withDirectory(dir))
-	t.Cleanup(closeDeps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &testEnv{t: t, handler: httpapi.NewServer(d)}
+	e, dir, d, logged := newFailingEnv(t)
+	dir.failAfter(1) // the handler's look-up, and not the check's
 	w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT)
 	if w.Code != 503 || errorCode(t, w) != "unavailable" {
 		t.Errorf("login with the right password, the directory lost after the first look-up = %d %s; want 503 unavailable, never 401", w.Code, strings.TrimSpace(w.Body.String()))
