@@ -1,6 +1,7 @@
 package users
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -159,5 +160,39 @@ func TestCutoffsFile(t *testing.T) {
 	}
 	if _, err := d.Lookup(ctx, "alice"); err != nil {
 		t.Errorf("Lookup(alice) after a refused load = %v; want the previous users in force", err)
+	}
+}
+
+// TestCutoffsAppliedByReferenceParser: a users file that the fast parser
+// leaves whole to encoding/json (a top-level key spelled with an escape)
+// has its cut-offs applied too.
+func TestCutoffsAppliedByReferenceParser(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "users.json")
+	hash := mustHash(t, "pw", passwordtest.Cost)
+	if err := WriteFile(path, []User{{Username: "alice", PasswordHash: hash, Groups: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	written, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := bytes.Replace(written, []byte(`"users"`), []byte(`"\u0075sers"`), 1)
+	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued := time.Now()
+	if err := d.Update(ctx, "alice", func(u *User) error { u.TokensAfter = time.Now(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, older, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := SessionUser(ctx, d, "alice", issued, byCutoffAlone); u != nil {
+		t.Errorf("SessionUser(alice, a token from before logout) after an older file for the reference parser is back = alice; want nil")
 	}
 }
