@@ -24,6 +24,9 @@ type MemoryStore struct {
 	byUser  map[strHandle][]Digest // each user's digests, oldest first
 	strings strTable               // usernames, user agents and odd client addresses, shared by equal ones
 	stamps  map[string]memStamp    // each superseded user's current password stamp (Supersede)
+	// imported holds every digest Import stored, for ever: its owner,
+	// so that a dead one is never brought back.
+	imported map[Digest]string
 }
 
 // memStamp is a user's current password stamp, kept until until (Unix
@@ -71,7 +74,7 @@ const (
 var _ Store = (*MemoryStore)(nil)
 
 func NewMemoryStore() *MemoryStore {
-	s := &MemoryStore{byUser: make(map[strHandle][]Digest), stamps: make(map[string]memStamp)}
+	s := &MemoryStore{byUser: make(map[strHandle][]Digest), stamps: make(map[string]memStamp), imported: make(map[Digest]string)}
 	s.strings.init()
 	for i := range s.shards {
 		s.shards[i].index = make(map[Digest]uint32)
@@ -312,6 +315,75 @@ func (s *MemoryStore) Supersede(_ context.Context, sup Supersession) (int, error
 		s.stamps[sup.Username] = cur
 	}
 	return removed, nil
+}
+
+// Import stores batch under s.mu, as Issue stores one session.
+func (s *MemoryStore) Import(_ context.Context, batch []Imported, now time.Time, dryRun bool) ([]ImportOutcome, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	outcomes := make([]ImportOutcome, len(batch))
+	for i, im := range batch {
+		outcomes[i] = s.importOne(im, now, dryRun)
+	}
+	return outcomes, nil
+}
+
+// importOne is Import of one session. The caller holds s.mu.
+func (s *MemoryStore) importOne(im Imported, now time.Time, dryRun bool) ImportOutcome {
+	sess, d := im.Session, im.Digest
+	expiry := int64(0)
+	if !sess.ExpiresAt.IsZero() {
+		expiry = sess.ExpiresAt.UnixNano()
+	}
+	if owner, ok := s.imported[d]; ok {
+		live := false
+		sh := s.shard(d)
+		sh.mu.Lock()
+		if at, ok := sh.index[d]; ok {
+			rec := &sh.records[at]
+			live = owner == sess.Username && s.strings.get(rec.user) == owner &&
+				(rec.expiresAt == 0 || rec.expiresAt > now.UnixNano())
+			if live && !dryRun {
+				rec.expiresAt = expiry
+			}
+		}
+		sh.mu.Unlock()
+		if !live {
+			return ImportDead
+		}
+		return ImportRefreshed
+	}
+	if s.record(d, func(*memRecord) {}) {
+		return ImportDead
+	}
+	if cur, ok := s.stamps[sess.Username]; ok && (cur.until == 0 || cur.until > now.UnixNano()) && cur.stamp != sess.Stamp {
+		return ImportSuperseded
+	}
+	if dryRun {
+		return ImportAdded
+	}
+	rec := memRecord{stamp: sess.Stamp, issuedAt: sess.IssuedAt.UnixNano(), lastUsed: now.UnixNano(), id: sess.ID, expiresAt: expiry}
+	rec.user = s.strings.add(sess.Username)
+	rec.agent = s.strings.add(sess.UserAgent)
+	rec.client = s.newClient(sess.Client)
+	sh := s.shard(d)
+	sh.mu.Lock()
+	sh.index[d] = sh.put(rec)
+	sh.mu.Unlock()
+	// byUser stays oldest first, which Issue's limit and List rely on.
+	digests := s.byUser[rec.user]
+	at := len(digests)
+	for at > 0 {
+		older := true
+		s.record(digests[at-1], func(r *memRecord) { older = r.issuedAt <= rec.issuedAt })
+		if older {
+			break
+		}
+		at--
+	}
+	s.byUser[rec.user] = slices.Insert(digests, at, d)
+	s.imported[d] = sess.Username
+	return ImportAdded
 }
 
 func (s *MemoryStore) Ping(context.Context) error { return nil }

@@ -3,6 +3,7 @@ package tokens
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -71,6 +72,48 @@ type Supersession struct {
 	Until time.Time
 }
 
+// An Imported is a session brought from another system (a Django REST
+// framework key, byte for byte a token): what Import is given. Its
+// Session's IssuedAt is when the other system created it.
+type Imported struct {
+	Digest  Digest
+	Session Session
+}
+
+// ImportOutcome is what Import did, or in a dry run would do, with one
+// Imported.
+type ImportOutcome uint8
+
+const (
+	// ImportAdded: stored, and its digest remembered as imported.
+	ImportAdded ImportOutcome = iota + 1
+	// ImportRefreshed: imported before and still live; its expiry is set
+	// anew (the imported session's ExpiresAt).
+	ImportRefreshed
+	// ImportDead: imported before and dead since (revoked, superseded,
+	// expired, its user's sessions ended), or its digest stands for a
+	// session the store did not import: nothing is stored, and a dead
+	// token is never brought back.
+	ImportDead
+	// ImportSuperseded: its Stamp is not its user's current password stamp
+	// (see Supersede); nothing is stored.
+	ImportSuperseded
+)
+
+func (o ImportOutcome) String() string {
+	switch o {
+	case ImportAdded:
+		return "added"
+	case ImportRefreshed:
+		return "refreshed"
+	case ImportDead:
+		return "dead"
+	case ImportSuperseded:
+		return "superseded"
+	}
+	return fmt.Sprintf("ImportOutcome(%d)", uint8(o))
+}
+
 // A ListedSession is a session with the digest it is stored under, as List
 // returns it: the digest tells the caller which one is its own token.
 type ListedSession struct {
@@ -117,6 +160,18 @@ type ListedSession struct {
 //   - Lookup returns a session's IssuedAt: the now Issue was called with,
 //     rounded down at most to the millisecond (and, for logins of one user
 //     in one millisecond, at most a millisecond per login later).
+//   - Import stores each session of batch as Issue would, with three
+//     differences: it keeps the session's IssuedAt as given (LastUsedAt
+//     is now), no per-user limit applies, and the store remembers the
+//     digest as imported, for ever.
+//     A digest it remembers is refreshed (its ExpiresAt set to the one
+//     given) while its session is live, and otherwise left dead: an
+//     import never brings back a token that died. A digest that stands for
+//     a session it did not import is left as it is (ImportDead). The
+//     stamp is checked as Issue checks it. outcomes[i] is batch[i]'s. With
+//     dryRun, Import writes nothing and reports what it would have done.
+//     A failure part way leaves the sessions imported before it stored:
+//     importing the batch again finishes the job.
 //   - Sweep removes the sessions expired at now and reports how many; a
 //     store whose backing expires sessions on its own returns 0. The
 //     caller calls it now and then; Lookup never returns an expired
@@ -141,6 +196,7 @@ type Store interface {
 	RevokeID(ctx context.Context, username string, id SessionID) (bool, error)
 	RevokeUser(ctx context.Context, username string) (int, error)
 	Supersede(ctx context.Context, sup Supersession) (int, error)
+	Import(ctx context.Context, batch []Imported, now time.Time, dryRun bool) (outcomes []ImportOutcome, err error)
 	Sweep(now time.Time) int
 	Len() (n int, ok bool)
 	Ping(ctx context.Context) error

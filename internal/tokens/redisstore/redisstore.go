@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -26,6 +27,9 @@ import (
 //	{prefix}g:{username}    the user's current password stamp, as the last
 //	                        Supersede gave it (decimal); PEXPIREAT its
 //	                        Until (none, no expiry)
+//	{prefix}m:{username}    hash of the digest hex Import stored for the
+//	                        user (value "1"), kept for ever, so that an
+//	                        import never brings a dead one back
 //
 // Scripts compute token keys from the index, so the store needs a
 // standalone Redis (or one where all keys share a slot), not a Cluster.
@@ -283,6 +287,10 @@ func (s *Store) userKey(username string) string {
 
 func (s *Store) stampKey(username string) string {
 	return s.prefix + "g:" + username
+}
+
+func (s *Store) importedKey(username string) string {
+	return s.prefix + "m:" + username
 }
 
 // unavailable wraps err from Redis so that errors.Is(err, ErrUnavailable)
@@ -659,6 +667,129 @@ func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, er
 		return 0, unavailable("supersede", err)
 	}
 	return n, nil
+}
+
+// importScript stores one imported session (tokens.Store's Import): a
+// digest the user's imported set holds is refreshed while its session is
+// live and left dead otherwise; a digest stored but not imported is left
+// alone; a stamp other than the user's current one is refused; anything
+// else is stored as issueScript stores a session, with its issue time as
+// given, no limit, and the digest added to the imported set. With ARGV[8]
+// "1" it writes nothing and returns what it would have done.
+//
+// KEYS[1] token key, KEYS[2] user index key, KEYS[3] user stamp key,
+// KEYS[4] user imported set key.
+// ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] issued
+// (Unix ms), ARGV[5] now (Unix ms), ARGV[6] expiry (Unix ms; "" = never),
+// ARGV[7] session id hex, ARGV[8] dry run ("1" or "0").
+// It returns a tokens.ImportOutcome: 1 added, 2 refreshed, 3 dead,
+// 4 superseded.
+var importScript = redis.NewScript(`
+local tkey, ukey = KEYS[1], KEYS[2]
+local digest, user, now, expiry, dry = ARGV[1], ARGV[2], tonumber(ARGV[5]), ARGV[6], ARGV[8] == '1'
+-- The index expires with the user's last session: never, if one never does.
+local function extend()
+  local pttl = redis.call('PTTL', ukey)
+  if expiry == '' then
+    redis.call('PERSIST', ukey)
+  elseif pttl == -2 or (pttl >= 0 and now + pttl < tonumber(expiry)) then
+    redis.call('PEXPIREAT', ukey, expiry)
+  end
+end
+local f = redis.call('HMGET', tkey, 'u', 'e')
+if redis.call('HEXISTS', KEYS[4], digest) == 1 then
+  if f[1] ~= user or not redis.call('ZSCORE', ukey, digest) or (f[2] and tonumber(f[2]) <= now) then
+    return 3
+  end
+  if not dry then
+    if expiry == '' then
+      redis.call('HDEL', tkey, 'e')
+      redis.call('PERSIST', tkey)
+    else
+      redis.call('HSET', tkey, 'e', expiry)
+      redis.call('PEXPIREAT', tkey, expiry)
+    end
+    extend()
+  end
+  return 2
+end
+if f[1] then
+  return 3
+end
+local current = redis.call('GET', KEYS[3])
+if current and current ~= ARGV[3] then
+  return 4
+end
+if dry then
+  return 1
+end
+-- The first write may grow memory, so at maxmemory under noeviction the
+-- script stops here having written nothing (see issueScript).
+redis.call('HSET', tkey, 'u', user, 's', ARGV[3], 'l', ARGV[5], 'i', ARGV[7], 'a', '', 'g', '')
+if expiry ~= '' then
+  redis.call('HSET', tkey, 'e', expiry)
+  redis.call('PEXPIREAT', tkey, expiry)
+end
+if redis.call('EXISTS', ukey) == 0 then
+  redis.call('ZADD', ukey, ARGV[4], digest)
+  if expiry ~= '' then
+    redis.call('PEXPIREAT', ukey, expiry)
+  end
+else
+  extend()
+  redis.call('ZADD', ukey, ARGV[4], digest)
+end
+redis.call('HSET', KEYS[4], digest, '1')
+return 1
+`)
+
+// importBatch is how many imported sessions Import sends in one round
+// trip: a pipeline of that many script calls.
+const importBatch = 500
+
+// Import stores batch in pipelines of importBatch script calls
+// (importScript), each session atomically on its own.
+func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Time, dryRun bool) ([]tokens.ImportOutcome, error) {
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	if err := importScript.Load(ctx, s.client).Err(); err != nil {
+		return nil, unavailable("import", err)
+	}
+	dry := "0"
+	if dryRun {
+		dry = "1"
+	}
+	outcomes := make([]tokens.ImportOutcome, 0, len(batch))
+	for chunk := range slices.Chunk(batch, importBatch) {
+		cctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+		cmds, err := s.client.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for _, im := range chunk {
+				d, sess := im.Digest, im.Session
+				expiry := ""
+				if !sess.ExpiresAt.IsZero() {
+					expiry = strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10)
+				}
+				keys := []string{s.tokenKey(d), s.userKey(sess.Username), s.stampKey(sess.Username), s.importedKey(sess.Username)}
+				importScript.EvalSha(cctx, p, keys, hex.EncodeToString(d[:]), sess.Username,
+					strconv.FormatUint(sess.Stamp, 10), sess.IssuedAt.UnixMilli(), now.UnixMilli(),
+					expiry, sess.ID.String(), dry)
+			}
+			return nil
+		})
+		cancel()
+		if err != nil {
+			return outcomes, unavailable("import", err)
+		}
+		for _, c := range cmds {
+			n, err := c.(*redis.Cmd).Int()
+			if err != nil || n < 1 || n > 4 {
+				return outcomes, unavailable("import", fmt.Errorf("reply %v, %v", n, err))
+			}
+			outcomes = append(outcomes, tokens.ImportOutcome(n))
+		}
+	}
+	return outcomes, nil
 }
 
 // touchScript records uses: for each token key that still exists, sets its

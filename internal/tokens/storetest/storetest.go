@@ -48,6 +48,11 @@ func Run(t *testing.T, newStore func(t *testing.T) tokens.Store) {
 		{"Limit", testLimit},
 		{"Unlimited", testUnlimited},
 		{"SweepLen", testSweepLen},
+		{"Import", testImport},
+		{"ImportAgain", testImportAgain},
+		{"ImportLeavesIssued", testImportLeavesIssued},
+		{"ImportStamp", testImportStamp},
+		{"ImportDryRun", testImportDryRun},
 		{"Ping", testPing},
 		{"Concurrent", testConcurrent},
 	}
