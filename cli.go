@@ -17,6 +17,7 @@ import (
 
 	"authsvc/internal/buildinfo"
 	"authsvc/internal/password"
+	"authsvc/internal/tokens/redisstore"
 	"authsvc/internal/users"
 	"authsvc/internal/users/postgres"
 
@@ -107,6 +108,9 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		minLength   *int
 		from        *string
 		dryRun      *bool
+		store       *string
+		storePrefix *string
+		tokenTTL    *time.Duration
 	)
 	switch sub {
 	case "add":
@@ -117,6 +121,10 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	case "import":
 		from = fs.String("from", "", "what `KIND` of file to import: django (a dumpdata file) or file (a users file)")
 		dryRun = fs.Bool("dry-run", false, "write nothing: print what the import would do, and exit as it would")
+		store = fs.String("store", "memory", "the token `STORE` the dump's DRF keys go to: redis://… as serve's (memory cannot keep them)")
+		storePrefix = fs.String("store-prefix", redisstore.DefaultPrefix, "key `PREFIX` in a shared Redis, as serve's")
+		tokenTTL = fs.Duration("token-ttl", 24*time.Hour, "imported tokens expire this `DURATION` after the import; 0 = never")
+		fromEnv = append(fromEnv, "store", "store-prefix", "token-ttl")
 	}
 	if sub == "add" || sub == "passwd" {
 		hashing.define(fs)
@@ -159,7 +167,13 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if fs.NArg() != 1 {
 			return usagef("user import: want exactly one file to import")
 		}
-		return importUsers(ctx, target, *from, fs.Arg(0), *dryRun, stdout, stderr)
+		if *tokenTTL < 0 {
+			return usagef("user import: --token-ttl %v: want 0 or more", *tokenTTL)
+		}
+		return importUsers(ctx, target, importOptions{
+			from: *from, path: fs.Arg(0), dryRun: *dryRun,
+			store: *store, storePrefix: *storePrefix, tokenTTL: *tokenTTL,
+		}, stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		return usagef("user %s: want exactly one USERNAME", sub)
@@ -252,97 +266,6 @@ func warnSlowHashes(cmd string, list []users.User, stderr io.Writer) {
 		fmt.Fprintf(stderr, "authsvc: %s: warning: user %q: its %s hash takes about %.1f s a check, %.0f times the default policy's; every failed login waits as long until it logs in and is rehashed\n",
 			cmd, printable(u.Username), h.Scheme(), h.Work(), h.Work()/dummy.Work())
 	}
-}
-
-// errSomeSkipped: an import left records out; each was reported on stderr.
-var errSomeSkipped = errors.New("some records were not imported (see above)")
-
-// importUsers adds the users of a Django dumpdata file, or of an authsvc
-// users file (to move it into PostgreSQL), in one write, leaving existing
-// usernames alone; it reports every record it leaves out on stderr, one
-// line each, and then fails (exit 1).
-func importUsers(ctx context.Context, dir importTarget, from, dumpPath string, dryRun bool, stdout, stderr io.Writer) error {
-	var list []users.User
-	var skipped []users.DjangoSkip
-	if from == "file" {
-		var err error
-		if list, err = users.ReadFile(dumpPath); err != nil { // validated whole, as the server loads it
-			return fmt.Errorf("user import: %w", err)
-		}
-	} else {
-		data, err := os.ReadFile(dumpPath)
-		if err != nil {
-			return err
-		}
-		list, skipped, err = users.ParseDjangoDump(data, time.Now().UTC().Truncate(time.Millisecond))
-		if err != nil {
-			return fmt.Errorf("user import: %s: %w", dumpPath, err)
-		}
-	}
-	warnSlowHashes("user import", list, stderr)
-	addAll := dir.AddAll
-	if dryRun {
-		addAll = func(ctx context.Context, list []users.User) ([]string, error) { return takenNames(ctx, dir, list) }
-	}
-	existing, err := addAll(ctx, list)
-	if err != nil {
-		return err
-	}
-	for _, s := range skipped {
-		fmt.Fprintf(stderr, "authsvc: user import: skipped %s\n", printable(s.String()))
-	}
-	for _, name := range existing {
-		fmt.Fprintf(stderr, "authsvc: user import: left alone: user %q already exists\n", name)
-	}
-	if dryRun {
-		fmt.Fprintf(stdout, "dry run: would import %d users from %s into %s; nothing written\n", len(list)-len(existing), dumpPath, dir)
-	} else {
-		fmt.Fprintf(stdout, "imported %d users from %s into %s\n", len(list)-len(existing), dumpPath, dir)
-	}
-	if len(skipped)+len(existing) > 0 {
-		return errSomeSkipped
-	}
-	return nil
-}
-
-// importTarget is what an import needs of a directory.
-type importTarget interface {
-	fmt.Stringer
-	AddAll(ctx context.Context, users []users.User) (existing []string, err error)
-	List(ctx context.Context) ([]users.User, error)
-}
-
-// noUsersYet stands for a database no authsvc has set up, in a dry run:
-// it holds no users, and takes no write.
-type noUsersYet struct{ name string }
-
-func (n noUsersYet) String() string                           { return n.name }
-func (noUsersYet) List(context.Context) ([]users.User, error) { return nil, nil }
-func (noUsersYet) AddAll(context.Context, []users.User) ([]string, error) {
-	return nil, errors.New("dry run: nothing is written")
-}
-
-// takenNames returns the names of list that AddAll would leave alone:
-// those dir holds, and the later of two entries of one name. A users
-// file that does not exist yet, or a database authsvc has not set up,
-// holds none.
-func takenNames(ctx context.Context, dir importTarget, list []users.User) ([]string, error) {
-	held, err := dir.List(ctx)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	taken := make(map[string]bool, len(held))
-	for _, u := range held {
-		taken[u.Username] = true
-	}
-	var existing []string
-	for _, u := range list {
-		if taken[u.Username] {
-			existing = append(existing, u.Username)
-		}
-		taken[u.Username] = true
-	}
-	return existing, nil
 }
 
 // changeUser applies change to username's entry in dir.

@@ -90,7 +90,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 	var th throttle.Throttle
 	if d.Store == nil {
 		var closeStore func() error
-		if d.Store, th, closeStore, err = openStore(cfg.store, cfg.storePrefix, cfg.throttle); err != nil {
+		if d.Store, th, closeStore, err = openStore("serve", cfg.store, cfg.storePrefix, cfg.throttle); err != nil {
 			return d, closeDeps, err
 		}
 		closers = append(closers, closerFunc(closeStore))

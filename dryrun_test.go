@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,7 +27,7 @@ func TestImportDryRun(t *testing.T) {
 		dir := t.TempDir()
 		usersPath := filepath.Join(dir, "users.json")
 		code, stdout, stderr := importFixture(usersPath, true)
-		if code != 0 || !strings.HasPrefix(stdout, "dry run: would import 7 users") || stderr != "" {
+		if code != 0 || importedUsers(stdout, true) != 7 || stderr != "" {
 			t.Errorf("user import --dry-run = exit %d, %q, %q; want 0, would import 7 users", code, stdout, stderr)
 		}
 		if names := dirNames(t, dir); len(names) != 0 {
@@ -39,19 +41,19 @@ func TestImportDryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, stdout, stderr := importFixture(usersPath, true)
-		if code != 0 || !strings.HasPrefix(stdout, "dry run: would import 7 users") || stderr != "" {
+		if code != 0 || importedUsers(stdout, true) != 7 || stderr != "" {
 			t.Errorf("user import --dry-run = exit %d, %q, %q; want 0, would import 7 users", code, stdout, stderr)
 		}
 		if after, err := os.ReadFile(usersPath); err != nil || !bytes.Equal(after, before) {
 			t.Errorf("users file after user import --dry-run changed (%v)", err)
 		}
-		if code, stdout, _ := importFixture(usersPath, false); code != 0 || !strings.HasPrefix(stdout, "imported 7 users") {
+		if code, stdout, _ := importFixture(usersPath, false); code != 0 || importedUsers(stdout, false) != 7 {
 			t.Fatalf("user import = exit %d, %q; want 0, 7 users", code, stdout)
 		}
 		// Again: every name is taken now. The dry run says so as the real run does, and exits 1 as it does.
 		dryCode, dryOut, dryErr := importFixture(usersPath, true)
 		code, _, stderr = importFixture(usersPath, false)
-		if dryCode != 1 || dryCode != code || dryErr != stderr || strings.Count(dryErr, "left alone") != 7 || !strings.HasPrefix(dryOut, "dry run: would import 0 users") {
+		if dryCode != 1 || dryCode != code || dryErr != stderr || strings.Count(dryErr, "left alone") != 7 || importedUsers(dryOut, true) != 0 {
 			t.Errorf("user import --dry-run of taken names = exit %d, %q, %q; want the real run's exit %d and stderr %q, and 0 users", dryCode, dryOut, dryErr, code, stderr)
 		}
 	})
@@ -59,11 +61,36 @@ func TestImportDryRun(t *testing.T) {
 		pgURL, _, _ := testservers.Postgres(t)
 		url := testservers.NewDatabase(t, pgURL)
 		code, stdout, stderr := importFixture(url, true)
-		if code != 0 || !strings.HasPrefix(stdout, "dry run: would import 7 users") || stderr != "" {
+		if code != 0 || importedUsers(stdout, true) != 7 || stderr != "" {
 			t.Errorf("user import --dry-run into an empty database = exit %d, %q, %q; want 0, would import 7 users", code, stdout, stderr)
 		}
 		if code, _, stderr := runCLI(t, "", nil, "user", "list", "--users", url); code != 1 || !strings.Contains(stderr, "no authsvc schema") {
 			t.Errorf("user list after the dry run = exit %d, %q; want 1, no authsvc schema (the dry run created none)", code, stderr)
 		}
 	})
+}
+
+// importSummaryRE matches user import's summary line.
+var importSummaryRE = regexp.MustCompile(`^(dry run: would import|imported) .* into .*: users (\d+) imported, (\d+) updated, (\d+) skipped; tokens (\d+) imported, (\d+) updated, (\d+) left dead, (\d+) skipped(; nothing written)?\n$`)
+
+// importSummary parses user import's stdout, its one summary line: whether
+// it was a dry run, and the users' and tokens' tallies. ok is false when
+// stdout is anything else.
+func importSummary(stdout string) (dryRun bool, users, tokens importTally, ok bool) {
+	m := importSummaryRE.FindStringSubmatch(stdout)
+	if m == nil || (m[1] == "imported") == (m[9] != "") {
+		return false, users, tokens, false
+	}
+	n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
+	return m[9] != "", importTally{imported: n(2), updated: n(3), skipped: n(4)}, importTally{imported: n(5), updated: n(6), dead: n(7), skipped: n(8)}, true
+}
+
+// importedUsers is how many users stdout's summary line says an import
+// (dry run or not, as dryRun says) imported; -1 when it is no such line.
+func importedUsers(stdout string, dryRun bool) int {
+	dry, u, _, ok := importSummary(stdout)
+	if !ok || dry != dryRun {
+		return -1
+	}
+	return u.imported
 }

@@ -128,7 +128,7 @@ func TestImportFileIntoPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", dbURL, "--from", "file", file)
-	if code != 0 || !strings.HasPrefix(stdout, "imported 3 users") {
+	if code != 0 || importedUsers(stdout, false) != 3 {
 		t.Fatalf("user import --from file into PostgreSQL = exit %d, %q, %q; want 0, 3 users", code, stdout, stderr)
 	}
 	if code, _, _ := runCLI(t, "", nil, "user", "import", "--users", dbURL, "--from", "file", file); code != 1 {

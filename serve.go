@@ -45,14 +45,16 @@ const (
 // that goes with it. With Redis, the throttle's counters are shared too: a
 // fleet allows as many guesses as one instance. The function returned
 // closes both.
-func openStore(spec, prefix string, th throttle.Config) (tokens.Store, throttle.Throttle, func() error, error) {
+//
+// cmd names the command in a usage error.
+func openStore(cmd, spec, prefix string, th throttle.Config) (tokens.Store, throttle.Throttle, func() error, error) {
 	switch {
 	case spec == "memory":
 		return tokens.NewMemoryStore(), throttle.NewMemory(th), func() error { return nil }, nil
 	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
 		client, err := redisstore.Dial(spec)
 		if err != nil {
-			return nil, nil, nil, &usageError{msg: "serve: --store: " + err.Error()}
+			return nil, nil, nil, &usageError{msg: cmd + ": --store: " + err.Error()}
 		}
 		if prefix == "" {
 			prefix = redisstore.DefaultPrefix
@@ -64,7 +66,8 @@ func openStore(spec, prefix string, th throttle.Config) (tokens.Store, throttle.
 		}
 		return s, redisthrottle.New(client, prefix, th), closeBoth, nil
 	}
-	return nil, nil, nil, usagef("serve: --store %q: want memory, redis://… or rediss://…", spec)
+	// Not quoted: a URL of another kind may hold a password.
+	return nil, nil, nil, usagef("%s: --store: want memory, redis://… or rediss://…", cmd)
 }
 
 // serve runs the server until ctx is done, then shuts it down gracefully.

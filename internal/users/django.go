@@ -33,12 +33,39 @@ type djangoUser struct {
 	Groups      json.RawMessage `json:"groups"`
 }
 
+// djangoToken is the fields of an authtoken.token record; its key is the
+// record's pk.
+type djangoToken struct {
+	User    json.RawMessage `json:"user"`
+	Created string          `json:"created"`
+}
+
+// A DjangoToken is a Django REST framework key of an imported user. Key is
+// the token itself: it must never reach a log line or an error.
+type DjangoToken struct {
+	Key      string
+	Username string
+	Created  time.Time
+}
+
+// A DjangoDump is what ParseDjangoDump maps: the users, their DRF keys,
+// and the records it leaves out.
+type DjangoDump struct {
+	Users   []User
+	Tokens  []DjangoToken
+	Skipped []DjangoSkip
+}
+
 // DjangoSkip is a record the importer leaves out, and why.
 type DjangoSkip struct {
-	at, reason string
+	model, at, reason string
 }
 
 func (s DjangoSkip) String() string { return s.at + ": " + s.reason }
+
+// Model is the model of the record left out, as the dump names it
+// (auth.user, authtoken.token).
+func (s DjangoSkip) Model() string { return s.model }
 
 // ParseDjangoDump maps the auth.user records of a dumpdata JSON array to
 // users (API.md "Users"): username (NFKC), password hash as is, name from
@@ -46,28 +73,34 @@ func (s DjangoSkip) String() string { return s.at + ": " + s.reason }
 // unusable, admin when staff or superuser, groups by name. Groups may be
 // natural keys (--natural-foreign, as API.md asks) or primary keys of the
 // dump's own auth.group records. Records of other models are passed over;
-// a user record that cannot be mapped is skipped with its reason. now is
-// every imported user's cut-off: no token of an earlier user of the same
-// name lives on.
+// a user record that cannot be mapped is skipped with its reason.
+//
+// Each authtoken.token record of an imported user becomes a DjangoToken,
+// created at its created time (a time without a zone is taken as UTC; one
+// after now, as now). now is every imported user's cut-off, or the created
+// time of its earliest token when that is earlier, so that importing does
+// not kill the tokens it brings; no token of an earlier user of the same
+// name lives on past it. A token whose key is not 40 lowercase hex
+// characters, as DRF makes them and as authsvc checks them, is skipped.
 //
 // Django's legacy fast hashes (sha1, md5, unsalted_sha1, unsalted_md5) are
 // never kept as they are: each is wrapped in the default hash policy's hash
 // of its digest (password.DjangoLegacy), what `user import` has, since it
 // takes no hash flags.
-func ParseDjangoDump(data []byte, now time.Time) ([]User, []DjangoSkip, error) {
+func ParseDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 	return ParseDjangoDumpPolicy(data, now, password.DefaultHashPolicy())
 }
 
 // ParseDjangoDumpPolicy is ParseDjangoDump wrapping the legacy fast hashes
 // under policy. The wrapping costs one policy hash each, run on every core.
-func ParseDjangoDumpPolicy(data []byte, now time.Time, policy password.HashPolicy) ([]User, []DjangoSkip, error) {
+func ParseDjangoDumpPolicy(data []byte, now time.Time, policy password.HashPolicy) (*DjangoDump, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] != '[' {
-		return nil, nil, errors.New("not a dumpdata JSON array (run dumpdata with --format json, the default)")
+		return nil, errors.New("not a dumpdata JSON array (run dumpdata with --format json, the default)")
 	}
 	var records []djangoRecord
 	if err := json.Unmarshal(data, &records); err != nil {
-		return nil, nil, fmt.Errorf("not a dumpdata JSON array: %v", err)
+		return nil, fmt.Errorf("not a dumpdata JSON array: %v", err)
 	}
 	groupsByPK := make(map[string]string)
 	for _, r := range records {
@@ -85,6 +118,7 @@ func ParseDjangoDumpPolicy(data []byte, now time.Time, policy password.HashPolic
 	var skipped []DjangoSkip
 	var legacy []legacyHash
 	seen := make(map[string]string)
+	usernameByPK := make(map[string]string) // of the users imported
 	for i, r := range records {
 		if r.Model != "auth.user" {
 			continue
@@ -92,17 +126,17 @@ func ParseDjangoDumpPolicy(data []byte, now time.Time, policy password.HashPolic
 		at := fmt.Sprintf("record %d (auth.user)", i)
 		var f djangoUser
 		if err := json.Unmarshal(r.Fields, &f); err != nil {
-			skipped = append(skipped, DjangoSkip{at, "fields: " + err.Error()})
+			skipped = append(skipped, DjangoSkip{"auth.user", at, "fields: " + err.Error()})
 			continue
 		}
 		username := NormalizeUsername(f.Username)
 		at = fmt.Sprintf("record %d (auth.user %q)", i, username)
 		if err := CheckUsername(username); err != nil {
-			skipped = append(skipped, DjangoSkip{at, err.Error()})
+			skipped = append(skipped, DjangoSkip{"auth.user", at, err.Error()})
 			continue
 		}
 		if first, dup := seen[username]; dup {
-			skipped = append(skipped, DjangoSkip{at, "username: a second record for it, after " + first})
+			skipped = append(skipped, DjangoSkip{"auth.user", at, "username: a second record for it, after " + first})
 			continue
 		}
 		// A legacy fast form is wrapped below, once the record is known to
@@ -115,19 +149,20 @@ func ParseDjangoDumpPolicy(data []byte, now time.Time, policy password.HashPolic
 			usable = err == nil && hash.Usable()
 		}
 		if err != nil {
-			skipped = append(skipped, DjangoSkip{at, "password: " + err.Error()})
+			skipped = append(skipped, DjangoSkip{"auth.user", at, "password: " + err.Error()})
 			continue
 		}
 		groups, err := djangoGroups(f.Groups, groupsByPK)
 		if err != nil {
-			skipped = append(skipped, DjangoSkip{at, "groups: " + err.Error()})
+			skipped = append(skipped, DjangoSkip{"auth.user", at, "groups: " + err.Error()})
 			continue
 		}
 		if err := CheckProfile(strings.TrimSpace(f.FirstName+" "+f.LastName), f.Email, groups); err != nil {
-			skipped = append(skipped, DjangoSkip{at, err.Error()})
+			skipped = append(skipped, DjangoSkip{"auth.user", at, err.Error()})
 			continue
 		}
 		seen[username] = at
+		usernameByPK[string(bytes.TrimSpace(r.PK))] = username
 		active := f.IsActive == nil || *f.IsActive // Django's default
 		users = append(users, User{
 			Username:     username,
@@ -143,10 +178,95 @@ func ParseDjangoDumpPolicy(data []byte, now time.Time, policy password.HashPolic
 			legacy = append(legacy, legacyHash{user: len(users) - 1, hash: old})
 		}
 	}
+	tokens, tokenSkips := djangoTokens(records, users, usernameByPK, now)
+	skipped = append(skipped, tokenSkips...)
 	if err := wrapLegacy(users, legacy, policy); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return users, skipped, nil
+	return &DjangoDump{Users: users, Tokens: tokens, Skipped: skipped}, nil
+}
+
+// djangoTokens returns the DRF keys of the dump's imported users, and
+// moves each such user's cut-off back to its earliest key's creation.
+// A key of a user the import leaves out is skipped with it.
+func djangoTokens(records []djangoRecord, users []User, usernameByPK map[string]string, now time.Time) ([]DjangoToken, []DjangoSkip) {
+	index := make(map[string]int, len(users))
+	for i, u := range users {
+		index[u.Username] = i
+	}
+	var tokens []DjangoToken
+	var skipped []DjangoSkip
+	for i, r := range records {
+		if r.Model != "authtoken.token" {
+			continue
+		}
+		at := fmt.Sprintf("record %d (authtoken.token)", i)
+		var f djangoToken
+		if err := json.Unmarshal(r.Fields, &f); err != nil {
+			skipped = append(skipped, DjangoSkip{"authtoken.token", at, "fields: " + err.Error()})
+			continue
+		}
+		var natural []string
+		username, ok := "", false
+		if json.Unmarshal(f.User, &natural) == nil && len(natural) == 1 {
+			username = NormalizeUsername(natural[0])
+			_, ok = index[username]
+		} else {
+			username, ok = usernameByPK[string(bytes.TrimSpace(f.User))]
+		}
+		if !ok {
+			skipped = append(skipped, DjangoSkip{"authtoken.token", at, "its user is not imported"})
+			continue
+		}
+		at = fmt.Sprintf("record %d (authtoken.token of %q)", i, username)
+		// The key is never quoted: it is a live token.
+		var key string
+		if json.Unmarshal(r.PK, &key) != nil || !isDRFKey(key) {
+			skipped = append(skipped, DjangoSkip{"authtoken.token", at, "key: not 40 lowercase hex characters"})
+			continue
+		}
+		created, err := parseDjangoTime(f.Created)
+		if err != nil {
+			skipped = append(skipped, DjangoSkip{"authtoken.token", at, "created: " + err.Error()})
+			continue
+		}
+		if created.After(now) {
+			created = now
+		}
+		tokens = append(tokens, DjangoToken{Key: key, Username: username, Created: created})
+		if u := &users[index[username]]; created.Before(u.TokensAfter) {
+			u.TokensAfter = created
+		}
+	}
+	return tokens, skipped
+}
+
+// isDRFKey reports whether key has the form of DRF's keys, 20 random bytes
+// in lowercase hex, which is also authsvc's token form.
+func isDRFKey(key string) bool {
+	if len(key) != 40 {
+		return false
+	}
+	for i := range len(key) {
+		if c := key[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseDjangoTime parses a datetime as Django's serializer writes it:
+// ISO 8601, "Z" or an offset when time zones are on, none when they are
+// off (then taken as UTC).
+func parseDjangoTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC(), nil
+	}
+	t, err := time.Parse("2006-01-02T15:04:05.999999999", s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not an ISO 8601 datetime", s)
+	}
+	return t, nil
 }
 
 // A legacyHash is a user's legacy fast hash, still to be wrapped.

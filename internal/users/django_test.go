@@ -62,16 +62,17 @@ func TestParseDjangoDumpWrapsLegacy(t *testing.T) {
 		{Scheme: password.SchemeBcrypt, BcryptCost: 4},
 	} {
 		t.Run(policy.Scheme, func(t *testing.T) {
-			list, skipped, err := ParseDjangoDumpPolicy(data, time.Now(), policy)
+			dump, err := ParseDjangoDumpPolicy(data, time.Now(), policy)
 			if err != nil {
 				t.Fatal(err)
 			}
+			list, skipped := dump.Users, dump.Skipped
 			if err := Validate(list); err != nil {
 				t.Errorf("the imported users do not load: %v", err)
 			}
-			if len(skipped) != 1 || !strings.Contains(skipped[0].String(), `"bill"): password: unsupported password hash scheme: Django crypt`) ||
-				!strings.Contains(skipped[0].String(), "first 8 characters") {
-				t.Errorf("skipped %v; want bill's crypt hash alone, with its reason", skipped)
+			if len(skipped) != 2 || !strings.Contains(skipped[0].String(), `"bill"): password: unsupported password hash scheme: Django crypt`) ||
+				!strings.Contains(skipped[0].String(), "first 8 characters") || skipped[1].String() != "record 38 (authtoken.token): its user is not imported" {
+				t.Errorf("skipped %v; want bill's crypt hash, with its reason, and his DRF key", skipped)
 			}
 			got := map[string]User{}
 			for _, u := range list {
@@ -135,10 +136,11 @@ func TestParseDjangoDumpLegacyShapes(t *testing.T) {
 		`{"model": "auth.user", "pk": 6, "fields": {"username": "f", "password": "md5$salt$5f4dcc3b5aa765d61d8327deb882cf9"}},` +
 		`{"model": "auth.user", "pk": 7, "fields": {"username": "g", "password": "sha1$s$751d50955005577ed2556efd833300010e241159", "is_active": false}}` +
 		`]`
-	list, skipped, err := ParseDjangoDump([]byte(dump), time.Now())
+	parsed, err := ParseDjangoDump([]byte(dump), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
+	list, skipped := parsed.Users, parsed.Skipped
 	if len(list) != 5 || len(skipped) != 2 {
 		t.Fatalf("imported %d, skipped %v; want 5 imported, e and f skipped", len(list), skipped)
 	}
@@ -159,7 +161,57 @@ func TestParseDjangoDumpLegacyShapes(t *testing.T) {
 			t.Errorf("%s: disabled %v", u.Username, u.Disabled)
 		}
 	}
-	if _, _, err := ParseDjangoDumpPolicy([]byte(dump), time.Now(), password.HashPolicy{Scheme: "sha1"}); err == nil {
+	if _, err := ParseDjangoDumpPolicy([]byte(dump), time.Now(), password.HashPolicy{Scheme: "sha1"}); err == nil {
 		t.Error("a policy that cannot hash imported the legacy hashes")
+	}
+}
+
+// TestParseDjangoDumpTokens: DRF keys come out with their user, natural
+// key or primary key, and their created time; each user's cut-off is moved
+// back to its earliest key, never forward; keys of users left out are
+// skipped with them; a key of the wrong form is skipped without being
+// quoted.
+func TestParseDjangoDumpTokens(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	const pbkdf2 = "pbkdf2_sha256$1000$salt$kOXRpcmI0ZiIpeGvu8jJ+43wCfh/s3C+6G/DnfA8RK0="
+	dump := `[` +
+		`{"model": "auth.user", "pk": 1, "fields": {"username": "ada", "password": "` + pbkdf2 + `"}},` +
+		`{"model": "auth.user", "pk": 2, "fields": {"username": "bob", "password": "` + pbkdf2 + `"}},` +
+		`{"model": "auth.user", "pk": 3, "fields": {"username": "bad name", "password": "` + pbkdf2 + `"}},` +
+		`{"model": "auth.user", "pk": 4, "fields": {"username": "cy", "password": "` + pbkdf2 + `"}},` +
+		`{"model": "authtoken.token", "pk": "882ff61e9669694d05a4e17a8fb68b49826d3e52", "fields": {"user": ["ada"], "created": "2024-03-01T10:00:00.123Z"}},` +
+		`{"model": "authtoken.token", "pk": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "fields": {"user": 2, "created": "2025-01-02T03:04:05.678+02:00"}},` +
+		`{"model": "authtoken.token", "pk": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "fields": {"user": 3, "created": "2024-01-01T00:00:00Z"}},` +
+		`{"model": "authtoken.token", "pk": "CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC", "fields": {"user": ["cy"], "created": "2024-01-01T00:00:00Z"}},` +
+		`{"model": "authtoken.token", "pk": "dddddddddddddddddddddddddddddddddddddddd", "fields": {"user": ["cy"], "created": "2030-01-01T00:00:00"}}` +
+		`]`
+	parsed, err := ParseDjangoDump([]byte(dump), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []DjangoToken{
+		{Key: "882ff61e9669694d05a4e17a8fb68b49826d3e52", Username: "ada", Created: time.Date(2024, 3, 1, 10, 0, 0, 123e6, time.UTC)},
+		{Key: strings.Repeat("a", 40), Username: "bob", Created: time.Date(2025, 1, 2, 1, 4, 5, 678e6, time.UTC)},
+		{Key: strings.Repeat("d", 40), Username: "cy", Created: now}, // in the future: now
+	}
+	if fmt.Sprint(parsed.Tokens) != fmt.Sprint(want) {
+		t.Errorf("Tokens = %v; want %v", parsed.Tokens, want)
+	}
+	cutoffs := map[string]time.Time{}
+	for _, u := range parsed.Users {
+		cutoffs[u.Username] = u.TokensAfter
+	}
+	wantCutoffs := map[string]time.Time{"ada": want[0].Created, "bob": want[1].Created, "cy": now}
+	if fmt.Sprint(cutoffs) != fmt.Sprint(wantCutoffs) {
+		t.Errorf("cut-offs = %v; want %v", cutoffs, wantCutoffs)
+	}
+	var reasons []string
+	for _, s := range parsed.Skipped {
+		reasons = append(reasons, s.String())
+	}
+	got := strings.Join(reasons, "\n")
+	if len(reasons) != 3 || !strings.Contains(got, `record 6 (authtoken.token): its user is not imported`) ||
+		!strings.Contains(got, `authtoken.token of "cy"): key: not 40 lowercase hex`) || strings.Contains(strings.ToLower(got), "cccccccc") {
+		t.Errorf("skipped:\n%s\nwant bad name's record and key, and cy's upper-case key, never quoting a key", got)
 	}
 }

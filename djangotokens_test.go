@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"authsvc/internal/testservers"
+)
+
+// django42Tokens are the fixture's DRF keys (its README), by user.
+var django42Tokens = map[string]string{
+	"ada": "882ff61e9669694d05a4e17a8fb68b49826d3e52", "grace": "52176908c0d677336ba63c9c4752ffabbf5623ca",
+	"linus": "fd4729dfeed3449912ac94f232f8f0e253385d65", "margo": "154bd080eab45d42d0520f7289729048958a6f66",
+	"josé": "7cb78db5cda42578561e3624564548490cae69e3", "charles": "4f464d5ac867df4020c207ba0a6108d6b47ea45a",
+	"niklaus": "e6d3badd4ff9840e01d4d926c924e91d71e88411", "zoë": "977fecca8b710e17ef364b670f3436371a619e50",
+	"tim": "30a19733bec8b4f5320ac00a9ca8195734fdae01", "vint": "3b5604678aa5e4ad35260113348da59e10e77424",
+	"bjarne": "de8500d7b1b195df23a8ece31c3fca32d6fe6b50", "guido": "3220c7e0147747cf4d39ff6be2ad2d711c7d2baf",
+	"bill": "b4c14f6181b037d0c3f5da5572c5141e3df50a6b", "whitfield": "5f78d834f0046c4b4f505371c6c95fb5211c1eeb",
+	"martin": "ca24ba3444392d61882b0bddaec91d52934eb78a", "adi": "d5f3a204d6df5ae44a644a5c8c5317ef358c46f1",
+}
+
+// wantTokenTally checks the tokens part of an import's summary line.
+func wantTokenTally(t *testing.T, what, stdout string, dryRun bool, want importTally) {
+	t.Helper()
+	dry, _, got, ok := importSummary(stdout)
+	if !ok || dry != dryRun || got != want {
+		t.Fatalf("%s: summary %q: tokens %+v (dry run %v); want %+v (dry run %v)", what, stdout, got, dry, want, dryRun)
+	}
+}
+
+// TestImportDjangoTokens (issue 20, point 1): user import --store redis://
+// brings the fixture's DRF keys, and each one answers /info as its user,
+// byte for byte, through the Redis store: created at DRF's created time,
+// expiring --token-ttl after the import, listed among the user's
+// sessions. The memory store skips them, reported; a dry run writes no key.
+func TestImportDjangoTokens(t *testing.T) {
+	redisURL, _, _ := testservers.Redis(t)
+	prefix := testservers.UniquePrefix()
+	usersPath := filepath.Join(t.TempDir(), "users.json")
+	importArgs := func(extra ...string) []string {
+		return append([]string{"user", "import", "--users", usersPath, "--from", "django", "--store", redisURL, "--store-prefix", prefix}, append(extra, django42Fixture)...)
+	}
+	code, stdout, stderr := runCLI(t, "", nil, importArgs("--token-ttl", "2h")...)
+	// bill (crypt) is refused, and his key with him.
+	if code != 1 || strings.Count(stderr, "\n") != 3 || !strings.Contains(stderr, `record 38 (authtoken.token): its user is not imported`) {
+		t.Errorf("user import = exit %d, stderr:\n%s\nwant exit 1 and bill's record and key skipped", code, stderr)
+	}
+	if strings.Contains(stderr, django42Tokens["bill"]) || strings.Contains(stdout, django42Tokens["bill"]) {
+		t.Errorf("user import quoted a DRF key:\n%s%s", stdout, stderr)
+	}
+	wantTokenTally(t, "user import", stdout, false, importTally{imported: 15, skipped: 1})
+	imported := time.Now()
+
+	base, _, stop := startServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
+	defer stop()
+	for name, key := range django42Tokens {
+		want := 200
+		if name == "bill" || name == "margo" { // not imported; disabled
+			want = 401
+		}
+		if r := miDo(t, "GET", base+"/api/auth/info", key, ""); r.status != want || want == 200 && !strings.Contains(r.body, `"username":"`+name+`"`) {
+			t.Errorf("info with %s's DRF key = %v; want %d as %s", name, r, want, name)
+		}
+	}
+	r := miDo(t, "GET", base+"/api/auth/sessions/", django42Tokens["ada"], "")
+	var list struct {
+		Sessions []struct {
+			CreatedAt time.Time `json:"created_at"`
+			ExpiresAt time.Time `json:"expires_at"`
+			Current   bool
+		}
+	}
+	if err := json.Unmarshal([]byte(r.body), &list); err != nil || len(list.Sessions) != 1 {
+		t.Fatalf("ada's sessions = %v (%v); want her imported key alone", r, err)
+	}
+	s := list.Sessions[0]
+	created := time.Date(2026, 11, 24, 22, 16, 28, 0, time.UTC) // 28.634, in whole seconds
+	if !s.CreatedAt.Equal(created) || !s.Current || s.ExpiresAt.Before(imported.Add(2*time.Hour-time.Minute)) || s.ExpiresAt.After(imported.Add(2*time.Hour)) {
+		t.Errorf("ada's imported session = %+v; want created %v (DRF's), current, expiring 2h after the import", s, created)
+	}
+
+	t.Run("dry run", func(t *testing.T) {
+		other := testservers.UniquePrefix()
+		path := filepath.Join(t.TempDir(), "users.json")
+		code, stdout, _ := runCLI(t, "", nil, "user", "import", "--dry-run", "--users", path, "--from", "django", "--store", redisURL, "--store-prefix", other, django42Fixture)
+		wantTokenTally(t, "user import --dry-run", stdout, true, importTally{imported: 15, skipped: 1})
+		if code != 1 {
+			t.Errorf("user import --dry-run = exit %d; want 1, as the real run", code)
+		}
+		client := redis.NewClient(mustParseRedisURL(t, redisURL))
+		defer client.Close()
+		if keys, err := client.Keys(context.Background(), other+"*").Result(); err != nil || len(keys) != 0 {
+			t.Errorf("Redis keys under the dry run's prefix = %v, %v; want none", keys, err)
+		}
+	})
+	t.Run("memory store", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "users.json")
+		code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", path, "--from", "django", django42Fixture)
+		wantTokenTally(t, "user import into the memory store", stdout, false, importTally{skipped: 16})
+		if code != 1 || !strings.Contains(stderr, "skipped 15 tokens: the memory token store cannot keep them") {
+			t.Errorf("user import into the memory store = exit %d, stderr:\n%s\nwant 1, the 15 keys reported skipped", code, stderr)
+		}
+	})
+}
+
+func mustParseRedisURL(t *testing.T, url string) *redis.Options {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opt
+}
