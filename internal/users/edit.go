@@ -344,7 +344,7 @@ func (w *usersWriter) stop() error {
 func (e *rawEntry) user() User {
 	u := User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
 		Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter,
-		PasswordGeneration: e.generation, FailuresAfter: e.failuresAfter}
+		PasswordGeneration: e.generation, FailuresAfter: e.failuresAfter, DjangoHash: string(e.djangoHash)}
 	for k, g := range e.groups {
 		u.Groups[k] = string(g)
 	}

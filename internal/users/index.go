@@ -58,6 +58,11 @@ func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
 // old is the replaced index's user of that name, if any; u, if not nil, is
 // the user e makes, its hash not yet checked.
 func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account) error {
+	if len(e.djangoHash) > 0 {
+		if err := checkDjangoHash(e.djangoHash); err != nil {
+			return fmt.Errorf("%s: django_hash: %v", entryAt(i, string(e.username)), err)
+		}
+	}
 	if u == nil && old != nil {
 		if groups := b.intern(e.groups); old.is(e, groups) {
 			u = old
@@ -180,6 +185,9 @@ func makeDirUser(e *rawEntry, username string, groups []string, work float32) *A
 func rawUser(u *User) *rawEntry {
 	e := &rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
 		admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter, failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration}
+	if u.DjangoHash != "" {
+		e.djangoHash = []byte(u.DjangoHash)
+	}
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}

@@ -35,6 +35,7 @@ type rawEntry struct {
 	admin, disabled             bool
 	tokensAfter, failuresAfter  time.Time
 	generation                  uint64
+	djangoHash                  []byte
 }
 
 // A usersScanner reads a users file from r through its own buffer.
@@ -146,7 +147,7 @@ func (s *usersScanner) decode(i int, raw []byte) (*rawEntry, error) {
 	}
 	*e = rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
 		groups: e.groups[:0], admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter,
-		failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration}
+		failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration, djangoHash: []byte(u.DjangoHash)}
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}
@@ -483,6 +484,8 @@ func decodeEntry(raw []byte, e *rawEntry) bool {
 			bit = 1 << 8
 		case "failures_after":
 			bit = 1 << 9
+		case "django_hash":
+			bit, dst = 1<<10, &e.djangoHash
 		default:
 			return false
 		}

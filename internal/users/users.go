@@ -1,6 +1,7 @@
 package users
 
 import (
+	"authsvc/internal/secret"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -76,6 +77,44 @@ type User struct {
 	// throttle's limits for the user, per user and per (user, client), on
 	// every instance. Absent: never unlocked.
 	FailuresAfter time.Time `json:"failures_after,omitzero"`
+	// DjangoHash is the keyed fingerprint of the Django hash that user
+	// import brought ("KEYID:HEX", see DjangoHashFingerprint), never the
+	// hash itself: import --update takes a newer Django hash only when its
+	// fingerprint differs, so a hash authsvc upgraded on login is not
+	// overwritten by the unchanged Django hash it came from. Empty for
+	// users the importer did not create.
+	DjangoHash string `json:"django_hash,omitempty"`
+}
+
+// djangoHashPurpose is the purpose of DjangoHash's fingerprints under the
+// secret key.
+const djangoHashPurpose = "django hash"
+
+// DjangoHashFingerprint returns User.DjangoHash for hash, a Django hash
+// as dumped: its key's ID and its fingerprint under that key.
+func DjangoHashFingerprint(key secret.Key, hash string) string {
+	return key.ID() + ":" + key.Fingerprint(djangoHashPurpose, []byte(hash))
+}
+
+// DjangoHashKeyID returns the ID of the key a User.DjangoHash was made
+// under.
+func DjangoHashKeyID(fingerprint string) string {
+	id, _, _ := strings.Cut(fingerprint, ":")
+	return id
+}
+
+// checkDjangoHash returns why fp cannot be a DjangoHash, or nil.
+func checkDjangoHash(fp []byte) error {
+	const idLen, hexLen = 8, 64
+	ok := len(fp) == idLen+1+hexLen && fp[idLen] == ':'
+	for i := 0; ok && i < len(fp); i++ {
+		c := fp[i]
+		ok = i == idLen || '0' <= c && c <= '9' || 'a' <= c && c <= 'f'
+	}
+	if !ok {
+		return errors.New("want a key ID, ':' and a hex fingerprint, as user import writes it")
+	}
+	return nil
 }
 
 // usersDoc is the users file's top level.
