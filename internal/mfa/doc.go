@@ -1,0 +1,10 @@
+// Package mfa owns the second factors as values: TOTP authenticators
+// (totp.go: secrets, the otpauth:// URL an app scans, checking a code
+// against the drift window and the last accepted counter, the fields of a
+// django-otp device).
+//
+// It never reads the clock (the caller passes the time) and never keeps
+// state: Check reports the counter it accepted and the caller records it.
+// It knows nothing of users, HTTP, the directory or storage; sealing the
+// secret is package secret's.
+package mfa
