@@ -5,7 +5,8 @@ FUZZTIME ?= 20s
 FUZZ_TARGETS = internal/tokens:FuzzParseCredentials internal/httpapi:FuzzDecodeLogin \
 	internal/httpapi:FuzzUsernameParam internal/httpapi:FuzzAccessLine internal/users:FuzzParseUsers \
 	internal/users:FuzzNormalizeUsername internal/users:FuzzAppendInfoJSON \
-	internal/password:FuzzParsePasswordHash internal/password:FuzzDecodeHashJob
+	internal/password:FuzzParsePasswordHash internal/password:FuzzDecodeHashJob \
+	internal/secret:FuzzParseKeyFile internal/mfa:FuzzCheck internal/mfa:FuzzNormalizeRecoveryCode
 
 .PHONY: build run test cover fuzz clean bench e2e
 
