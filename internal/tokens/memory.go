@@ -20,13 +20,19 @@ const memShards = 64
 type MemoryStore struct {
 	shards [memShards]memShard
 
-	mu      sync.Mutex             // guards byUser, stamps and the writes to strings; taken before any shard lock, never after
+	mu      sync.Mutex             // guards byUser, stamps, imported, challenges, userChallenges and the writes to strings; taken before any shard lock, never after
 	byUser  map[strHandle][]Digest // each user's digests, oldest first
 	strings strTable               // usernames, user agents and odd client addresses, shared by equal ones
 	stamps  map[string]memStamp    // each superseded user's current password stamp (Supersede)
 	// imported holds every digest Import stored, for ever: its owner,
 	// so that a dead one is never brought back.
 	imported map[Digest]string
+	// challenges are the pending second steps (PutChallenge), kept apart
+	// from the sessions so that no look-up ever mistakes one for the
+	// other. They live minutes and only logins of users with a second
+	// factor make them, so plain maps serve.
+	challenges     map[Digest]Challenge
+	userChallenges map[string]map[Digest]struct{} // each user's challenge digests, for Supersede and RevokeUser
 }
 
 // memStamp is a user's current password stamp, kept until until (Unix
@@ -74,7 +80,13 @@ const (
 var _ Store = (*MemoryStore)(nil)
 
 func NewMemoryStore() *MemoryStore {
-	s := &MemoryStore{byUser: make(map[strHandle][]Digest), stamps: make(map[string]memStamp), imported: make(map[Digest]string)}
+	s := &MemoryStore{
+		byUser:         make(map[strHandle][]Digest),
+		stamps:         make(map[string]memStamp),
+		imported:       make(map[Digest]string),
+		challenges:     make(map[Digest]Challenge),
+		userChallenges: make(map[string]map[Digest]struct{}),
+	}
 	s.strings.init()
 	for i := range s.shards {
 		s.shards[i].index = make(map[Digest]uint32)
@@ -386,6 +398,73 @@ func (s *MemoryStore) importOne(im Imported, now time.Time, dryRun bool) ImportO
 	return ImportAdded
 }
 
+// PutChallenge stores c under s.mu, where Supersede also runs: a
+// challenge on a superseded stamp is refused here or removed there.
+func (s *MemoryStore) PutChallenge(_ context.Context, d Digest, c Challenge, now time.Time) error {
+	if c.ExpiresAt.IsZero() || c.Attempts < 1 {
+		return ErrBadChallenge
+	}
+	c.IssuedAt = now
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.stamps[c.Username]; ok && (cur.until == 0 || cur.until > now.UnixNano()) && cur.stamp != c.Stamp {
+		return ErrSuperseded
+	}
+	if old, ok := s.challenges[d]; ok { // not expected (the contract): the new challenge wins
+		s.dropChallenge(d, old.Username)
+	}
+	s.challenges[d] = c
+	mine := s.userChallenges[c.Username]
+	if mine == nil {
+		mine = make(map[Digest]struct{})
+		s.userChallenges[c.Username] = mine
+	}
+	mine[d] = struct{}{}
+	return nil
+}
+
+// TryChallenge takes one attempt of d's challenge under s.mu, so that
+// parallel callers share its attempts. The last attempt removes it.
+func (s *MemoryStore) TryChallenge(_ context.Context, d Digest, now time.Time) (Challenge, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.challenges[d]
+	if !ok {
+		return Challenge{}, ErrNotFound
+	}
+	if !c.ExpiresAt.After(now) || c.Attempts < 1 {
+		s.dropChallenge(d, c.Username)
+		return Challenge{}, ErrNotFound
+	}
+	c.Attempts--
+	if c.Attempts == 0 {
+		s.dropChallenge(d, c.Username)
+	} else {
+		s.challenges[d] = c
+	}
+	return c, nil
+}
+
+func (s *MemoryStore) SpendChallenge(_ context.Context, d Digest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.challenges[d]; ok {
+		s.dropChallenge(d, c.Username)
+	}
+	return nil
+}
+
+// dropChallenge removes d, a challenge of username, and its index entry.
+// The caller holds s.mu.
+func (s *MemoryStore) dropChallenge(d Digest, username string) {
+	delete(s.challenges, d)
+	mine := s.userChallenges[username]
+	delete(mine, d)
+	if len(mine) == 0 {
+		delete(s.userChallenges, username)
+	}
+}
+
 func (s *MemoryStore) Ping(context.Context) error { return nil }
 
 func (s *MemoryStore) Close() error { return nil }
@@ -403,7 +482,8 @@ func (s *MemoryStore) Len() (n int, ok bool) {
 
 // Sweep deletes the sessions expired at now, one shard at a time, and
 // reports how many it deleted. Logins and look-ups proceed between shards.
-// It also forgets the password stamps kept past their Until.
+// It also forgets the password stamps kept past their Until, and removes
+// the expired challenges.
 func (s *MemoryStore) Sweep(now time.Time) int {
 	cutoff := now.UnixNano()
 	total := 0
@@ -433,6 +513,11 @@ func (s *MemoryStore) Sweep(now time.Time) int {
 	for name, cur := range s.stamps {
 		if cur.until != 0 && cur.until <= cutoff {
 			delete(s.stamps, name)
+		}
+	}
+	for d, c := range s.challenges {
+		if !c.ExpiresAt.After(now) {
+			s.dropChallenge(d, c.Username)
 		}
 	}
 	s.mu.Unlock()

@@ -97,3 +97,40 @@ func issue(t *testing.T, s *MemoryStore, sess Session, limit int, now time.Time)
 	}
 	return d
 }
+
+// TestMemoryStoreChallengesFreed: the memory store forgets a challenge and
+// its user's index entry once the challenge is spent, used up or swept, so
+// that mfa_tokens never abandoned to their expiry pile up.
+func TestMemoryStoreChallengesFreed(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	now := time.Now()
+	c := Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: 2}
+	var spent, usedUp, expired, live Digest
+	spent[0], usedUp[0], expired[0], live[0] = 1, 2, 3, 4
+	for _, d := range []Digest{spent, usedUp, expired} {
+		if err := s.PutChallenge(ctx, d, c, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := c
+	long.ExpiresAt = now.Add(time.Hour)
+	if err := s.PutChallenge(ctx, live, long, now); err != nil {
+		t.Fatal(err)
+	}
+	s.SpendChallenge(ctx, spent)
+	for range 2 {
+		if _, err := s.TryChallenge(ctx, usedUp, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Sweep(c.ExpiresAt)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.challenges) != 1 || len(s.userChallenges["alice"]) != 1 {
+		t.Fatalf("after spending, using up and sweeping: %d challenges, alice's index %d; want only the live one in each", len(s.challenges), len(s.userChallenges["alice"]))
+	}
+	if _, ok := s.challenges[live]; !ok {
+		t.Fatalf("the live challenge is gone")
+	}
+}

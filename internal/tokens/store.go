@@ -10,7 +10,8 @@ import (
 // Sentinel errors of the Store contract; callers test them with errors.Is.
 var (
 	// ErrNotFound: no live session under that digest (never issued,
-	// revoked, evicted or expired). The caller answers 401 invalid_token.
+	// revoked, evicted or expired), or for TryChallenge no live challenge
+	// with an attempt left. The caller answers 401 invalid_token.
 	ErrNotFound = errors.New("token not found")
 	// ErrUnavailable: the store could not answer in time or at all.
 	// The caller fails closed and answers 503 unavailable.
@@ -19,11 +20,15 @@ var (
 	// configuration (its credentials, its database): waiting will not
 	// help. Only Ping tells it apart; serve stops on it at start.
 	ErrRefused = errors.New("token store refuses its configuration")
-	// ErrSuperseded: Issue of a session whose Stamp is not its user's
-	// current password stamp as the store was last told (Supersede): the
-	// password the login checked has been changed since. The caller answers
-	// 401 invalid_credentials.
+	// ErrSuperseded: Issue of a session (or PutChallenge of a challenge)
+	// whose Stamp is not its user's current password stamp as the store
+	// was last told (Supersede): the password the login checked has been
+	// changed since. The caller answers 401 invalid_credentials.
 	ErrSuperseded = errors.New("session issued on a superseded password")
+	// ErrBadChallenge: PutChallenge of a challenge without an expiry or
+	// without an attempt: a bug in the caller, since such a challenge
+	// would live for ever or never.
+	ErrBadChallenge = errors.New("challenge without expiry or attempts")
 )
 
 // A Session is what a token stands for. The token itself is never stored:
@@ -114,6 +119,30 @@ func (o ImportOutcome) String() string {
 	return fmt.Sprintf("ImportOutcome(%d)", uint8(o))
 }
 
+// A Challenge is a login's pending second step: what an mfa_token stands
+// for between a right password and a right code (API.md, "Two-factor
+// authentication"). It is not a session: it authenticates nothing but the
+// second step, and the store keeps it apart (Lookup and List never see
+// it). Like a session it is keyed by its token's digest, never the token.
+type Challenge struct {
+	Username string
+	// Stamp is the password stamp the password was checked on, as
+	// Session.Stamp: a password change ends the challenge as it ends a
+	// session (Supersede).
+	Stamp uint64
+	// IssuedAt is the now of PutChallenge, which sets it, rounded down at
+	// most to the millisecond: a Supersede's Before judges it as it judges
+	// a session's.
+	IssuedAt time.Time
+	// ExpiresAt is when the challenge dies; never zero, since an
+	// mfa_token lives minutes.
+	ExpiresAt time.Time
+	// Attempts bounds the codes tried: given to PutChallenge, how many
+	// TryChallenge calls may succeed (at least 1); returned by
+	// TryChallenge, how many are left after the one it took.
+	Attempts int
+}
+
 // A ListedSession is a session with the digest it is stored under, as List
 // returns it: the digest tells the caller which one is its own token.
 type ListedSession struct {
@@ -172,11 +201,30 @@ type ListedSession struct {
 //     dryRun, Import writes nothing and reports what it would have done.
 //     A failure part way leaves the sessions imported before it stored:
 //     importing the batch again finishes the job.
+//   - PutChallenge stores c under d, with its IssuedAt set to now; it
+//     refuses with ErrSuperseded, storing nothing, a challenge whose Stamp
+//     is not its user's current stamp, as Issue does, and atomically with
+//     Supersede as Issue is; and with ErrBadChallenge one with a zero
+//     ExpiresAt or Attempts below 1. d is a fresh token's digest, never
+//     one of a session (tokens are 160 random bits).
+//   - TryChallenge takes one attempt of the challenge under d: it returns
+//     the challenge, with Attempts the ones left after this, if there is
+//     one, not expired at now, with an attempt left; otherwise
+//     ErrNotFound. Taking an attempt is atomic: of any number of calls,
+//     in parallel and on every instance sharing the store, at most the
+//     Attempts given to PutChallenge succeed. The caller judges the
+//     challenge's Stamp and IssuedAt against its user as it judges a
+//     session's. A challenge is never a session: Lookup and List never
+//     return one, and TryChallenge never returns a session.
+//   - SpendChallenge removes the challenge under d (its code was right);
+//     spending an unknown or spent digest is not an error.
 //   - Sweep removes the sessions expired at now and reports how many; a
-//     store whose backing expires sessions on its own returns 0. The
-//     caller calls it now and then; Lookup never returns an expired
-//     session either way.
-//   - Len reports how many sessions the store holds, expired ones not yet
+//     store whose backing expires sessions on its own returns 0. It also
+//     removes the challenges expired at now, uncounted. The caller calls
+//     it now and then; Lookup never returns an expired session, nor
+//     TryChallenge an expired challenge, either way.
+//   - Len reports how many sessions the store holds (challenges not
+//     counted), expired ones not yet
 //     swept included, and ok; ok is false when counting would cost a
 //     round trip to the backing service (the caller then does not ask).
 //   - Ping reports whether the store can serve requests now: nil, an error
@@ -197,6 +245,9 @@ type Store interface {
 	RevokeUser(ctx context.Context, username string) (int, error)
 	Supersede(ctx context.Context, sup Supersession) (int, error)
 	Import(ctx context.Context, batch []Imported, now time.Time, dryRun bool) (outcomes []ImportOutcome, err error)
+	PutChallenge(ctx context.Context, d Digest, c Challenge, now time.Time) error
+	TryChallenge(ctx context.Context, d Digest, now time.Time) (Challenge, error)
+	SpendChallenge(ctx context.Context, d Digest) error
 	Sweep(now time.Time) int
 	Len() (n int, ok bool)
 	Ping(ctx context.Context) error

@@ -30,9 +30,19 @@ import (
 //	{prefix}m:{username}    hash of the digest hex Import stored for the
 //	                        user (value "1"), kept for ever, so that an
 //	                        import never brings a dead one back
+//	{prefix}c:{digest hex}  a challenge's (mfa_token's) username, nothing
+//	                        else; PEXPIREAT its expiry. It only leads to the
+//	                        user's challenges: without its field there the
+//	                        challenge is gone
+//	{prefix}w:{username}    hash of the user's pending challenges, digest
+//	                        hex → "stamp issued expiry attempts-left"
+//	                        (times in Unix ms); PEXPIREAT the latest expiry
 //
 // Scripts compute token keys from the index, so the store needs a
 // standalone Redis (or one where all keys share a slot), not a Cluster.
+// The challenge scripts touch only keys named by the username they are
+// given, declared in KEYS; a challenge's c: key is read and written by
+// plain commands beside them.
 const DefaultPrefix = "authsvc:"
 
 // Client bounds: a call to a Redis that is down or stuck fails within
@@ -291,6 +301,14 @@ func (s *Store) stampKey(username string) string {
 
 func (s *Store) importedKey(username string) string {
 	return s.prefix + "m:" + username
+}
+
+func (s *Store) challengeKey(d tokens.Digest) string {
+	return s.prefix + "c:" + hex.EncodeToString(d[:])
+}
+
+func (s *Store) challengesKey(username string) string {
+	return s.prefix + "w:" + username
 }
 
 // unavailable wraps err from Redis so that errors.Is(err, ErrUnavailable)
@@ -790,6 +808,167 @@ func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Ti
 		}
 	}
 	return outcomes, nil
+}
+
+// putChallengeScript stores a challenge in its user's challenges hash,
+// unless its stamp is not the user's current one (supersedeScript), drops
+// the user's challenges expired at now, and makes the hash expire with its
+// last challenge. At maxmemory under noeviction its first write, the HSET,
+// is refused and nothing is written (see issueScript).
+//
+// KEYS[1] user challenges key, KEYS[2] user stamp key.
+// ARGV[1] digest hex, ARGV[2] stamp, ARGV[3] now (Unix ms), ARGV[4] expiry
+// (Unix ms), ARGV[5] attempts.
+// It returns 0, or -1 for a superseded stamp.
+var putChallengeScript = redis.NewScript(`
+local ckey, now, latest = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+local current = redis.call('GET', KEYS[2])
+if current and current ~= ARGV[2] then
+  return -1
+end
+redis.call('HSET', ckey, ARGV[1], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5])
+local all = redis.call('HGETALL', ckey)
+for j = 1, #all, 2 do
+  local e = tonumber(string.match(all[j + 1], '^%d+ %-?%d+ (%-?%d+) %d+$'))
+  if not e or e <= now then
+    redis.call('HDEL', ckey, all[j])
+  elseif e > latest then
+    latest = e
+  end
+end
+redis.call('PEXPIREAT', ckey, latest)
+return 0
+`)
+
+// tryChallengeScript takes one attempt of a challenge: it returns the
+// challenge's stamp, issue time, expiry and the attempts left after this
+// one, or nil (and drops it) when it is expired at now or has none left.
+// The attempt that leaves none drops it too. A value that does not parse
+// is an error reply.
+//
+// KEYS[1] user challenges key. ARGV[1] digest hex, ARGV[2] now (Unix ms).
+var tryChallengeScript = redis.NewScript(`
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then
+  return false
+end
+local s, i, e, n = string.match(v, '^(%d+) (%-?%d+) (%-?%d+) (%d+)$')
+if not s then
+  return redis.error_reply('corrupt challenge')
+end
+n = tonumber(n)
+if tonumber(e) <= tonumber(ARGV[2]) or n < 1 then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  return false
+end
+n = n - 1
+if n == 0 then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], s .. ' ' .. i .. ' ' .. e .. ' ' .. n)
+end
+return {s, i, e, n}
+`)
+
+// PutChallenge stores c in its user's challenges (putChallengeScript),
+// atomically with the check of the user's current password stamp, and
+// then the c: key that leads a TryChallenge of d to them. Should the second
+// write fail, the challenge stays unreachable until it expires.
+func (s *Store) PutChallenge(ctx context.Context, d tokens.Digest, c tokens.Challenge, now time.Time) error {
+	if c.ExpiresAt.IsZero() || c.Attempts < 1 {
+		return tokens.ErrBadChallenge
+	}
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	expiry := c.ExpiresAt.UnixMilli()
+	keys := []string{s.challengesKey(c.Username), s.stampKey(c.Username)}
+	n, err := putChallengeScript.Run(ctx, s.client, keys, hex.EncodeToString(d[:]),
+		strconv.FormatUint(c.Stamp, 10), now.UnixMilli(), expiry, c.Attempts).Int()
+	if err != nil {
+		return unavailable("put challenge", err)
+	}
+	if n < 0 {
+		return tokens.ErrSuperseded
+	}
+	if err := s.client.SetArgs(ctx, s.challengeKey(d), c.Username, redis.SetArgs{ExpireAt: time.UnixMilli(expiry)}).Err(); err != nil {
+		return unavailable("put challenge", err)
+	}
+	return nil
+}
+
+// TryChallenge reads whose challenge d is, then takes one of its attempts
+// in that user's challenges (tryChallengeScript). Redis expires the c: key
+// by its own clock and the script judges the expiry by now, so the earlier
+// of the two wins.
+func (s *Store) TryChallenge(ctx context.Context, d tokens.Digest, now time.Time) (tokens.Challenge, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	username, err := s.client.Get(ctx, s.challengeKey(d)).Result()
+	if errors.Is(err, redis.Nil) {
+		return tokens.Challenge{}, tokens.ErrNotFound
+	}
+	if err != nil {
+		return tokens.Challenge{}, unavailable("try challenge", err)
+	}
+	res, err := tryChallengeScript.Run(ctx, s.client, []string{s.challengesKey(username)},
+		hex.EncodeToString(d[:]), now.UnixMilli()).Slice()
+	if errors.Is(err, redis.Nil) {
+		return tokens.Challenge{}, tokens.ErrNotFound
+	}
+	if err != nil {
+		return tokens.Challenge{}, unavailable("try challenge", err)
+	}
+	c, ok := parseChallenge(username, res)
+	if !ok {
+		return tokens.Challenge{}, unavailable("try challenge", errCorruptChallenge)
+	}
+	return c, nil
+}
+
+// errCorruptChallenge reports a stored challenge that does not parse.
+var errCorruptChallenge = errors.New("corrupt challenge")
+
+// parseChallenge decodes tryChallengeScript's reply.
+func parseChallenge(username string, res []any) (tokens.Challenge, bool) {
+	if len(res) != 4 {
+		return tokens.Challenge{}, false
+	}
+	str := func(v any) string { s, _ := v.(string); return s }
+	stamp, err1 := strconv.ParseUint(str(res[0]), 10, 64)
+	issued, err2 := strconv.ParseInt(str(res[1]), 10, 64)
+	expiry, err3 := strconv.ParseInt(str(res[2]), 10, 64)
+	left, ok := res[3].(int64)
+	if err1 != nil || err2 != nil || err3 != nil || !ok {
+		return tokens.Challenge{}, false
+	}
+	return tokens.Challenge{
+		Username:  username,
+		Stamp:     stamp,
+		IssuedAt:  time.UnixMilli(issued),
+		ExpiresAt: time.UnixMilli(expiry).UTC(),
+		Attempts:  int(left),
+	}, true
+}
+
+// SpendChallenge drops d's challenge from its user's challenges, one HDEL,
+// and then its c: key.
+func (s *Store) SpendChallenge(ctx context.Context, d tokens.Digest) error {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	username, err := s.client.Get(ctx, s.challengeKey(d)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil // spent, expired or never put: no key leads to it
+	}
+	if err != nil {
+		return unavailable("spend challenge", err)
+	}
+	if err := s.client.HDel(ctx, s.challengesKey(username), hex.EncodeToString(d[:])).Err(); err != nil {
+		return unavailable("spend challenge", err)
+	}
+	if err := s.client.Del(ctx, s.challengeKey(d)).Err(); err != nil {
+		return unavailable("spend challenge", err)
+	}
+	return nil
 }
 
 // touchScript records uses: for each token key that still exists, sets its

@@ -103,6 +103,43 @@ func TestRedisStoreStampKey(t *testing.T) {
 	}
 }
 
+// TestRedisStoreChallengeKeys checks the challenge keys: the c: key and
+// the user's challenges expire by PEXPIREAT (the hash with its latest
+// challenge), a PutChallenge drops the user's challenges expired at its
+// now, and a spent challenge leaves no key behind.
+func TestRedisStoreChallengeKeys(t *testing.T) {
+	url, _, _ := testservers.Redis(t)
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	now := time.Now()
+	soon, later := now.Add(time.Minute), now.Add(5*time.Minute)
+	d1 := storetest.MustPutChallenge(t, s, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: later, Attempts: 5}, now)
+	d2 := storetest.MustPutChallenge(t, s, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: soon, Attempts: 5}, now)
+	for key, want := range map[string]time.Time{s.challengeKey(d1): later, s.challengeKey(d2): soon, s.challengesKey("alice"): later} {
+		got, err := s.client.PExpireTime(ctx, key).Result()
+		if want := time.Duration(want.UnixMilli()) * time.Millisecond; got != want || err != nil {
+			t.Errorf("PEXPIRETIME %s = %v, %v; want %v, nil", key, got, err, want)
+		}
+	}
+	if got, err := s.client.Get(ctx, s.challengeKey(d1)).Result(); got != "alice" || err != nil {
+		t.Errorf("GET %s = %q, %v; want \"alice\"", s.challengeKey(d1), got, err)
+	}
+	// A PutChallenge after d1 expired drops it.
+	d3 := storetest.MustPutChallenge(t, s, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: later.Add(time.Minute), Attempts: 5}, later)
+	fields, err := s.client.HKeys(ctx, s.challengesKey("alice")).Result()
+	if err != nil || len(fields) != 1 || fields[0] != hex.EncodeToString(d3[:]) {
+		t.Errorf("HKEYS %s = %q, %v; want only the challenge put last", s.challengesKey("alice"), fields, err)
+	}
+	if err := s.SpendChallenge(ctx, d3); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{s.challengeKey(d3), s.challengesKey("alice")} {
+		if n, err := s.client.Exists(ctx, key).Result(); n != 0 || err != nil {
+			t.Errorf("EXISTS %s after its last challenge was spent = %d, %v; want 0", key, n, err)
+		}
+	}
+}
+
 // TestRedisStoreExpiredIndex checks that index entries of expired sessions
 // are pruned at the next Issue, and the index key dies with its last session.
 func TestRedisStoreExpiredIndex(t *testing.T) {
@@ -146,6 +183,16 @@ func TestRedisStoreCorrupt(t *testing.T) {
 	if !errors.Is(err, tokens.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt session") {
 		t.Fatalf("Lookup(corrupt) = %+v, %v; want a corrupt session error wrapping %v", got, err, tokens.ErrUnavailable)
 	}
+	if err := s.client.Set(ctx, s.challengeKey(d), "alice", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.HSet(ctx, s.challengesKey("alice"), hex.EncodeToString(d[:]), "1 2 x 4").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.TryChallenge(ctx, d, time.Now())
+	if !errors.Is(err, tokens.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt challenge") {
+		t.Fatalf("TryChallenge(corrupt) = %+v, %v; want a corrupt challenge error wrapping %v", c, err, tokens.ErrUnavailable)
+	}
 }
 
 // TestRedisStoreKeysHoldNoToken checks that neither key names nor values
@@ -157,6 +204,10 @@ func TestRedisStoreKeysHoldNoToken(t *testing.T) {
 	now := time.Now()
 	token, d := tokens.New()
 	if _, err := s.Issue(ctx, d, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 100, now); err != nil {
+		t.Fatal(err)
+	}
+	mfaToken, dc := tokens.New()
+	if err := s.PutChallenge(ctx, dc, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: 5}, now); err != nil {
 		t.Fatal(err)
 	}
 
@@ -190,8 +241,13 @@ func TestRedisStoreKeysHoldNoToken(t *testing.T) {
 	if !strings.Contains(dump.String(), hex.EncodeToString(d[:])) {
 		t.Fatalf("the store holds no digest; the scan missed its keys:\n%s", dump.String())
 	}
-	if strings.Contains(dump.String(), token) {
-		t.Fatalf("the store holds the token %s:\n%s", token, dump.String())
+	if !strings.Contains(dump.String(), hex.EncodeToString(dc[:])) {
+		t.Fatalf("the store holds no challenge digest; the scan missed its keys:\n%s", dump.String())
+	}
+	for _, tok := range []string{token, mfaToken} {
+		if strings.Contains(dump.String(), tok) {
+			t.Fatalf("the store holds the token %s:\n%s", tok, dump.String())
+		}
 	}
 }
 
@@ -223,6 +279,12 @@ func TestRedisStoreUnavailable(t *testing.T) {
 		{"Lookup", func() error { _, err := s.Lookup(ctx, d, now); return err }},
 		{"Revoke", func() error { return s.Revoke(ctx, d) }},
 		{"RevokeUser", func() error { _, err := s.RevokeUser(ctx, "alice"); return err }},
+		{"PutChallenge", func() error {
+			_, d := tokens.New()
+			return s.PutChallenge(ctx, d, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Minute), Attempts: 5}, now)
+		}},
+		{"TryChallenge", func() error { _, err := s.TryChallenge(ctx, d, now); return err }},
+		{"SpendChallenge", func() error { return s.SpendChallenge(ctx, d) }},
 		{"Ping", func() error { return s.Ping(ctx) }},
 	}
 	for _, c := range calls {

@@ -1,0 +1,236 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"authsvc/internal/tokens"
+)
+
+// challengeAttempts is the attempts API.md gives an mfa_token.
+const challengeAttempts = 5
+
+// MustPutChallenge puts c under a fresh token's digest at now and returns
+// the digest.
+func MustPutChallenge(t *testing.T, st tokens.Store, c tokens.Challenge, now time.Time) tokens.Digest {
+	t.Helper()
+	_, d := tokens.New()
+	if err := st.PutChallenge(context.Background(), d, c, now); err != nil {
+		t.Fatalf("PutChallenge(%s, stamp %d) = %v; want nil", c.Username, c.Stamp, err)
+	}
+	return d
+}
+
+// WantChallenge takes one attempt of d's challenge at now and checks that
+// it stands for want, with left attempts left after it.
+func WantChallenge(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time, want tokens.Challenge, left int) {
+	t.Helper()
+	got, err := st.TryChallenge(context.Background(), d, now)
+	if err != nil {
+		t.Fatalf("TryChallenge(%x) = %v; want %s's challenge", d[:4], err, want.Username)
+	}
+	if got.Username != want.Username || got.Stamp != want.Stamp || got.Attempts != left ||
+		!got.ExpiresAt.Truncate(time.Millisecond).Equal(want.ExpiresAt.Truncate(time.Millisecond)) {
+		t.Fatalf("TryChallenge(%x) = %+v; want %+v with %d attempts left", d[:4], got, want, left)
+	}
+}
+
+// WantNoChallenge checks that TryChallenge of d at now is ErrNotFound.
+func WantNoChallenge(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time) {
+	t.Helper()
+	got, err := st.TryChallenge(context.Background(), d, now)
+	if !errors.Is(err, tokens.ErrNotFound) {
+		t.Fatalf("TryChallenge(%x) = %+v, %v; want %v", d[:4], got, err, tokens.ErrNotFound)
+	}
+}
+
+// challengeFound reports whether TryChallenge of d at now succeeds; errors
+// other than ErrNotFound fail t.
+func challengeFound(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time) bool {
+	t.Helper()
+	_, err := st.TryChallenge(context.Background(), d, now)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, tokens.ErrNotFound):
+		return false
+	}
+	t.Fatalf("TryChallenge(%x) = %v; want a challenge or %v", d[:4], err, tokens.ErrNotFound)
+	return false
+}
+
+// testChallengeRoundTrip: a challenge comes back as put, with its issue
+// time the now of PutChallenge, and only under its own digest.
+func testChallengeRoundTrip(t *testing.T, st tokens.Store) {
+	now := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	alice := tokens.Challenge{Username: "alice", Stamp: 3, ExpiresAt: now.Add(5*time.Minute + 123456789), Attempts: challengeAttempts}
+	bob := tokens.Challenge{Username: "bob:w:x|y ü*", Stamp: 1 << 16, ExpiresAt: now.Add(time.Hour).UTC(), Attempts: 1}
+	da := MustPutChallenge(t, st, alice, now)
+	db := MustPutChallenge(t, st, bob, now)
+	got, err := st.TryChallenge(context.Background(), da, now.Add(time.Second))
+	if err != nil {
+		t.Fatalf("TryChallenge(alice's) = %v; want her challenge", err)
+	}
+	if got.Username != alice.Username || got.Stamp != alice.Stamp || got.Attempts != challengeAttempts-1 || !got.IssuedAt.Equal(now) ||
+		!got.ExpiresAt.Truncate(time.Millisecond).Equal(alice.ExpiresAt.Truncate(time.Millisecond)) {
+		t.Fatalf("TryChallenge(alice's) = %+v; want %+v issued at %v with %d attempts left", got, alice, now, challengeAttempts-1)
+	}
+	WantChallenge(t, st, db, now, bob, 0)
+	WantNoChallenge(t, st, RandomDigest(), now)
+}
+
+// testChallengeAttempts: a challenge gives exactly its attempts, counting
+// down, and then none.
+func testChallengeAttempts(t *testing.T, st tokens.Store) {
+	now := time.Now()
+	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	d := MustPutChallenge(t, st, c, now)
+	other := MustPutChallenge(t, st, c, now)
+	for i := range challengeAttempts {
+		WantChallenge(t, st, d, now, c, challengeAttempts-1-i)
+	}
+	WantNoChallenge(t, st, d, now)
+	WantNoChallenge(t, st, d, now)
+	WantChallenge(t, st, other, now, c, challengeAttempts-1) // attempts are the challenge's own
+}
+
+// testChallengeAttemptsParallel: of many attempts at once (on other
+// instances, as far as the store can tell), exactly the challenge's
+// attempts succeed.
+func testChallengeAttemptsParallel(t *testing.T, st tokens.Store) {
+	const parallel = 20
+	now := time.Now()
+	for round := range 5 {
+		d := MustPutChallenge(t, st, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}, now)
+		var succeeded atomic.Int32
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range parallel {
+			wg.Go(func() {
+				<-start
+				_, err := st.TryChallenge(context.Background(), d, now)
+				switch {
+				case err == nil:
+					succeeded.Add(1)
+				case !errors.Is(err, tokens.ErrNotFound):
+					t.Errorf("TryChallenge = %v; want a challenge or %v", err, tokens.ErrNotFound)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := succeeded.Load(); n != challengeAttempts {
+			t.Fatalf("round %d: %d parallel TryChallenge succeeded %d times; want %d", round, parallel, n, challengeAttempts)
+		}
+	}
+}
+
+// testChallengeExpiryByNow: the now given to TryChallenge decides: a
+// challenge whose ExpiresAt <= now is gone.
+func testChallengeExpiryByNow(t *testing.T, st tokens.Store) {
+	now := time.Now().Truncate(time.Millisecond)
+	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	d := MustPutChallenge(t, st, c, now)
+	WantChallenge(t, st, d, c.ExpiresAt.Add(-time.Millisecond), c, challengeAttempts-1)
+	WantNoChallenge(t, st, d, c.ExpiresAt)
+	WantNoChallenge(t, st, d, c.ExpiresAt.Add(time.Hour))
+	// Sweep counts no session for expired challenges, and leaves a live one.
+	swept := MustPutChallenge(t, st, c, now)
+	live := MustPutChallenge(t, st, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour), Attempts: challengeAttempts}, now)
+	if n := st.Sweep(c.ExpiresAt); n != 0 {
+		t.Errorf("Sweep(expiry) with only challenges stored = %d; want 0 sessions", n)
+	}
+	WantNoChallenge(t, st, swept, c.ExpiresAt)
+	WantChallenge(t, st, live, c.ExpiresAt, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, challengeAttempts-1)
+}
+
+// testChallengeExpiryRealTime: a challenge dies when its time comes, even
+// in a store (Redis) that expires keys by its own clock.
+func testChallengeExpiryRealTime(t *testing.T, st tokens.Store) {
+	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: time.Now().Add(300 * time.Millisecond), Attempts: 1000}
+	d := MustPutChallenge(t, st, c, time.Now())
+	deadline := time.Now().Add(3 * time.Second)
+	for challengeFound(t, st, d, time.Now()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("TryChallenge(%x) 3s after PutChallenge found a challenge that expired after 300ms", d[:4])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testSpendChallenge: a spent challenge is gone; spending is idempotent.
+func testSpendChallenge(t *testing.T, st tokens.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	d := MustPutChallenge(t, st, c, now)
+	other := MustPutChallenge(t, st, c, now)
+	WantChallenge(t, st, d, now, c, challengeAttempts-1)
+	if err := st.SpendChallenge(ctx, d); err != nil {
+		t.Fatalf("SpendChallenge(%x) = %v; want nil", d[:4], err)
+	}
+	WantNoChallenge(t, st, d, now)
+	if err := st.SpendChallenge(ctx, d); err != nil {
+		t.Fatalf("SpendChallenge(%x) again = %v; want nil", d[:4], err)
+	}
+	if err := st.SpendChallenge(ctx, RandomDigest()); err != nil {
+		t.Fatalf("SpendChallenge(unknown) = %v; want nil", err)
+	}
+	WantChallenge(t, st, other, now, c, challengeAttempts-1)
+}
+
+// testPutChallengeSuperseded: a challenge on a stamp other than its user's
+// current one is refused and stored nowhere, as Issue refuses a session;
+// one on the current stamp, or of another user, is taken; and a challenge
+// without an expiry or an attempt is a bug.
+func testPutChallengeSuperseded(t *testing.T, st tokens.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	supersede(t, st, "alice", 2, now.Add(-time.Minute), time.Time{})
+	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	_, d := tokens.New()
+	if err := st.PutChallenge(ctx, d, c, now); !errors.Is(err, tokens.ErrSuperseded) {
+		t.Fatalf("PutChallenge(alice, stamp 1) after Supersede(stamp 2) = %v; want %v", err, tokens.ErrSuperseded)
+	}
+	WantNoChallenge(t, st, d, now)
+	c.Stamp = 2
+	WantChallenge(t, st, MustPutChallenge(t, st, c, now), now, c, challengeAttempts-1)
+	bob := tokens.Challenge{Username: "bob", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	WantChallenge(t, st, MustPutChallenge(t, st, bob, now), now, bob, challengeAttempts-1)
+
+	for _, bad := range []tokens.Challenge{
+		{Username: "bob", Stamp: 1, Attempts: challengeAttempts},
+		{Username: "bob", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute)},
+	} {
+		_, d := tokens.New()
+		if err := st.PutChallenge(ctx, d, bad, now); !errors.Is(err, tokens.ErrBadChallenge) {
+			t.Errorf("PutChallenge(%+v) = %v; want %v", bad, err, tokens.ErrBadChallenge)
+		}
+		WantNoChallenge(t, st, d, now)
+	}
+}
+
+// testChallengeNotSession: a challenge is no session and a session no
+// challenge: neither look-up returns the other, nor List a challenge.
+func testChallengeNotSession(t *testing.T, st tokens.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	dc := MustPutChallenge(t, st, c, now)
+	WantNotFound(t, st, dc, now)
+	if listed, err := st.List(ctx, "alice", now); err != nil || len(listed) != 0 {
+		t.Fatalf("List(alice) with only a challenge = %d sessions, %v; want none", len(listed), err)
+	}
+	s := tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
+	ds := MustIssue(t, st, s, 0, now)
+	WantNoChallenge(t, st, ds, now)
+	if listed, err := st.List(ctx, "alice", now); err != nil || len(listed) != 1 || listed[0].Digest != ds {
+		t.Fatalf("List(alice) = %+v, %v; want her one session", listed, err)
+	}
+	WantFound(t, st, ds, now, s)
+	WantChallenge(t, st, dc, now, c, challengeAttempts-1)
+}
