@@ -285,11 +285,15 @@ func (s *MemoryStore) RevokeUser(_ context.Context, username string) (int, error
 			s.release(&rec)
 		}
 	}
+	for d := range s.userChallenges[username] {
+		s.dropChallenge(d, username)
+	}
 	return len(digests), nil
 }
 
-// Supersede keeps sup's stamp and removes the sessions it supersedes,
-// under s.mu: an Issue of the user runs wholly before it or after it.
+// Supersede keeps sup's stamp and removes the sessions and challenges it
+// supersedes, under s.mu: an Issue or PutChallenge of the user runs wholly
+// before it or after it.
 func (s *MemoryStore) Supersede(_ context.Context, sup Supersession) (int, error) {
 	cutoff := sup.Before.UnixNano()
 	s.mu.Lock()
@@ -316,6 +320,12 @@ func (s *MemoryStore) Supersede(_ context.Context, sup Supersession) (int, error
 	default:
 		clear(digests[len(kept):])
 		s.byUser[user] = kept
+	}
+	for d := range s.userChallenges[sup.Username] {
+		c := s.challenges[d]
+		if c.IssuedAt.UnixNano() < cutoff || (sup.Stamp != 0 && c.Stamp <= sup.MaxStamp && c.Stamp != sup.Stamp) {
+			s.dropChallenge(d, sup.Username)
+		}
 	}
 	if sup.Stamp == 0 {
 		delete(s.stamps, sup.Username)

@@ -171,14 +171,18 @@ type ListedSession struct {
 //   - List returns username's live sessions (not expired at now), newest
 //     first; RevokeID removes the one with id and reports whether there
 //     was one.
-//   - RevokeUser removes every session of username and reports how many.
+//   - RevokeUser removes every session of username and reports how many;
+//     it removes the user's challenges too, uncounted (a logout ends a
+//     pending second step on every instance).
 //   - Supersede keeps sup.Stamp as sup.Username's current password stamp
 //     until sup.Until (for ever if zero; a Stamp of 0 forgets the one
 //     kept), and removes the user's sessions issued before sup.Before (to the
 //     store's precision, erring towards removal) and, unless Stamp is 0, those whose Stamp is at
 //     most sup.MaxStamp and is not sup.Stamp; it reports how many it
-//     removed. The last Supersede of a user wins: stamps wrap, so the store
-//     compares them for equality only, never for order.
+//     removed. It removes the user's challenges by the same rule, by their
+//     IssuedAt and Stamp, uncounted. The last Supersede of a user wins:
+//     stamps wrap, so the store compares them for equality only, never
+//     for order.
 //   - Issue refuses with ErrSuperseded, storing nothing, a session whose
 //     Stamp is not its user's current stamp while the store keeps one; a
 //     user never superseded, or whose stamp was forgotten or outlived its

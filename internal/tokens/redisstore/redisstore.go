@@ -453,15 +453,16 @@ return 0
 
 // revokeUserScript deletes a user's token keys and index, and returns how
 // many sessions were live. Sessions missing from the index (evicted with
-// it) stay stored, but lookupScript refuses them.
+// it) stay stored, but lookupScript refuses them. It deletes the user's
+// challenges too; their c: keys lead nowhere since, and expire.
 //
-// KEYS[1] user index key. ARGV[1] token key prefix.
+// KEYS[1] user index key, KEYS[2] user challenges key. ARGV[1] token key prefix.
 var revokeUserScript = redis.NewScript(`
 local n = 0
 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   n = n + redis.call('DEL', ARGV[1] .. m)
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
 return n
 `)
 
@@ -473,9 +474,11 @@ return n
 // script whose first write may grow memory: the SET of the stamp when there
 // is nothing to delete, and the call fails as unavailable.) One script, as
 // issueScript's check is, so a login racing it is either deleted here or
-// refused there.
+// refused there. The user's challenges go by the same rule, judged by the
+// issue time and stamp their value holds, uncounted, and a challenge
+// racing it is deleted here or refused by putChallengeScript.
 //
-// KEYS[1] user index key, KEYS[2] user stamp key.
+// KEYS[1] user index key, KEYS[2] user stamp key, KEYS[3] user challenges key.
 // ARGV[1] token key prefix, ARGV[2] cut-off (Unix ms), ARGV[3] stamp,
 // ARGV[4] largest password stamp, ARGV[5] keep until (Unix ms; "" = ever).
 var supersedeScript = redis.NewScript(`
@@ -492,6 +495,17 @@ for j = 1, #all, 2 do
   if dead then
     n = n + redis.call('DEL', tprefix .. m)
     redis.call('ZREM', ukey, m)
+  end
+end
+local pending = redis.call('HGETALL', KEYS[3])
+for j = 1, #pending, 2 do
+  local s, i = string.match(pending[j + 1], '^(%d+) (%-?%d+) ')
+  local dead = not s or tonumber(i) < cutoff
+  if not dead and stamp ~= '0' then
+    dead = s ~= stamp and tonumber(s) <= maxstamp
+  end
+  if dead then
+    redis.call('HDEL', KEYS[3], pending[j])
   end
 end
 if stamp == '0' then
@@ -649,12 +663,12 @@ func (s *Store) Revoke(ctx context.Context, d tokens.Digest) error {
 }
 
 // RevokeUser deletes every session of username and reports how many were
-// live. Sessions whose index entry is gone are not counted; they were
-// already dead to Lookup.
+// live, and deletes the user's challenges, uncounted. Sessions whose index
+// entry is gone are not counted; they were already dead to Lookup.
 func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	n, err := revokeUserScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:").Int()
+	n, err := revokeUserScript.Run(ctx, s.client, []string{s.userKey(username), s.challengesKey(username)}, s.prefix+"t:").Int()
 	if err != nil {
 		return 0, unavailable("revoke user", err)
 	}
@@ -662,7 +676,8 @@ func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
 }
 
 // Supersede keeps sup.Stamp as the user's current password stamp and
-// deletes the sessions it supersedes, in one script (supersedeScript).
+// deletes the sessions and challenges it supersedes, in one script
+// (supersedeScript).
 // Issue times are kept to the millisecond, rounded down, so a session
 // issued within sup.Before's millisecond but before it is removed too; one
 // issued in that millisecond after it is kept only if its score was bumped
@@ -678,7 +693,7 @@ func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, er
 	if !sup.Until.IsZero() {
 		until = strconv.FormatInt(sup.Until.UnixMilli(), 10)
 	}
-	keys := []string{s.userKey(sup.Username), s.stampKey(sup.Username)}
+	keys := []string{s.userKey(sup.Username), s.stampKey(sup.Username), s.challengesKey(sup.Username)}
 	n, err := supersedeScript.Run(ctx, s.client, keys, s.prefix+"t:", cutoff,
 		strconv.FormatUint(sup.Stamp, 10), strconv.FormatUint(sup.MaxStamp, 10), until).Int()
 	if err != nil {

@@ -234,3 +234,66 @@ func testChallengeNotSession(t *testing.T, st tokens.Store) {
 	WantFound(t, st, ds, now, s)
 	WantChallenge(t, st, dc, now, c, challengeAttempts-1)
 }
+
+// testChallengeSupersede: Supersede removes the user's challenges as it
+// removes sessions, those put before Before whatever their stamp and those
+// put later on another stamp, counting none of them, and leaves the rest
+// and other users' alone; with stamp 0, Before alone judges.
+func testChallengeSupersede(t *testing.T, st tokens.Store) {
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	at := func(stamp uint64) tokens.Challenge {
+		return tokens.Challenge{Username: "alice", Stamp: stamp, ExpiresAt: t0.Add(time.Hour), Attempts: challengeAttempts}
+	}
+	oldEarly := MustPutChallenge(t, st, at(1), t0)
+	newEarly := MustPutChallenge(t, st, at(2), t0) // the current stamp, but before the cut-off
+	oldLate := MustPutChallenge(t, st, at(1), t0.Add(3*time.Second))
+	newLate := MustPutChallenge(t, st, at(2), t0.Add(3*time.Second))
+	legacyLate := MustPutChallenge(t, st, at(maxStamp+1), t0.Add(3*time.Second)) // judged by Before alone
+	bob := tokens.Challenge{Username: "bob", Stamp: 1, ExpiresAt: t0.Add(time.Hour), Attempts: challengeAttempts}
+	bobs := MustPutChallenge(t, st, bob, t0)
+	if n := supersede(t, st, "alice", 2, t0.Add(2*time.Second), time.Time{}); n != 0 {
+		t.Errorf("Supersede(alice, 2, t0+2s) with only challenges = %d; want 0 sessions", n)
+	}
+	now := t0.Add(4 * time.Second)
+	for _, d := range []tokens.Digest{oldEarly, newEarly, oldLate} {
+		WantNoChallenge(t, st, d, now)
+	}
+	WantChallenge(t, st, newLate, now, at(2), challengeAttempts-1)
+	WantChallenge(t, st, legacyLate, now, at(maxStamp+1), challengeAttempts-1)
+	WantChallenge(t, st, bobs, now, bob, challengeAttempts-1)
+	// Stamp 0 (a deleted user): the cut-off alone, within the millisecond
+	// erring towards removal.
+	inside := MustPutChallenge(t, st, at(2), t0.Add(5*time.Second+100*time.Microsecond))
+	kept := MustPutChallenge(t, st, at(2), t0.Add(10*time.Second))
+	supersede(t, st, "alice", 0, t0.Add(5*time.Second+500*time.Microsecond), time.Time{})
+	for _, d := range []tokens.Digest{newLate, legacyLate, inside} {
+		WantNoChallenge(t, st, d, now)
+	}
+	WantChallenge(t, st, kept, now, at(2), challengeAttempts-1)
+	WantChallenge(t, st, bobs, now, bob, challengeAttempts-2)
+}
+
+// testChallengeRevokeUser: RevokeUser removes the user's challenges,
+// counting only sessions, and no other user's.
+func testChallengeRevokeUser(t *testing.T, st tokens.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	bob := tokens.Challenge{Username: "bob", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	mine := []tokens.Digest{MustPutChallenge(t, st, c, now), MustPutChallenge(t, st, c, now)}
+	MustIssue(t, st, tokens.Session{Username: "alice", Stamp: 1}, 0, now)
+	bobs := MustPutChallenge(t, st, bob, now)
+	if n, err := st.RevokeUser(ctx, "alice"); n != 1 || err != nil {
+		t.Fatalf("RevokeUser(alice) = %d, %v; want 1 (her session; challenges uncounted), nil", n, err)
+	}
+	for _, d := range mine {
+		WantNoChallenge(t, st, d, now)
+	}
+	WantChallenge(t, st, bobs, now, bob, challengeAttempts-1)
+	// Challenges alone are ended too.
+	d := MustPutChallenge(t, st, c, now)
+	if n, err := st.RevokeUser(ctx, "alice"); n != 0 || err != nil {
+		t.Fatalf("RevokeUser(alice) with only a challenge = %d, %v; want 0, nil", n, err)
+	}
+	WantNoChallenge(t, st, d, now)
+}

@@ -61,6 +61,8 @@ func Run(t *testing.T, newStore func(t *testing.T) tokens.Store) {
 		{"SpendChallenge", testSpendChallenge},
 		{"PutChallengeSuperseded", testPutChallengeSuperseded},
 		{"ChallengeNotSession", testChallengeNotSession},
+		{"ChallengeSupersede", testChallengeSupersede},
+		{"ChallengeRevokeUser", testChallengeRevokeUser},
 		{"Ping", testPing},
 		{"Concurrent", testConcurrent},
 	}
