@@ -20,7 +20,7 @@ const memShards = 64
 type MemoryStore struct {
 	shards [memShards]memShard
 
-	mu      sync.Mutex             // guards byUser, stamps, imported, challenges, userChallenges and the writes to strings; taken before any shard lock, never after
+	mu      sync.Mutex             // guards byUser, stamps, imported, challenges, userChallenges, counters and the writes to strings; taken before any shard lock, never after
 	byUser  map[strHandle][]Digest // each user's digests, oldest first
 	strings strTable               // usernames, user agents and odd client addresses, shared by equal ones
 	stamps  map[string]memStamp    // each superseded user's current password stamp (Supersede)
@@ -33,6 +33,14 @@ type MemoryStore struct {
 	// factor make them, so plain maps serve.
 	challenges     map[Digest]Challenge
 	userChallenges map[string]map[Digest]struct{} // each user's challenge digests, for Supersede and RevokeUser
+	counters       map[string]memCounter          // each user's last accepted TOTP counter (UseTOTPCounter)
+}
+
+// memCounter is a user's last accepted TOTP counter, kept until until
+// (Unix nanoseconds; 0 for ever).
+type memCounter struct {
+	counter int64
+	until   int64
 }
 
 // memStamp is a user's current password stamp, kept until until (Unix
@@ -86,6 +94,7 @@ func NewMemoryStore() *MemoryStore {
 		imported:       make(map[Digest]string),
 		challenges:     make(map[Digest]Challenge),
 		userChallenges: make(map[string]map[Digest]struct{}),
+		counters:       make(map[string]memCounter),
 	}
 	s.strings.init()
 	for i := range s.shards {
@@ -329,6 +338,7 @@ func (s *MemoryStore) Supersede(_ context.Context, sup Supersession) (int, error
 	}
 	if sup.Stamp == 0 {
 		delete(s.stamps, sup.Username)
+		delete(s.counters, sup.Username)
 	} else {
 		cur := memStamp{stamp: sup.Stamp}
 		if !sup.Until.IsZero() {
@@ -475,6 +485,26 @@ func (s *MemoryStore) dropChallenge(d Digest, username string) {
 	}
 }
 
+// UseTOTPCounter compares and keeps under s.mu, so that of parallel uses
+// of one code exactly one wins.
+func (s *MemoryStore) UseTOTPCounter(_ context.Context, username string, counter, floor int64, now, until time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := floor
+	if cur, ok := s.counters[username]; ok && (cur.until == 0 || cur.until > now.UnixNano()) {
+		last = max(last, cur.counter)
+	}
+	if counter <= last {
+		return false, nil
+	}
+	kept := memCounter{counter: counter}
+	if !until.IsZero() {
+		kept.until = until.UnixNano()
+	}
+	s.counters[username] = kept
+	return true, nil
+}
+
 func (s *MemoryStore) Ping(context.Context) error { return nil }
 
 func (s *MemoryStore) Close() error { return nil }
@@ -492,8 +522,8 @@ func (s *MemoryStore) Len() (n int, ok bool) {
 
 // Sweep deletes the sessions expired at now, one shard at a time, and
 // reports how many it deleted. Logins and look-ups proceed between shards.
-// It also forgets the password stamps kept past their Until, and removes
-// the expired challenges.
+// It also forgets the password stamps kept past their Until and the TOTP
+// counters past theirs, and removes the expired challenges.
 func (s *MemoryStore) Sweep(now time.Time) int {
 	cutoff := now.UnixNano()
 	total := 0
@@ -528,6 +558,11 @@ func (s *MemoryStore) Sweep(now time.Time) int {
 	for d, c := range s.challenges {
 		if !c.ExpiresAt.After(now) {
 			s.dropChallenge(d, c.Username)
+		}
+	}
+	for name, cur := range s.counters {
+		if cur.until != 0 && cur.until <= cutoff {
+			delete(s.counters, name)
 		}
 	}
 	s.mu.Unlock()

@@ -222,9 +222,21 @@ type ListedSession struct {
 //     return one, and TryChallenge never returns a session.
 //   - SpendChallenge removes the challenge under d (its code was right);
 //     spending an unknown or spent digest is not an error.
+//   - UseTOTPCounter records that a TOTP code of counter was accepted for
+//     username (API.md's last_t, fleet-wide): if counter is above both
+//     floor (the directory's last_t, -1 for none) and the counter the
+//     store keeps for username, it keeps counter until until (for ever if
+//     zero) and reports true; otherwise it changes nothing and reports
+//     false. It is atomic: of calls with one counter, in parallel and on
+//     every instance sharing the store, exactly one reports true. A
+//     counter kept until at or before now counts as none (the store
+//     forgets it then). Supersede with Stamp 0 forgets it; nothing else
+//     does (a used code stays used across logouts and password changes).
+//     Counter and floor lie within ±2^53 (a TOTP counter counts steps).
 //   - Sweep removes the sessions expired at now and reports how many; a
 //     store whose backing expires sessions on its own returns 0. It also
-//     removes the challenges expired at now, uncounted. The caller calls
+//     removes the challenges expired at now, uncounted, and forgets
+//     the TOTP counters kept until now or before. The caller calls
 //     it now and then; Lookup never returns an expired session, nor
 //     TryChallenge an expired challenge, either way.
 //   - Len reports how many sessions the store holds (challenges not
@@ -252,6 +264,7 @@ type Store interface {
 	PutChallenge(ctx context.Context, d Digest, c Challenge, now time.Time) error
 	TryChallenge(ctx context.Context, d Digest, now time.Time) (Challenge, error)
 	SpendChallenge(ctx context.Context, d Digest) error
+	UseTOTPCounter(ctx context.Context, username string, counter, floor int64, now, until time.Time) (ok bool, err error)
 	Sweep(now time.Time) int
 	Len() (n int, ok bool)
 	Ping(ctx context.Context) error

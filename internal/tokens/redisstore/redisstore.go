@@ -37,11 +37,13 @@ import (
 //	{prefix}w:{username}    hash of the user's pending challenges, digest
 //	                        hex → "stamp issued expiry attempts-left"
 //	                        (times in Unix ms); PEXPIREAT the latest expiry
+//	{prefix}o:{username}    the user's last accepted TOTP counter, "counter"
+//	                        or "counter until" (Unix ms), PEXPIREAT until
 //
 // Scripts compute token keys from the index, so the store needs a
 // standalone Redis (or one where all keys share a slot), not a Cluster.
-// The challenge scripts touch only keys named by the username they are
-// given, declared in KEYS; a challenge's c: key is read and written by
+// The challenge and TOTP counter scripts touch only keys named by the
+// username they are given, declared in KEYS; a challenge's c: key is read and written by
 // plain commands beside them.
 const DefaultPrefix = "authsvc:"
 
@@ -311,6 +313,10 @@ func (s *Store) challengesKey(username string) string {
 	return s.prefix + "w:" + username
 }
 
+func (s *Store) counterKey(username string) string {
+	return s.prefix + "o:" + username
+}
+
 // unavailable wraps err from Redis so that errors.Is(err, ErrUnavailable)
 // holds and the caller's context error stays visible. Only digests ever reach
 // Redis, so err cannot hold a token.
@@ -478,7 +484,10 @@ return n
 // issue time and stamp their value holds, uncounted, and a challenge
 // racing it is deleted here or refused by putChallengeScript.
 //
-// KEYS[1] user index key, KEYS[2] user stamp key, KEYS[3] user challenges key.
+// A stamp of "0" (a deleted user) also forgets the user's TOTP counter.
+//
+// KEYS[1] user index key, KEYS[2] user stamp key, KEYS[3] user challenges
+// key, KEYS[4] user TOTP counter key.
 // ARGV[1] token key prefix, ARGV[2] cut-off (Unix ms), ARGV[3] stamp,
 // ARGV[4] largest password stamp, ARGV[5] keep until (Unix ms; "" = ever).
 var supersedeScript = redis.NewScript(`
@@ -509,7 +518,7 @@ for j = 1, #pending, 2 do
   end
 end
 if stamp == '0' then
-  redis.call('DEL', skey)
+  redis.call('DEL', skey, KEYS[4])
 elseif ARGV[5] == '' then
   redis.call('SET', skey, stamp)
 else
@@ -693,7 +702,7 @@ func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, er
 	if !sup.Until.IsZero() {
 		until = strconv.FormatInt(sup.Until.UnixMilli(), 10)
 	}
-	keys := []string{s.userKey(sup.Username), s.stampKey(sup.Username), s.challengesKey(sup.Username)}
+	keys := []string{s.userKey(sup.Username), s.stampKey(sup.Username), s.challengesKey(sup.Username), s.counterKey(sup.Username)}
 	n, err := supersedeScript.Run(ctx, s.client, keys, s.prefix+"t:", cutoff,
 		strconv.FormatUint(sup.Stamp, 10), strconv.FormatUint(sup.MaxStamp, 10), until).Int()
 	if err != nil {
@@ -984,6 +993,60 @@ func (s *Store) SpendChallenge(ctx context.Context, d tokens.Digest) error {
 		return unavailable("spend challenge", err)
 	}
 	return nil
+}
+
+// useCounterScript keeps a TOTP counter if it is above both the floor and
+// the counter kept, unless that one's until has passed at now.
+// Counters are compared as Lua numbers, exact within ±2^53.
+//
+// KEYS[1] user TOTP counter key. ARGV[1] counter, ARGV[2] floor,
+// ARGV[3] now (Unix ms), ARGV[4] until (Unix ms; "" = for ever).
+// It returns 1 if it kept the counter, 0 if not.
+var useCounterScript = redis.NewScript(`
+local counter, last = tonumber(ARGV[1]), tonumber(ARGV[2])
+local v = redis.call('GET', KEYS[1])
+if v then
+  local c, u = string.match(v, '^(%-?%d+) ?(%d*)$')
+  if not c then
+    return redis.error_reply('corrupt TOTP counter')
+  end
+  if (u == '' or tonumber(u) > tonumber(ARGV[3])) and tonumber(c) > last then
+    last = tonumber(c)
+  end
+end
+if counter <= last then
+  return 0
+end
+if ARGV[4] == '' then
+  redis.call('SET', KEYS[1], ARGV[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[4], 'PXAT', ARGV[4])
+end
+return 1
+`)
+
+// maxExactCounter bounds the counters useCounterScript compares exactly.
+const maxExactCounter = 1 << 53
+
+// UseTOTPCounter compares and keeps the counter in one script
+// (useCounterScript). Redis forgets it at until by its own clock and the
+// script by now, so the earlier of the two wins.
+func (s *Store) UseTOTPCounter(ctx context.Context, username string, counter, floor int64, now, until time.Time) (bool, error) {
+	if counter <= -maxExactCounter || counter >= maxExactCounter || floor <= -maxExactCounter || floor >= maxExactCounter {
+		return false, fmt.Errorf("redis use TOTP counter: counter %d or floor %d beyond ±2^53", counter, floor)
+	}
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	keep := ""
+	if !until.IsZero() {
+		keep = strconv.FormatInt(until.UnixMilli(), 10)
+	}
+	n, err := useCounterScript.Run(ctx, s.client, []string{s.counterKey(username)},
+		counter, floor, now.UnixMilli(), keep).Int()
+	if err != nil {
+		return false, unavailable("use TOTP counter", err)
+	}
+	return n == 1, nil
 }
 
 // touchScript records uses: for each token key that still exists, sets its

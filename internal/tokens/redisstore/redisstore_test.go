@@ -140,6 +140,52 @@ func TestRedisStoreChallengeKeys(t *testing.T) {
 	}
 }
 
+// TestRedisStoreCounterKey checks the TOTP counter key: PEXPIREAT its
+// until (none for ever), gone after a Supersede with stamp 0, and a value
+// that does not parse fails closed.
+func TestRedisStoreCounterKey(t *testing.T) {
+	url, _, _ := testservers.Redis(t)
+	s := newTestRedisStore(t, url)
+	ctx := context.Background()
+	now := time.Now()
+	until := now.Add(90 * time.Second)
+	key := s.counterKey("alice")
+	if ok, err := s.UseTOTPCounter(ctx, "alice", 7, -1, now, until); !ok || err != nil {
+		t.Fatalf("UseTOTPCounter(alice, 7) = %v, %v; want true", ok, err)
+	}
+	if got, err := s.client.PExpireTime(ctx, key).Result(); got != time.Duration(until.UnixMilli())*time.Millisecond || err != nil {
+		t.Errorf("PEXPIRETIME %s = %v, %v; want %v", key, got, err, until.UnixMilli())
+	}
+	if ok, err := s.UseTOTPCounter(ctx, "alice", 8, -1, now, time.Time{}); !ok || err != nil {
+		t.Fatalf("UseTOTPCounter(alice, 8) = %v, %v; want true", ok, err)
+	}
+	if got, err := s.client.PTTL(ctx, key).Result(); got != -1 || err != nil {
+		t.Errorf("PTTL %s kept for ever = %v, %v; want -1 (no expiry)", key, got, err)
+	}
+	// An until already past stores nothing that lasts.
+	if ok, err := s.UseTOTPCounter(ctx, "bob", 8, -1, now, now.Add(-time.Second)); !ok || err != nil {
+		t.Fatalf("UseTOTPCounter(bob, 8, until passed) = %v, %v; want true", ok, err)
+	}
+	if n, err := s.client.Exists(ctx, s.counterKey("bob")).Result(); n != 0 || err != nil {
+		t.Errorf("EXISTS %s kept until a past time = %d, %v; want 0", s.counterKey("bob"), n, err)
+	}
+	if _, err := s.Supersede(ctx, tokens.Supersession{Username: "alice", MaxStamp: 1 << 16, Before: now}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.client.Exists(ctx, key).Result(); n != 0 || err != nil {
+		t.Errorf("EXISTS %s after a Supersede with stamp 0 = %d, %v; want 0", key, n, err)
+	}
+	if err := s.client.Set(ctx, key, "seven", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.UseTOTPCounter(ctx, "alice", 9, -1, now, until); ok || !errors.Is(err, tokens.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt TOTP counter") {
+		t.Errorf("UseTOTPCounter over a corrupt counter = %v, %v; want false and a corrupt counter error wrapping %v", ok, err, tokens.ErrUnavailable)
+	}
+	if ok, err := s.UseTOTPCounter(ctx, "carol", 1<<53, -1, now, until); ok || err == nil {
+		t.Errorf("UseTOTPCounter(carol, 2^53) = %v, %v; want an error: Lua compares it inexactly", ok, err)
+	}
+}
+
 // TestRedisStoreExpiredIndex checks that index entries of expired sessions
 // are pruned at the next Issue, and the index key dies with its last session.
 func TestRedisStoreExpiredIndex(t *testing.T) {
@@ -285,6 +331,7 @@ func TestRedisStoreUnavailable(t *testing.T) {
 		}},
 		{"TryChallenge", func() error { _, err := s.TryChallenge(ctx, d, now); return err }},
 		{"SpendChallenge", func() error { return s.SpendChallenge(ctx, d) }},
+		{"UseTOTPCounter", func() error { _, err := s.UseTOTPCounter(ctx, "alice", 1, -1, now, now.Add(time.Minute)); return err }},
 		{"Ping", func() error { return s.Ping(ctx) }},
 	}
 	for _, c := range calls {

@@ -297,3 +297,116 @@ func testChallengeRevokeUser(t *testing.T, st tokens.Store) {
 	}
 	WantNoChallenge(t, st, d, now)
 }
+
+// useCounter calls st.UseTOTPCounter and fails t on an error.
+func useCounter(t *testing.T, st tokens.Store, username string, counter, floor int64, now, until time.Time) bool {
+	t.Helper()
+	ok, err := st.UseTOTPCounter(context.Background(), username, counter, floor, now, until)
+	if err != nil {
+		t.Fatalf("UseTOTPCounter(%s, %d, floor %d) = %v; want nil", username, counter, floor, err)
+	}
+	return ok
+}
+
+// wantCounter checks that UseTOTPCounter reports want.
+func wantCounter(t *testing.T, st tokens.Store, username string, counter, floor int64, now, until time.Time, want bool) {
+	t.Helper()
+	if got := useCounter(t, st, username, counter, floor, now, until); got != want {
+		t.Fatalf("UseTOTPCounter(%s, %d, floor %d) = %v; want %v", username, counter, floor, got, want)
+	}
+}
+
+// testTOTPCounter: a counter is taken once, only above the last one taken
+// and the floor, per user; Supersede keeps it unless the user is deleted,
+// and RevokeUser keeps it.
+func testTOTPCounter(t *testing.T, st tokens.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	until := now.Add(90 * time.Second)
+	const c = 59_000_000 // a 30-second step of 2026
+	wantCounter(t, st, "alice", c, -1, now, until, true)
+	wantCounter(t, st, "alice", c, -1, now, until, false) // replayed
+	wantCounter(t, st, "alice", c-1, -1, now, until, false)
+	wantCounter(t, st, "alice", c+1, -1, now, until, true)
+	wantCounter(t, st, "alice", c+1, -1, now, until, false)
+	wantCounter(t, st, "alice", c, -1, now, until, false) // lower than the last
+	wantCounter(t, st, "bob", c, -1, now, until, true)    // another user's
+	// The floor: the directory's last_t of an imported device.
+	wantCounter(t, st, "carol", c, c, now, until, false)
+	wantCounter(t, st, "carol", c-5, c, now, until, false)
+	wantCounter(t, st, "carol", c+1, c, now, until, true)
+	wantCounter(t, st, "carol", c+3, c+5, now, until, false) // a floor above the kept counter wins
+	wantCounter(t, st, "carol", c+6, c+5, now, until, true)
+	wantCounter(t, st, "dave", 0, -1, now, until, true) // counter 0 above no floor
+	wantCounter(t, st, "dave", 0, -1, now, until, false)
+
+	// Password changes and logouts leave a used code used.
+	supersede(t, st, "alice", 2, now, time.Time{})
+	if _, err := st.RevokeUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	wantCounter(t, st, "alice", c+1, -1, now, until, false)
+	// A deleted user's is forgotten: one added again under the name starts over.
+	supersede(t, st, "alice", 0, now, time.Time{})
+	wantCounter(t, st, "alice", c, -1, now, until, true)
+	wantCounter(t, st, "carol", c+6, -1, now, until, false)
+}
+
+// testTOTPCounterParallel: of parallel uses of one code (on other
+// instances, as far as the store can tell), exactly one is taken.
+func testTOTPCounterParallel(t *testing.T, st tokens.Store) {
+	const parallel = 20
+	now := time.Now()
+	for round := range 10 {
+		var taken atomic.Int32
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range parallel {
+			wg.Go(func() {
+				<-start
+				ok, err := st.UseTOTPCounter(context.Background(), "alice", int64(1000+round), -1, now, now.Add(90*time.Second))
+				if err != nil {
+					t.Errorf("UseTOTPCounter = %v; want nil", err)
+				}
+				if ok {
+					taken.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := taken.Load(); n != 1 {
+			t.Fatalf("round %d: %d parallel UseTOTPCounter of one counter took it %d times; want exactly 1", round, parallel, n)
+		}
+	}
+}
+
+// testTOTPCounterUntil: a counter counts until its until, judged by now,
+// and is forgotten then; one kept for ever is not.
+func testTOTPCounterUntil(t *testing.T, st tokens.Store) {
+	now := time.Now().Truncate(time.Millisecond)
+	until := now.Add(time.Minute)
+	wantCounter(t, st, "alice", 10, -1, now, until, true)
+	wantCounter(t, st, "bob", 10, -1, now, time.Time{}, true)
+	wantCounter(t, st, "alice", 5, -1, until.Add(-time.Millisecond), until, false)
+	st.Sweep(until.Add(-time.Millisecond))
+	wantCounter(t, st, "alice", 5, -1, until.Add(-time.Millisecond), until, false)
+	wantCounter(t, st, "alice", 5, -1, until, until.Add(time.Minute), true)
+	wantCounter(t, st, "bob", 5, -1, now.AddDate(1, 0, 0), time.Time{}, false)
+	st.Sweep(now.AddDate(1, 0, 0))
+	wantCounter(t, st, "bob", 5, -1, now.AddDate(1, 0, 0), time.Time{}, false)
+}
+
+// testTOTPCounterRealTime: a counter is forgotten when its until comes,
+// even in a store (Redis) that forgets it by its own clock.
+func testTOTPCounterRealTime(t *testing.T, st tokens.Store) {
+	until := time.Now().Add(300 * time.Millisecond)
+	wantCounter(t, st, "alice", 10, -1, time.Now(), until, true)
+	deadline := time.Now().Add(3 * time.Second)
+	for !useCounter(t, st, "alice", 5, -1, time.Now(), time.Now().Add(time.Minute)) {
+		if time.Now().After(deadline) {
+			t.Fatal("UseTOTPCounter(alice, 5) refused 3s after the counter 10 kept for 300ms; want it forgotten")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

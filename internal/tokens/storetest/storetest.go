@@ -63,6 +63,10 @@ func Run(t *testing.T, newStore func(t *testing.T) tokens.Store) {
 		{"ChallengeNotSession", testChallengeNotSession},
 		{"ChallengeSupersede", testChallengeSupersede},
 		{"ChallengeRevokeUser", testChallengeRevokeUser},
+		{"TOTPCounter", testTOTPCounter},
+		{"TOTPCounterParallel", testTOTPCounterParallel},
+		{"TOTPCounterUntil", testTOTPCounterUntil},
+		{"TOTPCounterRealTime", testTOTPCounterRealTime},
 		{"Ping", testPing},
 		{"Concurrent", testConcurrent},
 	}
