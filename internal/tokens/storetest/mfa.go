@@ -410,3 +410,68 @@ func testTOTPCounterRealTime(t *testing.T, st tokens.Store) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// testChallengeSupersedeRace: challenges put on the old stamp while a
+// Supersede runs (on other instances, as far as the store can tell) are
+// each removed by it or refused: none is live once it returns.
+func testChallengeSupersedeRace(t *testing.T, st tokens.Store) {
+	ctx := context.Background()
+	const rounds, putters = 20, 4
+	for round := range rounds {
+		username := "racer" + string(rune('a'+round))
+		var (
+			mu  sync.Mutex // guards put
+			put []tokens.Digest
+		)
+		stop := make(chan struct{})
+		started := make(chan struct{}, putters)
+		var wg sync.WaitGroup
+		for range putters {
+			wg.Go(func() {
+				once := false
+				defer func() { // a putter that failed at once must not hold the Supersede up
+					if !once {
+						started <- struct{}{}
+					}
+				}()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_, d := tokens.New()
+					err := st.PutChallenge(ctx, d, tokens.Challenge{Username: username, Stamp: 1, ExpiresAt: time.Now().Add(5 * time.Minute), Attempts: challengeAttempts}, time.Now())
+					switch {
+					case err == nil:
+						mu.Lock()
+						put = append(put, d)
+						mu.Unlock()
+					case !errors.Is(err, tokens.ErrSuperseded):
+						t.Errorf("PutChallenge(%s, stamp 1) = %v; want nil or %v", username, err, tokens.ErrSuperseded)
+						return
+					}
+					if !once {
+						once = true
+						started <- struct{}{}
+					}
+				}
+			})
+		}
+		for range putters {
+			<-started
+		}
+		supersede(t, st, username, 2, time.Now(), time.Time{})
+		close(stop)
+		wg.Wait()
+		live := 0
+		for _, d := range put {
+			if challengeFound(t, st, d, time.Now()) {
+				live++
+			}
+		}
+		if live != 0 {
+			t.Fatalf("round %d: %d of %d challenges on the superseded stamp are live after Supersede returned; want none", round, live, len(put))
+		}
+	}
+}

@@ -63,6 +63,7 @@ func Run(t *testing.T, newStore func(t *testing.T) tokens.Store) {
 		{"ChallengeNotSession", testChallengeNotSession},
 		{"ChallengeSupersede", testChallengeSupersede},
 		{"ChallengeRevokeUser", testChallengeRevokeUser},
+		{"ChallengeSupersedeRace", testChallengeSupersedeRace},
 		{"TOTPCounter", testTOTPCounter},
 		{"TOTPCounterParallel", testTOTPCounterParallel},
 		{"TOTPCounterUntil", testTOTPCounterUntil},
