@@ -3,6 +3,7 @@ package users
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -40,6 +41,16 @@ func TestCutoffsSurviveCopyBack(t *testing.T) {
 		}},
 		{"logout", func(ctx context.Context, d *FileDirectory) error {
 			return d.Update(ctx, "alice", func(u *User) error { u.TokensAfter = time.Now(); return nil })
+		}},
+		{"disable among others", func(ctx context.Context, d *FileDirectory) error {
+			failed, err := d.UpdateAll(ctx, map[string]func(*User) error{
+				"alice": func(u *User) error { u.Disabled = true; return nil },
+				"bob":   func(u *User) error { return nil },
+			})
+			if len(failed) != 1 {
+				t.Errorf("UpdateAll(alice, bob) failures = %v; want bob's alone", failed)
+			}
+			return err
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,5 +205,142 @@ func TestCutoffsAppliedByReferenceParser(t *testing.T) {
 	}
 	if u, _ := SessionUser(ctx, d, "alice", issued, byCutoffAlone); u != nil {
 		t.Errorf("SessionUser(alice, a token from before logout) after an older file for the reference parser is back = alice; want nil")
+	}
+}
+
+// TestUpdateAllOneWrite: UpdateAll of many users replaces the file once,
+// appends the cut-offs of every user whose tokens it kills in one append,
+// and leaves the entry of a change that failed byte for byte as it was.
+func TestUpdateAllOneWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := writeManyUsers(t, dir, 20, nil)
+	// user0003 as a hand edit left it: a layout WriteFile would not make.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand := `{"username":"user0003","password_hash":"` + list[3].PasswordHash + `"}`
+	start := bytes.Index(data, []byte(`{
+      "username": "user0003"`))
+	end := start + bytes.Index(data[start:], []byte("}")) + 1
+	data = append(data[:start:start], append([]byte(hand), data[end:]...)...)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	changes := map[string]func(*User) error{
+		"user0003": func(u *User) error { u.Name = "never written"; return errors.New("refused") },
+	}
+	for _, name := range []string{"user0001", "user0005", "user0009"} {
+		changes[name] = func(u *User) error { u.TokensAfter = now; return nil }
+	}
+	changes["user0007"] = func(u *User) error { u.Disabled = true; return nil }
+	changes["user0011"] = func(u *User) error { u.Name = "Eleven"; return nil }
+	failed, err := d.UpdateAll(ctx, changes)
+	if err != nil || len(failed) != 1 || failed["user0003"] == nil {
+		t.Fatalf("UpdateAll = %v, %v; want user0003's failure alone", failed, err)
+	}
+	if n := d.Writes(); n != 1 {
+		t.Errorf("Writes() after one UpdateAll of 6 users = %d; want 1", n)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(after, []byte(hand)) {
+		t.Errorf("users file after user0003's change failed lacks her entry as it was, %s", hand)
+	}
+	records, err := os.ReadFile(CutoffsPath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(records), "\n"); got != 4 {
+		t.Errorf("cut-offs file after UpdateAll killed the tokens of 4 users = %d lines:\n%s\nwant 4", got, records)
+	}
+	for _, name := range []string{"user0001", "user0005", "user0007", "user0009"} {
+		if !strings.Contains(string(records), `"username":"`+name+`"`) {
+			t.Errorf("cut-offs file lacks %s's record:\n%s", name, records)
+		}
+	}
+	for _, tt := range []struct {
+		name      string
+		failing   bool
+		wantWrite int64
+	}{
+		{"every change failing", true, 1},
+		{"nothing to change", false, 1},
+	} {
+		changes := map[string]func(*User) error{"nobody": func(*User) error { return nil }}
+		if tt.failing {
+			changes["user0002"] = func(u *User) error { u.Admin = true; return errors.New("refused") }
+		}
+		if _, err := d.UpdateAll(ctx, changes); err != nil {
+			t.Errorf("UpdateAll with %s = %v; want nil", tt.name, err)
+		}
+		if n := d.Writes(); n != tt.wantWrite {
+			t.Errorf("Writes() after an UpdateAll with %s = %d; want %d: nothing to write", tt.name, n, tt.wantWrite)
+		}
+	}
+	if now, _ := os.ReadFile(path); !bytes.Equal(now, after) {
+		t.Errorf("users file changed by UpdateAlls that changed nothing")
+	}
+}
+
+// TestUpdateAllReferenceParser: UpdateAll of a file the fast parser leaves
+// whole to encoding/json keeps the same rules: a failed change leaves its
+// user as they were, the others are written in one write, and when every
+// change fails nothing is written.
+func TestUpdateAllReferenceParser(t *testing.T) {
+	ctx := context.Background()
+	path := writeManyUsers(t, t.TempDir(), 5, nil)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.Replace(data, []byte(`"users"`), []byte(`"\u0075sers"`), 1)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("refused")
+	if _, err := d.UpdateAll(ctx, map[string]func(*User) error{
+		"user0001": func(u *User) error { u.Groups[0] = "changed in place"; u.Admin = true; return refused },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d.Writes() != 0 {
+		t.Errorf("Writes() after an UpdateAll whose one change failed = %d; want 0", d.Writes())
+	}
+	failed, err := d.UpdateAll(ctx, map[string]func(*User) error{
+		"user0001": func(u *User) error { u.Groups[0] = "changed in place"; u.Admin = true; return refused },
+		"user0002": func(u *User) error { u.Disabled = true; return nil },
+	})
+	if err != nil || len(failed) != 1 || !errors.Is(failed["user0001"], refused) {
+		t.Fatalf("UpdateAll = %v, %v; want user0001's failure alone", failed, err)
+	}
+	if d.Writes() != 1 {
+		t.Errorf("Writes() after one UpdateAll = %d; want 1", d.Writes())
+	}
+	list, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := list[1]; u.Admin || len(u.Groups) != 2 || u.Groups[0] != "dev" {
+		t.Errorf("user0001 after her change failed = %+v; want her as she was (groups dev, ops; not admin)", u)
+	}
+	if !list[2].Disabled {
+		t.Errorf("user0002 after UpdateAll = %+v; want disabled", list[2])
 	}
 }

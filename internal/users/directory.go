@@ -54,6 +54,10 @@ var (
 //     several processes bootstrapping at once only one adds it.
 //   - AddAll adds, in one write, every user whose name is free, and
 //     returns the names that were taken (those users are left alone).
+//   - UpdateAll is Update of many users in one write, with Update's rules
+//     for each (cut-offs, validation, visibility); a change that fails, or
+//     makes a user that could not be stored, fails alone. Update is
+//     UpdateAll of one user, its failure returned as its error.
 //   - List returns every user from the backing, in its stored order.
 //   - Reload loads the backing's current state now. A backing that cannot
 //     be read or does not validate is an error, and the previous users stay
@@ -82,6 +86,13 @@ type Directory interface {
 	Bootstrap(ctx context.Context, admin User) (added bool, err error)
 	AddAll(ctx context.Context, users []User) (existing []string, err error)
 	Update(ctx context.Context, username string, change func(*User) error) error
+	// UpdateAll applies each change to its user, under one lock and in one
+	// write (the file: one atomic rewrite, its cut-off records appended in one
+	// synced append; PostgreSQL: one transaction). A change that returns an
+	// error leaves its user as it was and the others go on; UpdateAll returns
+	// those errors by username, with ErrNotFound for a username it does not hold.
+	// err is for the write itself: on err nothing was changed.
+	UpdateAll(ctx context.Context, changes map[string]func(*User) error) (failed map[string]error, err error)
 	Delete(ctx context.Context, username string) error
 	List(ctx context.Context) ([]User, error)
 	Reload(ctx context.Context) error

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"authsvc/internal/password"
@@ -26,11 +27,23 @@ type streamEdit struct {
 	// touches reports whether the entry of username is the edit's business.
 	touches func(username string) bool
 	// entry is called with each such entry; it changes u in place, or
-	// returns keep false to delete it. An error cancels the edit.
+	// returns keep false to delete it, or errAsRead to leave the entry
+	// as it was read, byte for byte, whatever it did to u. Any other
+	// error cancels the edit (errNoChange: one that will write nothing).
 	entry func(u *User) (keep bool, err error)
-	// end returns the entries to append once all have been read.
+	// end returns the entries to append once all have been read, or
+	// errNoChange when the edit changed nothing: then nothing is written.
 	end func() ([]User, error)
 }
+
+// errAsRead is what streamEdit.entry returns to leave its entry as read:
+// a change of several users that fails for one goes on with the others.
+var errAsRead = errors.New("entry left as read")
+
+// errNoChange is what streamEdit.end returns when there is nothing to
+// write; editUsersStream passes it on, and its caller takes it for success
+// with nothing to reload.
+var errNoChange = errors.New("nothing changed")
 
 // editUsersStream makes the edit ed in the users file at path with
 // EditFile' guarantees: under the file's lock, nothing written unless the
@@ -86,11 +99,15 @@ func (ed streamEdit) apply(users []User) ([]User, error) {
 	kept := users[:0]
 	for _, u := range users {
 		if ed.touches(u.Username) {
+			was := u
+			was.Groups = slices.Clone(u.Groups) // entry may change them in place
 			keep, err := ed.entry(&u)
-			if err != nil {
+			switch {
+			case err == errAsRead:
+				u = was
+			case err != nil:
 				return nil, err
-			}
-			if !keep {
+			case !keep:
 				continue
 			}
 		}
@@ -146,7 +163,11 @@ func copyUsersFile(path string, ed streamEdit) error {
 		default:
 			u := e.user()
 			keep, err := ed.entry(&u)
-			if err == nil && keep {
+			switch {
+			case err == errAsRead:
+				w.entry(orig)
+				err = nil
+			case err == nil && keep:
 				err = w.user(&u)
 			}
 			editErr = err

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"authsvc/internal/password"
 	"authsvc/internal/tick"
 )
 
@@ -26,6 +27,8 @@ type FileDirectory struct {
 	seen     os.FileInfo // the file as last loaded or refused, to notice changes
 	cuts     cutoffs     // the cut-offs file as last read
 	cutsSeen os.FileInfo // the cut-offs file as last read; nil when there was none
+
+	writes atomic.Int64 // replacements of the file by this directory (Writes)
 
 	afterRead func() // a test's hook between reading the file and parsing it
 }
@@ -109,6 +112,7 @@ func (s *FileDirectory) Bootstrap(ctx context.Context, admin User) (bool, error)
 	if err != nil {
 		return false, fmt.Errorf("create users file: %w", err)
 	}
+	s.writes.Add(1) // EditFile writes even when another process created it meanwhile
 	return added, nil
 }
 
@@ -145,34 +149,84 @@ func (s *FileDirectory) AddAll(ctx context.Context, add []User) ([]string, error
 }
 
 func (s *FileDirectory) Update(ctx context.Context, username string, change func(*User) error) error {
-	found := false
-	var cut time.Time // the tokens the change kills: those issued before cut
-	return s.edit(false, streamEdit{
-		touches: func(name string) bool { return name == username },
+	failed, err := s.UpdateAll(ctx, map[string]func(*User) error{username: change})
+	if err != nil {
+		return err
+	}
+	return failed[username]
+}
+
+// UpdateAll changes every user of changes in one rewrite of the file, and
+// records the cut-offs of those whose tokens the changes kill (a later
+// TokensAfter, newly disabled) in one synced append before the rename. A
+// change that fails, or makes an entry that could not be loaded (its name,
+// its hash), leaves its entry byte for byte as it was; when every change
+// fails nothing is written.
+func (s *FileDirectory) UpdateAll(ctx context.Context, changes map[string]func(*User) error) (map[string]error, error) {
+	failed := make(map[string]error)
+	var cuts []cutoffRecord // the tokens the changes kill: each user's issued before its record
+	seen := make(map[string]bool, len(changes))
+	err := s.edit(false, streamEdit{
+		touches: func(name string) bool { _, ok := changes[name]; return ok },
 		entry: func(u *User) (bool, error) {
-			found = true
-			was := *u
-			if err := change(u); err != nil {
-				return false, err
+			name := u.Username
+			seen[name] = true
+			fail := func(err error) (bool, error) {
+				failed[name] = err
+				if len(failed) == len(changes) {
+					// Every change failed: nothing to write; the rest of
+					// the file is only checked, as an Update's always was.
+					return true, errNoChange
+				}
+				return true, errAsRead
 			}
+			was := *u
+			if err := changes[name](u); err != nil {
+				return fail(err)
+			}
+			if err := checkEntry(u); err != nil {
+				return fail(err)
+			}
+			var cut time.Time
 			if u.TokensAfter.After(was.TokensAfter) {
 				cut = u.TokensAfter
 			}
 			if u.Disabled && !was.Disabled {
 				cut = later(cut, time.Now())
 			}
+			if !cut.IsZero() {
+				cuts = append(cuts, cutoffRecord{Username: name, TokensAfter: cut})
+			}
 			return true, nil
 		},
 		end: func() ([]User, error) {
-			if !found {
-				return nil, fmt.Errorf("user %q: %w", username, ErrNotFound)
+			for name := range changes {
+				if !seen[name] {
+					failed[name] = fmt.Errorf("user %q: %w", name, ErrNotFound)
+				}
 			}
-			if cut.IsZero() {
-				return nil, nil
+			if len(failed) == len(changes) {
+				return nil, errNoChange
 			}
-			return nil, appendCutoffs(s.path, cutoffRecord{Username: username, TokensAfter: cut})
+			return nil, appendCutoffs(s.path, cuts...)
 		},
 	})
+	if err != nil {
+		return nil, err
+	}
+	return failed, nil
+}
+
+// checkEntry returns why a changed entry could not be loaded, or nil: its
+// name and its hash, as a load checks them.
+func checkEntry(u *User) error {
+	if err := CheckUsername(u.Username); err != nil {
+		return err
+	}
+	if _, err := password.ParseHash(u.PasswordHash); err != nil {
+		return fmt.Errorf("user %q: password_hash: %w", u.Username, err)
+	}
+	return nil
 }
 
 // later returns the later of a and b.
@@ -204,15 +258,32 @@ func (s *FileDirectory) Delete(ctx context.Context, username string) error {
 
 // edit runs editUsersStream and, when this directory has been loaded,
 // reloads it, so that its own writes are visible to Lookup when they return.
+// An edit that changed nothing wrote nothing, and reloads nothing. Its
+// error is the write's: a reload that fails once the file is replaced (by
+// another writer's broken file, say) is logged, and the previous users
+// stay in force until Watch loads a file that validates, as after any
+// refused reload; the edit itself is made, and reported so.
 func (s *FileDirectory) edit(create bool, ed streamEdit) error {
-	if err := editUsersStream(s.path, create, ed); err != nil {
+	err := editUsersStream(s.path, create, ed)
+	switch {
+	case err == errNoChange:
+		return nil
+	case err != nil:
 		return err
 	}
+	s.writes.Add(1)
 	if s.cur.Load() == nil {
 		return nil
 	}
-	return s.Reload(context.Background())
+	if err := s.Reload(context.Background()); err != nil && s.log != nil {
+		s.log.Error("users file written but refused at its reload; previous users stay in force", "err", err)
+	}
+	return nil
 }
+
+// Writes reports how many times this directory has replaced the users
+// file: what a batch of changes saves, for tests and measurements.
+func (s *FileDirectory) Writes() int64 { return s.writes.Load() }
 
 // List returns the file's users, each with the later of its cut-off and
 // the cut-offs file's.

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -449,7 +451,18 @@ func scanUser(row pgx.Row) (users.User, error) {
 
 // fetch returns the users of names the database has.
 func (d *Directory) fetch(ctx context.Context, names []string) (map[string]*users.User, error) {
-	rows, err := d.pool.Query(ctx, `select `+pgUserColumns+` from authsvc_users where username = any($1)`, names)
+	return fetchUsers(ctx, d.pool, names, "")
+}
+
+// A querier is a pool, or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// fetchUsers returns the users of names that q has, the query ending with
+// suffix (" for update" locks their rows).
+func fetchUsers(ctx context.Context, q querier, names []string, suffix string) (map[string]*users.User, error) {
+	rows, err := q.Query(ctx, `select `+pgUserColumns+` from authsvc_users where username = any($1)`+suffix, names)
 	if err != nil {
 		return nil, err
 	}
@@ -678,37 +691,110 @@ func (d *Directory) AddAll(ctx context.Context, add []users.User) ([]string, err
 }
 
 func (d *Directory) Update(ctx context.Context, username string, change func(*users.User) error) error {
-	return d.write(ctx, "update a user", pgQueryTimeout, func(tx pgx.Tx, gen int64) ([]string, int64, error) {
-		u, err := scanUser(tx.QueryRow(ctx, `select `+pgUserColumns+` from authsvc_users where username = $1 for update`, username))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, 0, keep(fmt.Errorf("user %q: %w", username, users.ErrNotFound))
-		}
+	failed, err := d.UpdateAll(ctx, map[string]func(*users.User) error{username: change})
+	if err != nil {
+		return err
+	}
+	return failed[username]
+}
+
+// updateUser is the statement UpdateAll writes a changed user with.
+const updateUser = `update authsvc_users set username = $2, password_hash = $3, hash_work = $4, name = $5, email = $6,
+	groups = $7, admin = $8, disabled = $9, tokens_after = $10, version = $11, password_generation = $12,
+	failures_after = $13, updated_at = now() where username = $1`
+
+// UpdateAll changes the users of changes in one transaction of three
+// round trips however many they are: their rows read and locked at once,
+// the changes applied here, the rows written in one batch. A change that
+// renames its user is written alone, inside a savepoint, so that a name
+// already taken (ErrExists) fails that change only.
+func (d *Directory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error) (map[string]error, error) {
+	names := slices.Sorted(maps.Keys(changes))
+	var failed map[string]error
+	timeout := pgQueryTimeout + time.Duration(len(changes))*100*time.Microsecond
+	err := d.write(ctx, "update users", timeout, func(tx pgx.Tx, gen int64) ([]string, int64, error) {
+		failed = make(map[string]error)
+		found, err := fetchUsers(ctx, tx, names, " for update")
 		if err != nil {
 			return nil, 0, err
 		}
-		if err := change(&u); err != nil {
-			return nil, 0, keep(err)
+		var batch pgx.Batch
+		var changed []string
+		for _, name := range names {
+			u := found[name]
+			if u == nil {
+				failed[name] = fmt.Errorf("user %q: %w", name, users.ErrNotFound)
+				continue
+			}
+			if err := changes[name](u); err != nil {
+				failed[name] = err
+				continue
+			}
+			work, err := checkUser(u)
+			if err != nil {
+				failed[name] = err
+				continue
+			}
+			args := []any{name, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen,
+				int64(u.PasswordGeneration), pgTime(u.FailuresAfter)}
+			if u.Username == name {
+				batch.Queue(updateUser, args...)
+				changed = append(changed, name)
+				continue
+			}
+			switch err := renameUser(ctx, tx, args); {
+			case err == errTaken:
+				failed[name] = fmt.Errorf("user %q: %w", u.Username, users.ErrExists)
+			case err != nil:
+				return nil, 0, err
+			default:
+				changed = append(changed, name, u.Username)
+			}
 		}
-		work, err := checkUser(&u)
-		if err != nil {
-			return nil, 0, keep(err)
+		if batch.Len() > 0 {
+			if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
+				return nil, 0, err
+			}
 		}
-		_, err = tx.Exec(ctx, `update authsvc_users set username = $2, password_hash = $3, hash_work = $4, name = $5, email = $6,
-			groups = $7, admin = $8, disabled = $9, tokens_after = $10, version = $11, password_generation = $12,
-			failures_after = $13, updated_at = now() where username = $1`,
-			username, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration),
-			pgTime(u.FailuresAfter))
-		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: renamed onto a taken name
-			return nil, 0, keep(fmt.Errorf("user %q: %w", u.Username, users.ErrExists))
+		if len(changed) == 0 {
+			return nil, 0, keep(errNoChange) // nothing to commit: the generation stays
 		}
-		if err != nil {
-			return nil, 0, err
-		}
-		if u.Username != username {
-			return []string{username, u.Username}, 0, nil
-		}
-		return []string{username}, 0, nil
+		return changed, 0, nil
 	})
+	if errors.Is(err, errNoChange) {
+		return failed, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return failed, nil
+}
+
+// errNoChange: an UpdateAll whose every change failed, rolled back.
+var errNoChange = errors.New("nothing changed")
+
+// errTaken: a rename onto a name another user has.
+var errTaken = errors.New("name taken")
+
+// renameUser writes a user whose change renamed it (updateUser's args)
+// inside a savepoint: errTaken, with the transaction still usable, when
+// the new name is another user's.
+func renameUser(ctx context.Context, tx pgx.Tx, args []any) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = sp.Exec(ctx, updateUser, args...)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		if err := sp.Rollback(ctx); err != nil {
+			return err
+		}
+		return errTaken
+	}
+	if err != nil {
+		return err
+	}
+	return sp.Commit(ctx)
 }
 
 func (d *Directory) Delete(ctx context.Context, username string) error {

@@ -132,6 +132,138 @@ func Run(t *testing.T, factory Factory) {
 		}
 	})
 
+	t.Run("update all in one write", func(t *testing.T) {
+		d := factory(t)()
+		bob, carol, dave := alice, alice, alice
+		bob.Username, carol.Username, dave.Username = "bob", "carol", "dave"
+		if existing, err := d.AddAll(ctx, []users.User{alice, bob, carol, dave}); err != nil || len(existing) != 0 {
+			t.Fatalf("AddAll(alice, bob, carol, dave) = %v, %v", existing, err)
+		}
+		refused := errors.New("refused")
+		at := time.Date(2026, 11, 25, 3, 4, 5, 6000, time.UTC)
+		failed, err := d.UpdateAll(ctx, map[string]func(*users.User) error{
+			"alice": func(u *users.User) error { u.Name = "Alice L."; return nil },
+			"bob":   func(u *users.User) error { u.Name = "half done"; return refused },
+			"carol": func(u *users.User) error { u.FailuresAfter = at; return nil },
+			"dave":  func(u *users.User) error { u.PasswordHash = "not a hash"; return nil },
+			"erin":  func(u *users.User) error { return nil },
+		})
+		if err != nil {
+			t.Fatalf("UpdateAll = %v, %v; want failures by user, no error", failed, err)
+		}
+		if len(failed) != 3 || !errors.Is(failed["bob"], refused) || failed["dave"] == nil || !errors.Is(failed["erin"], users.ErrNotFound) {
+			t.Errorf("UpdateAll's failures = %v; want bob's change's error, dave's refused hash, erin users.ErrNotFound", failed)
+		}
+		if u, err := d.Lookup(ctx, "alice"); err != nil || u.Info().Name != "Alice L." {
+			t.Errorf("Lookup(alice) after UpdateAll = %v, %v; want her new name", u, err)
+		}
+		if u, err := d.Lookup(ctx, "carol"); err != nil || !u.FailuresAfter().Equal(at) {
+			t.Errorf("Lookup(carol) after UpdateAll = %v, %v; want FailuresAfter %v", u, err, at)
+		}
+		if u, err := d.Lookup(ctx, "bob"); err != nil || u.Info().Name != "Alice" {
+			t.Errorf("Lookup(bob) after his change failed = %v, %v; want him as he was", u, err)
+		}
+		list, err := d.List(ctx)
+		if err != nil || len(list) != 4 {
+			t.Fatalf("List() after UpdateAll = %v, %v; want 4 users", list, err)
+		}
+		for _, u := range list {
+			if u.Username == "dave" && u.PasswordHash != hash {
+				t.Errorf("dave's hash after a change to one that is refused = %q; want his own", u.PasswordHash)
+			}
+			if u.Username == "bob" && u.Name != "Alice" {
+				t.Errorf("bob's name after his change failed = %q; want the one he had", u.Name)
+			}
+		}
+		if _, err := d.Lookup(ctx, "erin"); !errors.Is(err, users.ErrNotFound) {
+			t.Errorf("Lookup(erin) after UpdateAll = %v; want users.ErrNotFound: UpdateAll adds no one", err)
+		}
+	})
+
+	t.Run("update all with every change failing", func(t *testing.T) {
+		d := factory(t)()
+		if err := d.Add(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		refused := errors.New("refused")
+		failed, err := d.UpdateAll(ctx, map[string]func(*users.User) error{
+			"alice": func(u *users.User) error { u.Disabled = true; return refused },
+			"bob":   func(u *users.User) error { return nil },
+		})
+		if err != nil || len(failed) != 2 || !errors.Is(failed["alice"], refused) || !errors.Is(failed["bob"], users.ErrNotFound) {
+			t.Errorf("UpdateAll with only failing changes = %v, %v; want alice's error and bob users.ErrNotFound, no error", failed, err)
+		}
+		if u, err := d.Lookup(ctx, "alice"); err != nil || u.Disabled() {
+			t.Errorf("Lookup(alice) after her change failed = %v, %v; want her enabled, as she was", u, err)
+		}
+		if failed, err := d.UpdateAll(ctx, nil); err != nil || len(failed) != 0 {
+			t.Errorf("UpdateAll(nil) = %v, %v; want nothing, nil", failed, err)
+		}
+	})
+
+	t.Run("update all kills tokens as Update does", func(t *testing.T) {
+		open := factory(t)
+		a, b := open(), open()
+		bob, carol := alice, alice
+		bob.Username, carol.Username = "bob", "carol"
+		if _, err := a.AddAll(ctx, []users.User{alice, bob, carol}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex // guards cuts
+		cuts := map[string]users.Cut{}
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go b.Watch(wctx, 10*time.Millisecond, nil, users.WatchHooks{Cut: func(c users.Cut) {
+			mu.Lock()
+			defer mu.Unlock()
+			cuts[c.Username] = c
+		}})
+		logout := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
+		before := time.Now()
+		failed, err := a.UpdateAll(ctx, map[string]func(*users.User) error{
+			"alice": func(u *users.User) error { u.Disabled = true; return nil },
+			"bob":   func(u *users.User) error { u.TokensAfter = logout; return nil },
+			"carol": func(u *users.User) error { u.Name = "Carol"; return nil },
+		})
+		if err != nil || len(failed) != 0 {
+			t.Fatalf("UpdateAll = %v, %v; want every change made", failed, err)
+		}
+		// The watching handle is told before anything looks alice or bob
+		// up there: a look-up could fill a cache with them as they are now.
+		deadline := time.Now().Add(5 * time.Second) // API.md: changes reach every instance within 5 s
+		for {
+			mu.Lock()
+			alice, aliceCut := cuts["alice"]
+			bob, bobCut := cuts["bob"]
+			_, carolCut := cuts["carol"]
+			mu.Unlock()
+			if aliceCut && bobCut {
+				if alice.Before.Before(before) || !bob.Before.Equal(logout) || carolCut {
+					t.Errorf("Watch's cuts after UpdateAll = alice %+v, bob %+v, carol cut %v; want alice's at the change, bob's at %v, none of carol's", alice, bob, carolCut, logout)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Watch's cuts 5 s after UpdateAll: alice %v, bob %v; want both", aliceCut, bobCut)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for _, d := range []users.Directory{a, b} {
+			if u, err := d.Lookup(ctx, "alice"); err != nil || !u.Disabled() {
+				t.Errorf("Lookup(alice) after UpdateAll = %v, %v; want disabled", u, err)
+			}
+			if u, err := d.Lookup(ctx, "bob"); err != nil || !u.TokensAfter().Equal(logout) {
+				t.Errorf("Lookup(bob).TokensAfter() after UpdateAll = %v, %v; want %v", u, err, logout)
+			}
+			if u, _ := users.SessionUser(ctx, d, "bob", logout.Add(-time.Millisecond), users.MaxSessionGeneration+1); u != nil {
+				t.Errorf("SessionUser(bob, a token issued before his new cut-off) = bob; want nil")
+			}
+		}
+	})
+
 	t.Run("an unlock is kept", func(t *testing.T) {
 		d := factory(t)()
 		if err := d.Add(ctx, alice); err != nil {
