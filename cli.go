@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -108,6 +109,8 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		minLength   *int
 		from        *string
 		dryRun      *bool
+		update      *bool
+		keyPath     *string
 		store       *string
 		storePrefix *string
 		tokenTTL    *time.Duration
@@ -121,10 +124,12 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	case "import":
 		from = fs.String("from", "", "what `KIND` of file to import: django (a dumpdata file) or file (a users file)")
 		dryRun = fs.Bool("dry-run", false, "write nothing: print what the import would do, and exit as it would")
+		update = fs.Bool("update", false, "bring users that exist already up to date with the dump (--from django): profile, flags and a hash changed in Django")
+		keyPath = fs.String("secret-key-file", "", "the secret key `FILE` that fingerprints Django hashes; default authsvc.key beside a users file (created when missing), required with PostgreSQL")
 		store = fs.String("store", "memory", "the token `STORE` the dump's DRF keys go to: redis://… as serve's (memory cannot keep them)")
 		storePrefix = fs.String("store-prefix", redisstore.DefaultPrefix, "key `PREFIX` in a shared Redis, as serve's")
 		tokenTTL = fs.Duration("token-ttl", 24*time.Hour, "imported tokens expire this `DURATION` after the import; 0 = never")
-		fromEnv = append(fromEnv, "store", "store-prefix", "token-ttl")
+		fromEnv = append(fromEnv, "store", "store-prefix", "token-ttl", "secret-key-file")
 	}
 	if sub == "add" || sub == "passwd" {
 		hashing.define(fs)
@@ -170,8 +175,17 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if *tokenTTL < 0 {
 			return usagef("user import: --token-ttl %v: want 0 or more", *tokenTTL)
 		}
+		if *update && *from != "django" {
+			return usagef("user import: --update works with --from django")
+		}
+		if *keyPath == "" && *from == "django" {
+			if isPostgresURL(*usersPath) {
+				return usagef("user import: --secret-key-file is needed with PostgreSQL: the key that fingerprints the Django hashes, the same file for every import")
+			}
+			*keyPath = filepath.Join(filepath.Dir(*usersPath), defaultKeyFile)
+		}
 		return importUsers(ctx, target, importOptions{
-			from: *from, path: fs.Arg(0), dryRun: *dryRun,
+			from: *from, path: fs.Arg(0), dryRun: *dryRun, update: *update, keyPath: *keyPath,
 			store: *store, storePrefix: *storePrefix, tokenTTL: *tokenTTL,
 		}, stdout, stderr)
 	}

@@ -124,12 +124,13 @@ func importDjango42(t *testing.T, users string) {
 	if err := os.WriteFile(dumpPath, out, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", users, "--from", "django", dumpPath)
+	keyPath := filepath.Join(t.TempDir(), "authsvc.key")
+	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", users, "--from", "django", "--secret-key-file", keyPath, dumpPath)
 	if code != 1 || importedUsers(stdout, false) != len(djangoNewForms) {
 		t.Fatalf("user import of the 4.2 fixture's users = exit %d, stdout %q, stderr %q; want exit 1, %d users (bill refused)", code, stdout, stderr, len(djangoNewForms))
 	}
-	if strings.Count(stderr, "\n") != 2 || !strings.Contains(stderr, `(auth.user "bill"): password: unsupported password hash scheme: Django crypt (CryptPasswordHasher), refused: DES crypt(3) reads only the first 8 characters of a password`) {
-		t.Errorf("user import stderr = %q; want bill's refusal with its reason, and the summary", stderr)
+	if strings.Count(stderr, "\n") != 3 || !strings.Contains(stderr, "created the secret key file "+keyPath) || !strings.Contains(stderr, `(auth.user "bill"): password: unsupported password hash scheme: Django crypt (CryptPasswordHasher), refused: DES crypt(3) reads only the first 8 characters of a password`) {
+		t.Errorf("user import stderr = %q; want the key file's creation, bill's refusal with its reason, and the summary", stderr)
 	}
 }
 

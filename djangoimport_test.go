@@ -23,8 +23,9 @@ const djangoFixture = "testdata/django/dumpdata.json"
 func TestImportDjangoFixture(t *testing.T) {
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", djangoFixture)
-	if code != 0 || importedUsers(stdout, false) != 7 || stderr != "" {
-		t.Fatalf("user import of the fixture = exit %d, stdout %q, stderr %q; want exit 0, 7 users, nothing on stderr", code, stdout, stderr)
+	keyLine := "authsvc: user import: created the secret key file " + filepath.Join(filepath.Dir(usersPath), "authsvc.key")
+	if code != 0 || importedUsers(stdout, false) != 7 || !strings.HasPrefix(stderr, keyLine) || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("user import of the fixture = exit %d, stdout %q, stderr %q; want exit 0, 7 users, the key file's creation alone on stderr", code, stdout, stderr)
 	}
 	list := mustReadUsers(t, usersPath)
 	for _, want := range []users.User{
@@ -108,8 +109,8 @@ func TestImportDjangoShapes(t *testing.T) {
 			t.Errorf("user import stderr = %q; want a line containing %q", stderr, want)
 		}
 	}
-	if n := strings.Count(stderr, "\n"); n != 5 {
-		t.Errorf("user import stderr has %d lines; want 4 skipped records and the summary", n)
+	if n := strings.Count(stderr, "\n"); n != 6 {
+		t.Errorf("user import stderr has %d lines; want the key file's creation, 4 skipped records and the summary", n)
 	}
 	users := mustReadUsers(t, usersPath)
 	if u := users["pkgroups"]; len(u.Groups) != 1 || u.Groups[0] != "ops" {

@@ -16,19 +16,19 @@ import (
 // file, lock, row or schema), prints what the import would do, and exits as
 // the real run does, with the same lines on stderr (issue 20, point 3).
 func TestImportDryRun(t *testing.T) {
-	importFixture := func(usersPath string, dryRun bool) (int, string, string) {
-		args := []string{"user", "import", "--users", usersPath, "--from", "django", djangoFixture}
+	importFixture := func(usersPath string, dryRun bool, extra ...string) (int, string, string) {
+		args := append([]string{"user", "import", "--users", usersPath, "--from", "django"}, extra...)
 		if dryRun {
 			args = append(args, "--dry-run")
 		}
-		return runCLI(t, "", nil, args...)
+		return runCLI(t, "", nil, append(args, djangoFixture)...)
 	}
 	t.Run("a users file that does not exist", func(t *testing.T) {
 		dir := t.TempDir()
 		usersPath := filepath.Join(dir, "users.json")
 		code, stdout, stderr := importFixture(usersPath, true)
-		if code != 0 || importedUsers(stdout, true) != 7 || stderr != "" {
-			t.Errorf("user import --dry-run = exit %d, %q, %q; want 0, would import 7 users", code, stdout, stderr)
+		if code != 0 || importedUsers(stdout, true) != 7 || !strings.HasPrefix(stderr, "authsvc: user import: would create the secret key file ") || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("user import --dry-run = exit %d, %q, %q; want 0, would import 7 users, would create the key", code, stdout, stderr)
 		}
 		if names := dirNames(t, dir); len(names) != 0 {
 			t.Errorf("files after user import --dry-run = %v; want none", names)
@@ -41,8 +41,8 @@ func TestImportDryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, stdout, stderr := importFixture(usersPath, true)
-		if code != 0 || importedUsers(stdout, true) != 7 || stderr != "" {
-			t.Errorf("user import --dry-run = exit %d, %q, %q; want 0, would import 7 users", code, stdout, stderr)
+		if code != 0 || importedUsers(stdout, true) != 7 || !strings.HasPrefix(stderr, "authsvc: user import: would create the secret key file ") || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("user import --dry-run = exit %d, %q, %q; want 0, would import 7 users, would create the key", code, stdout, stderr)
 		}
 		if after, err := os.ReadFile(usersPath); err != nil || !bytes.Equal(after, before) {
 			t.Errorf("users file after user import --dry-run changed (%v)", err)
@@ -60,9 +60,16 @@ func TestImportDryRun(t *testing.T) {
 	t.Run("a database no authsvc has set up", func(t *testing.T) {
 		pgURL, _, _ := testservers.Postgres(t)
 		url := testservers.NewDatabase(t, pgURL)
-		code, stdout, stderr := importFixture(url, true)
-		if code != 0 || importedUsers(stdout, true) != 7 || stderr != "" {
-			t.Errorf("user import --dry-run into an empty database = exit %d, %q, %q; want 0, would import 7 users", code, stdout, stderr)
+		keyPath := filepath.Join(t.TempDir(), "authsvc.key")
+		code, stdout, stderr := importFixture(url, true, "--secret-key-file", keyPath)
+		if code != 0 || importedUsers(stdout, true) != 7 || stderr != "authsvc: user import: would create the secret key file "+keyPath+"; every later import of these users needs it\n" {
+			t.Errorf("user import --dry-run into an empty database = exit %d, %q, %q; want 0, would import 7 users, would create the key", code, stdout, stderr)
+		}
+		if _, err := os.Stat(keyPath); err == nil {
+			t.Errorf("user import --dry-run created the key file")
+		}
+		if code, _, stderr := importFixture(url, true); code != 2 || !strings.Contains(stderr, "--secret-key-file is needed with PostgreSQL") {
+			t.Errorf("user import --dry-run into PostgreSQL without --secret-key-file = exit %d, %q; want 2, the flag named", code, stderr)
 		}
 		if code, _, stderr := runCLI(t, "", nil, "user", "list", "--users", url); code != 1 || !strings.Contains(stderr, "no authsvc schema") {
 			t.Errorf("user list after the dry run = exit %d, %q; want 1, no authsvc schema (the dry run created none)", code, stderr)
@@ -71,18 +78,18 @@ func TestImportDryRun(t *testing.T) {
 }
 
 // importSummaryRE matches user import's summary line.
-var importSummaryRE = regexp.MustCompile(`^(dry run: would import|imported) .* into .*: users (\d+) imported, (\d+) updated, (\d+) skipped; tokens (\d+) imported, (\d+) updated, (\d+) left dead, (\d+) skipped(; nothing written)?\n$`)
+var importSummaryRE = regexp.MustCompile(`^(dry run: would import|imported) .* into .*: users (\d+) imported, (\d+) updated, (\d+) unchanged, (\d+) skipped; tokens (\d+) imported, (\d+) updated, (\d+) left dead, (\d+) skipped(; nothing written)?\n$`)
 
 // importSummary parses user import's stdout, its one summary line: whether
 // it was a dry run, and the users' and tokens' tallies. ok is false when
 // stdout is anything else.
 func importSummary(stdout string) (dryRun bool, users, tokens importTally, ok bool) {
 	m := importSummaryRE.FindStringSubmatch(stdout)
-	if m == nil || (m[1] == "imported") == (m[9] != "") {
+	if m == nil || (m[1] == "imported") == (m[10] != "") {
 		return false, users, tokens, false
 	}
 	n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
-	return m[9] != "", importTally{imported: n(2), updated: n(3), skipped: n(4)}, importTally{imported: n(5), updated: n(6), dead: n(7), skipped: n(8)}, true
+	return m[10] != "", importTally{imported: n(2), updated: n(3), unchanged: n(4), skipped: n(5)}, importTally{imported: n(6), updated: n(7), dead: n(8), skipped: n(9)}, true
 }
 
 // importedUsers is how many users stdout's summary line says an import

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"slices"
 	"time"
 
+	"authsvc/internal/password"
+	"authsvc/internal/secret"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
@@ -16,40 +20,79 @@ import (
 // importOptions are user import's flags and argument.
 type importOptions struct {
 	from, path         string // --from, and the file to import
-	dryRun             bool
+	dryRun, update     bool
 	store, storePrefix string // where imported tokens go
 	tokenTTL           time.Duration
+	// keyPath is the secret key file whose key fingerprints the Django
+	// hashes (--from django).
+	keyPath string
 }
 
 // An importTally counts what an import did with one kind of record.
-type importTally struct{ imported, updated, dead, skipped int }
+type importTally struct{ imported, updated, unchanged, dead, skipped int }
 
 // errSomeSkipped: an import left records out; each was reported on stderr.
 var errSomeSkipped = errors.New("some records were not imported (see above)")
 
+// errUnchanged: an --update change found nothing to change; the user is
+// not rewritten.
+var errUnchanged = errors.New("unchanged")
+
 // importUsers adds the users of a Django dumpdata file, or of an authsvc
-// users file (to move it into PostgreSQL), in one write, leaving existing
-// usernames alone, and then the dump's DRF keys to the token store; it
+// users file (to move it into PostgreSQL), leaving existing usernames
+// alone or, with --update, bringing them up to date (API.md, Moving from
+// Django); then it imports the dump's DRF keys into the token store. It
 // reports every record it leaves out on stderr, one line each, prints one
-// summary line, and then fails (exit 1) if it left any out.
+// summary line, and then fails (exit 1) if it left any out. A dry run
+// does all of it but the writes.
 func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdout, stderr io.Writer) error {
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	dump := &users.DjangoDump{}
-	if opt.from == "file" {
-		var err error
-		if dump.Users, err = users.ReadFile(opt.path); err != nil { // validated whole, as the server loads it
-			return fmt.Errorf("user import: %w", err)
-		}
-	} else {
-		data, err := os.ReadFile(opt.path)
-		if err != nil {
-			return err
-		}
-		if dump, err = users.ParseDjangoDump(data, now); err != nil {
-			return fmt.Errorf("user import: %s: %w", opt.path, err)
-		}
+	held, err := dir.List(ctx)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	byName := make(map[string]users.User, len(held))
+	for _, u := range held {
+		byName[u.Username] = u
+	}
+	dump, err := readImport(opt, held, now, stderr)
+	if err != nil {
+		return err
 	}
 	warnSlowHashes("user import", dump.Users, stderr)
+
+	// What to do with each user: add it, leave it alone, or update it.
+	var leftAlone, notOurs []string
+	rehash := make(map[string]bool) // users whose hash will be written
+	for _, u := range dump.Users {
+		h, exists := byName[u.Username]
+		switch {
+		case !exists:
+			rehash[u.Username] = true
+		case !opt.update:
+			leftAlone = append(leftAlone, u.Username)
+		case h.DjangoHash == "":
+			notOurs = append(notOurs, u.Username)
+		case h.DjangoHash != u.DjangoHash:
+			rehash[u.Username] = true
+		}
+	}
+	if err := dump.WrapLegacy(password.DefaultHashPolicy(), rehash); err != nil {
+		return fmt.Errorf("user import: %w", err)
+	}
+	// Only now, their legacy hashes wrapped, are the users fit to write.
+	var added []users.User
+	changes := make(map[string]func(*users.User) error)
+	for _, u := range dump.Users {
+		_, exists := byName[u.Username]
+		switch {
+		case !exists:
+			added = append(added, u)
+		case opt.update:
+			changes[u.Username] = updateFromDjango(u, now)
+		}
+	}
+
 	// The token store is reached before anything is written, so that a
 	// store that is down stops the import whole.
 	store, closeStore, err := openImportStore(ctx, opt, len(dump.Tokens) > 0)
@@ -58,28 +101,65 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 	}
 	defer closeStore()
 
-	addAll := dir.AddAll
+	var failed map[string]error
+	var raced []string // added by someone else since the List above
+	after := byName    // the users as the import leaves them
 	if opt.dryRun {
-		addAll = func(ctx context.Context, list []users.User) ([]string, error) { return takenNames(ctx, dir, list) }
+		after, failed = simulateUpdates(byName, added, changes)
+	} else {
+		if raced, err = dir.AddAll(ctx, added); err != nil {
+			return err
+		}
+		if len(changes) > 0 {
+			if failed, err = dir.UpdateAll(ctx, changes); err != nil {
+				return err
+			}
+		}
+		if after, err = usersByName(ctx, dir); err != nil {
+			return err
+		}
 	}
-	existing, err := addAll(ctx, dump.Users)
-	if err != nil {
-		return err
-	}
+
 	for _, s := range dump.Skipped {
 		fmt.Fprintf(stderr, "authsvc: user import: skipped %s\n", printable(s.String()))
 	}
-	leftAlone := make(map[string]bool, len(existing))
-	for _, name := range existing {
+	leftAlone = append(leftAlone, raced...)
+	for _, name := range leftAlone {
 		fmt.Fprintf(stderr, "authsvc: user import: left alone: user %q already exists\n", name)
-		leftAlone[name] = true
 	}
-	userTally := importTally{imported: len(dump.Users) - len(existing), skipped: len(existing) + countSkips(dump.Skipped, "auth.user")}
+	for _, name := range notOurs {
+		fmt.Fprintf(stderr, "authsvc: user import: updated user %q but its password: user import did not create it\n", name)
+	}
+	userTally := importTally{
+		imported: len(added) - len(raced),
+		skipped:  len(leftAlone) + countSkips(dump.Skipped, "auth.user"),
+	}
+	for _, name := range slices.Sorted(mapKeys(changes)) {
+		switch err := failed[name]; {
+		case err == nil:
+			userTally.updated++
+		case errors.Is(err, errUnchanged):
+			userTally.unchanged++
+		default: // deleted meanwhile, or refused by the directory
+			userTally.skipped++
+			fmt.Fprintf(stderr, "authsvc: user import: skipped the update of user %q: %v\n", name, err)
+		}
+	}
+
+	// Keys go only to users the importer made from the same Django users:
+	// added now, or updated and carrying a Django hash's fingerprint.
+	owners := make(map[string]users.User)
+	for _, u := range dump.Users {
+		if a, ok := after[u.Username]; ok && !slices.Contains(leftAlone, u.Username) && a.DjangoHash != "" {
+			owners[u.Username] = a
+		}
+	}
 	tokenTally := importTally{skipped: len(dump.Skipped) - countSkips(dump.Skipped, "auth.user")}
-	t, err := importTokens(ctx, store, dir, dump, leftAlone, opt, now, stderr)
+	t, err := importTokens(ctx, store, dump.Tokens, owners, opt, now, stderr)
 	tokenTally.add(t)
-	summary := fmt.Sprintf("%s into %s: users %d imported, %d updated, %d skipped; tokens %d imported, %d updated, %d left dead, %d skipped",
-		opt.path, dir, userTally.imported, userTally.updated, userTally.skipped,
+
+	summary := fmt.Sprintf("%s into %s: users %d imported, %d updated, %d unchanged, %d skipped; tokens %d imported, %d updated, %d left dead, %d skipped",
+		opt.path, dir, userTally.imported, userTally.updated, userTally.unchanged, userTally.skipped,
 		tokenTally.imported, tokenTally.updated, tokenTally.dead, tokenTally.skipped)
 	if opt.dryRun {
 		fmt.Fprintf(stdout, "dry run: would import %s; nothing written\n", summary)
@@ -95,9 +175,160 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 	return nil
 }
 
+// readImport reads the file to import: an authsvc users file, validated
+// whole as the server loads it, or a Django dump, whose users' Django
+// hashes it fingerprints under the secret key (importKey) and whose
+// legacy fast hashes it leaves for WrapLegacy.
+func readImport(opt importOptions, held []users.User, now time.Time, stderr io.Writer) (*users.DjangoDump, error) {
+	if opt.from == "file" {
+		list, err := users.ReadFile(opt.path)
+		if err != nil {
+			return nil, fmt.Errorf("user import: %w", err)
+		}
+		return &users.DjangoDump{Users: list}, nil
+	}
+	data, err := os.ReadFile(opt.path)
+	if err != nil {
+		return nil, err
+	}
+	dump, err := users.ReadDjangoDump(data, now)
+	if err != nil {
+		return nil, fmt.Errorf("user import: %s: %w", opt.path, err)
+	}
+	key, err := importKey(opt, held, stderr)
+	if err != nil {
+		return nil, err
+	}
+	dump.Fingerprint(key)
+	return dump, nil
+}
+
+// importKey returns the secret key that fingerprints Django hashes: the one
+// in opt.keyPath, created there when missing (a dry run makes one up and
+// writes nothing). It refuses a key other than the one the directory's
+// imported users were fingerprinted under, and a missing key file when
+// there are such users: a new key would make every Django hash look
+// changed, and end every imported user's sessions.
+func importKey(opt importOptions, held []users.User, stderr io.Writer) (secret.Key, error) {
+	var under string // the key ID of the directory's fingerprints
+	for _, u := range held {
+		if u.DjangoHash != "" {
+			under = users.DjangoHashKeyID(u.DjangoHash)
+			break
+		}
+	}
+	key, err := secret.Load(opt.keyPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && under != "":
+		return secret.Key{}, fmt.Errorf("user import: the secret key file %s does not exist, and the users were imported under key %s: give that key's file with --secret-key-file", opt.keyPath, under)
+	case errors.Is(err, fs.ErrNotExist) && opt.dryRun:
+		fmt.Fprintf(stderr, "authsvc: user import: would create the secret key file %s; every later import of these users needs it\n", opt.keyPath)
+		return secret.Generate()
+	case errors.Is(err, fs.ErrNotExist):
+		var created bool
+		if key, created, err = secret.LoadOrCreate(opt.keyPath); err != nil {
+			return secret.Key{}, fmt.Errorf("user import: %w", err)
+		}
+		if created {
+			fmt.Fprintf(stderr, "authsvc: user import: created the secret key file %s (key %s); every later import of these users needs it\n", opt.keyPath, key.ID())
+		}
+	case err != nil:
+		return secret.Key{}, fmt.Errorf("user import: %w", err)
+	}
+	if under != "" && under != key.ID() {
+		return secret.Key{}, fmt.Errorf("user import: the users were imported under secret key %s, not %s (%s): give that key's file with --secret-key-file", under, key.ID(), opt.keyPath)
+	}
+	return key, nil
+}
+
+// updateFromDjango returns the --update change that brings a user up to
+// date with d, its record in a newer dump: name, email, groups and flags
+// always; the hash only when the user was imported (it has a DjangoHash)
+// and the Django hash changed since, and then its sessions end as a
+// password change ends them. A user deactivated in Django is disabled, and
+// its sessions end. errUnchanged when nothing changes.
+func updateFromDjango(d users.User, now time.Time) func(*users.User) error {
+	return func(x *users.User) error {
+		before := *x
+		before.Groups = slices.Clone(x.Groups)
+		x.Name, x.Email, x.Groups, x.Admin = d.Name, d.Email, d.Groups, d.Admin
+		if x.DjangoHash != "" && x.DjangoHash != d.DjangoHash {
+			x.PasswordHash, x.DjangoHash = d.PasswordHash, d.DjangoHash
+			x.PasswordGeneration++
+			x.TokensAfter = later(x.TokensAfter, now)
+		}
+		if d.Disabled && !x.Disabled {
+			x.TokensAfter = later(x.TokensAfter, now)
+		}
+		x.Disabled = d.Disabled
+		if x.Name == before.Name && x.Email == before.Email && slices.Equal(x.Groups, before.Groups) &&
+			x.Admin == before.Admin && x.Disabled == before.Disabled && x.PasswordHash == before.PasswordHash {
+			return errUnchanged
+		}
+		return nil
+	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// simulateUpdates returns the users as an import would leave them, held
+// updated by changes and added added, without writing: what a dry run
+// reports. failed is as UpdateAll's.
+func simulateUpdates(held map[string]users.User, added []users.User, changes map[string]func(*users.User) error) (map[string]users.User, map[string]error) {
+	after := make(map[string]users.User, len(held)+len(added))
+	for name, u := range held {
+		after[name] = u
+	}
+	failed := make(map[string]error)
+	for name, change := range changes {
+		u := after[name]
+		u.Groups = slices.Clone(u.Groups)
+		if err := change(&u); err != nil {
+			failed[name] = err
+			continue
+		}
+		after[name] = u
+	}
+	for _, u := range added {
+		after[u.Username] = u
+	}
+	return after, failed
+}
+
+// usersByName returns dir's users by name.
+func usersByName(ctx context.Context, dir importTarget) (map[string]users.User, error) {
+	list, err := dir.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]users.User, len(list))
+	for _, u := range list {
+		byName[u.Username] = u
+	}
+	return byName, nil
+}
+
+// mapKeys returns an iterator over m's keys.
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
 func (t *importTally) add(u importTally) {
 	t.imported += u.imported
 	t.updated += u.updated
+	t.unchanged += u.unchanged
 	t.dead += u.dead
 	t.skipped += u.skipped
 }
@@ -132,47 +363,32 @@ func openImportStore(ctx context.Context, opt importOptions, haveTokens bool) (t
 	return store, done, nil
 }
 
-// importTokens imports dump's DRF keys into store (nil: the memory store,
+// importTokens imports the DRF keys into store (nil: the memory store,
 // which cannot keep them, and they are skipped), each as a session of its
-// user created at its created time and expiring opt.tokenTTL from now.
-// Keys of users left alone are skipped; keys created before their user's
-// cut-off are dead already and left so.
-func importTokens(ctx context.Context, store tokens.Store, dir importTarget, dump *users.DjangoDump, leftAlone map[string]bool, opt importOptions, now time.Time, stderr io.Writer) (importTally, error) {
+// user in owners, created at its created time and expiring opt.tokenTTL
+// from now. Keys of users not in owners are skipped; keys created before
+// their user's cut-off are dead already and left so.
+func importTokens(ctx context.Context, store tokens.Store, keys []users.DjangoToken, owners map[string]users.User, opt importOptions, now time.Time, stderr io.Writer) (importTally, error) {
 	var tally importTally
-	if len(dump.Tokens) == 0 {
+	if len(keys) == 0 {
 		return tally, nil
 	}
 	if store == nil {
-		tally.skipped = len(dump.Tokens)
-		fmt.Fprintf(stderr, "authsvc: user import: skipped %d tokens: the memory token store cannot keep them past the import (give --store redis://…)\n", len(dump.Tokens))
+		tally.skipped = len(keys)
+		fmt.Fprintf(stderr, "authsvc: user import: skipped %d tokens: the memory token store cannot keep them past the import (give --store redis://…)\n", len(keys))
 		return tally, nil
-	}
-	held, err := dir.List(ctx)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return tally, err
-	}
-	byName := make(map[string]users.User, len(held))
-	for _, u := range held {
-		byName[u.Username] = u
-	}
-	if opt.dryRun { // the dump's users stand for those the run would add
-		for _, u := range dump.Users {
-			if !leftAlone[u.Username] {
-				byName[u.Username] = u
-			}
-		}
 	}
 	var expires time.Time
 	if opt.tokenTTL > 0 {
 		expires = now.Add(opt.tokenTTL)
 	}
 	var batch []tokens.Imported
-	for _, t := range dump.Tokens {
-		u, ok := byName[t.Username]
+	for _, t := range keys {
+		u, ok := owners[t.Username]
 		switch {
-		case leftAlone[t.Username] || !ok:
+		case !ok:
 			tally.skipped++
-			fmt.Fprintf(stderr, "authsvc: user import: skipped the token of %q: its user was left alone\n", t.Username)
+			fmt.Fprintf(stderr, "authsvc: user import: skipped the token of %q: user import did not create that user from this Django user\n", t.Username)
 			continue
 		case t.Created.Before(u.TokensAfter):
 			tally.dead++ // ended in authsvc after Django made it
@@ -214,6 +430,7 @@ func importTokens(ctx context.Context, store tokens.Store, dir importTarget, dum
 type importTarget interface {
 	fmt.Stringer
 	AddAll(ctx context.Context, users []users.User) (existing []string, err error)
+	UpdateAll(ctx context.Context, changes map[string]func(*users.User) error) (failed map[string]error, err error)
 	List(ctx context.Context) ([]users.User, error)
 }
 
@@ -226,26 +443,10 @@ func (noUsersYet) List(context.Context) ([]users.User, error) { return nil, nil 
 func (noUsersYet) AddAll(context.Context, []users.User) ([]string, error) {
 	return nil, errors.New("dry run: nothing is written")
 }
-
-// takenNames returns the names of list that AddAll would leave alone:
-// those dir holds, and the later of two entries of one name. A users
-// file that does not exist yet, or a database authsvc has not set up,
-// holds none.
-func takenNames(ctx context.Context, dir importTarget, list []users.User) ([]string, error) {
-	held, err := dir.List(ctx)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	taken := make(map[string]bool, len(held))
-	for _, u := range held {
-		taken[u.Username] = true
-	}
-	var existing []string
-	for _, u := range list {
-		if taken[u.Username] {
-			existing = append(existing, u.Username)
-		}
-		taken[u.Username] = true
-	}
-	return existing, nil
+func (noUsersYet) UpdateAll(context.Context, map[string]func(*users.User) error) (map[string]error, error) {
+	return nil, errors.New("dry run: nothing is written")
 }
+
+// defaultKeyFile is the secret key file's name beside a users file, when
+// --secret-key-file does not name one.
+const defaultKeyFile = "authsvc.key"

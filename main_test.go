@@ -231,7 +231,7 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // runCLIProgram runs one CLI command in-process as main would.
-func runCLIProgram(t *testing.T, stdin string, args ...string) (int, string, string) {
+func runCLIProgram(t testing.TB, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr strings.Builder
 	err := run(context.Background(), append([]string{"authsvc"}, args...), func(string) string { return "" }, strings.NewReader(stdin), &stdout, &stderr)

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"authsvc/internal/password"
+	"authsvc/internal/secret"
 )
 
 // A djangoRecord is one record of `manage.py dumpdata`'s JSON output.
@@ -48,12 +50,15 @@ type DjangoToken struct {
 	Created  time.Time
 }
 
-// A DjangoDump is what ParseDjangoDump maps: the users, their DRF keys,
+// A DjangoDump is what ReadDjangoDump maps: the users, their DRF keys,
 // and the records it leaves out.
 type DjangoDump struct {
 	Users   []User
 	Tokens  []DjangoToken
 	Skipped []DjangoSkip
+
+	dumped []string     // each user's hash as Django dumped it
+	legacy []legacyHash // the users whose hash is a legacy fast form, not wrapped yet
 }
 
 // DjangoSkip is a record the importer leaves out, and why.
@@ -94,6 +99,22 @@ func ParseDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 // ParseDjangoDumpPolicy is ParseDjangoDump wrapping the legacy fast hashes
 // under policy. The wrapping costs one policy hash each, run on every core.
 func ParseDjangoDumpPolicy(data []byte, now time.Time, policy password.HashPolicy) (*DjangoDump, error) {
+	dump, err := ReadDjangoDump(data, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := dump.WrapLegacy(policy, nil); err != nil {
+		return nil, err
+	}
+	return dump, nil
+}
+
+// ReadDjangoDump is ParseDjangoDump leaving the legacy fast hashes as they
+// are, to be wrapped by WrapLegacy for the users that will be written: a
+// user whose stored hash is kept (import --update of an unchanged Django
+// hash) is not worth a policy hash. Until then its users must not be
+// written: a legacy form does not validate.
+func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] != '[' {
 		return nil, errors.New("not a dumpdata JSON array (run dumpdata with --format json, the default)")
@@ -180,10 +201,35 @@ func ParseDjangoDumpPolicy(data []byte, now time.Time, policy password.HashPolic
 	}
 	tokens, tokenSkips := djangoTokens(records, users, usernameByPK, now)
 	skipped = append(skipped, tokenSkips...)
-	if err := wrapLegacy(users, legacy, policy); err != nil {
-		return nil, err
+	dumped := make([]string, len(users))
+	for i, u := range users {
+		dumped[i] = u.PasswordHash
 	}
-	return &DjangoDump{Users: users, Tokens: tokens, Skipped: skipped}, nil
+	return &DjangoDump{Users: users, Tokens: tokens, Skipped: skipped, dumped: dumped, legacy: legacy}, nil
+}
+
+// Fingerprint sets each user's DjangoHash to the fingerprint under key of
+// the hash Django dumped.
+func (d *DjangoDump) Fingerprint(key secret.Key) {
+	for i := range d.Users {
+		d.Users[i].DjangoHash = DjangoHashFingerprint(key, d.dumped[i])
+	}
+}
+
+// WrapLegacy wraps the legacy fast hash of each user named in which (nil:
+// every user) in policy's hash of its digest.
+func (d *DjangoDump) WrapLegacy(policy password.HashPolicy, which map[string]bool) error {
+	var todo []legacyHash
+	for _, l := range d.legacy {
+		if which == nil || which[d.Users[l.user].Username] {
+			todo = append(todo, l)
+		}
+	}
+	if err := wrapLegacy(d.Users, todo, policy); err != nil {
+		return err
+	}
+	d.legacy = slices.DeleteFunc(d.legacy, func(l legacyHash) bool { return which == nil || which[d.Users[l.user].Username] })
+	return nil
 }
 
 // djangoTokens returns the DRF keys of the dump's imported users, and

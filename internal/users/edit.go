@@ -168,7 +168,11 @@ func copyUsersFile(path string, ed streamEdit) error {
 				w.entry(orig)
 				err = nil
 			case err == nil && keep:
-				err = w.user(&u)
+				if err = CheckDjangoHash(u.DjangoHash); err != nil {
+					err = fmt.Errorf("user %q: django_hash: %w", u.Username, err)
+				} else {
+					err = w.user(&u)
+				}
 			}
 			editErr = err
 		}
@@ -199,6 +203,10 @@ func copyUsersFile(path string, ed streamEdit) error {
 		return err
 	}
 	for i := range added {
+		if err := CheckDjangoHash(added[i].DjangoHash); err != nil {
+			tmp.Close()
+			return fmt.Errorf("user %q: django_hash: %w", added[i].Username, err)
+		}
 		if err := w.user(&added[i]); err != nil {
 			tmp.Close()
 			return err

@@ -103,6 +103,14 @@ func DjangoHashKeyID(fingerprint string) string {
 	return id
 }
 
+// CheckDjangoHash returns why fp cannot be a User's DjangoHash, or nil.
+func CheckDjangoHash(fp string) error {
+	if fp == "" {
+		return nil
+	}
+	return checkDjangoHash([]byte(fp))
+}
+
 // checkDjangoHash returns why fp cannot be a DjangoHash, or nil.
 func checkDjangoHash(fp []byte) error {
 	const idLen, hexLen = 8, 64

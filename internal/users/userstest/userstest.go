@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -283,6 +284,38 @@ func Run(t *testing.T, factory Factory) {
 		if err != nil || len(list) != 1 || !list[0].FailuresAfter.Equal(at) {
 			t.Errorf("List() after the update = %+v, %v; want alice with FailuresAfter %v", list, err, at)
 		}
+	})
+
+	t.Run("a Django hash fingerprint is kept", func(t *testing.T) {
+		d := factory(t)()
+		fp := "0a1b2c3d:" + strings.Repeat("5e", 32)
+		imported := alice
+		imported.DjangoHash = fp
+		if err := d.Add(ctx, imported); err != nil {
+			t.Fatal(err)
+		}
+		wantFP := func(when, want string) {
+			t.Helper()
+			list, err := d.List(ctx)
+			if err != nil || len(list) != 1 || list[0].DjangoHash != want {
+				t.Errorf("List() %s = %+v, %v; want alice with DjangoHash %q", when, list, err, want)
+			}
+		}
+		wantFP("after Add", fp)
+		if err := d.Update(ctx, "alice", func(u *users.User) error { u.Email = "a@example.com"; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		wantFP("after an Update of another field", fp)
+		next := "0a1b2c3d:" + strings.Repeat("6f", 32)
+		if _, err := d.UpdateAll(ctx, map[string]func(*users.User) error{"alice": func(u *users.User) error { u.DjangoHash = next; return nil }}); err != nil {
+			t.Fatal(err)
+		}
+		wantFP("after UpdateAll", next)
+		err := d.Update(ctx, "alice", func(u *users.User) error { u.DjangoHash = "not a fingerprint"; return nil })
+		if err == nil {
+			t.Errorf("Update to a malformed DjangoHash = nil; want an error")
+		}
+		wantFP("after a refused Update", next)
 	})
 
 	t.Run("a deleted user's cut-off outlives it", func(t *testing.T) {
