@@ -117,6 +117,16 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 	}
 	d.Metrics = httpapi.NewMetrics(httpapi.MetricsSources{Users: d.Users, Store: d.Store, Admission: adm})
 	d.Guard.Metrics = d.Metrics
+	// Closed first, while the directory is open: the rehashes still
+	// waiting when serve did not get to write them (it does, within its
+	// grace), or a test's.
+	guard := d.Guard
+	closers = append(closers, closerFunc(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		guard.CloseRehashes(ctx)
+		return nil
+	}))
 	return d, closeDeps, nil
 }
 

@@ -50,16 +50,23 @@ func TestImportDjangoFixture(t *testing.T) {
 
 	base, _, stop := startServer(t, nil, "--users", usersPath) // the default policy: argon2id
 	defer stop()
-	for user, pw := range map[string]string{
+	passwords := map[string]string{
 		"ada": "analytical-engine-1843", "grace": "cobol-compiler-1959", "linus": "kernel-monolith-1991",
 		"ken": "unix-timesharing-1969", "josé": "contraseña-segura-42",
-	} {
-		tok := loginToken(t, base, user, pw)
-		h, err := password.ParseHash(mustReadUsers(t, usersPath)[user].PasswordHash)
+	}
+	imported := mustReadUsers(t, usersPath)
+	tokens := map[string]string{}
+	for user, pw := range passwords {
+		tokens[user] = loginToken(t, base, user, pw)
+	}
+	hashOf := func(user string) string { return mustReadUsers(t, usersPath)[user].PasswordHash }
+	for user, pw := range passwords {
+		// The rehashes are written together, within a second.
+		h, err := password.ParseHash(waitForRehash(t, user, imported[user].PasswordHash, hashOf))
 		if err != nil || h.Scheme() != password.SchemeArgon2id {
 			t.Errorf("%s's hash after the first login = %v, %v; want rehashed to argon2id", user, h, err)
 		}
-		if code, body := getInfo(t, base, tok, ""); code != 200 {
+		if code, body := getInfo(t, base, tokens[user], ""); code != 200 {
 			t.Errorf("info with %s's token from before the rehash = %d %s; want 200", user, code, body)
 		}
 		loginToken(t, base, user, pw) // the new hash takes the same password

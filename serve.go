@@ -195,6 +195,9 @@ func runServers(ctx context.Context, cfg serveConfig, deps httpapi.Deps) error {
 			srv.Close()
 		}
 	}
+	// No login is left to queue one: the rehashes waiting are written in
+	// what is left of the grace.
+	deps.Guard.CloseRehashes(shutdownCtx)
 	log.Info("stopped")
 	return nil
 }

@@ -33,9 +33,15 @@ type LoginGuard struct {
 	Now       func() time.Time
 	Policy    password.HashPolicy // a hash outside it is rehashed after a successful login
 	Metrics   *Metrics
+	// A rehash on login is written at most RehashDelay after the first
+	// one waiting, or once RehashBatch are waiting (zero: 1 s and 256;
+	// rehash.go). Call CloseRehashes at shutdown.
+	RehashDelay time.Duration
+	RehashBatch int
 
 	dummyOnce sync.Once
 	dummyHash *password.Hash // Policy's dummy (dummy); set once
+	rehashes  rehashQueue
 }
 
 // dummy returns the hash an unknown or disabled user's password is checked
@@ -260,47 +266,6 @@ func outcomeName(err error) string {
 	}
 	e, _ := errorReply(err)
 	return e.code
-}
-
-// errHashChanged: the stored hash changed between the check and the rehash
-// (a concurrent user passwd, which wins).
-var errHashChanged = errors.New("password hash changed meanwhile")
-
-// Rehash writes password's hash under the policy if u's stored hash is
-// outside it (another scheme, other parameters, a Django form), as
-// Django's must_update does. It never ends a session (a token's life does
-// not hang on the hash), writes only if the stored hash is still the one
-// just verified, never writes a bcrypt hash of a password bcrypt would cut,
-// and when it fails the login still succeeds: the failure is logged.
-func (g *LoginGuard) Rehash(ctx context.Context, dir users.Directory, u *users.Account, pw string) {
-	if !g.Policy.NeedsRehash(u.Hash()) {
-		return
-	}
-	if g.Policy.Scheme == password.SchemeBcrypt && len(pw) > password.BcryptKeyBytes {
-		g.Metrics.rehashed("skipped")
-		return
-	}
-	hash, err := g.Policy.Hash([]byte(pw))
-	if err == nil {
-		err = dir.Update(ctx, u.Username(), func(x *users.User) error {
-			if x.PasswordHash != u.StoredHash() {
-				return errHashChanged
-			}
-			x.PasswordHash = hash
-			return nil
-		})
-	}
-	switch {
-	case errors.Is(err, errHashChanged):
-		g.Metrics.rehashed("skipped")
-	case err != nil:
-		g.Metrics.rehashed("error")
-		g.Log.LogAttrs(ctx, slog.LevelWarn, "rehash on login failed; the old hash stays", slog.String("username", u.Username()), slog.Any("err", err))
-	default:
-		g.Metrics.rehashed("ok")
-		g.Log.LogAttrs(ctx, slog.LevelInfo, "rehashed on login", slog.String("username", u.Username()),
-			slog.String("from", u.Hash().Scheme()), slog.String("to", g.Policy.Scheme))
-	}
 }
 
 // maxLoginBody bounds the login request body (API.md: 16 KiB).
