@@ -34,6 +34,12 @@ type streamEdit struct {
 	// end returns the entries to append once all have been read, or
 	// errNoChange when the edit changed nothing: then nothing is written.
 	end func() ([]User, error)
+	// loaded, if not nil, is the file as a directory loaded it: an entry
+	// whose hash is, as text, the one loaded for its user is not parsed
+	// again (a load refuses a file with a bad hash), and the copy's table
+	// of names is sized to it. On a server's large file that spares each
+	// edit parsing, and allocating for, every hash in the file.
+	loaded *userIndex
 }
 
 // errAsRead is what streamEdit.entry returns to leave its entry as read:
@@ -136,7 +142,12 @@ func copyUsersFile(path string, ed streamEdit) error {
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
 	w := newUsersWriter(tmp)
 	defer w.stop()
-	seen := make(map[uint64]bool)
+	var seen map[uint64]bool
+	if ed.loaded != nil {
+		seen = make(map[uint64]bool, len(ed.loaded.byName)+len(ed.loaded.byName)/64)
+	} else {
+		seen = make(map[uint64]bool)
+	}
 	seed := maphash.MakeSeed()
 	var collision bool
 	var editErr error // once the edit fails the rest is validated, not written: a bad file's error comes first, as in editUsers
@@ -155,7 +166,9 @@ func copyUsersFile(path string, ed streamEdit) error {
 			return errStrict
 		}
 		seen[h] = true
-		hashes.check(i, e)
+		if !ed.loaded.checked(e) {
+			hashes.check(i, e)
+		}
 		switch {
 		case editErr != nil:
 		case !ed.touches(string(e.username)):
@@ -315,11 +328,17 @@ func (w *usersWriter) entry(orig []byte) {
 	w.flush(writeChunk)
 }
 
-// user writes u.
+// user writes u, its nil groups made [].
 func (w *usersWriter) user(u *User) error {
 	if u.Groups == nil {
 		u.Groups = []string{}
 	}
+	return w.encode(u)
+}
+
+// encode writes u as it is (nil groups as null, as json.MarshalIndent of
+// the whole file writes them).
+func (w *usersWriter) encode(u *User) error {
 	data, err := json.MarshalIndent(u, "    ", "  ")
 	if err != nil {
 		return err
@@ -378,4 +397,14 @@ func (e *rawEntry) user() User {
 		u.Groups[k] = string(g)
 	}
 	return u
+}
+
+// checked reports whether e's hash is, as text, the one x holds for its
+// user, and so was parsed when x was loaded. A nil x holds none.
+func (x *userIndex) checked(e *rawEntry) bool {
+	if x == nil {
+		return false
+	}
+	u := x.byName[string(e.username)]
+	return u != nil && u.storedHash == string(e.hash)
 }

@@ -264,6 +264,7 @@ func (s *FileDirectory) Delete(ctx context.Context, username string) error {
 // stay in force until Watch loads a file that validates, as after any
 // refused reload; the edit itself is made, and reported so.
 func (s *FileDirectory) edit(create bool, ed streamEdit) error {
+	ed.loaded = s.cur.Load()
 	err := editUsersStream(s.path, create, ed)
 	switch {
 	case err == errNoChange:

@@ -125,11 +125,6 @@ func checkDjangoHash(fp []byte) error {
 	return nil
 }
 
-// usersDoc is the users file's top level.
-type usersDoc struct {
-	Users []User `json:"users"`
-}
-
 // Info is the public view of a user: the info reply and the login
 // reply's "user". It never holds a hash.
 type Info struct {
@@ -369,23 +364,25 @@ func ReadFile(path string) ([]User, error) {
 // file in the same directory, fsync, mode 0600, rename, fsync of the directory.
 // The new file keeps the owner and group of the one it replaces: root's CLI
 // must not take the server's users file away from it. When that cannot be
-// done nothing is written.
+// done nothing is written. The file is json.MarshalIndent's of the whole
+// document, with a newline, byte for byte, but streamed entry by entry: a
+// million users' file is never a second copy in memory.
 func WriteFile(path string, users []User) (err error) {
 	defer func() { err = namedForUsers(path, err) }()
-	if users == nil {
-		users = []User{}
-	}
-	data, err := json.MarshalIndent(usersDoc{Users: users}, "", "  ")
-	if err != nil {
-		return err
-	}
-	data = append(data, '\n')
 	tmp, err := createUsersTemp(path)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
-	if _, err := tmp.Write(data); err != nil {
+	w := newUsersWriter(tmp)
+	defer w.stop()
+	for i := range users {
+		if err := w.encode(&users[i]); err != nil {
+			tmp.Close()
+			return err
+		}
+	}
+	if err := w.close(); err != nil {
 		tmp.Close()
 		return err
 	}
