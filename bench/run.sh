@@ -257,3 +257,14 @@ pg_args=(-pg-skip "$pg_skip")
 dpid=$!
 pids=("$dpid" "${pids[@]}")
 wait "$dpid"
+
+# The Django switch-over's import at scale (issue 20): 100,000 pbkdf2_sha256
+# users with one DRF key each, into a new PostgreSQL database and Redis
+# (BenchmarkDjangoImport100k starts both itself).
+say "importing 100,000 Django users and DRF keys into PostgreSQL and Redis"
+import_out=$("$OUT/authsvc.test" -test.run '^$' -test.bench '^BenchmarkDjangoImport100k$' -test.benchtime 1x 2>&1) || true
+if took=$(grep -Eo '[0-9.]+ s/import' <<<"$import_out"); then
+	echo "django import, 100k users + 100k DRF keys into PostgreSQL + Redis: $took" | tee -a "$OUT/latest.txt"
+else
+	echo "django import: not measured: $(tail -n 3 <<<"$import_out" | tr '\n' ' ')" | tee -a "$OUT/latest.txt"
+fi
