@@ -48,7 +48,7 @@ func TestImportDjangoTokens(t *testing.T) {
 	}
 	code, stdout, stderr := runCLI(t, "", nil, importArgs("--token-ttl", "2h")...)
 	// bill (crypt) is refused, and his key with him.
-	if code != 1 || strings.Count(stderr, "\n") != 4 || !strings.Contains(stderr, `record 38 (authtoken.token): its user is not imported`) {
+	if code != 1 || strings.Count(stderr, "\n") != 9 || strings.Count(stderr, "second factors are not imported yet") != 4 || !strings.Contains(stderr, `record 38 (authtoken.token): its user is not imported`) {
 		t.Errorf("user import = exit %d, stderr:\n%s\nwant exit 1 and bill's record and key skipped", code, stderr)
 	}
 	if strings.Contains(stderr, django42Tokens["bill"]) || strings.Contains(stdout, django42Tokens["bill"]) {

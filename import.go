@@ -154,13 +154,15 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 			owners[u.Username] = a
 		}
 	}
-	tokenTally := importTally{skipped: len(dump.Skipped) - countSkips(dump.Skipped, "auth.user")}
+	tokenTally := importTally{skipped: countSkips(dump.Skipped, "authtoken.token")}
+	factorTally := importTally{skipped: countSkips(dump.Skipped, "second factor")}
 	t, err := importTokens(ctx, store, dump.Tokens, owners, opt, now, stderr)
 	tokenTally.add(t)
 
-	summary := fmt.Sprintf("%s into %s: users %d imported, %d updated, %d unchanged, %d skipped; tokens %d imported, %d updated, %d left dead, %d skipped",
+	summary := fmt.Sprintf("%s into %s: users %d imported, %d updated, %d unchanged, %d skipped; tokens %d imported, %d updated, %d left dead, %d skipped; factors %d imported, %d skipped",
 		opt.path, dir, userTally.imported, userTally.updated, userTally.unchanged, userTally.skipped,
-		tokenTally.imported, tokenTally.updated, tokenTally.dead, tokenTally.skipped)
+		tokenTally.imported, tokenTally.updated, tokenTally.dead, tokenTally.skipped,
+		factorTally.imported, factorTally.skipped)
 	if opt.dryRun {
 		fmt.Fprintf(stdout, "dry run: would import %s; nothing written\n", summary)
 	} else {
@@ -169,7 +171,7 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 	if err != nil {
 		return err
 	}
-	if userTally.skipped+tokenTally.skipped > 0 {
+	if userTally.skipped+tokenTally.skipped+factorTally.skipped > 0 {
 		return errSomeSkipped
 	}
 	return nil

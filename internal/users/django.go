@@ -201,6 +201,7 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 	}
 	tokens, tokenSkips := djangoTokens(records, users, usernameByPK, now)
 	skipped = append(skipped, tokenSkips...)
+	skipped = append(skipped, djangoDevices(records, usernameByPK)...)
 	dumped := make([]string, len(users))
 	for i, u := range users {
 		dumped[i] = u.PasswordHash
@@ -285,6 +286,36 @@ func djangoTokens(records []djangoRecord, users []User, usernameByPK map[string]
 		}
 	}
 	return tokens, skipped
+}
+
+// djangoDevices reports each django-otp device of the dump as skipped:
+// authsvc has no second factor yet, so an imported user who has one in
+// Django logs in with the password alone, and the operator must know.
+func djangoDevices(records []djangoRecord, usernameByPK map[string]string) []DjangoSkip {
+	var skipped []DjangoSkip
+	for i, r := range records {
+		if r.Model != "otp_totp.totpdevice" && r.Model != "otp_static.staticdevice" {
+			continue
+		}
+		var f struct {
+			User      json.RawMessage `json:"user"`
+			Confirmed bool            `json:"confirmed"`
+		}
+		json.Unmarshal(r.Fields, &f) // a record that does not parse is skipped all the same
+		var natural []string
+		username := ""
+		if json.Unmarshal(f.User, &natural) == nil && len(natural) == 1 {
+			username = NormalizeUsername(natural[0])
+		} else {
+			username = usernameByPK[string(bytes.TrimSpace(f.User))]
+		}
+		reason := "second factors are not imported yet: the user logs in with the password alone"
+		if !f.Confirmed {
+			reason = "an unconfirmed device"
+		}
+		skipped = append(skipped, DjangoSkip{"second factor", fmt.Sprintf("record %d (%s of %q)", i, r.Model, username), reason})
+	}
+	return skipped
 }
 
 // isDRFKey reports whether key has the form of DRF's keys, 20 random bytes
