@@ -76,12 +76,15 @@ func TestImportDjangoTokens(t *testing.T) {
 			Current   bool
 		}
 	}
+	if !strings.Contains(r.body, `"expires_at":"`) || strings.Contains(r.body, `.`) {
+		t.Errorf("ada's sessions = %s; want times to the second (API.md)", r.body)
+	}
 	if err := json.Unmarshal([]byte(r.body), &list); err != nil || len(list.Sessions) != 1 {
 		t.Fatalf("ada's sessions = %v (%v); want her imported key alone", r, err)
 	}
 	s := list.Sessions[0]
 	created := time.Date(2026, 11, 24, 22, 16, 28, 0, time.UTC) // 28.634, in whole seconds
-	if !s.CreatedAt.Equal(created) || !s.Current || s.ExpiresAt.Before(imported.Add(2*time.Hour-time.Minute)) || s.ExpiresAt.After(imported.Add(2*time.Hour)) {
+	if !s.CreatedAt.Equal(created) || !s.Current || s.ExpiresAt.Before(imported.Add(2*time.Hour-time.Minute)) || s.ExpiresAt.After(imported.Add(2*time.Hour+time.Second)) {
 		t.Errorf("ada's imported session = %+v; want created %v (DRF's), current, expiring 2h after the import", s, created)
 	}
 

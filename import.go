@@ -382,7 +382,7 @@ func importTokens(ctx context.Context, store tokens.Store, keys []users.DjangoTo
 	}
 	var expires time.Time
 	if opt.tokenTTL > 0 {
-		expires = now.Add(opt.tokenTTL)
+		expires = now.Add(opt.tokenTTL).Truncate(time.Second) // as a login's
 	}
 	var batch []tokens.Imported
 	for _, t := range keys {

@@ -71,7 +71,7 @@ func handleSessions(log *slog.Logger, tc tokenCheck) http.Handler {
 				Current:    ls.Digest == p.digest,
 			}
 			if !ls.ExpiresAt.IsZero() {
-				expires := ls.ExpiresAt.UTC()
+				expires := ls.ExpiresAt.UTC().Truncate(time.Second) // API.md: to the second
 				s.ExpiresAt = &expires
 			}
 			reply.Sessions = append(reply.Sessions, s)
