@@ -58,9 +58,12 @@ on every server reading the same users (within 5 s). A client address's
 own limit over all usernames is left as it is.`},
 	{"list", "", "list the users, without their hashes", "Lists the users, without their hashes."},
 	{"import", "DUMP.json|USERS.json", "add the users of a Django dumpdata file or a users file", `Adds the users of a Django dumpdata file (--from django) or of an authsvc
-users file (--from file, to move it into PostgreSQL) in one write. Users
-whose names are taken are left alone; every record left out is reported
-on stderr, and the command then exits 1.`},
+users file (--from file, to move it into PostgreSQL). Users whose names are
+taken are left alone, or with --update brought up to date with the dump.
+A dump's DRF keys go to the token store --store names, and keep working as
+tokens. One summary line counts what was done; every record left out is
+reported on stderr, and the command then exits 1. See the README's "Moving
+from Django REST Framework".`},
 	{"check", "", "validate the users file or database", "Validates the users file or database as the server would load it: exit 0 or 1."},
 }
 
