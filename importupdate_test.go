@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"authsvc/internal/testservers"
@@ -255,5 +256,66 @@ func TestImportUpdate(t *testing.T) {
 	code, _, stderr = importDump(second, "--update", "--secret-key-file", filepath.Join(dir, "kept.key"))
 	if code != 1 || strings.Contains(stderr, "secret key") {
 		t.Errorf("import --update --secret-key-file kept.key = exit %d, %q; want 1 (dave's key alone)", code, stderr)
+	}
+}
+
+// TestImportUpdatePostgres: --update against PostgreSQL, whose rows keep
+// the fingerprint: an unchanged Django hash leaves the stored hash alone,
+// a changed one replaces it (a legacy form wrapped) and moves the cut-off;
+// without --secret-key-file the import is a usage error.
+func TestImportUpdatePostgres(t *testing.T) {
+	pgURL, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, pgURL)
+	dir := t.TempDir()
+	keyPath := filepath.Join(dir, "fleet.key")
+	first := writeDjangoDump(t, dir, "first.json",
+		djangoUserRecord{"alice", djangoPBKDF2(t, "alice-pass-one", "s1"), "Alice", true, "", ""},
+		djangoUserRecord{"bob", djangoPBKDF2(t, "bob-pass-one", "s2"), "Bob", true, "", ""},
+	)
+	bobNew := djangoMD5("bob-pass-two", "s5")
+	second := writeDjangoDump(t, dir, "second.json",
+		djangoUserRecord{"alice", djangoPBKDF2(t, "alice-pass-one", "s1"), "Alice B", true, "", ""},
+		djangoUserRecord{"bob", bobNew, "Bob", true, "", ""},
+	)
+	if code, _, stderr := runCLI(t, "", nil, "user", "import", "--users", db, "--from", "django", first); code != 2 || !strings.Contains(stderr, "--secret-key-file is needed with PostgreSQL") {
+		t.Fatalf("user import into PostgreSQL without --secret-key-file = exit %d, %q; want 2, the flag named", code, stderr)
+	}
+	importDump := func(path string) (int, string, string) {
+		return runCLI(t, "", nil, "user", "import", "--update", "--users", db, "--from", "django", "--secret-key-file", keyPath, path)
+	}
+	if code, stdout, stderr := importDump(first); code != 0 || importedUsers(stdout, false) != 2 {
+		t.Fatalf("the first import = exit %d, %q, %q; want 0, 2 users", code, stdout, stderr)
+	}
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	row := func(name string) (hash, djangoHash, fullName string, after time.Time) {
+		t.Helper()
+		var ta *time.Time
+		if err := conn.QueryRow(context.Background(), `select password_hash, django_hash, name, tokens_after from authsvc_users where username = $1`, name).Scan(&hash, &djangoHash, &fullName, &ta); err != nil {
+			t.Fatalf("%s's row: %v", name, err)
+		}
+		if ta != nil {
+			after = *ta
+		}
+		return
+	}
+	aliceHash, aliceFP, _, _ := row("alice")
+	bobHash, bobFP, _, bobAfter := row("bob")
+	if len(aliceFP) != 73 || strings.Contains(aliceFP, "pbkdf2") {
+		t.Errorf("alice's django_hash = %q; want KEYID:HEX, not the hash", aliceFP)
+	}
+	code, stdout, stderr := importDump(second)
+	if _, u, _, ok := importSummary(stdout); code != 0 || !ok || u != (importTally{updated: 2}) {
+		t.Fatalf("import --update = exit %d, %q, %q; want 0, 2 users updated", code, stdout, stderr)
+	}
+	if h, fp, name, _ := row("alice"); h != aliceHash || fp != aliceFP || name != "Alice B" {
+		t.Errorf("alice after --update: hash changed %v, fingerprint changed %v, name %q; want only the name changed", h != aliceHash, fp != aliceFP, name)
+	}
+	h, fp, _, after := row("bob")
+	if h == bobHash || fp == bobFP || !strings.HasPrefix(h, "wrapped_md5$") || strings.Contains(h, bobNew[strings.LastIndexByte(bobNew, '$')+1:]) || !after.After(bobAfter) {
+		t.Errorf("bob after --update: hash %q, cut-off %v (was %v); want his new md5 hash wrapped, a new fingerprint, a later cut-off", h, after, bobAfter)
 	}
 }
