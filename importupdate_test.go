@@ -236,6 +236,9 @@ func TestImportUpdate(t *testing.T) {
 	// Again: nothing to change, and the dead keys stay dead.
 	code, stdout, _ = importDump(second, "--update")
 	wantSummary("import --update again", stdout, false, importTally{unchanged: 5}, importTally{updated: 2, dead: 2, skipped: 1})
+	if code != 1 {
+		t.Errorf("import --update again = exit %d; want 1 (dave's key)", code)
+	}
 	waitStatus(t, "info with bob's key after a third import", 401, info("bob"))
 
 	// Without the key the users were imported under: refused, nothing written.
