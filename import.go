@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -134,7 +135,7 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 		imported: len(added) - len(raced),
 		skipped:  len(leftAlone) + countSkips(dump.Skipped, "auth.user"),
 	}
-	for _, name := range slices.Sorted(mapKeys(changes)) {
+	for _, name := range slices.Sorted(maps.Keys(changes)) {
 		switch err := failed[name]; {
 		case err == nil:
 			userTally.updated++
@@ -148,9 +149,13 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 
 	// Keys go only to users the importer made from the same Django users:
 	// added now, or updated and carrying a Django hash's fingerprint.
+	alone := make(map[string]bool, len(leftAlone))
+	for _, name := range leftAlone {
+		alone[name] = true
+	}
 	owners := make(map[string]users.User)
 	for _, u := range dump.Users {
-		if a, ok := after[u.Username]; ok && !slices.Contains(leftAlone, u.Username) && a.DjangoHash != "" {
+		if a, ok := after[u.Username]; ok && !alone[u.Username] && a.DjangoHash != "" {
 			owners[u.Username] = a
 		}
 	}
@@ -314,17 +319,6 @@ func usersByName(ctx context.Context, dir importTarget) (map[string]users.User, 
 		byName[u.Username] = u
 	}
 	return byName, nil
-}
-
-// mapKeys returns an iterator over m's keys.
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func (t *importTally) add(u importTally) {
