@@ -183,6 +183,8 @@ func copyUsersFile(path string, ed streamEdit) error {
 			case err == nil && keep:
 				if err = CheckDjangoHash(u.DjangoHash); err != nil {
 					err = fmt.Errorf("user %q: django_hash: %w", u.Username, err)
+				} else if err = CheckFactors(u.MFA); err != nil {
+					err = fmt.Errorf("user %q: mfa: %w", u.Username, err)
 				} else {
 					err = w.user(&u)
 				}
@@ -219,6 +221,10 @@ func copyUsersFile(path string, ed streamEdit) error {
 		if err := CheckDjangoHash(added[i].DjangoHash); err != nil {
 			tmp.Close()
 			return fmt.Errorf("user %q: django_hash: %w", added[i].Username, err)
+		}
+		if err := CheckFactors(added[i].MFA); err != nil {
+			tmp.Close()
+			return fmt.Errorf("user %q: mfa: %w", added[i].Username, err)
 		}
 		if err := w.user(&added[i]); err != nil {
 			tmp.Close()
@@ -392,7 +398,8 @@ func (w *usersWriter) stop() error {
 func (e *rawEntry) user() User {
 	u := User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
 		Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter,
-		PasswordGeneration: e.generation, FailuresAfter: e.failuresAfter, DjangoHash: string(e.djangoHash)}
+		PasswordGeneration: e.generation, FailuresAfter: e.failuresAfter, DjangoHash: string(e.djangoHash),
+		MFA: e.factors.Clone()}
 	for k, g := range e.groups {
 		u.Groups[k] = string(g)
 	}

@@ -63,6 +63,9 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account) error {
 			return fmt.Errorf("%s: django_hash: %v", entryAt(i, string(e.username)), err)
 		}
 	}
+	if err := CheckFactors(e.factors); err != nil {
+		return fmt.Errorf("%s: mfa: %v", entryAt(i, string(e.username)), err)
+	}
 	if u == nil && old != nil {
 		if groups := b.intern(e.groups); old.is(e, groups) {
 			u = old
@@ -188,6 +191,7 @@ func rawUser(u *User) *rawEntry {
 	if u.DjangoHash != "" {
 		e.djangoHash = []byte(u.DjangoHash)
 	}
+	e.factors = u.MFA
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}

@@ -36,6 +36,7 @@ type rawEntry struct {
 	tokensAfter, failuresAfter  time.Time
 	generation                  uint64
 	djangoHash                  []byte
+	factors                     *Factors // nil: none; the fast decoder leaves "mfa" to the reference
 }
 
 // A usersScanner reads a users file from r through its own buffer.
@@ -147,7 +148,8 @@ func (s *usersScanner) decode(i int, raw []byte) (*rawEntry, error) {
 	}
 	*e = rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
 		groups: e.groups[:0], admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter,
-		failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration, djangoHash: []byte(u.DjangoHash)}
+		failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration, djangoHash: []byte(u.DjangoHash),
+		factors: u.MFA}
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}

@@ -84,6 +84,111 @@ type User struct {
 	// overwritten by the unchanged Django hash it came from. Empty for
 	// users the importer did not create.
 	DjangoHash string `json:"django_hash,omitempty"`
+	// MFA is the user's second factors; nil when it has none.
+	MFA *Factors `json:"mfa,omitempty"`
+}
+
+// Factors are a user's second factors (API.md, Two-factor authentication).
+type Factors struct {
+	TOTP          *TOTPFactor `json:"totp,omitempty"`           // the active authenticator
+	PendingTOTP   *TOTPFactor `json:"pending_totp,omitempty"`   // enrolled, not yet confirmed
+	RecoveryCodes []string    `json:"recovery_codes,omitempty"` // keyed hashes (mfa.HashRecoveryCode), unused ones
+}
+
+// TOTPFactor is an authenticator: its secret sealed under the secret key
+// (secret.Key.Seal, additional data binding it to its user), never in clear.
+type TOTPFactor struct {
+	SealedSecret []byte `json:"sealed_secret"` // base64 in JSON (encoding/json's []byte)
+	Step         int64  `json:"step"`
+	T0           int64  `json:"t0"`
+	Digits       int    `json:"digits"`
+	Drift        int64  `json:"drift"`
+	LastT        int64  `json:"last_t"`
+}
+
+// HasSecondFactor reports whether u has a second factor as API.md defines
+// it: an active authenticator, or unused recovery codes.
+func (u *User) HasSecondFactor() bool { return u.MFA.has() }
+
+// Clone returns a deep copy of f; nil for nil.
+func (f *Factors) Clone() *Factors {
+	if f == nil {
+		return nil
+	}
+	c := &Factors{TOTP: f.TOTP.clone(), PendingTOTP: f.PendingTOTP.clone(), RecoveryCodes: slices.Clone(f.RecoveryCodes)}
+	return c
+}
+
+// clone returns a deep copy of t; nil for nil.
+func (t *TOTPFactor) clone() *TOTPFactor {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.SealedSecret = slices.Clone(t.SealedSecret)
+	return &c
+}
+
+// has reports whether f holds a second factor; a nil f holds none.
+func (f *Factors) has() bool {
+	return f != nil && (f.TOTP != nil || len(f.RecoveryCodes) > 0)
+}
+
+// Limits of a user's stored second factors.
+const (
+	maxSealedSecret = 2 << 10 // bytes
+	maxRecoveryKept = 20
+	recoveryHashLen = 64 // hex characters: mfa.HashRecoveryCode's HMAC-SHA256
+)
+
+// CheckFactors returns why f cannot be a User's MFA, or nil. A nil f is
+// no second factor.
+func CheckFactors(f *Factors) error {
+	if f == nil {
+		return nil
+	}
+	for _, t := range []struct {
+		name string
+		f    *TOTPFactor
+	}{{"totp", f.TOTP}, {"pending_totp", f.PendingTOTP}} {
+		if t.f == nil {
+			continue
+		}
+		if err := checkTOTPFactor(t.f); err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+	}
+	if len(f.RecoveryCodes) > maxRecoveryKept {
+		return fmt.Errorf("recovery_codes: %d; at most %d", len(f.RecoveryCodes), maxRecoveryKept)
+	}
+	for i, h := range f.RecoveryCodes {
+		ok := len(h) == recoveryHashLen
+		for j := 0; ok && j < len(h); j++ {
+			c := h[j]
+			ok = '0' <= c && c <= '9' || 'a' <= c && c <= 'f'
+		}
+		if !ok {
+			return fmt.Errorf("recovery_codes[%d]: want %d lower-case hex characters (a keyed hash)", i, recoveryHashLen)
+		}
+	}
+	return nil
+}
+
+// checkTOTPFactor returns why t cannot be a stored authenticator, or nil.
+func checkTOTPFactor(t *TOTPFactor) error {
+	switch {
+	case len(t.SealedSecret) == 0:
+		return errors.New("sealed_secret: empty")
+	case len(t.SealedSecret) > maxSealedSecret:
+		return fmt.Errorf("sealed_secret: %d bytes; at most %d", len(t.SealedSecret), maxSealedSecret)
+	case t.Step < 1:
+		return fmt.Errorf("step: %d; at least 1", t.Step)
+	case t.Digits < 6 || t.Digits > 8:
+		return fmt.Errorf("digits: %d; want 6 to 8", t.Digits)
+	case t.LastT < -1:
+		return fmt.Errorf("last_t: %d; at least -1", t.LastT)
+	}
+	return nil
 }
 
 // djangoHashPurpose is the purpose of DjangoHash's fingerprints under the
