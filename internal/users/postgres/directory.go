@@ -136,6 +136,8 @@ var pgMigrations = []string{
 	`alter table authsvc_users add column failures_after timestamptz;`,
 	// users.User.DjangoHash: user import --update.
 	`alter table authsvc_users add column django_hash text not null default '';`,
+	// users.User.MFA: second factors, NULL for none.
+	`alter table authsvc_users add column mfa jsonb;`,
 }
 
 // Open opens the users database at rawURL (postgres:// or
@@ -430,14 +432,14 @@ func (d *Directory) Lookup(ctx context.Context, username string) (*users.Account
 }
 
 // pgUserColumns are the columns a User is read from, in scanUser's order.
-const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation, failures_after, django_hash`
+const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation, failures_after, django_hash, mfa`
 
 // scanUser reads one row of pgUserColumns.
 func scanUser(row pgx.Row) (users.User, error) {
 	var u users.User
 	var after, unlocked *time.Time
 	var generation int64
-	err := row.Scan(&u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after, &generation, &unlocked, &u.DjangoHash)
+	err := row.Scan(&u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after, &generation, &unlocked, &u.DjangoHash, &u.MFA)
 	u.PasswordGeneration = uint64(generation)
 	if after != nil {
 		u.TokensAfter = after.UTC()
@@ -532,6 +534,9 @@ func checkUser(u *users.User) (float64, error) {
 	if err := users.CheckDjangoHash(u.DjangoHash); err != nil {
 		return 0, fmt.Errorf("user %q: django_hash: %w", u.Username, err)
 	}
+	if err := users.CheckFactors(u.MFA); err != nil {
+		return 0, fmt.Errorf("user %q: mfa: %w", u.Username, err)
+	}
 	if u.Groups == nil {
 		u.Groups = []string{}
 	}
@@ -623,13 +628,22 @@ func (d *Directory) invalidate(names []string) map[string]*users.Account {
 
 // insertUser is the statement Add, AddAll and Bootstrap store a user with,
 // its cut-off no earlier than the tombstone of a deleted user of that name.
-const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation, failures_after, django_hash)
+const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation, failures_after, django_hash, mfa)
 	values ($1, $2, $3, $4, $5, $6, $7, $8,
 		greatest($9::timestamptz, (select tokens_after from authsvc_tombstones where username = $1)),
-		$10, $11, $12, $13) on conflict (username) do nothing`
+		$10, $11, $12, $13, $14) on conflict (username) do nothing`
+
+// pgFactors is f as the mfa column's argument: NULL for none, else its
+// JSON.
+func pgFactors(f *users.Factors) any {
+	if f == nil {
+		return nil
+	}
+	return f
+}
 
 func insertArgs(u *users.User, work float64, gen int64) []any {
-	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration), pgTime(u.FailuresAfter), u.DjangoHash}
+	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration), pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA)}
 }
 
 func (d *Directory) Add(ctx context.Context, u users.User) error {
@@ -706,7 +720,7 @@ func (d *Directory) Update(ctx context.Context, username string, change func(*us
 // updateUser is the statement UpdateAll writes a changed user with.
 const updateUser = `update authsvc_users set username = $2, password_hash = $3, hash_work = $4, name = $5, email = $6,
 	groups = $7, admin = $8, disabled = $9, tokens_after = $10, version = $11, password_generation = $12,
-	failures_after = $13, django_hash = $14, updated_at = now() where username = $1`
+	failures_after = $13, django_hash = $14, mfa = $15, updated_at = now() where username = $1`
 
 // UpdateAll changes the users of changes in one transaction of three
 // round trips however many they are: their rows read and locked at once,
@@ -741,7 +755,7 @@ func (d *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 				continue
 			}
 			args := []any{name, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen,
-				int64(u.PasswordGeneration), pgTime(u.FailuresAfter), u.DjangoHash}
+				int64(u.PasswordGeneration), pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA)}
 			if u.Username == name {
 				batch.Queue(updateUser, args...)
 				changed = append(changed, name)

@@ -2,8 +2,10 @@ package userstest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -318,6 +320,58 @@ func Run(t *testing.T, factory Factory) {
 		wantFP("after a refused Update", next)
 	})
 
+	t.Run("second factors are kept", func(t *testing.T) {
+		d := factory(t)()
+		factors := &users.Factors{
+			TOTP:          &users.TOTPFactor{SealedSecret: []byte("sealed\x00secret"), Step: 30, T0: 0, Digits: 6, Drift: -1, LastT: 59000000},
+			RecoveryCodes: []string{strings.Repeat("0a", 32), strings.Repeat("b1", 32)},
+		}
+		enrolled := alice
+		enrolled.MFA = factors.Clone()
+		bob := users.User{Username: "bob", PasswordHash: hash, Groups: []string{}}
+		for _, u := range []users.User{enrolled, bob} {
+			if err := d.Add(ctx, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantMFA := func(when string, want *users.Factors) {
+			t.Helper()
+			list, err := d.List(ctx)
+			if err != nil || len(list) != 2 {
+				t.Fatalf("List() %s = %+v, %v; want alice and bob", when, list, err)
+			}
+			for _, u := range list {
+				if u.Username == "alice" && !reflect.DeepEqual(u.MFA, want) {
+					t.Errorf("List() %s: alice's MFA = %s; want %s", when, jsonOf(u.MFA), jsonOf(want))
+				}
+				if u.Username == "bob" && u.MFA != nil {
+					t.Errorf("List() %s: bob's MFA = %s; want none", when, jsonOf(u.MFA))
+				}
+				if u.Username == "alice" && u.HasSecondFactor() != (want != nil) {
+					t.Errorf("List() %s: alice's HasSecondFactor() = %v; want %v", when, u.HasSecondFactor(), want != nil)
+				}
+			}
+		}
+		wantMFA("after Add", factors)
+		if err := d.Update(ctx, "alice", func(u *users.User) error { u.Email = "a@example.com"; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		wantMFA("after an Update of another field", factors)
+		if _, err := d.UpdateAll(ctx, map[string]func(*users.User) error{"bob": func(u *users.User) error { u.Name = "Bob"; return nil }}); err != nil {
+			t.Fatal(err)
+		}
+		wantMFA("after an UpdateAll of another user", factors)
+		err := d.Update(ctx, "alice", func(u *users.User) error { u.MFA.TOTP.Digits = 9; return nil })
+		if err == nil {
+			t.Errorf("Update to a TOTP factor of 9 digits = nil; want an error")
+		}
+		wantMFA("after a refused Update", factors)
+		if _, err := d.UpdateAll(ctx, map[string]func(*users.User) error{"alice": func(u *users.User) error { u.MFA = nil; return nil }}); err != nil {
+			t.Fatal(err)
+		}
+		wantMFA("after an UpdateAll removing them", nil)
+	})
+
 	t.Run("a deleted user's cut-off outlives it", func(t *testing.T) {
 		d := factory(t)()
 		if err := d.Add(ctx, alice); err != nil {
@@ -443,4 +497,13 @@ func Run(t *testing.T, factory Factory) {
 			}
 		}
 	})
+}
+
+// jsonOf returns v as JSON, for messages.
+func jsonOf(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }
