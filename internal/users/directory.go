@@ -154,7 +154,7 @@ func cutsBetween(old, new *userIndex, now time.Time, cut func(Cut)) {
 		switch {
 		case is == nil:
 			cut(Cut{Username: name, Before: now})
-		case is.isDisabled && !was.isDisabled:
+		case is.isDisabled() && !was.isDisabled():
 			cut(Cut{Username: name, Before: now, Stamp: is.SessionGeneration()})
 		case is.cutoff > was.cutoff, is.generation != was.generation:
 			cut(Cut{Username: name, Before: is.TokensAfter(), Stamp: is.SessionGeneration()})
@@ -222,8 +222,9 @@ type Account struct {
 	storedHash            string // as stored: a rehash writes only if it is still this
 	cutoff                int64  // tokensAfter, in 8 bytes rather than time.Time's 24 (packCutoff)
 	failuresAfter         int64  // FailuresAfter, packed as cutoff is
-	isAdmin               bool
-	isDisabled            bool
+	// flags are Admin, Disabled and HasSecondFactor, in one byte: the
+	// struct is at its 112 bytes (TestDirUserSize).
+	flags accountFlags
 	// generation is the low 16 bits of User.PasswordGeneration: enough to
 	// tell the password a session was issued on from the ones after it,
 	// since every change also moves the cut-off, which kills the sessions
@@ -232,19 +233,49 @@ type Account struct {
 	work       float32 // hash().work() when usable, else 0: the index's slowest without parsing every hash again
 }
 
+// accountFlags are an Account's yes-or-no properties.
+type accountFlags uint8
+
+const (
+	flagAdmin accountFlags = 1 << iota
+	flagDisabled
+	flagSecondFactor
+)
+
+// makeFlags returns the flags of an account with these properties.
+func makeFlags(admin, disabled, secondFactor bool) accountFlags {
+	var f accountFlags
+	if admin {
+		f |= flagAdmin
+	}
+	if disabled {
+		f |= flagDisabled
+	}
+	if secondFactor {
+		f |= flagSecondFactor
+	}
+	return f
+}
+
+func (u *Account) isAdmin() bool    { return u.flags&flagAdmin != 0 }
+func (u *Account) isDisabled() bool { return u.flags&flagDisabled != 0 }
+
+// HasSecondFactor reports whether u has a second factor (User.HasSecondFactor).
+func (u *Account) HasSecondFactor() bool { return u.flags&flagSecondFactor != 0 }
+
 // Username returns u's name, as stored.
 func (u *Account) Username() string { return u.username }
 
 // Info returns u's public view: the info reply, the login reply's "user".
 func (u *Account) Info() Info {
-	return Info{Username: u.username, Name: u.name, Email: u.email, Groups: u.groups, Admin: u.isAdmin}
+	return Info{Username: u.username, Name: u.name, Email: u.email, Groups: u.groups, Admin: u.isAdmin()}
 }
 
 // Admin reports whether u may act on other users.
-func (u *Account) Admin() bool { return u.isAdmin }
+func (u *Account) Admin() bool { return u.isAdmin() }
 
 // Disabled reports whether u is disabled: no login, no live token.
-func (u *Account) Disabled() bool { return u.isDisabled }
+func (u *Account) Disabled() bool { return u.isDisabled() }
 
 // StoredHash returns u's hash as stored, for a write conditional on it.
 func (u *Account) StoredHash() string { return u.storedHash }
@@ -377,7 +408,7 @@ func Authenticate(ctx context.Context, d Reader, username, pw string, verify fun
 		return nil, false, err
 	}
 	var hash *password.Hash
-	if u != nil && !u.isDisabled {
+	if u != nil && !u.isDisabled() {
 		hash = u.Hash()
 	}
 	usable := hash != nil && hash.Usable()
@@ -425,7 +456,7 @@ func SessionUser(ctx context.Context, d Reader, username string, issuedAt time.T
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case u.isDisabled || issuedAt.Before(u.TokensAfter()):
+	case u.isDisabled() || issuedAt.Before(u.TokensAfter()):
 		return nil, nil
 	case stamp <= MaxSessionGeneration && stamp != u.SessionGeneration():
 		return nil, nil

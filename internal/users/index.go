@@ -145,7 +145,7 @@ func (b *indexBuilder) intern(groups [][]byte) []string {
 // is reports whether u is what e, with its groups interned, makes.
 func (u *Account) is(e *rawEntry, groups []string) bool {
 	return u.storedHash == string(e.hash) && u.name == string(e.name) && u.email == string(e.email) &&
-		u.isAdmin == e.admin && u.isDisabled == e.disabled && u.cutoff == packCutoff(e.tokensAfter) &&
+		u.flags == makeFlags(e.admin, e.disabled, e.factors.has()) && u.cutoff == packCutoff(e.tokensAfter) &&
 		u.failuresAfter == packCutoff(e.failuresAfter) &&
 		u.generation == uint16(e.generation) &&
 		len(u.groups) == len(groups) && (len(groups) == 0 || &u.groups[0] == &groups[0])
@@ -176,8 +176,7 @@ func makeDirUser(e *rawEntry, username string, groups []string, work float32) *A
 		storedHash:    s[:a],
 		cutoff:        packCutoff(e.tokensAfter),
 		failuresAfter: packCutoff(e.failuresAfter),
-		isAdmin:       e.admin,
-		isDisabled:    e.disabled,
+		flags:         makeFlags(e.admin, e.disabled, e.factors.has()),
 		generation:    uint16(e.generation),
 		work:          work,
 	}

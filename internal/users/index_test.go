@@ -98,8 +98,8 @@ func TestReloadKeepsUnchangedUsers(t *testing.T) {
 	if u := reloaded.byName["user0007"]; u.storedHash != "$2b$"+testHash[4:] || u.storedHash == after.byName["user0007"].storedHash {
 		t.Errorf("user0007 after a new hash: hash %q; want the new hash", u.storedHash)
 	}
-	if u := reloaded.byName["user0005"]; !u.isDisabled || !reloaded.byName["user0004"].isAdmin {
-		t.Errorf("user0005.disabled %v, user0004.admin %v; want both set", u.isDisabled, reloaded.byName["user0004"].isAdmin)
+	if u := reloaded.byName["user0005"]; !u.isDisabled() || !reloaded.byName["user0004"].isAdmin() {
+		t.Errorf("user0005.disabled %v, user0004.admin %v; want both set", u.isDisabled(), reloaded.byName["user0004"].isAdmin())
 	}
 }
 

@@ -59,7 +59,7 @@ func (u *Account) appendInfoJSON(dst []byte) []byte {
 		}
 		dst = append(dst, ']')
 	}
-	if i.isAdmin {
+	if i.isAdmin() {
 		return append(dst, ",\"admin\":true}\n"...)
 	}
 	return append(dst, ",\"admin\":false}\n"...)

@@ -62,5 +62,5 @@ func FuzzAppendInfoJSON(f *testing.F) {
 
 // accountOf returns an Account whose info reply is info's.
 func accountOf(info Info) *Account {
-	return &Account{username: info.Username, name: info.Name, email: info.Email, groups: info.Groups, isAdmin: info.Admin}
+	return &Account{username: info.Username, name: info.Name, email: info.Email, groups: info.Groups, flags: makeFlags(info.Admin, false, false)}
 }

@@ -351,7 +351,7 @@ func TestDirectoryAuthenticate(t *testing.T) {
 	}
 	u, _, _ := Authenticate(context.Background(), d, "alice", "right", verifyHere, nil)
 	wantInfo := `{"username":"alice","name":"Alice","email":"","groups":["dev"],"admin":true}` + "\n"
-	if u == nil || string(u.appendInfoJSON(nil)) != wantInfo || !u.isAdmin {
+	if u == nil || string(u.appendInfoJSON(nil)) != wantInfo || !u.isAdmin() {
 		t.Errorf("authenticate(alice).appendInfoJSON = %q; want %q", u.appendInfoJSON(nil), wantInfo)
 	}
 	if u != nil && bytes.Contains(u.appendInfoJSON(nil), []byte("$2")) {
@@ -685,8 +685,8 @@ func FuzzParseUsers(f *testing.F) {
 		for _, u := range users {
 			du, err := d.Lookup(context.Background(), u.Username)
 			want := newDirUserForTest(t, u)
-			if err != nil || du.storedHash != want.storedHash || !reflect.DeepEqual(du.Info(), want.Info()) || du.isAdmin != want.isAdmin ||
-				du.isDisabled != want.isDisabled || du.cutoff != want.cutoff || du.work != want.work {
+			if err != nil || du.storedHash != want.storedHash || !reflect.DeepEqual(du.Info(), want.Info()) || du.flags != want.flags ||
+				du.cutoff != want.cutoff || du.work != want.work {
 				t.Fatalf("Lookup(%q) in %q = %+v, %v; want %+v", u.Username, data, du, err, want)
 			}
 		}

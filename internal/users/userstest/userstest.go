@@ -351,6 +351,11 @@ func Run(t *testing.T, factory Factory) {
 					t.Errorf("List() %s: alice's HasSecondFactor() = %v; want %v", when, u.HasSecondFactor(), want != nil)
 				}
 			}
+			for name, has := range map[string]bool{"alice": want != nil, "bob": false} {
+				if a, err := d.Lookup(ctx, name); err != nil || a.HasSecondFactor() != has {
+					t.Errorf("Lookup(%s) %s = %v, %v; want HasSecondFactor() %v", name, when, a, err, has)
+				}
+			}
 		}
 		wantMFA("after Add", factors)
 		if err := d.Update(ctx, "alice", func(u *users.User) error { u.Email = "a@example.com"; return nil }); err != nil {
