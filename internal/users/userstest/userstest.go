@@ -366,7 +366,11 @@ func Run(t *testing.T, factory Factory) {
 			t.Fatal(err)
 		}
 		wantMFA("after an UpdateAll of another user", factors)
-		err := d.Update(ctx, "alice", func(u *users.User) error { u.MFA.TOTP.Digits = 9; return nil })
+		err := d.Update(ctx, "alice", func(u *users.User) error {
+			u.MFA = factors.Clone()
+			u.MFA.TOTP.Digits = 9
+			return nil
+		})
 		if err == nil {
 			t.Errorf("Update to a TOTP factor of 9 digits = nil; want an error")
 		}
