@@ -88,6 +88,13 @@ func TestImportDjangoTokens(t *testing.T) {
 		t.Errorf("ada's imported session = %+v; want created %v (DRF's), current, expiring 2h after the import", s, created)
 	}
 
+	// Again without --update: every user is left alone, and so are their keys.
+	code, stdout, _ = runCLI(t, "", nil, importArgs()...)
+	wantTokenTally(t, "user import again, without --update", stdout, false, importTally{skipped: 16})
+	if code != 1 {
+		t.Errorf("user import again = exit %d; want 1", code)
+	}
+
 	t.Run("dry run", func(t *testing.T) {
 		other := testservers.UniquePrefix()
 		path := filepath.Join(t.TempDir(), "users.json")

@@ -159,10 +159,9 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 			owners[u.Username] = a
 		}
 	}
-	tokenTally := importTally{skipped: countSkips(dump.Skipped, "authtoken.token")}
+	tokenTally, err := importTokens(ctx, store, dump.Tokens, owners, opt, now, stderr)
+	tokenTally.skipped += countSkips(dump.Skipped, "authtoken.token")
 	factorTally := importTally{skipped: countSkips(dump.Skipped, "second factor")}
-	t, err := importTokens(ctx, store, dump.Tokens, owners, opt, now, stderr)
-	tokenTally.add(t)
 
 	summary := fmt.Sprintf("%s into %s: users %d imported, %d updated, %d unchanged, %d skipped; tokens %d imported, %d updated, %d left dead, %d skipped; factors %d imported, %d skipped",
 		opt.path, dir, userTally.imported, userTally.updated, userTally.unchanged, userTally.skipped,
@@ -319,14 +318,6 @@ func usersByName(ctx context.Context, dir importTarget) (map[string]users.User, 
 		byName[u.Username] = u
 	}
 	return byName, nil
-}
-
-func (t *importTally) add(u importTally) {
-	t.imported += u.imported
-	t.updated += u.updated
-	t.unchanged += u.unchanged
-	t.dead += u.dead
-	t.skipped += u.skipped
 }
 
 // countSkips counts the skips of records of model.

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"authsvc/internal/secret"
 	"authsvc/internal/testservers"
 )
 
@@ -255,6 +256,21 @@ func TestImportUpdate(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(usersPath); string(after) != string(before) {
 		t.Errorf("import --update without its key changed the users file")
+	}
+	// Under another key: refused, nothing written.
+	other, err := secret.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := secret.Write(filepath.Join(dir, "other.key"), other); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = importDump(second, "--update", "--secret-key-file", filepath.Join(dir, "other.key"))
+	if code != 1 || !strings.Contains(stderr, "the users were imported under secret key") {
+		t.Errorf("import --update under another key = exit %d, %q; want 1, the keys named", code, stderr)
+	}
+	if after, _ := os.ReadFile(usersPath); string(after) != string(before) {
+		t.Errorf("import --update under another key changed the users file")
 	}
 	code, _, stderr = importDump(second, "--update", "--secret-key-file", filepath.Join(dir, "kept.key"))
 	if code != 1 || strings.Contains(stderr, "secret key") {

@@ -253,15 +253,8 @@ func djangoTokens(records []djangoRecord, users []User, usernameByPK map[string]
 			skipped = append(skipped, DjangoSkip{"authtoken.token", at, "fields: " + err.Error()})
 			continue
 		}
-		var natural []string
-		username, ok := "", false
-		if json.Unmarshal(f.User, &natural) == nil && len(natural) == 1 {
-			username = NormalizeUsername(natural[0])
-			_, ok = index[username]
-		} else {
-			username, ok = usernameByPK[string(bytes.TrimSpace(f.User))]
-		}
-		if !ok {
+		username := djangoUserRef(f.User, usernameByPK)
+		if _, ok := index[username]; !ok {
 			skipped = append(skipped, DjangoSkip{"authtoken.token", at, "its user is not imported"})
 			continue
 		}
@@ -302,13 +295,7 @@ func djangoDevices(records []djangoRecord, usernameByPK map[string]string) []Dja
 			Confirmed bool            `json:"confirmed"`
 		}
 		json.Unmarshal(r.Fields, &f) // a record that does not parse is skipped all the same
-		var natural []string
-		username := ""
-		if json.Unmarshal(f.User, &natural) == nil && len(natural) == 1 {
-			username = NormalizeUsername(natural[0])
-		} else {
-			username = usernameByPK[string(bytes.TrimSpace(f.User))]
-		}
+		username := djangoUserRef(f.User, usernameByPK)
 		reason := "second factors are not imported yet: the user logs in with the password alone"
 		if !f.Confirmed {
 			reason = "an unconfirmed device"
@@ -316,6 +303,17 @@ func djangoDevices(records []djangoRecord, usernameByPK map[string]string) []Dja
 		skipped = append(skipped, DjangoSkip{"second factor", fmt.Sprintf("record %d (%s of %q)", i, r.Model, username), reason})
 	}
 	return skipped
+}
+
+// djangoUserRef returns the username a record's user field names: a
+// natural key (["name"]), or a primary key of the dump's imported users
+// ("" when it is none of them).
+func djangoUserRef(raw json.RawMessage, usernameByPK map[string]string) string {
+	var natural []string
+	if json.Unmarshal(raw, &natural) == nil && len(natural) == 1 {
+		return NormalizeUsername(natural[0])
+	}
+	return usernameByPK[string(bytes.TrimSpace(raw))]
 }
 
 // isDRFKey reports whether key has the form of DRF's keys, 20 random bytes
