@@ -29,6 +29,16 @@ func (r Keyring) Current() Key {
 	return r.keys[0]
 }
 
+// Key returns the key of the ring whose ID is id, and whether there is one.
+func (r Keyring) Key(id string) (Key, bool) {
+	for _, k := range r.keys {
+		if !k.IsZero() && k.ID() == id {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
 // Seal seals under the current key, as Key.Seal.
 func (r Keyring) Seal(plaintext, additionalData []byte) ([]byte, error) {
 	return r.Current().Seal(plaintext, additionalData)

@@ -38,7 +38,7 @@ func TestFactorsKept(t *testing.T) {
 	want := &Factors{
 		TOTP:          &TOTPFactor{SealedSecret: sealed, Step: 30, Digits: 6, Drift: 1, LastT: 59000000},
 		PendingTOTP:   &TOTPFactor{SealedSecret: sealed, Step: 60, T0: 5, Digits: 8, LastT: -1},
-		RecoveryCodes: codes,
+		RecoveryCodes: codes, RecoveryKeyID: key.ID(),
 	}
 	if err := CheckFactors(want); err != nil {
 		t.Fatalf("CheckFactors(factors of mfa's own making) = %v", err)
@@ -140,8 +140,8 @@ func TestHasSecondFactor(t *testing.T) {
 		{&Factors{}, false},
 		{&Factors{PendingTOTP: totp}, false},
 		{&Factors{TOTP: totp}, true},
-		{&Factors{RecoveryCodes: []string{code}}, true},
-		{&Factors{PendingTOTP: totp, RecoveryCodes: []string{code}}, true},
+		{&Factors{RecoveryCodes: []string{code}, RecoveryKeyID: "0123abcd"}, true},
+		{&Factors{PendingTOTP: totp, RecoveryCodes: []string{code}, RecoveryKeyID: "0123abcd"}, true},
 	} {
 		u := User{Username: "ada", PasswordHash: "$2a$04$QiGvq5sFAv6cEEA9pzq5T.2cQg6lLhAq5a0rnGBCUsEObOQyt2uWW", MFA: tt.f}
 		a, err := NewAccount(&u)

@@ -93,6 +93,9 @@ type Factors struct {
 	TOTP          *TOTPFactor `json:"totp,omitempty"`           // the active authenticator
 	PendingTOTP   *TOTPFactor `json:"pending_totp,omitempty"`   // enrolled, not yet confirmed
 	RecoveryCodes []string    `json:"recovery_codes,omitempty"` // keyed hashes (mfa.HashRecoveryCode), unused ones
+	// RecoveryKeyID names the secret key RecoveryCodes were hashed under
+	// (secret.Key.ID): after a key rotation they are matched under it.
+	RecoveryKeyID string `json:"recovery_key_id,omitempty"`
 }
 
 // TOTPFactor is an authenticator: its secret sealed under the secret key
@@ -115,8 +118,9 @@ func (f *Factors) Clone() *Factors {
 	if f == nil {
 		return nil
 	}
-	c := &Factors{TOTP: f.TOTP.clone(), PendingTOTP: f.PendingTOTP.clone(), RecoveryCodes: slices.Clone(f.RecoveryCodes)}
-	return c
+	c := *f
+	c.TOTP, c.PendingTOTP, c.RecoveryCodes = f.TOTP.clone(), f.PendingTOTP.clone(), slices.Clone(f.RecoveryCodes)
+	return &c
 }
 
 // clone returns a deep copy of t; nil for nil.
@@ -158,6 +162,12 @@ func CheckFactors(f *Factors) error {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
+	if len(f.RecoveryCodes) > 0 && !isKeyID(f.RecoveryKeyID) {
+		return errors.New("recovery_key_id: want the 8 hex characters of the key the recovery codes were hashed under")
+	}
+	if len(f.RecoveryCodes) == 0 && f.RecoveryKeyID != "" {
+		return errors.New("recovery_key_id: set, with no recovery codes")
+	}
 	if len(f.RecoveryCodes) > maxRecoveryKept {
 		return fmt.Errorf("recovery_codes: %d; at most %d", len(f.RecoveryCodes), maxRecoveryKept)
 	}
@@ -172,6 +182,16 @@ func CheckFactors(f *Factors) error {
 		}
 	}
 	return nil
+}
+
+// isKeyID reports whether id has the form of a secret.Key's ID.
+func isKeyID(id string) bool {
+	ok := len(id) == 8
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = '0' <= c && c <= '9' || 'a' <= c && c <= 'f'
+	}
+	return ok
 }
 
 // checkTOTPFactor returns why t cannot be a stored authenticator, or nil.

@@ -324,7 +324,7 @@ func Run(t *testing.T, factory Factory) {
 		d := factory(t)()
 		factors := &users.Factors{
 			TOTP:          &users.TOTPFactor{SealedSecret: []byte("sealed\x00secret"), Step: 30, T0: 0, Digits: 6, Drift: -1, LastT: 59000000},
-			RecoveryCodes: []string{strings.Repeat("0a", 32), strings.Repeat("b1", 32)},
+			RecoveryCodes: []string{strings.Repeat("0a", 32), strings.Repeat("b1", 32)}, RecoveryKeyID: "0123abcd",
 		}
 		enrolled := alice
 		enrolled.MFA = factors.Clone()
