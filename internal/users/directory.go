@@ -168,6 +168,10 @@ type userIndex struct {
 	byName  map[string]*Account
 	slowest *SlowestCheck
 	groups  map[string][]string // interned group lists, by indexBuilder.intern's key
+	// factors are the second factors of the users that have an mfa entry,
+	// apart from their Accounts, which stay small: nil while no one has
+	// any, so a large file without them costs nothing more.
+	factors map[string]*Factors
 }
 
 // A SlowestCheck is what every failed login is made to cost: a check
@@ -342,6 +346,7 @@ const MaxSessionGeneration = 1 << 16
 
 // newUserIndex builds an index of validated users, reusing prev's slowest
 // check when the slowest hash's scheme and parameters have not changed.
+// The index keeps users' MFA values, not copies: they must be its own.
 func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
 	b := newIndexBuilder(prev, len(users))
 	for i := range users {

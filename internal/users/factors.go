@@ -3,6 +3,7 @@ package users
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"authsvc/internal/mfa"
 	"authsvc/internal/secret"
@@ -100,4 +101,15 @@ func (f *Factors) KeyIDs() []string {
 		ids = append(ids, f.RecoveryKeyID)
 	}
 	return ids
+}
+
+// TallyKeyIDs adds one to keys[id] for every key ID f needs (KeyIDs), once
+// per key however many of f's secrets are under it: keys counts users.
+func TallyKeyIDs(keys map[string]int, f *Factors) {
+	ids := f.KeyIDs()
+	for i, id := range ids {
+		if !slices.Contains(ids[:i], id) {
+			keys[id]++
+		}
+	}
 }

@@ -158,3 +158,137 @@ func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// sealedFactors returns factors for username as an enrolment stores them:
+// an authenticator sealed under key and ten recovery codes hashed under it.
+func sealedFactors(t *testing.T, username string, key secret.Key) *Factors {
+	t.Helper()
+	s, err := mfa.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	totp, err := SealTOTP(secret.NewKeyring(key), username, mfa.NewTOTP(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes, err := mfa.NewRecoveryCodes(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Factors{TOTP: totp}
+	if err := f.SetRecoveryCodes(key, codes); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestFileFactorsReloaded: the second factors another process writes to
+// the users file are what Factors and FactorKeys answer after a reload,
+// however the index is built (the scanner, or the reference parser for a
+// file it leaves to it), also when only the factors changed and the user's
+// Account is kept; a reload that removes them drops them, and a file
+// without any keeps no map of them at all.
+func TestFileFactorsReloaded(t *testing.T) {
+	ctx := context.Background()
+	key, err := secret.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := mustHash(t, "pw", 4)
+	path := filepath.Join(t.TempDir(), "users.json")
+	write := func(users ...User) {
+		t.Helper()
+		if err := WriteFile(path, users); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice := User{Username: "alice", PasswordHash: hash, Groups: []string{}, MFA: sealedFactors(t, "alice", key)}
+	bob := User{Username: "bob", PasswordHash: hash, Groups: []string{}}
+	write(alice, bob)
+	d, err := OpenFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(when string, factors map[string]*Factors, keys map[string]int) {
+		t.Helper()
+		for _, name := range []string{"alice", "bob"} {
+			if f, err := d.Factors(ctx, name); err != nil || !reflect.DeepEqual(f, factors[name]) {
+				t.Errorf("Factors(%s) %s = %s, %v; want %s, nil", name, when, jsonOf(f), err, jsonOf(factors[name]))
+			}
+		}
+		if got, err := d.FactorKeys(ctx); err != nil || !reflect.DeepEqual(got, keys) {
+			t.Errorf("FactorKeys() %s = %v, %v; want %v", when, got, err, keys)
+		}
+	}
+	reload := func() {
+		t.Helper()
+		if err := d.Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want("as loaded", map[string]*Factors{"alice": alice.MFA}, map[string]int{key.ID(): 1})
+
+	kept, _ := d.Lookup(ctx, "alice")
+	used := alice
+	used.MFA = alice.MFA.Clone()
+	used.MFA.TOTP.LastT = 59000000 // a code accepted: her Account does not change
+	used.MFA.RecoveryCodes = used.MFA.RecoveryCodes[1:]
+	write(used, bob)
+	reload()
+	if a, _ := d.Lookup(ctx, "alice"); a != kept {
+		t.Fatalf("Lookup(alice) after a change of her factors alone = a new Account; want hers kept (what this test is about)")
+	}
+	want("after another process changed alice's factors alone", map[string]*Factors{"alice": used.MFA}, map[string]int{key.ID(): 1})
+	reload()
+	want("after a reload of the same file", map[string]*Factors{"alice": used.MFA}, map[string]int{key.ID(): 1})
+
+	enrolled := bob
+	enrolled.MFA = sealedFactors(t, "bob", key)
+	removed := used
+	removed.MFA = nil
+	write(removed, enrolled)
+	reload()
+	want("after another process moved the factors from alice to bob", map[string]*Factors{"bob": enrolled.MFA}, map[string]int{key.ID(): 1})
+
+	// A top level spelled otherwise is left to the reference parser whole.
+	write(used, enrolled)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(raw, []byte(`"users":`)) {
+		t.Fatalf("users file = %s; want its \"users\" key", raw)
+	}
+	raw = bytes.Replace(raw, []byte(`"users":`), []byte(`"\u0075sers":`), 1)
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload()
+	want("after a file the reference parser reads", map[string]*Factors{"alice": used.MFA, "bob": enrolled.MFA}, map[string]int{key.ID(): 2})
+
+	write(removed, bob)
+	reload()
+	want("after another process removed them all", nil, map[string]int{})
+	if x := d.index(); x.factors != nil {
+		t.Errorf("index's factors of a file without any = %v; want no map", x.factors)
+	}
+}
+
+// TestIndexLaterEntryDropsFactors: of two entries of one name, the later
+// replaces the earlier (put), its lack of factors included.
+func TestIndexLaterEntryDropsFactors(t *testing.T) {
+	key, err := secret.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := mustHash(t, "pw", 4)
+	enrolled := User{Username: "alice", PasswordHash: hash, MFA: sealedFactors(t, "alice", key)}
+	plain := User{Username: "alice", PasswordHash: hash}
+	x, err := newUserIndex([]User{enrolled, plain}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := x.factors["alice"]; f != nil {
+		t.Errorf("index's factors of alice, enrolled then not = %s; want none", jsonOf(f))
+	}
+}

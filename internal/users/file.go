@@ -65,6 +65,25 @@ func (s *FileDirectory) Lookup(_ context.Context, username string) (*Account, er
 	return s.index().Lookup(context.Background(), username)
 }
 
+// Factors answers from the file as last loaded, as Lookup does: the
+// directory's own writes reload it before they return.
+func (s *FileDirectory) Factors(_ context.Context, username string) (*Factors, error) {
+	x := s.index()
+	if x.byName[username] == nil {
+		return nil, ErrNotFound
+	}
+	return x.factors[username].Clone(), nil
+}
+
+// FactorKeys counts the keys of the file as last loaded.
+func (s *FileDirectory) FactorKeys(context.Context) (map[string]int, error) {
+	keys := make(map[string]int)
+	for _, f := range s.index().factors {
+		TallyKeyIDs(keys, f)
+	}
+	return keys, nil
+}
+
 // String names the directory for messages: the file's path.
 func (s *FileDirectory) String() string { return s.path }
 

@@ -56,7 +56,8 @@ func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
 
 // put adds entry i, a later entry of the same name replacing an earlier.
 // old is the replaced index's user of that name, if any; u, if not nil, is
-// the user e makes, its hash not yet checked.
+// the user e makes, its hash not yet checked. The index keeps e.factors
+// itself (every decoder makes it afresh).
 func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account) error {
 	if len(e.djangoHash) > 0 {
 		if err := checkDjangoHash(e.djangoHash); err != nil {
@@ -86,6 +87,17 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account) error {
 		}
 	}
 	b.x.byName[u.username] = u
+	// Filled from the entry, not the Account: a reused Account carries
+	// only whether there are factors, and an edit of them alone reuses it.
+	switch {
+	case e.factors != nil:
+		if b.x.factors == nil {
+			b.x.factors = make(map[string]*Factors)
+		}
+		b.x.factors[u.username] = e.factors
+	case b.x.factors != nil:
+		delete(b.x.factors, u.username) // an earlier entry of the name had some
+	}
 	if u.work > 0 && (b.slowest == nil || u.work > b.slowest.work) {
 		b.slowest = u
 	}
