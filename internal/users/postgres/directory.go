@@ -399,15 +399,11 @@ func (d *Directory) Lookup(ctx context.Context, username string) (*users.Account
 	}
 	epoch := d.epoch
 	d.mu.Unlock()
-	if d.lastFail.Load() > d.lastOK.Load() {
-		// The database failed last: one look-up at a time finds out
-		// whether it is back, at most once per pgFailFast; the others
-		// do not queue behind a connection that may hang for its timeout.
-		if d.failingFast(now) || !d.probing.CompareAndSwap(false, true) {
-			return nil, unavailableNow()
-		}
-		defer d.probing.Store(false)
+	release, err := d.admit(now)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	qctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
 	defer cancel()
 	found, err := d.fetch(qctx, []string{username})
@@ -429,6 +425,21 @@ func (d *Directory) Lookup(ctx context.Context, username string) (*users.Account
 		return nil, users.ErrNotFound
 	}
 	return u, nil
+}
+
+// admit returns unavailableNow when a look-up must not try the database
+// now, else a release to call once its round trip is done. While the
+// database failed last, one look-up at a time finds out whether it is
+// back, at most once per pgFailFast; the others do not queue behind a
+// connection that may hang for its timeout.
+func (d *Directory) admit(now time.Time) (release func(), err error) {
+	if d.lastFail.Load() <= d.lastOK.Load() {
+		return func() {}, nil
+	}
+	if d.failingFast(now) || !d.probing.CompareAndSwap(false, true) {
+		return nil, unavailableNow()
+	}
+	return func() { d.probing.Store(false) }, nil
 }
 
 // pgUserColumns are the columns a User is read from, in scanUser's order.
