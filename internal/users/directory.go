@@ -70,6 +70,16 @@ var (
 //     password generation moved (an older file put back), with the stamp
 //     of the user's password now, so that the caller can remove them from
 //     the token store for good and have it refuse the old password's.
+//   - Factors returns the second factors the backing holds for username
+//     (User.MFA), as the caller's own copy: nil for a user without any,
+//     ErrNotFound for no such user, an error wrapping ErrUnavailable when
+//     the backing cannot answer (the caller fails closed). It reflects this Directory's own writes when they
+//     return, and never answers from a copy older than Lookup's.
+//   - FactorKeys returns, for every key ID the directory's second factors
+//     need (Factors.KeyIDs: sealed authenticator secrets, active and
+//     pending, and recovery codes), how many users need it, each user
+//     counted once per key; an empty map when no one has second factors.
+//     It is for start-up, to refuse a key file that cannot serve them.
 //   - Ping reports whether Lookup can answer now: nil from a directory
 //     whose users are in memory (a users file: serve does not listen
 //     before it loads, and a failed reload keeps the previous users), an
@@ -98,6 +108,8 @@ type Directory interface {
 	Reload(ctx context.Context) error
 	Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks WatchHooks)
 	Ping(ctx context.Context) error
+	Factors(ctx context.Context, username string) (*Factors, error)
+	FactorKeys(ctx context.Context) (map[string]int, error)
 }
 
 // WatchHooks tell Watch's caller what a reload did; either may be nil.

@@ -442,6 +442,61 @@ func (d *Directory) admit(now time.Time) (release func(), err error) {
 	return func() { d.probing.Store(false) }, nil
 }
 
+// Factors reads the user's row itself, never the cache: a cached Account
+// may be up to pgTrustCache old, and a login must not be checked against
+// factors another instance has just removed or replaced (a used recovery
+// code, a new authenticator). It fails as Lookup's database path does.
+func (d *Directory) Factors(ctx context.Context, username string) (*users.Factors, error) {
+	if users.CheckUsername(username) != nil {
+		return nil, users.ErrNotFound // no write stores such a name
+	}
+	release, err := d.admit(time.Now())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	qctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
+	defer cancel()
+	var f *users.Factors
+	err = d.pool.QueryRow(qctx, `select mfa from authsvc_users where username = $1`, username).Scan(&f)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		d.contact()
+		return nil, users.ErrNotFound
+	case err != nil:
+		return nil, d.fail(qctx, "read a user's second factors", err)
+	}
+	d.contact()
+	if err := users.CheckFactors(f); err != nil {
+		return nil, fmt.Errorf("user %q: mfa: %w", username, err) // a row written around authsvc
+	}
+	return f, nil
+}
+
+// FactorKeys reads every row with second factors, within List's timeout.
+func (d *Directory) FactorKeys(ctx context.Context) (map[string]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout+time.Duration(d.Len())*10*time.Microsecond)
+	defer cancel()
+	rows, err := d.pool.Query(ctx, `select mfa from authsvc_users where mfa is not null`)
+	if err != nil {
+		return nil, d.fail(ctx, "count the keys of second factors", err)
+	}
+	defer rows.Close()
+	keys := make(map[string]int)
+	for rows.Next() {
+		var f *users.Factors
+		if err := rows.Scan(&f); err != nil {
+			return nil, d.fail(ctx, "count the keys of second factors", err)
+		}
+		users.TallyKeyIDs(keys, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.fail(ctx, "count the keys of second factors", err)
+	}
+	d.contact()
+	return keys, nil
+}
+
 // pgUserColumns are the columns a User is read from, in scanUser's order.
 const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation, failures_after, django_hash, mfa`
 

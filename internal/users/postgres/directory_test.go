@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"regexp"
 	"runtime"
 	"runtime/debug"
@@ -19,6 +20,7 @@ import (
 
 	"authsvc/internal/password"
 	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/secret"
 	"authsvc/internal/testservers"
 	"authsvc/internal/users"
 	"authsvc/internal/users/userstest"
@@ -335,6 +337,22 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 	var errs []error
 	stop()
 	stopped := time.Now()
+	// While the cache still answers Lookup, the factors fail closed: they
+	// are never given out from anything but the database.
+	start := time.Now()
+	if f, err := d.Factors(ctx, "alice"); !errors.Is(err, users.ErrUnavailable) || time.Since(start) > 3*time.Second {
+		t.Errorf("Factors(alice) while stopped = %v, %v after %v; want users.ErrUnavailable within the query timeout", f, err, time.Since(start))
+	} else {
+		errs = append(errs, err)
+	}
+	if _, err := d.Lookup(ctx, "alice"); err != nil {
+		t.Fatalf("Lookup(alice) just after the stop = %v; want her from the cache", err)
+	}
+	if keys, err := d.FactorKeys(ctx); !errors.Is(err, users.ErrUnavailable) {
+		t.Errorf("FactorKeys() while stopped = %v, %v; want users.ErrUnavailable", keys, err)
+	} else {
+		errs = append(errs, err)
+	}
 
 	var failedAt time.Duration
 	for {
@@ -360,7 +378,7 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 	if _, err := d.Lookup(ctx, "bob"); !errors.Is(err, users.ErrUnavailable) {
 		t.Errorf("Lookup(bob), not cached, while stopped = %v; want users.ErrUnavailable", err)
 	}
-	start := time.Now()
+	start = time.Now()
 	err = d.Add(ctx, users.User{Username: "bob", PasswordHash: alice.PasswordHash})
 	if !errors.Is(err, users.ErrUnavailable) || time.Since(start) > 3*time.Second {
 		t.Errorf("Add(bob) while stopped = %v after %v; want users.ErrUnavailable within the query timeout", err, time.Since(start))
@@ -387,6 +405,9 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 	if err := d.Ping(ctx); err != nil {
 		t.Errorf("Ping() after the return = %v", err)
 	}
+	if f, err := d.Factors(ctx, "alice"); err != nil || f != nil {
+		t.Errorf("Factors(alice) after the return = %v, %v; want nil, nil", f, err)
+	}
 	for _, err := range errs {
 		if strings.Contains(err.Error(), password) {
 			t.Errorf("error %q quotes the URL's password", err)
@@ -394,6 +415,47 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), password) {
 		t.Errorf("the log quotes the URL's password:\n%s", logs.String())
+	}
+}
+
+// TestPGDirectoryFactorsNotCached: Factors reads the database, not the
+// cache Lookup answers from: factors removed on one instance are gone on
+// another at once, before any notification reaches it, and a user deleted
+// there is ErrNotFound though its cached Account is still served.
+func TestPGDirectoryFactorsNotCached(t *testing.T) {
+	url, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, url)
+	ctx := context.Background()
+	a, b := openPG(t, db, 100), openPG(t, db, 100) // b does not watch: its cache stays as filled
+	key, err := secret.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := users.User{Username: "alice", PasswordHash: passwordtest.MustHash(t, "alice-pw", passwordtest.Cost), Groups: []string{}}
+	alice.MFA = userstest.SealedFactors(t, "alice", key, secret.Key{}, key)
+	if err := a.Add(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := b.Lookup(ctx, "alice"); err != nil || !u.HasSecondFactor() {
+		t.Fatalf("b.Lookup(alice) = %v, %v; want her, with a second factor (now cached)", u, err)
+	}
+	if f, err := b.Factors(ctx, "alice"); err != nil || !reflect.DeepEqual(f, alice.MFA) {
+		t.Fatalf("b.Factors(alice) = %v, %v; want what a added", f, err)
+	}
+	if err := a.Update(ctx, "alice", func(u *users.User) error { u.MFA = nil; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := b.Lookup(ctx, "alice"); err != nil || !u.HasSecondFactor() {
+		t.Fatalf("b.Lookup(alice) after a's Update = %v, %v; want her cached Account (what this test is about)", u, err)
+	}
+	if f, err := b.Factors(ctx, "alice"); err != nil || f != nil {
+		t.Errorf("b.Factors(alice) just after a removed them = %v, %v; want nil, nil", f, err)
+	}
+	if err := a.Delete(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := b.Factors(ctx, "alice"); !errors.Is(err, users.ErrNotFound) {
+		t.Errorf("b.Factors(alice) just after a deleted her = %v, %v; want users.ErrNotFound", f, err)
 	}
 }
 
