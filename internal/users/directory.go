@@ -73,8 +73,9 @@ var (
 //   - Factors returns the second factors the backing holds for username
 //     (User.MFA), as the caller's own copy: nil for a user without any,
 //     ErrNotFound for no such user, an error wrapping ErrUnavailable when
-//     the backing cannot answer (the caller fails closed). It reflects this Directory's own writes when they
-//     return, and never answers from a copy older than Lookup's.
+//     the backing cannot answer (the caller fails closed). It reflects
+//     this Directory's own writes when they return, and never answers
+//     from a copy older than Lookup's.
 //   - FactorKeys returns, for every key ID the directory's second factors
 //     need (Factors.KeyIDs: sealed authenticator secrets, active and
 //     pending, and recovery codes), how many users need it, each user
