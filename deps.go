@@ -10,6 +10,7 @@ import (
 
 	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
+	"authsvc/internal/secret"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
@@ -40,6 +41,12 @@ func withLogOutput(out io.Writer) depsOption {
 	return func(d *httpapi.Deps) { d.LogOut = out }
 }
 
+// withSecretKeys gives the second-factor endpoints the keyring that seals
+// and opens TOTP secrets; without it enrolment answers 503.
+func withSecretKeys(keys secret.Keyring) depsOption {
+	return func(d *httpapi.Deps) { d.MFA.Keys = keys }
+}
+
 // withStore keeps tokens in store instead of the --store one; the login
 // throttle is then kept in memory.
 func withStore(store tokens.Store) depsOption {
@@ -58,6 +65,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 		MetricsOnMain: cfg.metricsAddr == "",
 		CORSOrigins:   cfg.corsOrigins,
 		NoAccessLog:   !cfg.accessLog,
+		MFA:           httpapi.MFAConfig{Issuer: cfg.mfaIssuer},
 		LogFormat:     cfg.logFormat,
 		Passwords: httpapi.PasswordSetter{
 			Policy: password.Policy{MinLength: cfg.passwordMinLength},

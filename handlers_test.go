@@ -15,6 +15,7 @@ import (
 
 	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
+	"authsvc/internal/secret"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 
@@ -52,6 +53,7 @@ type testEnv struct {
 	metrics   *httpapi.Metrics
 	handler   http.Handler
 	deps      httpapi.Deps
+	keys      secret.Keyring // seals the second factors
 
 	corsOrigins []string // set through newTestEnvCORS
 }
@@ -117,7 +119,12 @@ func newTestEnvConfig(t *testing.T, log *slog.Logger, change func(c *serveConfig
 		clock:       &testClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)},
 		corsOrigins: cfg.corsOrigins,
 	}
-	d, closeDeps, err := buildDeps(cfg, log, withClock(e.clock.Now))
+	key, err := secret.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.keys = secret.NewKeyring(key)
+	d, closeDeps, err := buildDeps(cfg, log, withClock(e.clock.Now), withSecretKeys(e.keys))
 	t.Cleanup(closeDeps)
 	if err != nil {
 		t.Fatal(err)

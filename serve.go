@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"authsvc/internal/connlimit"
 	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
+	"authsvc/internal/secret"
 	"authsvc/internal/throttle"
 	"authsvc/internal/throttle/redisthrottle"
 	"authsvc/internal/tick"
@@ -86,9 +89,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := bootstrap(ctx, cfg.usersPath, cfg.hashPolicy, stderr); err != nil {
 		return err
 	}
-	deps, closeDeps, err := buildDeps(cfg, log, withLogOutput(logOut))
+	keys, err := loadSecretKeys(cfg, log)
+	if err != nil {
+		return err
+	}
+	deps, closeDeps, err := buildDeps(cfg, log, withLogOutput(logOut), withSecretKeys(keys))
 	defer closeDeps()
 	if err != nil {
+		return err
+	}
+	if err := checkSecretKeys(ctx, deps.Users, keys); err != nil {
 		return err
 	}
 	// Audit lines skip the batching: each is written before its reply.
@@ -111,6 +121,70 @@ func bootstrap(ctx context.Context, spec string, policy password.HashPolicy, std
 	}
 	defer done()
 	return users.BootstrapAdmin(ctx, dir, policy, stderr)
+}
+
+// loadSecretKeys returns the keyring of --secret-key-file and
+// --old-secret-key-file. With a users file and no --secret-key-file, the
+// key is authsvc.key beside it, created (mode 0600) when missing; with
+// PostgreSQL and none given, the ring is empty: enrolment answers 503, and
+// checkSecretKeys stops a start over a database that holds secrets.
+func loadSecretKeys(cfg serveConfig, log *slog.Logger) (secret.Keyring, error) {
+	path := cfg.secretKeyFile
+	if path == "" && len(cfg.oldSecretKeyFile) > 0 {
+		return secret.Keyring{}, usagef("serve: --old-secret-key-file needs --secret-key-file, the key that replaced it")
+	}
+	if path == "" && isPostgresURL(cfg.usersPath) {
+		return secret.Keyring{}, nil
+	}
+	var key secret.Key
+	var err error
+	if path == "" {
+		path = filepath.Join(filepath.Dir(cfg.usersPath), defaultKeyFile)
+		var created bool
+		if key, created, err = secret.LoadOrCreate(path); err == nil && created {
+			log.Info("created the secret key file; every instance reading these users needs the same key", "path", path, "key_id", key.ID())
+		}
+	} else {
+		key, err = secret.Load(path)
+	}
+	if err != nil {
+		return secret.Keyring{}, fmt.Errorf("--secret-key-file: %w", err)
+	}
+	var old []secret.Key
+	for _, p := range cfg.oldSecretKeyFile {
+		k, err := secret.Load(p)
+		if err != nil {
+			return secret.Keyring{}, fmt.Errorf("--old-secret-key-file: %w", err)
+		}
+		old = append(old, k)
+	}
+	return secret.NewKeyring(key, old...), nil
+}
+
+// checkSecretKeys stops serve, with one line, over a directory whose second
+// factors need a key that keys does not hold: the users who have them
+// could not log in, and nothing but the right key would mend that.
+func checkSecretKeys(ctx context.Context, dir users.Directory, keys secret.Keyring) error {
+	need, err := dir.FactorKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot read the second factors of %s: %w", dir, err)
+	}
+	var missing []string
+	n := 0
+	for id, users := range need {
+		if _, ok := keys.Key(id); !ok {
+			missing = append(missing, id)
+			n += users
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	if keys.Current().IsZero() {
+		return fmt.Errorf("%s holds second factors of %d users, sealed under key %s, and serve has no secret key: give it with --secret-key-file", dir, n, strings.Join(missing, ", "))
+	}
+	return fmt.Errorf("%s holds second factors of %d users sealed under key %s, which --secret-key-file (key %s) and --old-secret-key-file do not hold", dir, n, strings.Join(missing, ", "), keys.Current().ID())
 }
 
 // checkStore stops serve on a token store that refuses its configuration

@@ -47,6 +47,10 @@ type serveConfig struct {
 
 	// The repeatable flags as given, before parsing into the fields above.
 	trustedRaw, corsRaw stringList
+
+	secretKeyFile    string     // "": authsvc.key beside a users file; none with PostgreSQL
+	oldSecretKeyFile stringList // keys a rotation replaced, still opening what they sealed
+	mfaIssuer        string
 }
 
 // A setting is one serve flag, written once: the FlagSet, the AUTHSVC_*
@@ -109,6 +113,12 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.maxConns }},
 		{name: "trusted-proxy", arg: "CIDR", help: "CIDR of a proxy whose X-Forwarded-For is believed; repeatable",
 			field: func(c *serveConfig) any { return &c.trustedRaw }},
+		{name: "secret-key-file", arg: "FILE", def: "", defText: "authsvc.key beside a users file", help: "the secret key that seals second factors (64 hex characters; created with mode 0600 when missing beside a users file); with PostgreSQL none unless given, and enrolment answers 503",
+			field: func(c *serveConfig) any { return &c.secretKeyFile }},
+		{name: "old-secret-key-file", arg: "FILE", help: "a key the secret key replaced, still opening what it sealed (key rotation); repeatable",
+			field: func(c *serveConfig) any { return &c.oldSecretKeyFile }},
+		{name: "mfa-issuer", arg: "NAME", def: "authsvc", help: "the issuer an authenticator app shows for an enrolment",
+			field: func(c *serveConfig) any { return &c.mfaIssuer }},
 
 		{section: sectionThrottle, name: "login-failures", arg: "N", def: th.PairFailures, help: "failed logins per (username, client) before backoff",
 			field: func(c *serveConfig) any { return &c.throttle.PairFailures }},
@@ -342,6 +352,8 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: --max-tokens-per-user must not be negative")
 	case c.reloadInterval <= 0:
 		return c, usagef("serve: --reload-interval must be positive")
+	case c.mfaIssuer == "" || len(c.mfaIssuer) > 100 || strings.ContainsAny(c.mfaIssuer, ":\x00"):
+		return c, usagef("serve: --mfa-issuer must be 1 to 100 bytes, without a colon")
 	case c.logFormat != "text" && c.logFormat != "json":
 		return c, usagef("serve: --log-format must be text or json")
 	}

@@ -83,6 +83,12 @@ type loginAttempt struct {
 	client   string // the throttle's key for the client
 	users    users.Reader
 	event    string // the audit line's message: "login", or what else checks a password
+	// hold asks verify to leave the throttle's place of a right password
+	// taken when the user has a second factor: the code still to come
+	// settles it (verifyCode), or nothing does and it is released. held
+	// says that verify did so. A right password alone must neither clear
+	// the failures of codes guessed with it nor count as one.
+	hold, held bool
 }
 
 // attempt starts a password check of username from r's client against users.
@@ -128,10 +134,56 @@ func (a *loginAttempt) verify(password string) (*users.Account, error) {
 		}
 		return nil, errInvalidCredentials
 	}
+	if a.hold && u.HasSecondFactor() {
+		a.held = true
+		return u, nil
+	}
 	if err := g.Throttle.Success(ctx, a.counted, a.client, g.Now()); err != nil {
 		return nil, err
 	}
 	return u, nil
+}
+
+// release gives back the throttle's place verify held, settling the
+// attempt as neither a failure nor a success (mfa_required).
+func (a *loginAttempt) release() {
+	if a.held {
+		a.held = false
+		a.g.Throttle.Release(a.r.Context(), a.counted, a.client)
+	}
+}
+
+// verifyCode settles a second-factor code with the throttle as a password
+// is settled: check reports whether the code is right; a wrong or reused
+// one is a failure on every limit a wrong password counts on (401
+// invalid_credentials), a right one a success. The place is the one verify
+// held for the password just checked, or, for a code alone (the second
+// step, enrolment), one reserved now (429 when the limits refuse it).
+func (a *loginAttempt) verifyCode(check func() (bool, error)) error {
+	g, ctx := a.g, a.r.Context()
+	if !a.held {
+		known, err := a.users.Lookup(ctx, a.username)
+		if err != nil && !errors.Is(err, users.ErrNotFound) {
+			return err
+		}
+		a.counted = throttleKey(a.username, known)
+		if err := a.reserve(ctx); err != nil {
+			return err
+		}
+	}
+	a.held = false
+	ok, err := check()
+	switch {
+	case err != nil:
+		g.Throttle.Release(ctx, a.counted, a.client)
+		return err
+	case !ok:
+		if err := g.Throttle.Failure(ctx, a.counted, a.client, g.Now()); err != nil {
+			return err
+		}
+		return errInvalidCredentials
+	}
+	return g.Throttle.Success(ctx, a.counted, a.client, g.Now())
 }
 
 // throttleKey returns the name the throttle counts username's failures
@@ -271,10 +323,12 @@ func outcomeName(err error) string {
 // maxLoginBody bounds the login request body (API.md: 16 KiB).
 const maxLoginBody = 16 << 10
 
-// LoginRequest is the login body.
+// LoginRequest is the login body. OTP is a one-step client's
+// second-factor code, sent beside the password; "" when none.
 type LoginRequest struct {
 	Username string `json:"username"`
 	Password string `json:"password"`
+	OTP      string `json:"otp"`
 }
 
 // LoginReply is the 200 login body; ExpiresAt is null for tokens that never expire.
@@ -301,6 +355,8 @@ func decodeLogin(body []byte) (LoginRequest, error) {
 		return LoginRequest{}, invalidRequest("username is longer than 150 characters.")
 	case len(req.Password) > password.MaxLen:
 		return LoginRequest{}, invalidRequest("password is longer than 1024 bytes.")
+	case len(req.OTP) > maxCodeLen:
+		return LoginRequest{}, invalidRequest("otp is too long.")
 	}
 	// API.md: every request's username is matched, and throttled, in its NFKC form.
 	req.Username = users.NormalizeUsername(req.Username)
@@ -326,7 +382,7 @@ func readLoginBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 
 // handleLogin exchanges a username and password for a new token, in
 // API.md's order of checks.
-func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Handler {
+func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The media type (415) and size (413). The body is read even at
 		// capacity: net/http would close a connection that left it.
@@ -345,7 +401,9 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Handle
 			return
 		}
 		// The throttle (429), a hasher slot (503), the password (401).
+		started := time.Now()
 		attempt := guard.attempt(w, r, tc.users, req.Username)
+		attempt.hold = true
 		u, err := attempt.verify(req.Password)
 		if err == nil {
 			guard.Rehash(r.Context(), tc.users, u, req.Password)
@@ -356,8 +414,34 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Handle
 			// meanwhile: the store refuses it once a change superseded it.
 			stamp = u.SessionGeneration()
 		}
+		if err == nil && attempt.held {
+			// A second factor: the code sent beside the password, or the
+			// mfa_token of a second step.
+			if req.OTP == "" {
+				attempt.release()
+				err = sf.challenge(r.Context(), u, stamp)
+				if e, ok := err.(*apiError); ok && e.code == "mfa_required" {
+					tc.metrics.secondFactorStep("required", nil)
+				}
+			} else {
+				err = attempt.verifyCode(func() (bool, error) { return sf.check(r.Context(), u.Username(), req.OTP) })
+				tc.metrics.secondFactorStep("code", err)
+				if errors.Is(err, errInvalidCredentials) {
+					// As long as a wrong password takes: the time must not
+					// tell that the password was right.
+					holdFor(time.Duration(tc.users.Slowest().Took.Load()), time.Since(started))
+				}
+			}
+		}
 		attempt.grant(log, tc, u, stamp, err)
 	})
+}
+
+// holdFor sleeps until something that has taken took has taken target.
+func holdFor(target, took time.Duration) {
+	if rest := target - took; rest > 0 {
+		time.Sleep(rest)
+	}
 }
 
 // grant ends an attempt: unless err stopped it, a new token of u bound to

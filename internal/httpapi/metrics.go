@@ -23,6 +23,7 @@ type Metrics struct {
 	logins         *prometheus.CounterVec   // by outcome
 	infos          *prometheus.CounterVec   // by outcome
 	passwords      *prometheus.CounterVec   // password changes, by outcome
+	mfa            *prometheus.CounterVec   // second-factor steps, by step and outcome
 	tokensIssued   prometheus.Counter
 	revocations    *prometheus.CounterVec // by kind
 	rehashes       *prometheus.CounterVec // by result
@@ -46,11 +47,12 @@ type routeMetrics struct {
 // keeps the two in step).
 var metricRoutes = []string{"/api/auth/login", "/api/auth/info", "/api/auth/logout", "/api/auth/logoutall",
 	"/api/auth/password", "/api/auth/sessions", "/api/auth/sessions/{id}",
+	"/api/auth/login/mfa", "/api/auth/mfa", "/api/auth/mfa/totp", "/api/auth/mfa/totp/confirm", "/api/auth/mfa/recovery-codes",
 	"/api/openapi.json", "/healthz", "/readyz", "/metrics", "other"}
 
 // Outcomes of login and info: API.md's error codes, folded into a fixed set.
 var (
-	loginOutcomes    = []string{"success", "invalid_credentials", "throttled", "unavailable", "invalid_request", "internal_error"}
+	loginOutcomes    = []string{"success", "invalid_credentials", "mfa_required", "throttled", "unavailable", "invalid_request", "internal_error"}
 	passwordOutcomes = []string{"success", "invalid_credentials", "weak_password", "throttled", "unavailable", "not_authenticated", "invalid_token", "invalid_request", "internal_error"}
 	infoOutcomes     = []string{"success", "not_authenticated", "invalid_token", "permission_denied", "not_found", "unavailable", "invalid_request", "internal_error"}
 )
@@ -93,6 +95,9 @@ func NewMetrics(src MetricsSources) *Metrics {
 		passwords: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsvc_password_changes_total", Help: "Password changes (POST /api/auth/password/) by outcome.",
 		}, []string{"outcome"}),
+		mfa: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsvc_mfa_total", Help: "Second-factor steps by step (required, code, enrol, confirm, remove, recovery_codes) and outcome.",
+		}, []string{"step", "outcome"}),
 		infos: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsvc_info_total", Help: "Info requests by outcome.",
 		}, []string{"outcome"}),
@@ -131,11 +136,16 @@ func NewMetrics(src MetricsSources) *Metrics {
 	for _, kind := range revocationKinds {
 		m.revocations.WithLabelValues(kind)
 	}
+	for _, step := range mfaSteps {
+		for _, o := range mfaOutcomes {
+			m.mfa.WithLabelValues(step, o)
+		}
+	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	b := buildinfo.Read()
 	reg.MustRegister(
-		m.requests, m.logins, m.passwords, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload,
+		m.requests, m.logins, m.passwords, m.mfa, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_build_info", Help: "Build information; always 1.",
 			ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
@@ -192,7 +202,7 @@ func (m *Metrics) observe(route string, status int, code string, d time.Duration
 	if rm.outcomes != nil {
 		rm.counts[outcomeOf(status, code, rm.outcomes)].Inc()
 	}
-	if route == "/api/auth/login" && status == http.StatusOK {
+	if (route == "/api/auth/login" || route == "/api/auth/login/mfa") && status == http.StatusOK {
 		m.tokensIssued.Inc()
 	}
 }
@@ -208,6 +218,27 @@ const (
 )
 
 var revocationKinds = []string{revokedLogout, revokedLogoutAll, revokedByID, revokedIdle, revokedEviction, RevokedUserChange}
+
+// Second-factor steps and their outcomes, the labels of authsvc_mfa_total.
+var (
+	mfaSteps    = []string{"required", "code", "enrol", "confirm", "remove", "recovery_codes"}
+	mfaOutcomes = []string{"success", "invalid_credentials", "invalid_token", "throttled", "unavailable", "invalid_request", "mfa_enrolled", "internal_error"}
+)
+
+// secondFactorStep counts one second-factor step (one of mfaSteps) ending
+// with err: "required" is a right password answered mfa_required, "code"
+// a code checked at login (one step or the second).
+func (m *Metrics) secondFactorStep(step string, err error) {
+	if m == nil {
+		return
+	}
+	status, code := http.StatusOK, "success"
+	if err != nil {
+		e, _ := errorReply(err)
+		status, code = e.status, e.code
+	}
+	m.mfa.WithLabelValues(step, outcomeOf(status, code, mfaOutcomes)).Inc()
+}
 
 // Revoked counts n sessions ended by kind.
 func (m *Metrics) Revoked(kind string, n int) {
@@ -227,6 +258,11 @@ func (m *Metrics) Reloaded(err error, now time.Time) {
 	}
 	for _, kind := range revocationKinds {
 		m.revocations.WithLabelValues(kind)
+	}
+	for _, step := range mfaSteps {
+		for _, o := range mfaOutcomes {
+			m.mfa.WithLabelValues(step, o)
+		}
 	}
 	m.reloads.WithLabelValues("ok").Inc()
 	m.lastGoodReload.Set(float64(now.Unix()))

@@ -160,6 +160,7 @@ func errorStatuses(t *testing.T) map[string]int {
 		invalidRequest("x"), errInvalidCredentials, errNotAuthenticated, errInvalidToken,
 		errPermissionDenied, errNotFound, methodNotAllowed("GET"), errTooLarge,
 		errUnsupportedMedia, throttled(1), errUnavailable, errInternal, weakPasswordReply(nil),
+		errMFAEnrolled, mfaRequired("x"),
 	}
 	statuses := make(map[string]int)
 	for _, err := range all {

@@ -19,6 +19,9 @@ type apiError struct {
 	code       string
 	detail     string
 	retryAfter int // seconds; sent as Retry-After when > 0
+	// mfaToken is mfa_required's second-step token, sent as mfa_token in
+	// the body; never in Error(), so never in a log line.
+	mfaToken string
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.detail }
@@ -34,7 +37,20 @@ var (
 	errUnsupportedMedia   = &apiError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type", detail: "Content-Type must be application/json."}
 	errUnavailable        = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", detail: "Service temporarily unavailable; try again later.", retryAfter: 1}
 	errInternal           = &apiError{status: http.StatusInternalServerError, code: "internal_error", detail: "Internal server error."}
+	errMFAEnrolled        = &apiError{status: http.StatusConflict, code: "mfa_enrolled", detail: "An authenticator is already active; remove it first."}
 )
+
+// mfaRequired is the 401 mfa_required reply of a right password whose user
+// has a second factor: token is the mfa_token of the second step.
+func mfaRequired(token string) error {
+	return &apiError{status: http.StatusUnauthorized, code: "mfa_required", detail: "A second factor is required: send a code with the mfa_token.", mfaToken: token}
+}
+
+// errSecretKey: the secret key cannot open a user's second factor (a
+// key missing, or not the one the directory's secrets were sealed
+// under). The operator must see it; the client gets 503, as for any
+// dependency that cannot serve.
+var errSecretKey = errors.New("the secret key cannot open a second factor")
 
 func invalidRequest(detail string) error {
 	return &apiError{status: http.StatusBadRequest, code: "invalid_request", detail: detail}
@@ -61,8 +77,9 @@ func throttled(retryAfter int) error {
 
 // errorBody is the JSON of every error reply.
 type errorBody struct {
-	Detail string `json:"detail"`
-	Code   string `json:"code"`
+	Detail   string `json:"detail"`
+	Code     string `json:"code"`
+	MFAToken string `json:"mfa_token,omitempty"`
 }
 
 // errorReply returns the reply err gets, and what the log says of it: an
@@ -86,6 +103,8 @@ func errorReply(err error) (e *apiError, warning string) {
 		return errUnavailable, "token store unavailable"
 	case errors.Is(err, throttle.ErrUnavailable):
 		return errUnavailable, "login throttle unavailable"
+	case errors.Is(err, errSecretKey):
+		return errUnavailable, "secret key cannot open a second factor"
 	}
 	return errInternal, "internal error"
 }
@@ -111,7 +130,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		h.Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	h.Set("Cache-Control", "no-store")
-	encode(w, e.status, errorBody{Detail: e.detail, Code: e.code})
+	encode(w, e.status, errorBody{Detail: e.detail, Code: e.code, MFAToken: e.mfaToken})
 }
 
 // encode writes v as the JSON reply with status.

@@ -22,7 +22,9 @@ type Deps struct {
 	Guard  *LoginGuard
 	// Passwords decides and hashes new passwords (POST /api/auth/password/).
 	Passwords PasswordSetter
-	Now       func() time.Time
+	// MFA is what the second-factor endpoints need: the secret key, the issuer.
+	MFA MFAConfig
+	Now func() time.Time
 
 	Metrics       *Metrics
 	MetricsOnMain bool     // serve /metrics here, not on --metrics-addr
@@ -64,10 +66,39 @@ func cleanPathsOnly(log *slog.Logger, next http.Handler) http.Handler {
 // (for the OpenAPI test). The API paths are served with and without their
 // trailing slash alike, and nothing below them.
 func addRoutes(mux *http.ServeMux, d Deps) []string {
-	var routes []string
+	var routes, paths []string
+	byPath := make(map[string]map[string]http.Handler) // by path, by method
 	handle := func(method, path string, h http.Handler) {
 		routes = append(routes, method+" "+path)
-		h = d.methods(method, h)
+		if byPath[path] == nil {
+			byPath[path] = make(map[string]http.Handler)
+			paths = append(paths, path)
+		}
+		byPath[path][method] = h
+	}
+	tc := tokenCheck{users: d.Users, store: d.Store, policy: d.Policy, metrics: d.Metrics, now: d.Now}
+	sf := secondFactors{users: d.Users, store: d.Store, config: d.MFA, now: d.Now, log: d.Log}
+	handle("POST", "/api/auth/login/", handleLogin(d.Log, tc, d.Guard, sf))
+	handle("POST", "/api/auth/login/mfa/", handleLoginMFA(d.Log, tc, d.Guard, sf))
+	handle("GET", "/api/auth/info", handleInfo(d.Log, tc))
+	handle("POST", "/api/auth/logout/", handleLogout(d.Log, tc))
+	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.Log, tc))
+	handle("POST", "/api/auth/password/", handlePassword(d.Log, tc, d.Guard, d.Passwords))
+	handle("GET", "/api/auth/sessions/", handleSessions(d.Log, tc))
+	handle("DELETE", "/api/auth/sessions/{id}", handleRevokeSession(d.Log, tc))
+	handle("GET", "/api/auth/mfa/", handleMFAStatus(d.Log, tc))
+	handle("POST", "/api/auth/mfa/totp/", handleTOTPEnrol(d.Log, tc, d.Guard, sf))
+	handle("DELETE", "/api/auth/mfa/totp/", handleTOTPRemove(d.Log, tc, d.Guard, sf))
+	handle("POST", "/api/auth/mfa/totp/confirm/", handleTOTPConfirm(d.Log, tc, d.Guard, sf))
+	handle("POST", "/api/auth/mfa/recovery-codes/", handleRecoveryCodes(d.Log, tc, d.Guard, sf))
+	handle("GET", "/api/openapi.json", handleOpenAPI())
+	handle("GET", "/healthz", handleHealthz())
+	handle("GET", "/readyz", handleReadyz(d.Log, d.Store, d.Users))
+	if d.MetricsOnMain {
+		handle("GET", "/metrics", d.Metrics.Handler())
+	}
+	for _, path := range paths {
+		h := d.methods(byPath[path])
 		switch trimmed, ok := strings.CutSuffix(path, "/"); {
 		case ok:
 			mux.Handle(path+"{$}", h)
@@ -79,35 +110,26 @@ func addRoutes(mux *http.ServeMux, d Deps) []string {
 			mux.Handle(path, h)
 		}
 	}
-	tc := tokenCheck{users: d.Users, store: d.Store, policy: d.Policy, metrics: d.Metrics, now: d.Now}
-	handle("POST", "/api/auth/login/", handleLogin(d.Log, tc, d.Guard))
-	handle("GET", "/api/auth/info", handleInfo(d.Log, tc))
-	handle("POST", "/api/auth/logout/", handleLogout(d.Log, tc))
-	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.Log, tc))
-	handle("POST", "/api/auth/password/", handlePassword(d.Log, tc, d.Guard, d.Passwords))
-	handle("GET", "/api/auth/sessions/", handleSessions(d.Log, tc))
-	handle("DELETE", "/api/auth/sessions/{id}", handleRevokeSession(d.Log, tc))
-	handle("GET", "/api/openapi.json", handleOpenAPI())
-	handle("GET", "/healthz", handleHealthz())
-	handle("GET", "/readyz", handleReadyz(d.Log, d.Store, d.Users))
-	if d.MetricsOnMain {
-		handle("GET", "/metrics", d.Metrics.Handler())
-	}
 	mux.Handle("/", handleNotFound(d.Log))
 	return routes
 }
 
-// methods returns a handler that serves h for method (and HEAD for GET) and
-// answers 405 with Allow otherwise: ServeMux's own 405 is plain text.
-func (d Deps) methods(method string, h http.Handler) http.Handler {
-	allowed := []string{method}
-	if method == http.MethodGet {
+// methods returns a handler that serves each method with its handler (and
+// HEAD as GET) and answers 405 with Allow otherwise: ServeMux's own 405 is
+// plain text.
+func (d Deps) methods(byMethod map[string]http.Handler) http.Handler {
+	var allowed []string
+	for method := range byMethod {
+		allowed = append(allowed, method)
+	}
+	if get, ok := byMethod[http.MethodGet]; ok {
 		allowed = append(allowed, http.MethodHead)
+		byMethod[http.MethodHead] = get
 	}
 	sort.Strings(allowed)
 	allow := strings.Join(allowed, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == method || (r.Method == http.MethodHead && method == http.MethodGet) {
+		if h, ok := byMethod[r.Method]; ok {
 			h.ServeHTTP(w, r)
 			return
 		}

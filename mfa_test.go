@@ -1,0 +1,411 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/secret"
+)
+
+// The codes in these tests come from oathtool (OATH Toolkit), an
+// implementation that shares no code with the server's pquerna/otp.
+
+// requireTOTPTools reports whether a missing oathtool fails the test rather
+// than skipping it: AUTHSVC_REQUIRE_PYTHON=1 (.ci/run, which installs it) or CI.
+func requireTOTPTools() bool {
+	ci := os.Getenv("CI")
+	return os.Getenv("AUTHSVC_REQUIRE_PYTHON") == "1" || (ci != "" && ci != "0" && ci != "false")
+}
+
+// totpCode returns the 6-digit, 30-second TOTP code of the base32 secret at
+// time at, as oathtool computes it.
+func totpCode(t testing.TB, secret32 string, at time.Time) string {
+	t.Helper()
+	path, err := exec.LookPath("oathtool")
+	if err != nil {
+		if requireTOTPTools() {
+			t.Fatalf("no oathtool (apt-get install oathtool): %v", err)
+		}
+		t.Skipf("no oathtool (apt-get install oathtool; set AUTHSVC_REQUIRE_PYTHON=1 to fail instead): %v", err)
+	}
+	out, err := exec.Command(path, "--totp", "-b", "-d", "6", "-s", "30s", "-N", "@"+strconv.FormatInt(at.Unix(), 10), secret32).CombinedOutput()
+	if err != nil {
+		t.Fatalf("oathtool: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// reply decodes w's JSON body into a map, failing the test otherwise.
+func reply(t testing.TB, w *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var body map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatalf("body %q is not JSON: %v", w.Body, err)
+	}
+	return body
+}
+
+// mfaDo sends a JSON request with token (none when "") through e's handler.
+func (e *testEnv) mfaDo(method, path, token, body string) *httptest.ResponseRecorder {
+	e.t.Helper()
+	header := []string{jsonCT}
+	if token != "" {
+		header = append(header, "Authorization: Token "+token)
+	}
+	return e.do(method, path, body, header...)
+}
+
+// enrol gives username (password username+"-pw") an active authenticator
+// through the API, with token, and returns its base32 secret and the
+// recovery codes; the clock moves on a step so that the next code is new.
+func (e *testEnv) enrol(username, token string) (string, []string) {
+	e.t.Helper()
+	w := e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"`+username+`-pw"}`)
+	if w.Code != http.StatusOK {
+		e.t.Fatalf("POST /api/auth/mfa/totp/ = %d %s; want 200", w.Code, w.Body)
+	}
+	secret32, _ := reply(e.t, w)["secret"].(string)
+	w = e.mfaDo("POST", "/api/auth/mfa/totp/confirm/", token, `{"code":"`+totpCode(e.t, secret32, e.clock.Now())+`"}`)
+	if w.Code != http.StatusOK {
+		e.t.Fatalf("POST /api/auth/mfa/totp/confirm/ = %d %s; want 200", w.Code, w.Body)
+	}
+	var r struct {
+		RecoveryCodes []string `json:"recovery_codes"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil {
+		e.t.Fatal(err)
+	}
+	e.clock.Advance(30 * time.Second)
+	return secret32, r.RecoveryCodes
+}
+
+// mfaToken logs username in with the password alone and returns the
+// mfa_token of the mfa_required reply, failing the test otherwise.
+func (e *testEnv) mfaToken(username string) string {
+	e.t.Helper()
+	w := e.mfaDo("POST", "/api/auth/login/", "", `{"username":"`+username+`","password":"`+username+`-pw"}`)
+	body := reply(e.t, w)
+	tok, _ := body["mfa_token"].(string)
+	if w.Code != http.StatusUnauthorized || body["code"] != "mfa_required" || tok == "" {
+		e.t.Fatalf("login(%s) = %d %s; want 401 mfa_required with an mfa_token", username, w.Code, w.Body)
+	}
+	return tok
+}
+
+// status returns /api/auth/info's status for token.
+func (e *testEnv) infoStatus(token string) int {
+	e.t.Helper()
+	return e.do("GET", "/api/auth/info", "", "Authorization: Token "+token).Code
+}
+
+// TestTwoFactorJourney walks API.md's two-factor section through the real
+// handler, store and users file: enrolment, confirmation, both kinds of
+// login, one-use codes, replacing the codes and removal.
+func TestTwoFactorJourney(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
+	token, other := e.login("alice"), e.login("alice")
+	check := func(what string, w *httptest.ResponseRecorder, status int, code string) map[string]any {
+		t.Helper()
+		if w.Code != status {
+			t.Fatalf("%s = %d %s; want %d %s", what, w.Code, w.Body, status, code)
+		}
+		if code == "" {
+			if w.Code == http.StatusNoContent {
+				return nil
+			}
+			return reply(t, w)
+		}
+		body := reply(t, w)
+		if body["code"] != code {
+			t.Fatalf("%s = %d %s; want code %s", what, w.Code, w.Body, code)
+		}
+		if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: 401 without WWW-Authenticate", what)
+		}
+		return body
+	}
+
+	body := check("GET /api/auth/mfa/ before", e.mfaDo("GET", "/api/auth/mfa/", token, ""), 200, "")
+	if body["totp"] != false || body["recovery_codes_left"] != 0.0 {
+		t.Errorf("GET /api/auth/mfa/ before = %v; want totp false, 0 codes", body)
+	}
+	check("confirm with nothing pending", e.mfaDo("POST", "/api/auth/mfa/totp/confirm/", token, `{"code":"123456"}`), 400, "invalid_request")
+	check("enrol, wrong password", e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"nope"}`), 401, "invalid_credentials")
+	body = check("enrol", e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`), 200, "")
+	secret32, _ := body["secret"].(string)
+	if !regexp.MustCompile(`^[A-Z2-7]{32}$`).MatchString(secret32) {
+		t.Fatalf("enrol secret = %q; want 32 base32 characters (160 bits)", secret32)
+	}
+	wantURL := "otpauth://totp/authsvc:alice?secret=" + secret32 + "&issuer=authsvc&algorithm=SHA1&digits=6&period=30"
+	if body["otpauth_url"] != wantURL {
+		t.Errorf("otpauth_url = %v; want %s", body["otpauth_url"], wantURL)
+	}
+	if w := e.mfaDo("GET", "/api/auth/mfa/", token, ""); reply(t, w)["totp"] != false {
+		t.Errorf("GET /api/auth/mfa/ while pending = %s; want totp false: a pending secret does nothing", w.Body)
+	}
+	e.mfaDo("POST", "/api/auth/logout/", other, "") // alive until confirm; see below
+	other = e.login("alice")                        // a pending enrolment is no second factor yet
+	check("confirm, wrong code", e.mfaDo("POST", "/api/auth/mfa/totp/confirm/", token, `{"code":"000000"}`), 401, "invalid_credentials")
+	now := e.clock.Now()
+	confirmCode := totpCode(t, secret32, now)
+	body = check("confirm", e.mfaDo("POST", "/api/auth/mfa/totp/confirm/", token, `{"code":"`+confirmCode+`"}`), 200, "")
+	raw, _ := body["recovery_codes"].([]any)
+	var codes []string
+	seen := map[string]bool{}
+	for _, c := range raw {
+		s, _ := c.(string)
+		if !regexp.MustCompile(`^[a-z2-7]{5}-[a-z2-7]{5}$`).MatchString(s) || seen[s] {
+			t.Errorf("recovery code %q: want xxxxx-xxxxx, each new", s)
+		}
+		seen[s] = true
+		codes = append(codes, s)
+	}
+	if len(codes) != 10 {
+		t.Fatalf("confirm gave %d recovery codes; want 10", len(codes))
+	}
+	if got := e.infoStatus(token); got != 200 {
+		t.Errorf("/info with the confirming token = %d; want 200 (re-bound, lives on)", got)
+	}
+	if got := e.infoStatus(other); got != 401 {
+		t.Errorf("/info with another token of alice after confirm = %d; want 401", got)
+	}
+	file, err := os.ReadFile(e.usersPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range append([]string{secret32, strings.ToLower(secret32)}, codes...) {
+		if strings.Contains(string(file), s) || strings.Contains(string(file), strings.ReplaceAll(s, "-", "")) {
+			t.Errorf("users file holds %q in clear", s)
+		}
+	}
+	body = check("GET /api/auth/mfa/ after", e.mfaDo("GET", "/api/auth/mfa/", token, ""), 200, "")
+	if body["totp"] != true || body["recovery_codes_left"] != 10.0 {
+		t.Errorf("GET /api/auth/mfa/ after = %v; want totp true, 10 codes", body)
+	}
+	check("enrol again", e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`), 409, "mfa_enrolled")
+
+	// Login: the password alone is not enough; a wrong one is as always.
+	body = check("login, wrong password", e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"nope"}`), 401, "invalid_credentials")
+	if _, ok := body["mfa_token"]; ok {
+		t.Errorf("wrong password got an mfa_token: %v", body)
+	}
+	mfaTok := e.mfaToken("alice")
+	if !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(mfaTok) {
+		t.Errorf("mfa_token = %q; want 40 hex characters", mfaTok)
+	}
+	check("second step, the confirming code again", e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+confirmCode+`"}`), 401, "invalid_credentials")
+	e.clock.Advance(30 * time.Second)
+	code := totpCode(t, secret32, e.clock.Now())
+	body = check("second step", e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+code+`"}`), 200, "")
+	if tok, _ := body["token"].(string); e.infoStatus(tok) != 200 {
+		t.Errorf("/info with the second step's token = %d; want 200", e.infoStatus(tok))
+	}
+	check("second step, spent mfa_token", e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+code+`"}`), 401, "invalid_token")
+	check("second step, the same code with a new mfa_token", e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+e.mfaToken("alice")+`","code":"`+code+`"}`), 401, "invalid_credentials")
+
+	// One step: otp beside the password.
+	check("one step, a used code", e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+code+`"}`), 401, "invalid_credentials")
+	check("one step, wrong password, right code", e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"nope","otp":"`+totpCode(t, secret32, e.clock.Now().Add(30*time.Second))+`"}`), 401, "invalid_credentials")
+	e.clock.Advance(30 * time.Second)
+	check("one step", e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+totpCode(t, secret32, e.clock.Now())+`"}`), 200, "")
+	check("one step for a user without a second factor ignores otp", e.mfaDo("POST", "/api/auth/login/", "", `{"username":"bob","password":"bob-pw","otp":"000000"}`), 200, "")
+
+	// A recovery code, once, in any of its typed forms.
+	check("second step, a recovery code", e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+e.mfaToken("alice")+`","code":"`+strings.ToUpper(codes[0])+`"}`), 200, "")
+	check("second step, the recovery code again", e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+e.mfaToken("alice")+`","code":"`+codes[0]+`"}`), 401, "invalid_credentials")
+	if body := reply(t, e.mfaDo("GET", "/api/auth/mfa/", token, "")); body["recovery_codes_left"] != 9.0 {
+		t.Errorf("GET /api/auth/mfa/ after one recovery code = %v; want 9 left", body)
+	}
+
+	// Replace the codes: password and a code.
+	check("replace codes, wrong password", e.mfaDo("POST", "/api/auth/mfa/recovery-codes/", token, `{"password":"nope","code":"`+codes[1]+`"}`), 401, "invalid_credentials")
+	check("replace codes, wrong code", e.mfaDo("POST", "/api/auth/mfa/recovery-codes/", token, `{"password":"alice-pw","code":"aaaaa-aaaaa"}`), 401, "invalid_credentials")
+	body = check("replace codes", e.mfaDo("POST", "/api/auth/mfa/recovery-codes/", token, `{"password":"alice-pw","code":"`+codes[1]+`"}`), 200, "")
+	if fresh, _ := body["recovery_codes"].([]any); len(fresh) != 10 {
+		t.Errorf("replace gave %v; want 10 codes", body)
+	}
+	check("an old recovery code after the replacement", e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+e.mfaToken("alice")+`","code":"`+codes[2]+`"}`), 401, "invalid_credentials")
+
+	// Removal: password and a code; every other token dies.
+	other = e.login("bob") // another user's token is not touched
+	aliceOther := e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+codes[3]+`"}`)
+	if aliceOther.Code == 200 {
+		t.Errorf("an old recovery code logged in after the replacement")
+	}
+	e.clock.Advance(30 * time.Second)
+	check("remove, wrong code", e.mfaDo("DELETE", "/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"000000"}`), 401, "invalid_credentials")
+	e.clock.Advance(30 * time.Second)
+	w := e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
+	aliceToken, _ := reply(t, w)["token"].(string)
+	e.clock.Advance(30 * time.Second)
+	check("remove", e.mfaDo("DELETE", "/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"`+totpCode(t, secret32, e.clock.Now())+`"}`), 204, "")
+	if got := e.infoStatus(aliceToken); got != 401 {
+		t.Errorf("/info with another token of alice after removal = %d; want 401", got)
+	}
+	if got := e.infoStatus(token); got != 200 {
+		t.Errorf("/info with the removing token = %d; want 200", got)
+	}
+	if got := e.infoStatus(other); got != 200 {
+		t.Errorf("/info with bob's token after alice's removal = %d; want 200", got)
+	}
+	check("login after removal", e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`), 200, "")
+	check("remove again", e.mfaDo("DELETE", "/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"123456"}`), 400, "invalid_request")
+}
+
+// TestMFATokenAttempts: 30 codes sent at once for one mfa_token are
+// checked at most 5 times; the rest are refused unchecked.
+func TestMFATokenAttempts(t *testing.T) {
+	e := newTestEnvConfig(t, nil, func(c *serveConfig) { c.throttle.PairFailures, c.throttle.UserFailures = 100, 100 })
+	e.enrol("alice", e.login("alice"))
+	mfaTok := e.mfaToken("alice")
+	var wg sync.WaitGroup
+	codes := make(chan string, 30)
+	for i := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+strconv.Itoa(100000+i)+`"}`)
+			codes <- strconv.Itoa(w.Code) + " " + reply(t, w)["code"].(string)
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	counts := map[string]int{}
+	for c := range codes {
+		counts[c]++
+	}
+	if counts["401 invalid_credentials"] > 5 || counts["401 invalid_token"] < 25 || counts["401 invalid_credentials"]+counts["401 invalid_token"] != 30 {
+		t.Errorf("30 parallel codes for one mfa_token = %v; want at most 5 checked (invalid_credentials), the rest invalid_token", counts)
+	}
+}
+
+// TestMFATokenEnds: an mfa_token dies with its 5 minutes, and with the
+// user's password change and logoutall, on this instance.
+func TestMFATokenEnds(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
+	secret32, _ := e.enrol("alice", e.login("alice"))
+	second := func(what, tok string, want int) {
+		t.Helper()
+		e.clock.Advance(30 * time.Second)
+		w := e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+tok+`","code":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
+		if w.Code != want {
+			t.Errorf("%s: second step = %d %s; want %d", what, w.Code, w.Body, want)
+		}
+	}
+	tok := e.mfaToken("alice")
+	e.clock.Advance(5 * time.Minute)
+	second("after 5 minutes", tok, 401)
+
+	tok = e.mfaToken("alice")
+	e.clock.Advance(30 * time.Second)
+	w := e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
+	session, _ := reply(t, w)["token"].(string)
+	e.mfaDo("POST", "/api/auth/logoutall/", session, "")
+	second("after logoutall", tok, 401)
+
+	tok = e.mfaToken("alice")
+	e.clock.Advance(30 * time.Second)
+	w = e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
+	session, _ = reply(t, w)["token"].(string)
+	if w := e.mfaDo("POST", "/api/auth/password/", session, `{"current_password":"alice-pw","new_password":"a much longer secret 42"}`); w.Code != 200 {
+		t.Fatalf("password change = %d %s", w.Code, w.Body)
+	}
+	second("after a password change", tok, 401)
+}
+
+// TestMFACodesThrottled: wrong codes count as failed logins, per pair:
+// after the limit the right code is refused too (429).
+func TestMFACodesThrottled(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
+	secret32, _ := e.enrol("alice", e.login("alice"))
+	for i := range 5 {
+		w := e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"00000`+strconv.Itoa(i)+`"}`)
+		if w.Code != 401 {
+			t.Fatalf("wrong code %d = %d %s; want 401", i, w.Code, w.Body)
+		}
+	}
+	w := e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
+	if w.Code != http.StatusTooManyRequests {
+		t.Errorf("the right code after 5 wrong ones = %d %s; want 429", w.Code, w.Body)
+	}
+	w = e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`)
+	if w.Code != http.StatusTooManyRequests {
+		t.Errorf("the password alone after 5 wrong codes = %d %s; want 429", w.Code, w.Body)
+	}
+}
+
+// TestMFARequestErrors: the second-factor endpoints' refusals, in the
+// order API.md gives, read like its Errors table.
+func TestMFARequestErrors(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
+	token := e.login("alice")
+	big := `{"password":"` + strings.Repeat("x", 17<<10) + `"}`
+	for _, tt := range []struct {
+		method, path, token, body, ct string
+		status                        int
+		code                          string
+	}{
+		{"POST", "/api/auth/mfa/totp/", "", `{"password":"alice-pw"}`, jsonCT, 401, "not_authenticated"},
+		{"POST", "/api/auth/mfa/totp/", "0000000000000000000000000000000000000000", `{"password":"alice-pw"}`, jsonCT, 401, "invalid_token"},
+		{"POST", "/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`, "Content-Type: text/plain", 415, "unsupported_media_type"},
+		{"POST", "/api/auth/mfa/totp/", token, big, jsonCT, 413, "request_too_large"},
+		{"POST", "/api/auth/mfa/totp/", token, `{}`, jsonCT, 400, "invalid_request"},
+		{"POST", "/api/auth/mfa/totp/", token, `{"password":7}`, jsonCT, 400, "invalid_request"},
+		{"POST", "/api/auth/mfa/totp/confirm/", token, `{"code":""}`, jsonCT, 400, "invalid_request"},
+		{"DELETE", "/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`, jsonCT, 400, "invalid_request"},
+		{"POST", "/api/auth/mfa/recovery-codes/", token, `{"code":"123456"}`, jsonCT, 400, "invalid_request"},
+		{"GET", "/api/auth/mfa/", "", "", jsonCT, 401, "not_authenticated"},
+		{"PUT", "/api/auth/mfa/totp/", token, "", jsonCT, 405, "method_not_allowed"},
+		{"POST", "/api/auth/login/mfa/", "", `{"mfa_token":"x","code":"123456"}`, jsonCT, 401, "invalid_token"},
+		{"POST", "/api/auth/login/mfa/", "", `{"mfa_token":"` + strings.Repeat("ab", 20) + `","code":"123456"}`, jsonCT, 401, "invalid_token"},
+		{"POST", "/api/auth/login/mfa/", "", `{"mfa_token":"` + strings.Repeat("ab", 20) + `"}`, jsonCT, 400, "invalid_request"},
+		{"POST", "/api/auth/login/mfa/", "", `{"mfa_token":"` + strings.Repeat("ab", 20) + `","code":"1"}`, "", 415, "unsupported_media_type"},
+		{"POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"` + strings.Repeat("1", 65) + `"}`, jsonCT, 400, "invalid_request"},
+	} {
+		header := []string{}
+		if tt.ct != "" {
+			header = append(header, tt.ct)
+		}
+		if tt.token != "" {
+			header = append(header, "Authorization: Token "+tt.token)
+		}
+		w := e.do(tt.method, tt.path, tt.body, header...)
+		if w.Code != tt.status || errorCode(t, w) != tt.code {
+			t.Errorf("%s %s %.40s = %d %s; want %d %s", tt.method, tt.path, tt.body, w.Code, w.Body, tt.status, tt.code)
+		}
+	}
+	if w := e.do("PUT", "/api/auth/mfa/totp/", "", "Authorization: Token "+token); w.Header().Get("Allow") != "DELETE, POST" {
+		t.Errorf("PUT /api/auth/mfa/totp/ Allow = %q; want \"DELETE, POST\"", w.Header().Get("Allow"))
+	}
+}
+
+// TestEnrolWithoutKey: with no secret key (PostgreSQL and no
+// --secret-key-file), enrolment answers 503 and stores nothing.
+func TestEnrolWithoutKey(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
+	d := e.deps
+	d.MFA.Keys = secret.Keyring{}
+	h := httpapi.NewServer(d)
+	req := httptest.NewRequest("POST", "/api/auth/mfa/totp/", strings.NewReader(`{"password":"alice-pw"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Token "+e.login("alice"))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusServiceUnavailable || errorCode(t, w) != "unavailable" {
+		t.Errorf("enrol without a key = %d %s; want 503 unavailable", w.Code, w.Body)
+	}
+	file, _ := os.ReadFile(e.usersPath)
+	if strings.Contains(string(file), "mfa") {
+		t.Errorf("users file after a refused enrolment holds mfa: %s", file)
+	}
+}
