@@ -143,3 +143,17 @@ func TestTwoFactorEndToEnd(t *testing.T) {
 		t.Fatalf("serve: %v", err)
 	}
 }
+
+// writeKeyFile writes a new secret key file at path, as an operator makes
+// one for a fleet, and returns its key.
+func writeKeyFile(t *testing.T, path string) secret.Key {
+	t.Helper()
+	k, err := secret.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := secret.Write(path, k); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

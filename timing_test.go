@@ -14,6 +14,7 @@ import (
 
 	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
+	"authsvc/internal/secret"
 	"authsvc/internal/throttle"
 	"authsvc/internal/users"
 
@@ -184,6 +185,10 @@ func TestLoginFailureTiming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("times 160 logins")
 	}
+	key, err := secret.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// argon2id at a fifth of the default memory, for all: a few ms a check.
 	policy := password.HashPolicy{Scheme: password.SchemeArgon2id, BcryptCost: testCost, ArgonMemoryKiB: 4 << 10, ArgonTime: 2, ArgonThreads: 1}
 	var list []users.User
@@ -191,6 +196,7 @@ func TestLoginFailureTiming(t *testing.T) {
 		{Username: "alice", Groups: []string{}},
 		{Username: "carol", Groups: []string{}, Disabled: true},
 		{Username: "erin", Groups: []string{}},
+		{Username: "frank", Groups: []string{}, MFA: &users.Factors{}},
 	} {
 		hash, err := policy.Hash([]byte(u.Username + "-pw"))
 		if err != nil {
@@ -199,6 +205,12 @@ func TestLoginFailureTiming(t *testing.T) {
 		u.PasswordHash = hash
 		if u.Username == "erin" {
 			u.PasswordHash = "!" + hash // Django's unusable password: never matches
+		}
+		if u.MFA != nil {
+			// A second factor: the right password with a wrong code.
+			if err := u.MFA.SetRecoveryCodes(key, []string{"abcde-fghij"}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		list = append(list, u)
 	}
@@ -210,7 +222,7 @@ func TestLoginFailureTiming(t *testing.T) {
 	cfg.tokenTTL = time.Hour
 	cfg.hashPolicy = policy
 	cfg.throttle = throttle.Config{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}
-	d, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), withSecretKeys(secret.NewKeyring(key)))
 	t.Cleanup(closeDeps)
 	if err != nil {
 		t.Fatal(err)
@@ -233,6 +245,7 @@ func TestLoginFailureTiming(t *testing.T) {
 		{"unknown user", `{"username":"nobody","password":"alice-pw"}`},
 		{"disabled user", `{"username":"carol","password":"carol-pw"}`},
 		{"unusable hash", `{"username":"erin","password":"erin-pw"}`},
+		{"right password, wrong code", `{"username":"frank","password":"frank-pw","otp":"abcde-aaaaa"}`},
 	}
 	// Start the hasher's workers, and let the slowest check's time, first
 	// measured in this process when the users were loaded, settle to what
