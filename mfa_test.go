@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -407,5 +408,88 @@ func TestEnrolWithoutKey(t *testing.T) {
 	file, _ := os.ReadFile(e.usersPath)
 	if strings.Contains(string(file), "mfa") {
 		t.Errorf("users file after a refused enrolment holds mfa: %s", file)
+	}
+}
+
+// TestMFAAuditAndMetrics: every request to a second-factor endpoint, and
+// every login of a user with one, has one audit line naming its outcome,
+// refusals before any check included; authsvc_mfa_total counts the steps;
+// and no line holds a secret, a code or an mfa_token.
+func TestMFAAuditAndMetrics(t *testing.T) {
+	logged := new(syncBuffer)
+	e := newTestEnvConfig(t, slog.New(slog.NewTextHandler(logged, nil)), nil)
+	token := e.login("alice")
+	lines := func() int { return strings.Count(logged.String(), "username=") }
+	before := lines()
+	type step struct {
+		method, path, body string
+		line               string // the audit line's message and outcome
+	}
+	secret32 := ""
+	var steps []step
+	run := func(s step) *httptest.ResponseRecorder {
+		t.Helper()
+		n := lines()
+		w := e.mfaDo(s.method, s.path, token, s.body)
+		if got := lines() - n; got != 1 {
+			t.Errorf("%s %s %s: %d audit lines; want 1", s.method, s.path, s.body, got)
+		}
+		if !strings.Contains(logged.String(), s.line) {
+			t.Errorf("%s %s %s: no audit line %q in\n%s", s.method, s.path, s.body, s.line, logged)
+		}
+		steps = append(steps, s)
+		return w
+	}
+	run(step{"GET", "/api/auth/mfa/", "", `msg="mfa status" outcome=success username=alice`})
+	run(step{"POST", "/api/auth/mfa/totp/", `{}`, `msg="mfa enrol" outcome=invalid_request username=alice`})
+	run(step{"POST", "/api/auth/mfa/totp/", `{"password":"x"}`, `msg="mfa enrol" outcome=invalid_credentials username=alice`})
+	w := run(step{"POST", "/api/auth/mfa/totp/", `{"password":"alice-pw"}`, `msg="mfa enrol" outcome=success username=alice`})
+	secret32, _ = reply(t, w)["secret"].(string)
+	run(step{"POST", "/api/auth/mfa/totp/confirm/", `{"code":"000000"}`, `msg="mfa confirm" outcome=invalid_credentials username=alice`})
+	code := totpCode(t, secret32, e.clock.Now())
+	w = run(step{"POST", "/api/auth/mfa/totp/confirm/", `{"code":"` + code + `"}`, `msg="mfa confirm" outcome=success username=alice`})
+	var recovery struct {
+		RecoveryCodes []string `json:"recovery_codes"`
+	}
+	json.Unmarshal(w.Body.Bytes(), &recovery)
+	run(step{"POST", "/api/auth/mfa/totp/", `{"password":"alice-pw"}`, `msg="mfa enrol" outcome=mfa_enrolled username=alice`})
+	run(step{"POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, `msg=login outcome=mfa_required username=alice`})
+	run(step{"POST", "/api/auth/login/mfa/", `{"mfa_token":"` + strings.Repeat("0", 40) + `","code":"1"}`, `msg="login mfa" outcome=invalid_token username=(unknown)`})
+	mfaTok := e.mfaToken("alice")
+	run(step{"POST", "/api/auth/login/mfa/", `{"mfa_token":"` + mfaTok + `","code":"123"}`, `msg="login mfa" outcome=invalid_credentials username=alice`})
+	run(step{"POST", "/api/auth/login/mfa/", `{"mfa_token":"` + mfaTok + `","code":"` + recovery.RecoveryCodes[0] + `"}`, `msg="login mfa" outcome=success username=alice`})
+	run(step{"POST", "/api/auth/mfa/recovery-codes/", `{"password":"alice-pw","code":"` + recovery.RecoveryCodes[1] + `"}`, `msg="mfa recovery codes" outcome=success username=alice`})
+	e.clock.Advance(30 * time.Second)
+	run(step{"DELETE", "/api/auth/mfa/totp/", `{"password":"alice-pw","code":"` + totpCode(t, secret32, e.clock.Now()) + `"}`, `msg="mfa remove" outcome=success username=alice`})
+	if lines()-before != len(steps)+1 { // +1: mfaToken's login
+		t.Errorf("%d audit lines for %d requests", lines()-before, len(steps)+1)
+	}
+	for _, s := range append([]string{secret32, mfaTok, code}, recovery.RecoveryCodes...) {
+		if strings.Contains(logged.String(), s) {
+			t.Errorf("the log holds a secret, code or mfa_token (%.6s…)", s)
+		}
+	}
+
+	m := e.do("GET", "/metrics", "").Body.String()
+	for _, want := range []string{
+		`authsvc_mfa_total{outcome="success",step="confirm"} 1`,
+		`authsvc_mfa_total{outcome="invalid_credentials",step="confirm"} 1`,
+		`authsvc_mfa_total{outcome="mfa_enrolled",step="enrol"} 1`,
+		`authsvc_mfa_total{outcome="success",step="required"} 2`,
+		`authsvc_mfa_total{outcome="invalid_token",step="code"} 1`,
+		`authsvc_mfa_total{outcome="invalid_credentials",step="code"} 1`,
+		`authsvc_mfa_total{outcome="success",step="code"} 1`,
+		`authsvc_mfa_total{outcome="success",step="remove"} 1`,
+		`authsvc_mfa_total{outcome="success",step="recovery_codes"} 1`,
+		`authsvc_login_total{outcome="mfa_required"} 2`,
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, s := range []string{secret32, mfaTok} {
+		if strings.Contains(m, s) {
+			t.Errorf("/metrics holds a secret or mfa_token")
+		}
 	}
 }

@@ -299,7 +299,8 @@ func (a *loginAttempt) audit(err error) {
 
 // auditRefused writes the audit line of a request refused before any
 // password was checked (400, 413, 415, a capacity 503, a dead token), so
-// that every request to these endpoints has one. username is "" when the
+// that every request to these endpoints has one; or, with a nil err, of
+// one that checks none (GET /api/auth/mfa/). username is "" when the
 // request names no user it can be trusted with: a login's username is not
 // logged before it is known to name a user (people type passwords there).
 func (g *LoginGuard) auditRefused(w http.ResponseWriter, r *http.Request, event, username string, err error) {

@@ -250,13 +250,16 @@ type mfaStatus struct {
 }
 
 // handleMFAStatus tells the token's user which second factors are active.
-func handleMFAStatus(log *slog.Logger, tc tokenCheck) http.Handler {
+func handleMFAStatus(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := tc.authenticate(r)
 		var f *users.Factors
+		username := ""
 		if err == nil {
-			f, err = tc.users.Factors(r.Context(), p.user.Username())
+			username = p.user.Username()
+			f, err = tc.users.Factors(r.Context(), username)
 		}
+		guard.auditRefused(w, r, "mfa status", username, err) // a second-factor endpoint: one audit line each
 		if err != nil {
 			writeError(w, r, log, err)
 			return

@@ -86,7 +86,7 @@ func addRoutes(mux *http.ServeMux, d Deps) []string {
 	handle("POST", "/api/auth/password/", handlePassword(d.Log, tc, d.Guard, d.Passwords))
 	handle("GET", "/api/auth/sessions/", handleSessions(d.Log, tc))
 	handle("DELETE", "/api/auth/sessions/{id}", handleRevokeSession(d.Log, tc))
-	handle("GET", "/api/auth/mfa/", handleMFAStatus(d.Log, tc))
+	handle("GET", "/api/auth/mfa/", handleMFAStatus(d.Log, tc, d.Guard))
 	handle("POST", "/api/auth/mfa/totp/", handleTOTPEnrol(d.Log, tc, d.Guard, sf))
 	handle("DELETE", "/api/auth/mfa/totp/", handleTOTPRemove(d.Log, tc, d.Guard, sf))
 	handle("POST", "/api/auth/mfa/totp/confirm/", handleTOTPConfirm(d.Log, tc, d.Guard, sf))
