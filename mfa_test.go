@@ -114,7 +114,9 @@ func (e *testEnv) infoStatus(token string) int {
 // login, one-use codes, replacing the codes and removal.
 func TestTwoFactorJourney(t *testing.T) {
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
-	token, other := e.login("alice"), e.login("alice")
+	w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT, "User-Agent: journey/1")
+	token, _ := reply(t, w)["token"].(string)
+	other := e.login("alice")
 	check := func(what string, w *httptest.ResponseRecorder, status int, code string) map[string]any {
 		t.Helper()
 		if w.Code != status {
@@ -179,6 +181,10 @@ func TestTwoFactorJourney(t *testing.T) {
 	}
 	if got := e.infoStatus(other); got != 401 {
 		t.Errorf("/info with another token of alice after confirm = %d; want 401", got)
+	}
+	sessions := e.mfaDo("GET", "/api/auth/sessions/", token, "").Body.String()
+	if !strings.Contains(sessions, `"user_agent":"journey/1"`) || !strings.Contains(sessions, `"client":"192.0.2.1"`) || strings.Count(sessions, `"id"`) != 1 {
+		t.Errorf("sessions after confirm = %s; want the presenting one alone, its client and user agent kept", sessions)
 	}
 	file, err := os.ReadFile(e.usersPath)
 	if err != nil {
@@ -246,7 +252,7 @@ func TestTwoFactorJourney(t *testing.T) {
 	e.clock.Advance(30 * time.Second)
 	check("remove, wrong code", e.mfaDo("DELETE", "/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"000000"}`), 401, "invalid_credentials")
 	e.clock.Advance(30 * time.Second)
-	w := e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
+	w = e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
 	aliceToken, _ := reply(t, w)["token"].(string)
 	e.clock.Advance(30 * time.Second)
 	check("remove", e.mfaDo("DELETE", "/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"`+totpCode(t, secret32, e.clock.Now())+`"}`), 204, "")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -140,8 +141,17 @@ func loadSecretKeys(cfg serveConfig, log *slog.Logger) (secret.Keyring, error) {
 	var err error
 	if path == "" {
 		path = filepath.Join(filepath.Dir(cfg.usersPath), defaultKeyFile)
+		_, statErr := os.Stat(path)
 		var created bool
-		if key, created, err = secret.LoadOrCreate(path); err == nil && created {
+		key, created, err = secret.LoadOrCreate(path)
+		switch {
+		case err != nil && errors.Is(statErr, fs.ErrNotExist):
+			// A key that cannot be made (a full disk, a read-only folder)
+			// costs enrolment only: it answers 503, and checkSecretKeys
+			// still stops a start over factors no key opens.
+			log.Warn("cannot create the secret key file; second-factor enrolment answers 503 until it can be", "path", path, "err", err)
+			return secret.Keyring{}, nil
+		case err == nil && created:
 			log.Info("created the secret key file; every instance reading these users needs the same key", "path", path, "key_id", key.ID())
 		}
 	} else {

@@ -269,6 +269,7 @@ func handleMFAStatus(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Ha
 			reply = mfaStatus{TOTP: f.TOTP != nil, RecoveryCodesLeft: len(f.RecoveryCodes)}
 		}
 		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Vary", "Authorization")
 		encode(w, http.StatusOK, reply)
 	})
 }
@@ -544,12 +545,21 @@ func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p prin
 	stamp := users.SessionGeneration(generation)
 	// The factors have changed: from here on nothing turns the reply into
 	// an error; the old tokens are dead by the cut-off regardless.
+	// Lookup, which authenticated the request, may leave out the client
+	// and user agent; List has them.
+	sess := p.session
+	if listed, err := tc.store.List(ctx, username, tc.now()); err == nil {
+		for _, l := range listed {
+			if l.Digest == p.digest {
+				sess = l.Session
+			}
+		}
+	}
 	n, err := tc.store.Supersede(ctx, tc.policy.Supersession(username, stamp, cutoff.Add(time.Millisecond), tc.now()))
 	if err != nil {
 		sf.log.WarnContext(ctx, "second factors changed; the user's old tokens stay in the store until they expire (the cut-off refuses them)", "username", username, "err", err)
 	}
 	tc.metrics.Revoked(RevokedUserChange, max(n-1, 0)) // the presenting token comes back
-	sess := p.session
 	sess.Stamp = stamp
 	if _, err := tc.store.Issue(ctx, p.digest, sess, tc.policy.MaxPerUser, tc.now()); err != nil {
 		sf.log.WarnContext(ctx, "second factors changed; the presenting token could not be kept and has ended with the others", "username", username, "err", err)
