@@ -56,6 +56,11 @@ var userSubcommands = []userSubcommand{
 user recorded before now no longer count, per user and per (user, client),
 on every server reading the same users (within 5 s). A client address's
 own limit over all usernames is left as it is.`},
+	{"reset-mfa", "USERNAME", "remove a user's second factors, ending their tokens", `Removes a user's second factors: the authenticator, an enrolment not yet
+confirmed and the recovery codes; and ends every token of the user, as
+user passwd does, on every server reading the same users (within 5 s).
+The user then logs in with the password alone, and may enrol again. A
+user without any prints so and is left as it was.`},
 	{"list", "", "list the users, without their hashes", "Lists the users, without their hashes."},
 	{"import", "DUMP.json|USERS.json", "add the users of a Django dumpdata file or a users file", `Adds the users of a Django dumpdata file (--from django) or of an authsvc
 users file (--from file, to move it into PostgreSQL). Users whose names are
@@ -71,8 +76,12 @@ from Django REST Framework".`},
 func userHelp() string {
 	var b strings.Builder
 	b.WriteString("usage: authsvc user SUBCOMMAND [flags] [arguments]\n\nManages the users in the users file or database that --users names.\n\nsubcommands:\n")
+	width := 0
 	for _, c := range userSubcommands {
-		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range userSubcommands {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	b.WriteString("\nRun 'authsvc user SUBCOMMAND --help' for its flags.\n")
 	return b.String()
@@ -145,6 +154,15 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	}
 	if minLength != nil && (*minLength < 1 || *minLength > password.MaxLen) {
 		return usagef("user %s: --password-min-length %d: want 1 to %d", sub, *minLength, password.MaxLen)
+	}
+	if sub == "rekey" {
+		// Checked before the directory is opened: a usage error connects to nothing.
+		if fs.NArg() != 0 {
+			return usagef("user rekey: unexpected argument %q", fs.Arg(0))
+		}
+		if *keyPath == "" {
+			return usagef("user rekey: --secret-key-file is required: the FILE of the new secret key")
+		}
 	}
 	ctx := context.Background()
 	dryRunning := dryRun != nil && *dryRun
@@ -243,6 +261,8 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		return changeUser(ctx, dir, sub, username, stdout, "ended every token of", func(u *users.User) { u.TokensAfter = time.Now().UTC() })
 	case "unlock":
 		return changeUser(ctx, dir, sub, username, stdout, "lifted the lockout of", func(u *users.User) { u.FailuresAfter = time.Now().UTC() })
+	case "reset-mfa":
+		return resetMFA(ctx, dir, username, stdout)
 	default: // enable
 		return changeUser(ctx, dir, sub, username, stdout, "enabled", func(u *users.User) { u.Disabled = false })
 	}
@@ -295,6 +315,40 @@ func changeUser(ctx context.Context, dir users.Directory, sub, username string, 
 		return userError(sub, username, err)
 	}
 	fmt.Fprintf(stdout, "%s user %q in %s\n", done, username, dir)
+	return nil
+}
+
+// errNoFactors: user reset-mfa found no second factor to remove.
+var errNoFactors = errors.New("no second factor")
+
+// resetMFA removes username's second factors and ends its tokens with the
+// reach of user passwd: whoever held a token may have been the one who
+// enrolled the authenticator being removed, so none of them survives it.
+// A user without factors is left as it was, cut-off included: a reset
+// run twice, or on the wrong user, ends no one's sessions.
+func resetMFA(ctx context.Context, dir users.Directory, username string, stdout io.Writer) error {
+	var pendingOnly bool
+	err := dir.Update(ctx, username, func(u *users.User) error {
+		f := u.MFA
+		if f == nil || f.TOTP == nil && f.PendingTOTP == nil && len(f.RecoveryCodes) == 0 {
+			return errNoFactors
+		}
+		pendingOnly = !u.HasSecondFactor()
+		u.MFA, u.TokensAfter = nil, time.Now().UTC()
+		u.PasswordGeneration++ // a session of a login in flight dies too, as with a new password
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNoFactors):
+		fmt.Fprintf(stdout, "user %q has no second factor in %s; nothing changed\n", username, dir)
+		return nil
+	case err != nil:
+		return userError("reset-mfa", username, err)
+	case pendingOnly:
+		fmt.Fprintf(stdout, "removed the unconfirmed enrolment of user %q in %s, and ended its tokens\n", username, dir)
+		return nil
+	}
+	fmt.Fprintf(stdout, "removed the second factors of user %q in %s, and ended its tokens\n", username, dir)
 	return nil
 }
 

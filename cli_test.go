@@ -267,6 +267,8 @@ func TestCLIHelp(t *testing.T) {
 		{"user disable --help", "user-disable-help.golden"},
 		{"user enable --help", "user-enable-help.golden"},
 		{"user logout --help", "user-logout-help.golden"},
+		{"user reset-mfa --help", "user-reset-mfa-help.golden"},
+		{"user reset-mfa ada -h", "user-reset-mfa-help.golden"},
 		{"user list --help", "user-list-help.golden"},
 		{"user import --help", "user-import-help.golden"},
 		{"user check --help", "user-check-help.golden"},
