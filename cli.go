@@ -61,7 +61,9 @@ confirmed and the recovery codes; and ends every token of the user, as
 user passwd does, on every server reading the same users (within 5 s).
 The user then logs in with the password alone, and may enrol again. A
 user without any prints so and is left as it was.`},
-	{"list", "", "list the users, without their hashes", "Lists the users, without their hashes."},
+	{"list", "", "list the users, without their hashes", `Lists the users, without their hashes. MFA is the user's second factor:
+totp (an authenticator), codes(N) (N unused recovery codes), both as
+totp+codes(N), or - for none (an enrolment not yet confirmed is none).`},
 	{"import", "DUMP.json|USERS.json", "add the users of a Django dumpdata file or a users file", `Adds the users of a Django dumpdata file (--from django) or of an authsvc
 users file (--from file, to move it into PostgreSQL). Users whose names are
 taken are left alone, or with --update brought up to date with the dump.
@@ -367,14 +369,31 @@ func listUsers(ctx context.Context, dir users.Directory, stdout io.Writer) error
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "USERNAME\tADMIN\tDISABLED\tNAME\tEMAIL\tGROUPS")
+	fmt.Fprintln(tw, "USERNAME\tADMIN\tDISABLED\tMFA\tNAME\tEMAIL\tGROUPS")
 	for _, u := range users {
 		// The file may be hand-edited: every field is printable, or a name
 		// could clear the screen or forge a row.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(u.Username), yesNo(u.Admin), yesNo(u.Disabled),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(u.Username), yesNo(u.Admin), yesNo(u.Disabled), factorsColumn(&u),
 			dash(printable(u.Name)), dash(printable(u.Email)), dash(printable(strings.Join(u.Groups, ","))))
 	}
 	return tw.Flush()
+}
+
+// factorsColumn is user list's MFA column for u: what logs u in beside
+// the password. Only second factors as API.md counts them: an enrolment
+// not yet confirmed logs no one in, so it shows as none.
+func factorsColumn(u *users.User) string {
+	if !u.HasSecondFactor() {
+		return "-"
+	}
+	var parts []string
+	if u.MFA.TOTP != nil {
+		parts = append(parts, "totp")
+	}
+	if n := len(u.MFA.RecoveryCodes); n > 0 {
+		parts = append(parts, fmt.Sprintf("codes(%d)", n))
+	}
+	return strings.Join(parts, "+")
 }
 
 // printable returns s with every rune that is not graphic escaped as \x..,

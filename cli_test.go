@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"authsvc/internal/password"
+	"authsvc/internal/secret"
 	"authsvc/internal/users"
 
 	"golang.org/x/crypto/bcrypt"
@@ -470,6 +471,29 @@ func TestCLIUserList(t *testing.T) {
 	addUser(t, path, "bob", "pw")
 	addUser(t, path, "carol.long-name+tag@example.com", "pw", "--name", "Carol", "--group", "qa")
 	mustRunCLI(t, "", "user", "disable", "--users", path, "bob")
+	addUser(t, path, "dan", "pw")
+	// MFA: alice has both factors, bob an enrolment alone (no second
+	// factor), carol recovery codes alone (a django-otp static device),
+	// dan an authenticator alone.
+	key, err := secret.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		username      string
+		totp, pending bool
+		recoveryCodes int
+	}{{"alice", true, false, 10}, {"bob", false, true, 0}, {"carol.long-name+tag@example.com", false, false, 3}, {"dan", true, true, 0}} {
+		var sec, pending []byte
+		if f.totp {
+			sec = mustSecret(t)
+		}
+		if f.pending {
+			pending = mustSecret(t)
+		}
+		factors, _ := testFactors(t, key, f.username, sec, pending, f.recoveryCodes)
+		setFactors(t, path, f.username, factors)
+	}
 
 	code, stdout, stderr := runCLI(t, "", nil, "user", "list", "--users", path)
 	if code != 0 || stderr != "" {
@@ -481,11 +505,11 @@ func TestCLIUserList(t *testing.T) {
 	checkGolden(t, "list.golden", stdout)
 
 	// An empty file lists the header alone.
-	for _, u := range []string{"alice", "bob", "carol.long-name+tag@example.com"} {
+	for _, u := range []string{"alice", "bob", "carol.long-name+tag@example.com", "dan"} {
 		mustRunCLI(t, "", "user", "del", "--users", path, u)
 	}
 	stdout = mustRunCLI(t, "", "user", "list", "--users", path)
-	if want := "USERNAME  ADMIN  DISABLED  NAME  EMAIL  GROUPS\n"; stdout != want {
+	if want := "USERNAME  ADMIN  DISABLED  MFA  NAME  EMAIL  GROUPS\n"; stdout != want {
 		t.Errorf("user list of an empty file = %q; want %q", stdout, want)
 	}
 
