@@ -72,6 +72,7 @@ tokens. One summary line counts what was done; every record left out is
 reported on stderr, and the command then exits 1. See the README's "Moving
 from Django REST Framework".`},
 	{"check", "", "validate the users file or database", "Validates the users file or database as the server would load it: exit 0 or 1."},
+	{"rekey", "", "re-seal the authenticator secrets under a new secret key", rekeyAbout},
 }
 
 // userHelp is authsvc user --help.
@@ -128,6 +129,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		store       *string
 		storePrefix *string
 		tokenTTL    *time.Duration
+		oldKeyPaths stringList
 	)
 	switch sub {
 	case "add":
@@ -144,6 +146,10 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		storePrefix = fs.String("store-prefix", redisstore.DefaultPrefix, "key `PREFIX` in a shared Redis, as serve's")
 		tokenTTL = fs.Duration("token-ttl", 24*time.Hour, "imported tokens expire this `DURATION` after the import; 0 = never")
 		fromEnv = append(fromEnv, "store", "store-prefix", "token-ttl", "secret-key-file")
+	case "rekey":
+		keyPath = fs.String("secret-key-file", "", "the new secret key `FILE`, which the secrets are sealed under from now; required")
+		fs.Var(&oldKeyPaths, "old-secret-key-file", "a secret key `FILE` the secrets may be sealed under now, such as the one being replaced; repeatable")
+		dryRun = fs.Bool("dry-run", false, "write nothing, the new key file included: print what the rekey would do, and exit as it would")
 	}
 	if sub == "add" || sub == "passwd" {
 		hashing.define(fs)
@@ -170,7 +176,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	dryRunning := dryRun != nil && *dryRun
 	dir, done, err := openCLIDirectory(ctx, *usersPath, sub == "list" || sub == "check" || dryRunning)
 	var target importTarget = dir
-	if dryRunning && errors.Is(err, postgres.ErrNoSchema) {
+	if dryRunning && sub == "import" && errors.Is(err, postgres.ErrNoSchema) {
 		// A database no authsvc has set up holds no users; the dry run
 		// must not set it up either.
 		target, done, err = noUsersYet{name: postgres.Name(*usersPath)}, func() {}, nil
@@ -188,6 +194,8 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 			return checkUsers(ctx, dir, stdout, stderr)
 		}
 		return listUsers(ctx, dir, stdout)
+	case "rekey":
+		return rekeyUsers(ctx, dir, rekeyOptions{newKeyPath: *keyPath, oldKeyPaths: oldKeyPaths, dryRun: *dryRun}, stdout, stderr)
 	case "import":
 		if *from != "django" && *from != "file" {
 			return usagef("user import: --from %q: want django or file", *from)

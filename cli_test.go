@@ -273,6 +273,7 @@ func TestCLIHelp(t *testing.T) {
 		{"user list --help", "user-list-help.golden"},
 		{"user import --help", "user-import-help.golden"},
 		{"user check --help", "user-check-help.golden"},
+		{"user rekey --help", "user-rekey-help.golden"},
 		{"hash --help", "hash-help.golden"},
 		{"version --help", "version-help.golden"},
 	} {

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -227,5 +229,249 @@ func TestResetMFAEndsTokens(t *testing.T) {
 	stillDead(t, base, alice, "after user reset-mfa alice")
 	if code, body := getInfo(t, base, bob, ""); code != 200 {
 		t.Errorf("bob's token after user reset-mfa alice: info = %d %s; want 200", code, body)
+	}
+}
+
+// rekeyFixture is a users file of ada (an authenticator, an unconfirmed
+// one and recovery codes under key A) and bob (no factors), with the
+// files of keys A and B.
+type rekeyFixture struct {
+	spec             string // the users file or database
+	a, b             secret.Key
+	aPath, bPath     string
+	totp, pending    []byte   // ada's secrets
+	codes            []string // ada's recovery codes
+	adaBefore, bobAt users.User
+}
+
+func newRekeyFixture(t *testing.T, spec string) *rekeyFixture {
+	t.Helper()
+	dir := t.TempDir()
+	x := &rekeyFixture{spec: spec, totp: mustSecret(t), pending: mustSecret(t)}
+	x.a, x.aPath = newKeyFile(t, dir, "a.key")
+	x.b, x.bPath = newKeyFile(t, dir, "b.key")
+	for _, name := range []string{"ada", "bob"} {
+		mustRunCLI(t, "a long enough passphrase\n", "user", "add", "--users", spec, "--cost", "4", name)
+	}
+	var f *users.Factors
+	f, x.codes = testFactors(t, x.a, "ada", x.totp, x.pending, 10)
+	setFactors(t, spec, "ada", f)
+	before := listUsersIn(t, spec)
+	x.adaBefore, x.bobAt = before["ada"], before["bob"]
+	return x
+}
+
+// checkRekeyed fails t unless ada's secrets are now under key B alone,
+// the same secrets, her recovery codes and the rest of her entry as they
+// were, and bob untouched.
+func (x *rekeyFixture) checkRekeyed(t *testing.T) {
+	t.Helper()
+	now := listUsersIn(t, x.spec)
+	ada := now["ada"]
+	if ada.MFA == nil || ada.MFA.TOTP == nil || ada.MFA.PendingTOTP == nil {
+		t.Fatalf("ada's factors after user rekey = %+v; want both authenticators", ada.MFA)
+	}
+	for _, s := range []struct {
+		name string
+		f    *users.TOTPFactor
+		want []byte
+	}{{"totp", ada.MFA.TOTP, x.totp}, {"pending_totp", ada.MFA.PendingTOTP, x.pending}} {
+		got, stale, err := s.f.Open(secret.NewKeyring(x.b), "ada")
+		if err != nil || stale || !bytes.Equal(got.Secret, s.want) {
+			t.Errorf("ada's %s after rekey: Open(ring B) = %x, stale %v, %v; want the same secret, not stale", s.name, got.Secret, stale, err)
+		}
+		if want := mfa.NewTOTP(s.want); err == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("ada's %s after rekey = %+v; want %+v", s.name, got, want)
+		}
+		if _, _, err := s.f.Open(secret.NewKeyring(x.a), "ada"); !errors.Is(err, secret.ErrWrongKey) {
+			t.Errorf("ada's %s after rekey: Open(ring A) = %v; want ErrWrongKey", s.name, err)
+		}
+	}
+	for i, c := range []string{x.codes[0], x.codes[9]} {
+		if _, ok, err := ada.MFA.MatchRecoveryCode(secret.NewKeyring(x.b, x.a), c); !ok || err != nil {
+			t.Errorf("ada's recovery code %d after rekey: MatchRecoveryCode(ring B, A) = %v, %v; want a match", i, ok, err)
+		}
+		if _, ok, err := ada.MFA.MatchRecoveryCode(secret.NewKeyring(x.b), c); ok || !errors.Is(err, users.ErrRecoveryKey) {
+			t.Errorf("ada's recovery code %d after rekey: MatchRecoveryCode(ring B) = %v, %v; want no match, ErrRecoveryKey", i, ok, err)
+		}
+	}
+	want := x.adaBefore
+	want.MFA = ada.MFA
+	if !reflect.DeepEqual(ada, want) || !reflect.DeepEqual(ada.MFA.RecoveryCodes, x.adaBefore.MFA.RecoveryCodes) || ada.MFA.RecoveryKeyID != x.a.ID() {
+		t.Errorf("ada after rekey = %+v; want only the sealed secrets changed from %+v (tokens_after, recovery codes and their key kept)", ada, x.adaBefore)
+	}
+	if !reflect.DeepEqual(now["bob"], x.bobAt) {
+		t.Errorf("bob after rekey = %+v; want %+v", now["bob"], x.bobAt)
+	}
+}
+
+func TestCLIUserRekey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	x := newRekeyFixture(t, path)
+	original, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		if data, _ := os.ReadFile(path); !bytes.Equal(data, original) {
+			t.Errorf("%s changed the users file:\n%s\nwant:\n%s", what, data, original)
+		}
+	}
+
+	// A dry run writes no byte, and says what it would do.
+	code, stdout, stderr := runCLI(t, "", nil, "user", "rekey", "--users", path, "--secret-key-file", x.bPath, "--old-secret-key-file", x.aPath, "--dry-run")
+	if want := fmt.Sprintf("would re-seal 2 TOTP secrets under key %s in %s; 0 already under it\n", x.b.ID(), path); code != 0 || !strings.HasPrefix(stdout, want) || !strings.HasSuffix(stdout, "dry run: nothing written\n") || stderr != "" {
+		t.Errorf("user rekey --dry-run = exit %d, stdout %q, stderr %q; want exit 0, %q… dry run: nothing written", code, stdout, stderr, want)
+	}
+	unchanged("user rekey --dry-run")
+
+	// A wrong old key opens nothing: exit 1, ada named, nothing written.
+	_, cPath := newKeyFile(t, t.TempDir(), "c.key")
+	code, stdout, stderr = runCLI(t, "", nil, "user", "rekey", "--users", path, "--secret-key-file", x.bPath, "--old-secret-key-file", cPath)
+	if code != 1 || !strings.Contains(stderr, `left user "ada" as it was`) || !strings.Contains(stderr, "sealed under key "+x.a.ID()) || !strings.HasPrefix(stdout, "re-sealed 0 TOTP secrets") {
+		t.Errorf("user rekey with a wrong old key = exit %d, stdout %q, stderr %q; want exit 1, ada named with key %s, nothing re-sealed", code, stdout, stderr, x.a.ID())
+	}
+	unchanged("user rekey with a wrong old key")
+
+	// Keys are never printed, only their IDs.
+	for _, k := range []string{x.aPath, x.bPath} {
+		data, _ := os.ReadFile(k)
+		if key := strings.TrimSpace(string(data)); strings.Contains(stdout+stderr, key[:16]) {
+			t.Errorf("user rekey printed key material of %s: %q %q", k, stdout, stderr)
+		}
+	}
+
+	code, stdout, stderr = runCLI(t, "", nil, "user", "rekey", "--users", path, "--secret-key-file", x.bPath, "--old-secret-key-file", x.aPath)
+	want := fmt.Sprintf("re-sealed 2 TOTP secrets under key %s in %s; 0 already under it\n", x.b.ID(), path) +
+		fmt.Sprintf("1 user keeps recovery codes hashed under key %s: they work while serve is given that key too (--old-secret-key-file)\n", x.a.ID())
+	if code != 0 || stdout != want || stderr != "" {
+		t.Errorf("user rekey B with A old = exit %d, stdout %q, stderr %q; want exit 0, %q", code, stdout, stderr, want)
+	}
+	x.checkRekeyed(t)
+	checkMode(t, path, 0o600)
+
+	// Again: everything is under B already, so nothing is written.
+	rekeyed, _ := os.ReadFile(path)
+	code, stdout, _ = runCLI(t, "", nil, "user", "rekey", "--users", path, "--secret-key-file", x.bPath)
+	if code != 0 || !strings.HasPrefix(stdout, fmt.Sprintf("re-sealed 0 TOTP secrets under key %s in %s; 2 already under it\n", x.b.ID(), path)) {
+		t.Errorf("a second user rekey = exit %d, stdout %q; want exit 0, nothing re-sealed, 2 already under B", code, stdout)
+	}
+	if data, _ := os.ReadFile(path); !bytes.Equal(data, rekeyed) {
+		t.Errorf("a second user rekey rewrote the users file")
+	}
+}
+
+// TestCLIUserRekeyPartial: a user whose secret opens under none of the
+// keys is left as it was, and the others are re-sealed.
+func TestCLIUserRekeyPartial(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	x := newRekeyFixture(t, path)
+	mustRunCLI(t, "a long enough passphrase\n", "user", "add", "--users", path, "--cost", "4", "cy")
+	c, _ := secret.Generate()
+	f, _ := testFactors(t, c, "cy", mustSecret(t), nil, 0)
+	setFactors(t, path, "cy", f)
+	cyBefore := mustReadUsers(t, path)["cy"]
+
+	code, stdout, stderr := runCLI(t, "", nil, "user", "rekey", "--users", path, "--secret-key-file", x.bPath, "--old-secret-key-file", x.aPath)
+	if code != 1 || !strings.HasPrefix(stdout, "re-sealed 2 TOTP secrets") || strings.Count(stderr, "\n") != 2 || !strings.Contains(stderr, `left user "cy" as it was`) || !strings.Contains(stderr, "1 user left as it was") {
+		t.Errorf("user rekey with cy under an unknown key = exit %d, stdout %q, stderr %q; want exit 1, ada's 2 secrets re-sealed, cy named", code, stdout, stderr)
+	}
+	x.checkRekeyed(t)
+	if cy := mustReadUsers(t, path)["cy"]; !reflect.DeepEqual(cy, cyBefore) {
+		t.Errorf("cy after a rekey that could not open her secret = %+v; want %+v", cy, cyBefore)
+	}
+}
+
+// TestCLIUserRekeyNewKeyFile: a missing new key file is created (said on
+// stderr), but not by a dry run; --secret-key-file is required.
+func TestCLIUserRekeyNewKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	x := newRekeyFixture(t, path)
+	newPath := filepath.Join(t.TempDir(), "new.key")
+
+	code, _, stderr := runCLI(t, "", nil, "user", "rekey", "--users", path, "--secret-key-file", newPath, "--old-secret-key-file", x.aPath, "--dry-run")
+	if _, err := os.Stat(newPath); code != 0 || !strings.Contains(stderr, "would create the secret key file "+newPath) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("user rekey --dry-run to a missing key file = exit %d, stderr %q, stat %v; want exit 0, would create, no file", code, stderr, err)
+	}
+	code, stdout, stderr := runCLI(t, "", nil, "user", "rekey", "--users", path, "--secret-key-file", newPath, "--old-secret-key-file", x.aPath)
+	k, err := secret.Load(newPath)
+	if err != nil {
+		t.Fatalf("user rekey to a missing key file (exit %d, %q): secret.Load = %v", code, stderr, err)
+	}
+	if want := fmt.Sprintf("authsvc: user rekey: created the secret key file %s (key %s)\n", newPath, k.ID()); code != 0 || stderr != want || !strings.HasPrefix(stdout, "re-sealed 2 TOTP secrets under key "+k.ID()) {
+		t.Errorf("user rekey to a missing key file = exit %d, stdout %q, stderr %q; want exit 0, %q", code, stdout, stderr, want)
+	}
+	x.b, x.bPath = k, newPath
+	x.checkRekeyed(t)
+
+	for _, args := range [][]string{
+		{"user", "rekey", "--users", path, "--old-secret-key-file", x.aPath},
+		{"user", "rekey", "--users", path, "--secret-key-file", newPath, "extra"},
+	} {
+		code, stdout, stderr := runCLI(t, "", nil, args...)
+		if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("authsvc %s = exit %d, stdout %q, stderr %q; want exit 2, one line", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+	// Not from the environment: serve's variable names the old key.
+	code, _, stderr = runCLI(t, "", map[string]string{"AUTHSVC_SECRET_KEY_FILE": newPath}, "user", "rekey", "--users", path)
+	if code != 2 || !strings.Contains(stderr, "--secret-key-file is required") {
+		t.Errorf("AUTHSVC_SECRET_KEY_FILE=… user rekey = exit %d, stderr %q; want exit 2, --secret-key-file is required", code, stderr)
+	}
+	// A missing old key file is an error, and nothing is written.
+	before, _ := os.ReadFile(path)
+	unmade := filepath.Join(t.TempDir(), "unmade.key")
+	code, _, stderr = runCLI(t, "", nil, "user", "rekey", "--users", path, "--secret-key-file", unmade, "--old-secret-key-file", filepath.Join(t.TempDir(), "none.key"))
+	if after, _ := os.ReadFile(path); code != 1 || strings.Count(stderr, "\n") != 1 || !bytes.Equal(after, before) {
+		t.Errorf("user rekey with a missing old key file = exit %d, stderr %q, file changed %v; want exit 1, one line, no change", code, stderr, !bytes.Equal(after, before))
+	}
+	if _, err := os.Stat(unmade); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("user rekey with a missing old key file: stat(new key file) = %v; want not created", err)
+	}
+	// Nor with a users file that does not exist.
+	code, _, _ = runCLI(t, "", nil, "user", "rekey", "--users", filepath.Join(t.TempDir(), "none.json"), "--secret-key-file", unmade)
+	if _, err := os.Stat(unmade); code != 1 || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("user rekey of a missing users file = exit %d, stat(new key file) = %v; want exit 1, not created", code, err)
+	}
+}
+
+func TestCLIUserRekeyPostgres(t *testing.T) {
+	pgURL, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, pgURL)
+	x := newRekeyFixture(t, db)
+	code, stdout, stderr := runCLI(t, "", nil, "user", "rekey", "--users", db, "--secret-key-file", x.bPath, "--old-secret-key-file", x.aPath, "--dry-run")
+	if code != 0 || !strings.HasPrefix(stdout, "would re-seal 2 TOTP secrets") {
+		t.Errorf("user rekey --dry-run = exit %d, stdout %q, stderr %q; want exit 0, would re-seal 2", code, stdout, stderr)
+	}
+	if ada := listUsersIn(t, db)["ada"]; !reflect.DeepEqual(ada, x.adaBefore) {
+		t.Errorf("ada after user rekey --dry-run = %+v; want %+v", ada, x.adaBefore)
+	}
+	code, stdout, stderr = runCLI(t, "", nil, "user", "rekey", "--users", db, "--secret-key-file", x.bPath, "--old-secret-key-file", x.aPath)
+	if code != 0 || !strings.HasPrefix(stdout, "re-sealed 2 TOTP secrets") {
+		t.Errorf("user rekey = exit %d, stdout %q, stderr %q; want exit 0, re-sealed 2", code, stdout, stderr)
+	}
+	x.checkRekeyed(t)
+}
+
+// TestCLIUserRekeyDjangoHashes: the summary counts the users whose Django
+// hash fingerprints stay under the old key, which user import needs.
+func TestCLIUserRekeyDjangoHashes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.json")
+	x := newRekeyFixture(t, path)
+	dir := users.NewFile(path, slog.New(slog.DiscardHandler))
+	for _, name := range []string{"ada", "bob"} {
+		err := dir.Update(t.Context(), name, func(u *users.User) error {
+			u.DjangoHash = users.DjangoHashFingerprint(x.a, "pbkdf2_sha256$1000$salt$"+name)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr := runCLI(t, "", nil, "user", "rekey", "--users", path, "--secret-key-file", x.bPath, "--old-secret-key-file", x.aPath)
+	want := fmt.Sprintf("2 users keep Django hash fingerprints under key %s: user import needs that key's file (--secret-key-file)\n", x.a.ID())
+	if code != 0 || !strings.HasSuffix(stdout, want) {
+		t.Errorf("user rekey with Django hashes under A = exit %d, stdout %q, stderr %q; want exit 0, ending %q", code, stdout, stderr, want)
 	}
 }
