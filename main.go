@@ -28,7 +28,7 @@ Users live in a users file (or PostgreSQL), tokens in memory (or Redis).
 
 commands:
 `)
-	line := func(name, summary string) { fmt.Fprintf(&b, "  %-13s  %s\n", name, summary) }
+	line := func(name, summary string) { fmt.Fprintf(&b, "  %-14s  %s\n", name, summary) }
 	line("serve", "run the server (the command when none is given)")
 	for _, c := range userSubcommands {
 		line("user "+c.name, c.summary)

@@ -218,7 +218,7 @@ func TestResetMFAEndsTokens(t *testing.T) {
 	// enough, whatever the server makes of a second factor.
 	alice := loginToken(t, base, "alice", "alice-pw")
 	bob := loginToken(t, base, "bob", "bob-pw")
-	key, _ := newKeyFile(t, dir, "authsvc.key")
+	key, _ := newKeyFile(t, dir, "factors.key")
 	f, _ := testFactors(t, key, "alice", mustSecret(t), nil, 10)
 	setFactors(t, usersPath, "alice", f)
 	time.Sleep(100 * time.Millisecond) // a few reloads: the factors alone end nothing
