@@ -144,7 +144,11 @@ func TestTwoFactorJourney(t *testing.T) {
 	}
 	check("confirm with nothing pending", e.mfaDo("POST", "/api/auth/mfa/totp/confirm/", token, `{"code":"123456"}`), 400, "invalid_request")
 	check("enrol, wrong password", e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"nope"}`), 401, "invalid_credentials")
-	body = check("enrol", e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`), 200, "")
+	w = e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`)
+	if !strings.Contains(w.Body.String(), "&issuer=authsvc&") {
+		t.Errorf("enrol body = %s; want the otpauth:// URL's & as they are, not \\u0026", w.Body)
+	}
+	body = check("enrol", w, 200, "")
 	secret32, _ := body["secret"].(string)
 	if !regexp.MustCompile(`^[A-Z2-7]{32}$`).MatchString(secret32) {
 		t.Fatalf("enrol secret = %q; want 32 base32 characters (160 bits)", secret32)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -133,14 +134,18 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	encode(w, e.status, errorBody{Detail: e.detail, Code: e.code, MFAToken: e.mfaToken})
 }
 
-// encode writes v as the JSON reply with status.
+// encode writes v as the JSON reply with status. "&", "<" and ">" stay as
+// they are: a reply is JSON, never HTML, and an otpauth:// URL must read
+// as one when a person copies it.
 func encode(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // with its newline
 		// Only reply types reach here, and they always marshal.
 		panic("encode: " + err.Error())
 	}
-	writeJSON(w, status, append(data, '\n'))
+	writeJSON(w, status, b.Bytes())
 }
 
 // writeJSON writes an already encoded JSON reply; net/http adds its
