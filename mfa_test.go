@@ -171,8 +171,8 @@ func TestTwoFactorJourney(t *testing.T) {
 	seen := map[string]bool{}
 	for _, c := range raw {
 		s, _ := c.(string)
-		if !regexp.MustCompile(`^[a-z2-7]{5}-[a-z2-7]{5}$`).MatchString(s) || seen[s] {
-			t.Errorf("recovery code %q: want xxxxx-xxxxx, each new", s)
+		if !regexp.MustCompile(`^[a-z2-7]{6}-[a-z2-7]{6}-[a-z2-7]{6}-[a-z2-7]{6}$`).MatchString(s) || seen[s] {
+			t.Errorf("recovery code %q: want xxxxxx-xxxxxx-xxxxxx-xxxxxx (120 bits), each new", s)
 		}
 		seen[s] = true
 		codes = append(codes, s)
@@ -240,7 +240,7 @@ func TestTwoFactorJourney(t *testing.T) {
 
 	// Replace the codes: password and a code.
 	check("replace codes, wrong password", e.mfaDo("POST", "/api/auth/mfa/recovery-codes/", token, `{"password":"nope","code":"`+codes[1]+`"}`), 401, "invalid_credentials")
-	check("replace codes, wrong code", e.mfaDo("POST", "/api/auth/mfa/recovery-codes/", token, `{"password":"alice-pw","code":"aaaaa-aaaaa"}`), 401, "invalid_credentials")
+	check("replace codes, wrong code", e.mfaDo("POST", "/api/auth/mfa/recovery-codes/", token, `{"password":"alice-pw","code":"aaaaaa-aaaaaa-aaaaaa-aaaaaa"}`), 401, "invalid_credentials")
 	body = check("replace codes", e.mfaDo("POST", "/api/auth/mfa/recovery-codes/", token, `{"password":"alice-pw","code":"`+codes[1]+`"}`), 200, "")
 	if fresh, _ := body["recovery_codes"].([]any); len(fresh) != 10 {
 		t.Errorf("replace gave %v; want 10 codes", body)

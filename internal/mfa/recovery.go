@@ -16,15 +16,21 @@ const RecoveryCodes = 10
 // letters can be mistaken for a digit. 32 symbols: 5 bits a character.
 const recoveryAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
 
-// A new code is 10 characters (50 bits), shown as two groups of five.
-const recoveryLen = 10
+// A new code is 24 characters (120 bits), shown as four groups of six:
+// ASVS 5.0's 6.5.2 asks lookup secrets under 112 bits for a salted password
+// hash, and lets one of 112 bits or more be stored under a plain hash, as
+// the keyed hash here is. Typed rarely, so length costs little.
+const (
+	recoveryLen   = 24
+	recoveryGroup = 6
+)
 
-// The normal form of a recovery code is 8 to 16 lower-case letters and
+// The normal form of a recovery code is 8 to 24 lower-case letters and
 // digits: django-otp's static tokens are 8 (StaticToken.random_token) and
-// at most 16 (its column), authsvc's 10.
+// at most 16 (its column), authsvc's 24.
 const (
 	minRecovery = 8
-	maxRecovery = 16
+	maxRecovery = recoveryLen
 )
 
 // recoveryPurpose is the secret.Key fingerprint purpose of recovery codes.
@@ -33,8 +39,9 @@ const recoveryPurpose = "recovery code"
 // ErrMalformedCode: a recovery code has no normal form.
 var ErrMalformedCode = errors.New("malformed recovery code")
 
-// NewRecoveryCodes returns n new recovery codes, each 10 random characters
-// of lower-case base32 (50 bits) shown as "xxxxx-xxxxx". n < 1 gives none.
+// NewRecoveryCodes returns n new recovery codes, each 24 random characters
+// of lower-case base32 (120 bits) shown as "xxxxxx-xxxxxx-xxxxxx-xxxxxx".
+// n < 1 gives none.
 func NewRecoveryCodes(n int) ([]string, error) {
 	if n < 1 {
 		return nil, nil
@@ -45,9 +52,9 @@ func NewRecoveryCodes(n int) ([]string, error) {
 	}
 	codes := make([]string, n)
 	for i := range codes {
-		b := make([]byte, 0, recoveryLen+1)
+		b := make([]byte, 0, recoveryLen+recoveryLen/recoveryGroup)
 		for j, r := range raw[i*recoveryLen : (i+1)*recoveryLen] {
-			if j == recoveryLen/2 {
+			if j > 0 && j%recoveryGroup == 0 {
 				b = append(b, '-')
 			}
 			b = append(b, recoveryAlphabet[r&31]) // 256 is a multiple of 32: no bias
@@ -59,7 +66,7 @@ func NewRecoveryCodes(n int) ([]string, error) {
 
 // NormalizeRecoveryCode returns code's normal form and reports whether it
 // has one: spaces and dashes dropped, ASCII letters lower-cased, and then
-// 8 to 16 ASCII letters and digits. So "ABCDE-FGHIJ", "abcde fghij" and
+// 8 to 24 ASCII letters and digits. So "ABCDE-FGHIJ", "abcde fghij" and
 // "abcdefghij" are one code, and a django-otp static token (8 lower-case
 // base32 characters, or whatever up to 16 an admin typed) is its own
 // normal form. Nothing else is mapped (no 0 to o): django-otp compares
