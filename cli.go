@@ -141,7 +141,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		from = fs.String("from", "", "what `KIND` of file to import: django (a dumpdata file) or file (a users file)")
 		dryRun = fs.Bool("dry-run", false, "write nothing: print what the import would do, and exit as it would")
 		update = fs.Bool("update", false, "bring users that exist already up to date with the dump (--from django): profile, flags and a hash changed in Django")
-		keyPath = fs.String("secret-key-file", "", "the secret key `FILE` that fingerprints Django hashes; default authsvc.key beside a users file (created when missing), required with PostgreSQL")
+		keyPath = fs.String("secret-key-file", "", "the secret key `FILE` that fingerprints Django hashes and seals their second factors; default authsvc.key beside a users file (created when missing), required with PostgreSQL")
 		store = fs.String("store", "memory", "the token `STORE` the dump's DRF keys go to: redis://… as serve's (memory cannot keep them)")
 		storePrefix = fs.String("store-prefix", redisstore.DefaultPrefix, "key `PREFIX` in a shared Redis, as serve's")
 		tokenTTL = fs.Duration("token-ttl", 24*time.Hour, "imported tokens expire this `DURATION` after the import; 0 = never")
@@ -211,7 +211,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		}
 		if *keyPath == "" && *from == "django" {
 			if isPostgresURL(*usersPath) {
-				return usagef("user import: --secret-key-file is needed with PostgreSQL: the key that fingerprints the Django hashes, the same file for every import")
+				return usagef("user import: --secret-key-file is needed with PostgreSQL: the key that fingerprints the Django hashes and seals their second factors, the same file for every import")
 			}
 			*keyPath = filepath.Join(filepath.Dir(*usersPath), defaultKeyFile)
 		}

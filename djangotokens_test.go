@@ -47,9 +47,9 @@ func TestImportDjangoTokens(t *testing.T) {
 		return append([]string{"user", "import", "--users", usersPath, "--from", "django", "--store", redisURL, "--store-prefix", prefix}, append(extra, django42Fixture)...)
 	}
 	code, stdout, stderr := runCLI(t, "", nil, importArgs("--token-ttl", "2h")...)
-	// bill (crypt) is refused, and his key with him.
-	if code != 1 || strings.Count(stderr, "\n") != 9 || strings.Count(stderr, "second factors are not imported yet") != 4 || !strings.Contains(stderr, `record 38 (authtoken.token): its user is not imported`) {
-		t.Errorf("user import = exit %d, stderr:\n%s\nwant exit 1 and bill's record and key skipped", code, stderr)
+	// bill (crypt) is refused, and his key with him; adi's device is unconfirmed.
+	if code != 1 || strings.Count(stderr, "\n") != 5 || !strings.Contains(stderr, `record 47 (otp_totp.totpdevice of "adi"): an unconfirmed device`) || !strings.Contains(stderr, `record 38 (authtoken.token): its user is not imported`) {
+		t.Errorf("user import = exit %d, stderr:\n%s\nwant exit 1, bill's record and key and adi's device skipped", code, stderr)
 	}
 	if strings.Contains(stderr, django42Tokens["bill"]) || strings.Contains(stdout, django42Tokens["bill"]) {
 		t.Errorf("user import quoted a DRF key:\n%s%s", stdout, stderr)

@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
+	"sync"
 	"time"
 
 	"authsvc/internal/password"
@@ -25,7 +27,8 @@ type importOptions struct {
 	store, storePrefix string // where imported tokens go
 	tokenTTL           time.Duration
 	// keyPath is the secret key file whose key fingerprints the Django
-	// hashes (--from django).
+	// hashes, seals the TOTP secrets and hashes the recovery codes
+	// (--from django).
 	keyPath string
 }
 
@@ -56,7 +59,7 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 	for _, u := range held {
 		byName[u.Username] = u
 	}
-	dump, err := readImport(opt, held, now, stderr)
+	dump, key, err := readImport(opt, held, now, stderr)
 	if err != nil {
 		return err
 	}
@@ -84,13 +87,19 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 	// Only now, their legacy hashes wrapped, are the users fit to write.
 	var added []users.User
 	changes := make(map[string]func(*users.User) error)
+	var mu sync.Mutex // over factorUpdates, in case a directory runs changes at once
+	factorUpdates := make(map[string]users.DjangoFactorsUpdate)
 	for _, u := range dump.Users {
 		_, exists := byName[u.Username]
 		switch {
 		case !exists:
 			added = append(added, u)
 		case opt.update:
-			changes[u.Username] = updateFromDjango(u, now)
+			changes[u.Username] = updateFromDjango(u, dump.Factors[u.Username], key, now, func(up users.DjangoFactorsUpdate) {
+				mu.Lock()
+				defer mu.Unlock()
+				factorUpdates[u.Username] = up // a change run again replaces it
+			})
 		}
 	}
 
@@ -124,25 +133,61 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 	for _, s := range dump.Skipped {
 		fmt.Fprintf(stderr, "authsvc: user import: skipped %s\n", printable(s.String()))
 	}
+	// Factors count per django-otp device: a TOTP device and a static
+	// device count one each.
+	factorTally := importTally{skipped: countSkips(dump.Skipped, "second factor")}
+	skipFactors := func(name, why string) {
+		if n := dump.Factors[name].Devices(); n > 0 {
+			factorTally.skipped += n
+			fmt.Fprintf(stderr, "authsvc: user import: skipped %s of %q: %s\n", fmt.Sprintf("%d %s", n, plural(n, "second factor", "second factors")), name, why)
+		}
+	}
 	leftAlone = append(leftAlone, raced...)
 	for _, name := range leftAlone {
 		fmt.Fprintf(stderr, "authsvc: user import: left alone: user %q already exists\n", name)
+		skipFactors(name, "the user is left alone")
 	}
 	for _, name := range notOurs {
 		fmt.Fprintf(stderr, "authsvc: user import: updated user %q but its password: user import did not create it\n", name)
+		skipFactors(name, "user import did not create that user, and never touches its factors")
 	}
 	userTally := importTally{
 		imported: len(added) - len(raced),
 		skipped:  len(leftAlone) + countSkips(dump.Skipped, "auth.user"),
 	}
+	isRaced := make(map[string]bool, len(raced))
+	for _, name := range raced {
+		isRaced[name] = true
+	}
+	for _, u := range added {
+		if !isRaced[u.Username] {
+			factorTally.imported += dump.Factors[u.Username].Devices()
+		}
+	}
+	isNotOurs := make(map[string]bool, len(notOurs))
+	for _, name := range notOurs {
+		isNotOurs[name] = true
+	}
 	for _, name := range slices.Sorted(maps.Keys(changes)) {
 		switch err := failed[name]; {
-		case err == nil:
-			userTally.updated++
-		case errors.Is(err, errUnchanged):
-			userTally.unchanged++
+		case err == nil || errors.Is(err, errUnchanged):
+			if err == nil {
+				userTally.updated++
+			} else {
+				userTally.unchanged++
+			}
+			if isNotOurs[name] {
+				break
+			}
+			up := factorUpdates[name]
+			factorTally.imported += up.Imported
+			factorTally.skipped += len(up.Skipped)
+			for _, s := range up.Skipped {
+				fmt.Fprintf(stderr, "authsvc: user import: skipped %s\n", printable(s))
+			}
 		default: // deleted meanwhile, or refused by the directory
 			userTally.skipped++
+			factorTally.skipped += dump.Factors[name].Devices()
 			fmt.Fprintf(stderr, "authsvc: user import: skipped the update of user %q: %v\n", name, err)
 		}
 	}
@@ -161,7 +206,6 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 	}
 	tokenTally, err := importTokens(ctx, store, dump.Tokens, owners, opt, now, stderr)
 	tokenTally.skipped += countSkips(dump.Skipped, "authtoken.token")
-	factorTally := importTally{skipped: countSkips(dump.Skipped, "second factor")}
 
 	summary := fmt.Sprintf("%s into %s: users %d imported, %d updated, %d unchanged, %d skipped; tokens %d imported, %d updated, %d left dead, %d skipped; factors %d imported, %d skipped",
 		opt.path, dir, userTally.imported, userTally.updated, userTally.unchanged, userTally.skipped,
@@ -183,35 +227,39 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 
 // readImport reads the file to import: an authsvc users file, validated
 // whole as the server loads it, or a Django dump, whose users' Django
-// hashes it fingerprints under the secret key (importKey) and whose
-// legacy fast hashes it leaves for WrapLegacy.
-func readImport(opt importOptions, held []users.User, now time.Time, stderr io.Writer) (*users.DjangoDump, error) {
+// hashes it fingerprints and whose second factors it seals or hashes,
+// under the secret key it returns (importKey), and whose legacy fast
+// hashes it leaves for WrapLegacy. The key is zero for a users file.
+func readImport(opt importOptions, held []users.User, now time.Time, stderr io.Writer) (*users.DjangoDump, secret.Key, error) {
 	if opt.from == "file" {
 		list, err := users.ReadFile(opt.path)
 		if err != nil {
-			return nil, fmt.Errorf("user import: %w", err)
+			return nil, secret.Key{}, fmt.Errorf("user import: %w", err)
 		}
-		return &users.DjangoDump{Users: list}, nil
+		return &users.DjangoDump{Users: list}, secret.Key{}, nil
 	}
 	data, err := os.ReadFile(opt.path)
 	if err != nil {
-		return nil, err
+		return nil, secret.Key{}, err
 	}
 	dump, err := users.ReadDjangoDump(data, now)
 	if err != nil {
-		return nil, fmt.Errorf("user import: %s: %w", opt.path, err)
+		return nil, secret.Key{}, fmt.Errorf("user import: %s: %w", opt.path, err)
 	}
 	key, err := importKey(opt, held, stderr)
 	if err != nil {
-		return nil, err
+		return nil, secret.Key{}, err
 	}
 	dump.Fingerprint(key)
-	return dump, nil
+	if err := dump.SealFactors(key); err != nil {
+		return nil, secret.Key{}, fmt.Errorf("user import: %w", err)
+	}
+	return dump, key, nil
 }
 
-// importKey returns the secret key that fingerprints Django hashes: the one
-// in opt.keyPath, created there when missing (a dry run makes one up and
-// writes nothing). It refuses a key other than the one the directory's
+// importKey returns the secret key that fingerprints Django hashes and
+// seals or hashes their second factors: the one in opt.keyPath, created
+// there when missing (a dry run makes one up and writes nothing). It refuses a key other than the one the directory's
 // imported users were fingerprinted under, and a missing key file when
 // there are such users: a new key would make every Django hash look
 // changed, and end every imported user's sessions.
@@ -249,17 +297,35 @@ func importKey(opt importOptions, held []users.User, stderr io.Writer) (secret.K
 
 // updateFromDjango returns the --update change that brings a user up to
 // date with d, its record in a newer dump: name, email, groups and flags
-// always; the hash only when the user was imported (it has a DjangoHash)
-// and the Django hash changed since, and then its sessions end as a
-// password change ends them. A user deactivated in Django is disabled, and
-// its sessions end. errUnchanged when nothing changes.
-func updateFromDjango(d users.User, now time.Time) func(*users.User) error {
+// always; the hash and the second factors only when the user was imported
+// (it has a DjangoHash). The hash is taken when the Django hash changed
+// since; the factors follow factors, the user's django-otp devices under
+// key (users.DjangoFactors.UpdateFactors), and report what they did to
+// outcome. A changed hash, or factors added, replaced or removed, end the
+// user's sessions as a password change ends them. A user deactivated in
+// Django is disabled, and its sessions end. errUnchanged when nothing
+// changes.
+func updateFromDjango(d users.User, factors *users.DjangoFactors, key secret.Key, now time.Time, outcome func(users.DjangoFactorsUpdate)) func(*users.User) error {
 	return func(x *users.User) error {
 		before := *x
 		before.Groups = slices.Clone(x.Groups)
 		x.Name, x.Email, x.Groups, x.Admin = d.Name, d.Email, d.Groups, d.Admin
+		endSessions := false
+		if x.DjangoHash != "" {
+			// A user enrolled in authsvc itself (no DjangoHash) never
+			// loses a factor to an import.
+			up, err := factors.UpdateFactors(key, x.Username, x.MFA)
+			if err != nil {
+				return err
+			}
+			outcome(up)
+			x.MFA, endSessions = up.MFA, up.Changed
+		}
 		if x.DjangoHash != "" && x.DjangoHash != d.DjangoHash {
 			x.PasswordHash, x.DjangoHash = d.PasswordHash, d.DjangoHash
+			endSessions = true
+		}
+		if endSessions {
 			x.PasswordGeneration++
 			x.TokensAfter = later(x.TokensAfter, now)
 		}
@@ -268,7 +334,8 @@ func updateFromDjango(d users.User, now time.Time) func(*users.User) error {
 		}
 		x.Disabled = d.Disabled
 		if x.Name == before.Name && x.Email == before.Email && slices.Equal(x.Groups, before.Groups) &&
-			x.Admin == before.Admin && x.Disabled == before.Disabled && x.PasswordHash == before.PasswordHash {
+			x.Admin == before.Admin && x.Disabled == before.Disabled && x.PasswordHash == before.PasswordHash &&
+			reflect.DeepEqual(x.MFA, before.MFA) {
 			return errUnchanged
 		}
 		return nil

@@ -2,6 +2,8 @@ package users
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"authsvc/internal/mfa"
 	"authsvc/internal/password"
 	"authsvc/internal/secret"
 )
@@ -51,10 +54,13 @@ type DjangoToken struct {
 }
 
 // A DjangoDump is what ReadDjangoDump maps: the users, their DRF keys,
-// and the records it leaves out.
+// their django-otp factors, and the records it leaves out.
 type DjangoDump struct {
-	Users   []User
-	Tokens  []DjangoToken
+	Users  []User
+	Tokens []DjangoToken
+	// Factors are the django-otp factors of the imported users, by
+	// username, in clear: SealFactors stores them in the users' MFA.
+	Factors map[string]*DjangoFactors
 	Skipped []DjangoSkip
 
 	dumped []string     // each user's hash as Django dumped it
@@ -69,7 +75,8 @@ type DjangoSkip struct {
 func (s DjangoSkip) String() string { return s.at + ": " + s.reason }
 
 // Model is the model of the record left out, as the dump names it
-// (auth.user, authtoken.token).
+// (auth.user, authtoken.token), or "second factor" for every django-otp
+// record (devices and static tokens), which the import counts together.
 func (s DjangoSkip) Model() string { return s.model }
 
 // ParseDjangoDump maps the auth.user records of a dumpdata JSON array to
@@ -201,12 +208,13 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 	}
 	tokens, tokenSkips := djangoTokens(records, users, usernameByPK, now)
 	skipped = append(skipped, tokenSkips...)
-	skipped = append(skipped, djangoDevices(records, usernameByPK)...)
+	factors, deviceSkips := djangoDevices(records, users, usernameByPK)
+	skipped = append(skipped, deviceSkips...)
 	dumped := make([]string, len(users))
 	for i, u := range users {
 		dumped[i] = u.PasswordHash
 	}
-	return &DjangoDump{Users: users, Tokens: tokens, Skipped: skipped, dumped: dumped, legacy: legacy}, nil
+	return &DjangoDump{Users: users, Tokens: tokens, Factors: factors, Skipped: skipped, dumped: dumped, legacy: legacy}, nil
 }
 
 // Fingerprint sets each user's DjangoHash to the fingerprint under key of
@@ -281,28 +289,233 @@ func djangoTokens(records []djangoRecord, users []User, usernameByPK map[string]
 	return tokens, skipped
 }
 
-// djangoDevices reports each django-otp device of the dump as skipped:
-// authsvc has no second factor yet, so an imported user who has one in
-// Django logs in with the password alone, and the operator must know.
-func djangoDevices(records []djangoRecord, usernameByPK map[string]string) []DjangoSkip {
-	var skipped []DjangoSkip
+// DjangoFactors are the second factors a user brings from django-otp. Its
+// TOTP secret and recovery codes are live credentials: they must never
+// reach a log line or an error, and are stored only sealed or hashed
+// (SealFactors).
+type DjangoFactors struct {
+	// TOTP is the user's confirmed otp_totp.totpdevice, field for field
+	// (mfa.TOTP); nil for none.
+	TOTP *mfa.TOTP
+	// RecoveryCodes are the otp_static.statictoken tokens of the user's
+	// confirmed static devices, in their normal form
+	// (mfa.NormalizeRecoveryCode).
+	RecoveryCodes []string
+	// StaticDevices counts the static devices RecoveryCodes came from: the
+	// import counts factors per device.
+	StaticDevices int
+}
+
+// Devices counts the django-otp devices f came from; none for nil.
+func (f *DjangoFactors) Devices() int {
+	if f == nil {
+		return 0
+	}
+	n := f.StaticDevices
+	if f.TOTP != nil {
+		n++
+	}
+	return n
+}
+
+// The models of django-otp's records, as dumpdata names them.
+const (
+	totpDeviceModel   = "otp_totp.totpdevice"
+	staticDeviceModel = "otp_static.staticdevice"
+	staticTokenModel  = "otp_static.statictoken"
+)
+
+// djangoTOTPDevice is the fields of an otp_totp.totpdevice record that
+// authsvc maps; tolerance is not among them (mfa.TOTP).
+type djangoTOTPDevice struct {
+	User      json.RawMessage `json:"user"`
+	Confirmed bool            `json:"confirmed"`
+	Key       string          `json:"key"`
+	Step      int64           `json:"step"`
+	T0        int64           `json:"t0"`
+	Digits    int             `json:"digits"`
+	Drift     int64           `json:"drift"`
+	LastT     int64           `json:"last_t"`
+}
+
+// A djangoDeviceSkip is a skip of a django-otp record, with the record's
+// index, so that the skips can be reported in the dump's order.
+type djangoDeviceSkip struct {
+	record int
+	skip   DjangoSkip
+}
+
+// djangoDevices maps the django-otp records of the dump's imported users
+// (API.md "Second factors"): a confirmed TOTP device becomes the user's
+// authenticator, with its key, step, t0, digits, drift and last_t; the
+// tokens of a confirmed static device become recovery codes. Unconfirmed
+// devices, devices of users the import leaves out, and devices or tokens
+// that cannot be mapped are skipped, one skip each, in the dump's order.
+// The dump's order is not relied on otherwise: dumpdata writes the static
+// tokens before the device they point to.
+func djangoDevices(records []djangoRecord, users []User, usernameByPK map[string]string) (map[string]*DjangoFactors, []DjangoSkip) {
+	imported := make(map[string]bool, len(users))
+	for _, u := range users {
+		imported[u.Username] = true
+	}
+	var skips []djangoDeviceSkip
+	skip := func(i int, model, username, reason string) {
+		at := fmt.Sprintf("record %d (%s of %q)", i, model, username)
+		if username == "" {
+			at = fmt.Sprintf("record %d (%s)", i, model)
+		}
+		skips = append(skips, djangoDeviceSkip{i, DjangoSkip{"second factor", at, reason}})
+	}
+	factors := make(map[string]*DjangoFactors)
+	of := func(username string) *DjangoFactors {
+		f := factors[username]
+		if f == nil {
+			f = &DjangoFactors{}
+			factors[username] = f
+		}
+		return f
+	}
+
+	// TOTP devices: each confirmed, usable one is a candidate of its user.
+	type candidate struct {
+		record int
+		pk     json.RawMessage
+		totp   mfa.TOTP
+	}
+	candidates := make(map[string][]candidate)
 	for i, r := range records {
-		if r.Model != "otp_totp.totpdevice" && r.Model != "otp_static.staticdevice" {
+		if r.Model != totpDeviceModel {
+			continue
+		}
+		// django-otp's defaults, for a field the record leaves out.
+		f := djangoTOTPDevice{Step: 30, Digits: 6, LastT: -1}
+		err := json.Unmarshal(r.Fields, &f)
+		username := djangoUserRef(f.User, usernameByPK)
+		switch {
+		case err != nil:
+			skip(i, r.Model, username, "fields: "+err.Error())
+			continue
+		case !imported[username]:
+			skip(i, r.Model, username, "its user is not imported")
+			continue
+		case !f.Confirmed:
+			skip(i, r.Model, username, "an unconfirmed device")
+			continue
+		}
+		key, err := hex.DecodeString(f.Key)
+		if err != nil { // never quoted: the key is the secret
+			skip(i, r.Model, username, "key: not hex")
+			continue
+		}
+		t := mfa.TOTP{Secret: key, Step: f.Step, T0: f.T0, Digits: f.Digits, Drift: f.Drift, LastT: f.LastT}
+		if err := t.Validate(); err != nil {
+			skip(i, r.Model, username, err.Error())
+			continue
+		}
+		candidates[username] = append(candidates[username], candidate{i, r.PK, t})
+	}
+	for username, list := range candidates {
+		// authsvc keeps one authenticator per user; django-otp accepts a
+		// code of any confirmed device. The one kept is the first device
+		// the user enrolled, the lowest pk: the one django-otp tries first
+		// (its devices come in the database's order, by pk), and most
+		// likely the one the user's app still holds. The others are
+		// reported, so the operator can tell their users.
+		slices.SortStableFunc(list, func(a, b candidate) int { return comparePK(a.pk, b.pk) })
+		of(username).TOTP = &list[0].totp
+		for _, c := range list[1:] {
+			skip(c.record, totpDeviceModel, username, fmt.Sprintf("another confirmed TOTP device of the user: authsvc keeps one authenticator, the one of the lowest pk (record %d)", list[0].record))
+		}
+	}
+
+	// Static tokens, by the pk of the device they point to.
+	tokensOf := make(map[string][]int) // record indexes
+	for i, r := range records {
+		if r.Model != staticTokenModel {
+			continue
+		}
+		var f struct {
+			Device json.RawMessage `json:"device"`
+		}
+		if err := json.Unmarshal(r.Fields, &f); err != nil {
+			skip(i, r.Model, "", "fields: "+err.Error())
+			continue
+		}
+		pk := string(bytes.TrimSpace(f.Device))
+		tokensOf[pk] = append(tokensOf[pk], i)
+	}
+	for i, r := range records {
+		if r.Model != staticDeviceModel {
 			continue
 		}
 		var f struct {
 			User      json.RawMessage `json:"user"`
 			Confirmed bool            `json:"confirmed"`
 		}
-		json.Unmarshal(r.Fields, &f) // a record that does not parse is skipped all the same
+		err := json.Unmarshal(r.Fields, &f)
 		username := djangoUserRef(f.User, usernameByPK)
-		reason := "second factors are not imported yet: the user logs in with the password alone"
-		if !f.Confirmed {
-			reason = "an unconfirmed device"
+		pk := string(bytes.TrimSpace(r.PK))
+		tokens := tokensOf[pk]
+		delete(tokensOf, pk) // its tokens go with the device, imported or not
+		switch {
+		case err != nil:
+			skip(i, r.Model, username, "fields: "+err.Error())
+			continue
+		case !imported[username]:
+			skip(i, r.Model, username, "its user is not imported")
+			continue
+		case !f.Confirmed:
+			skip(i, r.Model, username, "an unconfirmed device")
+			continue
 		}
-		skipped = append(skipped, DjangoSkip{"second factor", fmt.Sprintf("record %d (%s of %q)", i, r.Model, username), reason})
+		var codes []string
+		for _, t := range tokens {
+			var tf struct {
+				Token string `json:"token"`
+			}
+			err := json.Unmarshal(records[t].Fields, &tf)
+			code, ok := mfa.NormalizeRecoveryCode(tf.Token)
+			if err != nil || !ok { // never quoted: the token is a live code
+				skip(t, staticTokenModel, username, "token: not 8 to 16 letters and digits, which a recovery code is")
+				continue
+			}
+			codes = append(codes, code)
+		}
+		x := of(username)
+		if len(x.RecoveryCodes)+len(codes) > maxRecoveryKept {
+			skip(i, r.Model, username, fmt.Sprintf("%d tokens: with the user's other static devices, more than the %d recovery codes a user may keep", len(codes), maxRecoveryKept))
+			continue
+		}
+		x.RecoveryCodes = append(x.RecoveryCodes, codes...)
+		x.StaticDevices++
 	}
-	return skipped
+	for _, list := range tokensOf { // tokens of no static device in the dump
+		for _, t := range list {
+			skip(t, staticTokenModel, "", "its device is not in the dump")
+		}
+	}
+	for name, f := range factors {
+		if f.Devices() == 0 {
+			delete(factors, name)
+		}
+	}
+
+	slices.SortStableFunc(skips, func(a, b djangoDeviceSkip) int { return a.record - b.record })
+	out := make([]DjangoSkip, len(skips))
+	for i, s := range skips {
+		out[i] = s.skip
+	}
+	return factors, out
+}
+
+// comparePK orders two records' primary keys: as integers when both are
+// (Django's default AutoField), else as their JSON text.
+func comparePK(a, b json.RawMessage) int {
+	var x, y int64
+	if json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil {
+		return cmp.Compare(x, y)
+	}
+	return bytes.Compare(bytes.TrimSpace(a), bytes.TrimSpace(b))
 }
 
 // djangoUserRef returns the username a record's user field names: a

@@ -43,7 +43,8 @@ func (f *TOTPFactor) Open(ring secret.Keyring, username string) (t mfa.TOTP, sta
 
 // SetRecoveryCodes replaces f's recovery codes by the keyed hashes of
 // codes under key (mfa.HashRecoveryCode), and notes key's ID, under which
-// they must be matched (MatchRecoveryCode).
+// they must be matched (MatchRecoveryCode). The new codes are authsvc's,
+// not Django's: it clears RecoveryFromDjango.
 func (f *Factors) SetRecoveryCodes(key secret.Key, codes []string) error {
 	hashes := make([]string, 0, len(codes))
 	for _, c := range codes {
@@ -53,7 +54,7 @@ func (f *Factors) SetRecoveryCodes(key secret.Key, codes []string) error {
 		}
 		hashes = append(hashes, h)
 	}
-	f.RecoveryCodes, f.RecoveryKeyID = hashes, key.ID()
+	f.RecoveryCodes, f.RecoveryKeyID, f.RecoveryFromDjango = hashes, key.ID(), false
 	if len(hashes) == 0 {
 		f.RecoveryKeyID = ""
 	}

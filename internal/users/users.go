@@ -96,6 +96,12 @@ type Factors struct {
 	// RecoveryKeyID names the secret key RecoveryCodes were hashed under
 	// (secret.Key.ID): after a key rotation they are matched under it.
 	RecoveryKeyID string `json:"recovery_key_id,omitempty"`
+	// RecoveryFromDjango marks RecoveryCodes as what is left of django-otp
+	// static tokens that user import brought: import --update may bring
+	// them up to date with Django, but never touches codes authsvc gave
+	// (SetRecoveryCodes clears the mark). It stays when the last code is
+	// used, so that --update does not bring used codes back.
+	RecoveryFromDjango bool `json:"recovery_from_django,omitempty"`
 }
 
 // TOTPFactor is an authenticator: its secret sealed under the secret key
@@ -107,6 +113,10 @@ type TOTPFactor struct {
 	Digits       int    `json:"digits"`
 	Drift        int64  `json:"drift"`
 	LastT        int64  `json:"last_t"`
+	// FromDjango marks an authenticator user import brought from a
+	// django-otp device: import --update may replace or remove it as the
+	// device changes in Django, but never touches one enrolled in authsvc.
+	FromDjango bool `json:"from_django,omitempty"`
 }
 
 // HasSecondFactor reports whether u has a second factor as API.md defines
