@@ -1,18 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base32"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"authsvc/internal/mfa"
 	"authsvc/internal/secret"
 	"authsvc/internal/users"
 )
@@ -199,4 +203,199 @@ func TestImportDjangoFactors(t *testing.T) {
 			t.Errorf("files after user import --dry-run = %v; want none", names)
 		}
 	})
+}
+
+// An otpUser is what a test dump says of one Django user and its
+// django-otp devices.
+type otpUser struct {
+	username, hash string
+	totpKey        string // hex; "": no TOTP device
+	lastT          int64
+	tokens         []string // of a confirmed static device; nil: none
+}
+
+// writeOTPDump writes a dumpdata file of users and their devices, the
+// static tokens first, as dumpdata writes them, and returns its path.
+func writeOTPDump(t *testing.T, dir, name string, list ...otpUser) string {
+	t.Helper()
+	var out []any
+	tokenPK := 0
+	for i, u := range list {
+		for _, tok := range u.tokens {
+			tokenPK++
+			out = append(out, map[string]any{"model": "otp_static.statictoken", "pk": tokenPK, "fields": map[string]any{"device": i + 1, "token": tok}})
+		}
+	}
+	for i, u := range list {
+		out = append(out, map[string]any{"model": "auth.user", "pk": i + 1, "fields": map[string]any{
+			"username": u.username, "password": u.hash, "first_name": strings.ToUpper(u.username[:1]) + u.username[1:], "last_name": "",
+			"email": u.username + "@example.com", "is_active": true, "is_staff": false, "is_superuser": false, "groups": []any{},
+		}})
+		if u.totpKey != "" {
+			out = append(out, map[string]any{"model": "otp_totp.totpdevice", "pk": i + 1, "fields": map[string]any{
+				"user": []string{u.username}, "name": "authenticator", "confirmed": true, "key": u.totpKey,
+				"step": 30, "t0": 0, "digits": 6, "tolerance": 1, "drift": 0, "last_t": u.lastT,
+			}})
+		}
+		if u.tokens != nil {
+			out = append(out, map[string]any{"model": "otp_static.staticdevice", "pk": i + 1, "fields": map[string]any{
+				"user": []string{u.username}, "name": "backup", "confirmed": true,
+			}})
+		}
+	}
+	data, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// openTOTP returns u's authenticator, opened under ring.
+func openTOTP(t *testing.T, u users.User, ring secret.Keyring) (mfa.TOTP, bool) {
+	t.Helper()
+	if u.MFA == nil || u.MFA.TOTP == nil {
+		return mfa.TOTP{}, false
+	}
+	totp, _, err := u.MFA.TOTP.Open(ring, u.Username)
+	if err != nil {
+		t.Fatalf("%s: Open = %v", u.Username, err)
+	}
+	return totp, true
+}
+
+// TestImportUpdateFactors: user import --update brings the factors of the
+// users it created up to date with Django (API.md, Moving from Django):
+//   - alice's device, unchanged in Django, keeps the last_t authsvc
+//     recorded when it is later than Django's; her recovery codes are
+//     those unused on both sides; her sessions live on;
+//   - bob's device has a new key in Django: it replaces his, and his
+//     sessions end;
+//   - carol gets a device in Django: it becomes hers, and her sessions end;
+//   - frank's device is gone from Django: so is his authenticator, and his
+//     sessions end;
+//   - dave, whom user add created, never gets the device Django has for
+//     him, reported;
+//   - a dry run says the same and writes nothing; a second run changes
+//     nothing.
+func TestImportUpdateFactors(t *testing.T) {
+	dir := t.TempDir()
+	usersPath := filepath.Join(dir, "users.json")
+	if code, _, stderr := runCLI(t, "dave-authsvc-pw\n", nil, "user", "add", "--users", usersPath, "dave"); code != 0 {
+		t.Fatalf("user add dave = exit %d, %s", code, stderr)
+	}
+	k := func(c string) string { return strings.Repeat(c, 40) }
+	alice := otpUser{"alice", djangoPBKDF2(t, "alice-pass", "s1"), k("a"), 100, []string{"alicetk1", "alicetk2", "alicetk3"}}
+	bob := otpUser{"bob", djangoPBKDF2(t, "bob-pass", "s2"), k("b"), -1, nil}
+	carol := otpUser{"carol", djangoPBKDF2(t, "carol-pass", "s3"), "", 0, nil}
+	frank := otpUser{"frank", djangoPBKDF2(t, "frank-pass", "s4"), k("f"), -1, nil}
+	dave := otpUser{"dave", djangoPBKDF2(t, "dave-pass", "s5"), k("d"), -1, nil}
+	first := writeOTPDump(t, dir, "first.json", alice, bob, carol, frank, dave)
+	importDump := func(path string, extra ...string) (int, string, string) {
+		return runCLI(t, "", nil, append(append([]string{"user", "import", "--users", usersPath, "--from", "django"}, extra...), path)...)
+	}
+	code, stdout, stderr := importDump(first)
+	wantFactorTally(t, "the first import", stdout, 4, 1)
+	if code != 1 || !strings.Contains(stderr, `skipped 1 second factor of "dave": the user is left alone`) {
+		t.Errorf("the first import = exit %d, stderr:\n%s\nwant 1, dave's device reported", code, stderr)
+	}
+	key, err := secret.Load(filepath.Join(dir, "authsvc.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := secret.NewKeyring(key)
+
+	// alice uses her authenticator (counter 200) and alicetk1 in authsvc.
+	list, err := users.ReadFile(usersPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range list {
+		if f := list[i].MFA; list[i].Username == "alice" {
+			f.TOTP.LastT = 200
+			n, ok, err := f.MatchRecoveryCode(ring, "alicetk1")
+			if !ok || err != nil {
+				t.Fatalf("alice: MatchRecoveryCode(alicetk1) = %v, %v", ok, err)
+			}
+			f.RecoveryCodes = slices.Delete(f.RecoveryCodes, n, n+1)
+		}
+	}
+	if err := users.WriteFile(usersPath, list); err != nil {
+		t.Fatal(err)
+	}
+	before := mustReadUsers(t, usersPath)
+
+	// In Django: alice used alicetk3 (last_t 150), bob's key changed,
+	// carol enrolled, frank removed his device.
+	alice.lastT, alice.tokens = 150, []string{"alicetk1", "alicetk2"}
+	bob.totpKey = k("c")
+	carol.totpKey, carol.lastT = k("e"), -1
+	frank.totpKey = ""
+	second := writeOTPDump(t, dir, "second.json", alice, bob, carol, frank, dave)
+
+	raw, err := os.ReadFile(usersPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dryCode, dryOut, dryErr := importDump(second, "--update", "--dry-run")
+	if after, err := os.ReadFile(usersPath); err != nil || string(after) != string(raw) {
+		t.Errorf("the users file changed in a dry run (%v)", err)
+	}
+	code, stdout, stderr = importDump(second, "--update")
+	wantFactorTally(t, "import --update", stdout, 4, 1) // alice's two, bob's, carol's; dave's
+	if _, u, _, ok := importSummary(stdout); !ok || u != (importTally{updated: 5}) {
+		t.Errorf("import --update: summary %q; want 5 users updated", stdout)
+	}
+	if code != 1 || code != dryCode || stderr != dryErr || strings.Replace(dryOut, "dry run: would import", "imported", 1) != strings.Replace(stdout, "\n", "; nothing written\n", 1) ||
+		!strings.Contains(stderr, `skipped 1 second factor of "dave": user import did not create that user, and never touches its factors`) {
+		t.Errorf("import --update = exit %d, %q, stderr:\n%s\nwant 1, dave's device reported, as the dry run's exit %d, %q, stderr:\n%s", code, stdout, stderr, dryCode, dryOut, dryErr)
+	}
+	raw, err = os.ReadFile(usersPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{k("a"), k("b"), k("c"), k("e"), k("f")} {
+		if strings.Contains(string(raw), key) {
+			t.Errorf("the users file holds a TOTP key in clear")
+		}
+	}
+	got := mustReadUsers(t, usersPath)
+	sessionsEnded := func(name string) bool {
+		return got[name].PasswordGeneration > before[name].PasswordGeneration && got[name].TokensAfter.After(before[name].TokensAfter)
+	}
+
+	a := got["alice"]
+	if totp, ok := openTOTP(t, a, ring); !ok || hex.EncodeToString(totp.Secret) != k("a") || totp.LastT != 200 || !bytes.Equal(a.MFA.TOTP.SealedSecret, before["alice"].MFA.TOTP.SealedSecret) {
+		t.Errorf("alice's authenticator = %+v; want her device kept, sealed as it was, last_t 200 (authsvc's, later than Django's 150)", totp)
+	}
+	for token, want := range map[string]bool{"alicetk1": false, "alicetk2": true, "alicetk3": false} {
+		if _, ok, _ := a.MFA.MatchRecoveryCode(ring, token); ok != want {
+			t.Errorf("alice: MatchRecoveryCode(%q) = %v; want %v (used in authsvc, unused, used in Django)", token, ok, want)
+		}
+	}
+	if sessionsEnded("alice") {
+		t.Errorf("alice's sessions ended; want them alive, her factors the same devices")
+	}
+	if totp, ok := openTOTP(t, got["bob"], ring); !ok || hex.EncodeToString(totp.Secret) != k("c") || !sessionsEnded("bob") {
+		t.Errorf("bob: authenticator %v, sessions ended %v; want his new key, ended", ok, sessionsEnded("bob"))
+	}
+	if totp, ok := openTOTP(t, got["carol"], ring); !ok || hex.EncodeToString(totp.Secret) != k("e") || !sessionsEnded("carol") {
+		t.Errorf("carol: authenticator %v, sessions ended %v; want her new device, ended", ok, sessionsEnded("carol"))
+	}
+	if got["frank"].MFA != nil || !sessionsEnded("frank") {
+		t.Errorf("frank: factors %+v, sessions ended %v; want none, ended", got["frank"].MFA, sessionsEnded("frank"))
+	}
+	if got["dave"].MFA != nil || sessionsEnded("dave") {
+		t.Errorf("dave: factors %+v, sessions ended %v; want none, alive", got["dave"].MFA, sessionsEnded("dave"))
+	}
+
+	// Again: nothing changes.
+	code, stdout, _ = importDump(second, "--update")
+	wantFactorTally(t, "import --update again", stdout, 4, 1)
+	if _, u, _, ok := importSummary(stdout); code != 1 || !ok || u != (importTally{unchanged: 5}) {
+		t.Errorf("import --update again = exit %d, %q; want 1, 5 users unchanged", code, stdout)
+	}
 }
