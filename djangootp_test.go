@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,8 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"authsvc/internal/mfa"
 	"authsvc/internal/secret"
+	"authsvc/internal/testservers"
 	"authsvc/internal/users"
 )
 
@@ -397,5 +402,113 @@ func TestImportUpdateFactors(t *testing.T) {
 	wantFactorTally(t, "import --update again", stdout, 4, 1)
 	if _, u, _, ok := importSummary(stdout); code != 1 || !ok || u != (importTally{unchanged: 5}) {
 		t.Errorf("import --update again = exit %d, %q; want 1, 5 users unchanged", code, stdout)
+	}
+}
+
+// TestImportDjangoFactorsPostgres: the fixture's factors land in
+// PostgreSQL's mfa column as in a users file, sealed and hashed, under the
+// --secret-key-file key; --update of a dump where martin's device is gone
+// removes his authenticator and ends his sessions, and leaves
+// whitfield's as they were.
+func TestImportDjangoFactorsPostgres(t *testing.T) {
+	pgURL, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, pgURL)
+	dir := t.TempDir()
+	keyPath := filepath.Join(dir, "fleet.key")
+	importDump := func(path string, extra ...string) (int, string, string) {
+		return runCLI(t, "", nil, append(append([]string{"user", "import", "--users", db, "--from", "django", "--secret-key-file", keyPath}, extra...), path)...)
+	}
+	code, stdout, stderr := importDump(django42Fixture)
+	wantFactorTally(t, "user import into PostgreSQL", stdout, 4, 1)
+	if code != 1 || !strings.Contains(stderr, `record 47 (otp_totp.totpdevice of "adi"): an unconfirmed device`) {
+		t.Errorf("user import into PostgreSQL = exit %d, stderr:\n%s\nwant 1, adi's device reported", code, stderr)
+	}
+	key, err := secret.Load(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	type row struct {
+		user  users.User
+		after time.Time
+	}
+	readRows := func() map[string]row {
+		t.Helper()
+		rows, err := conn.Query(context.Background(), `select username, mfa::text, password_generation, tokens_after from authsvc_users`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		got := map[string]row{}
+		var all strings.Builder
+		for rows.Next() {
+			var name string
+			var text *string
+			var gen int64
+			var after *time.Time
+			if err := rows.Scan(&name, &text, &gen, &after); err != nil {
+				t.Fatal(err)
+			}
+			r := row{user: users.User{Username: name, PasswordGeneration: uint64(gen)}}
+			if after != nil {
+				r.after = *after
+			}
+			if text != nil {
+				all.WriteString(*text)
+				if err := json.Unmarshal([]byte(*text), &r.user.MFA); err != nil {
+					t.Fatalf("%s's mfa: %v", name, err)
+				}
+			}
+			got[name] = r
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		noFactorInClear(t, "the mfa column", []byte(all.String()))
+		return got
+	}
+	before := readRows()
+	byName := map[string]users.User{}
+	for name, r := range before {
+		byName[name] = r.user
+	}
+	checkImportedFactors(t, byName, key)
+
+	// martin removed his device in Django.
+	data, err := os.ReadFile(django42Fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records []map[string]any
+	if err := json.Unmarshal(data, &records); err != nil {
+		t.Fatal(err)
+	}
+	records = slices.DeleteFunc(records, func(r map[string]any) bool {
+		f, _ := r["fields"].(map[string]any)
+		return r["model"] == "otp_totp.totpdevice" && fmt.Sprint(f["user"]) == "[martin]"
+	})
+	if data, err = json.Marshal(records); err != nil {
+		t.Fatal(err)
+	}
+	newer := filepath.Join(dir, "newer.json")
+	if err := os.WriteFile(newer, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ = importDump(newer, "--update")
+	wantFactorTally(t, "import --update", stdout, 3, 1)
+	if _, u, _, ok := importSummary(stdout); code != 1 || !ok || u != (importTally{updated: 1, unchanged: 17, skipped: 1}) {
+		t.Errorf("import --update = exit %d, %q; want 1, martin updated, the 17 others unchanged, bill skipped", code, stdout)
+	}
+	after := readRows()
+	m, w := after["martin"], after["whitfield"]
+	if m.user.MFA != nil || m.user.PasswordGeneration != before["martin"].user.PasswordGeneration+1 || !m.after.After(before["martin"].after) {
+		t.Errorf("martin after --update: factors %+v, generation %d, cut-off %v; want none, one more, later", m.user.MFA, m.user.PasswordGeneration, m.after)
+	}
+	if !reflect.DeepEqual(w.user.MFA, before["whitfield"].user.MFA) || !w.after.Equal(before["whitfield"].after) {
+		t.Errorf("whitfield after --update: factors or cut-off changed; want them as they were")
 	}
 }
