@@ -68,9 +68,11 @@ totp+codes(N), or - for none (an enrolment not yet confirmed is none).`},
 users file (--from file, to move it into PostgreSQL). Users whose names are
 taken are left alone, or with --update brought up to date with the dump.
 A dump's DRF keys go to the token store --store names, and keep working as
-tokens. One summary line counts what was done; every record left out is
-reported on stderr, and the command then exits 1. See the README's "Moving
-from Django REST Framework".`},
+tokens; its confirmed django-otp devices become the users' authenticators
+and recovery codes, sealed and hashed under --secret-key-file's key. One
+summary line counts what was done; every record left out is reported on
+stderr, and the command then exits 1. See the README's "Moving from Django
+REST Framework".`},
 	{"check", "", "validate the users file or database", "Validates the users file or database as the server would load it: exit 0 or 1."},
 	{"rekey", "", "re-seal the authenticator secrets under a new secret key", rekeyAbout},
 }
@@ -140,7 +142,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	case "import":
 		from = fs.String("from", "", "what `KIND` of file to import: django (a dumpdata file) or file (a users file)")
 		dryRun = fs.Bool("dry-run", false, "write nothing: print what the import would do, and exit as it would")
-		update = fs.Bool("update", false, "bring users that exist already up to date with the dump (--from django): profile, flags and a hash changed in Django")
+		update = fs.Bool("update", false, "bring users that exist already up to date with the dump (--from django): profile, flags, second factors and a hash changed in Django")
 		keyPath = fs.String("secret-key-file", "", "the secret key `FILE` that fingerprints Django hashes and seals their second factors; default authsvc.key beside a users file (created when missing), required with PostgreSQL")
 		store = fs.String("store", "memory", "the token `STORE` the dump's DRF keys go to: redis://… as serve's (memory cannot keep them)")
 		storePrefix = fs.String("store-prefix", redisstore.DefaultPrefix, "key `PREFIX` in a shared Redis, as serve's")
