@@ -95,6 +95,10 @@ func (s DjangoSkip) Model() string { return s.model }
 // name lives on past it. A token whose key is not 40 lowercase hex
 // characters, as DRF makes them and as authsvc checks them, is skipped.
 //
+// The django-otp devices of imported users come out in clear, in Factors
+// (djangoDevices), for SealFactors to seal and hash under the import's
+// secret key; the others are skipped.
+//
 // Django's legacy fast hashes (sha1, md5, unsalted_sha1, unsalted_md5) are
 // never kept as they are: each is wrapped in the default hash policy's hash
 // of its digest (password.DjangoLegacy), what `user import` has, since it
