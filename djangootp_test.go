@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,8 +31,13 @@ func deviceCode(t *testing.T, keyHex string, step time.Duration, digits int, at 
 // static tokens are recovery codes, and adi's unconfirmed device is none.
 func TestDjangoOTPLogin(t *testing.T) {
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if code, _, stderr := runCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", django42Fixture); code != 1 {
-		t.Fatalf("user import = exit %d; want 1 (bill and adi's device skipped)\n%s", code, stderr)
+	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", django42Fixture)
+	if code != 1 || !strings.HasSuffix(stdout, "; factors 4 imported, 0 updated, 0 unchanged, 1 skipped\n") {
+		t.Fatalf("user import = exit %d, %q; want 1 (bill and adi's device skipped), 4 devices imported\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, "", nil, "user", "import", "--update", "--users", usersPath, "--from", "django", django42Fixture)
+	if code != 1 || !strings.HasSuffix(stdout, "; factors 0 imported, 0 updated, 4 unchanged, 1 skipped\n") {
+		t.Fatalf("user import --update again = exit %d, %q; want 1, the 4 devices unchanged\n%s", code, stdout, stderr)
 	}
 	base, log, stop := startServer(t, nil, "--users", usersPath, "--cost", "4")
 	defer func() {

@@ -78,7 +78,7 @@ func TestImportDryRun(t *testing.T) {
 }
 
 // importSummaryRE matches user import's summary line.
-var importSummaryRE = regexp.MustCompile(`^(dry run: would import|imported) .* into .*: users (\d+) imported, (\d+) updated, (\d+) unchanged, (\d+) skipped; tokens (\d+) imported, (\d+) updated, (\d+) left dead, (\d+) skipped; factors \d+ imported, \d+ skipped(; nothing written)?\n$`)
+var importSummaryRE = regexp.MustCompile(`^(dry run: would import|imported) .* into .*: users (\d+) imported, (\d+) updated, (\d+) unchanged, (\d+) skipped; tokens (\d+) imported, (\d+) updated, (\d+) left dead, (\d+) skipped; factors \d+ imported, \d+ updated, \d+ unchanged, \d+ skipped(; nothing written)?\n$`)
 
 // importSummary parses user import's stdout, its one summary line: whether
 // it was a dry run, and the users' and tokens' tallies. ok is false when

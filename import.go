@@ -180,7 +180,11 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 				break
 			}
 			up := factorUpdates[name]
-			factorTally.imported += up.Imported
+			if up.Changed {
+				factorTally.updated += up.Imported
+			} else {
+				factorTally.unchanged += up.Imported
+			}
 			factorTally.skipped += len(up.Skipped)
 			for _, s := range up.Skipped {
 				fmt.Fprintf(stderr, "authsvc: user import: skipped %s\n", printable(s))
@@ -207,10 +211,10 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 	tokenTally, err := importTokens(ctx, store, dump.Tokens, owners, opt, now, stderr)
 	tokenTally.skipped += countSkips(dump.Skipped, "authtoken.token")
 
-	summary := fmt.Sprintf("%s into %s: users %d imported, %d updated, %d unchanged, %d skipped; tokens %d imported, %d updated, %d left dead, %d skipped; factors %d imported, %d skipped",
+	summary := fmt.Sprintf("%s into %s: users %d imported, %d updated, %d unchanged, %d skipped; tokens %d imported, %d updated, %d left dead, %d skipped; factors %d imported, %d updated, %d unchanged, %d skipped",
 		opt.path, dir, userTally.imported, userTally.updated, userTally.unchanged, userTally.skipped,
 		tokenTally.imported, tokenTally.updated, tokenTally.dead, tokenTally.skipped,
-		factorTally.imported, factorTally.skipped)
+		factorTally.imported, factorTally.updated, factorTally.unchanged, factorTally.skipped)
 	if opt.dryRun {
 		fmt.Fprintf(stdout, "dry run: would import %s; nothing written\n", summary)
 	} else {
