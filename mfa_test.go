@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"authsvc/internal/httpapi"
 	"authsvc/internal/secret"
+	"authsvc/internal/users"
 )
 
 // The codes in these tests come from oathtool (OATH Toolkit), an
@@ -332,6 +334,36 @@ func TestMFATokenEnds(t *testing.T) {
 		t.Fatalf("password change = %d %s", w.Code, w.Body)
 	}
 	second("after a password change", tok, 401)
+
+	// user disable (the CLI's change: disabled, a cut-off), then enable:
+	// the mfa_token stays dead; user del kills the next one.
+	newPW := "a much longer secret 42"
+	pwToken := func() string {
+		t.Helper()
+		w := e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"`+newPW+`"}`)
+		tok, _ := reply(t, w)["mfa_token"].(string)
+		if tok == "" {
+			t.Fatalf("login = %d %s; want mfa_required", w.Code, w.Body)
+		}
+		return tok
+	}
+	tok = pwToken()
+	change := func(f func(u *users.User)) {
+		t.Helper()
+		if err := e.users.Update(context.Background(), "alice", func(u *users.User) error { f(u); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(time.Millisecond)
+	change(func(u *users.User) { u.Disabled, u.TokensAfter = true, e.clock.Now() })
+	second("after user disable", tok, 401)
+	change(func(u *users.User) { u.Disabled = false })
+	second("after user disable and enable", tok, 401)
+	tok = pwToken()
+	if err := e.users.Delete(context.Background(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	second("after user del", tok, 401)
 }
 
 // TestMFACodesThrottled: wrong codes count as failed logins, per pair:
