@@ -1,27 +1,13 @@
 package main
 
 import (
+	"authsvc/internal/mfa/mfatest"
 	"fmt"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
-
-// deviceCode returns the code of a django-otp TOTP device (its key in hex,
-// its step and digits, t0 0) for the step at, as oathtool computes it.
-func deviceCode(t *testing.T, keyHex string, step time.Duration, digits int, at time.Time) string {
-	t.Helper()
-	totpCode(t, "AAAAAAAAAAAAAAAA", at) // fails or skips without oathtool, as the other TOTP tests
-	out, err := exec.Command("oathtool", "--totp", "-d", strconv.Itoa(digits), "-s", fmt.Sprintf("%ds", int(step.Seconds())),
-		"-N", "@"+strconv.FormatInt(at.Unix(), 10), keyHex).CombinedOutput()
-	if err != nil {
-		t.Fatalf("oathtool: %v\n%s", err, out)
-	}
-	return string(out[:len(out)-1])
-}
 
 // TestDjangoOTPLogin: the django-otp users of the Django fixture, imported,
 // log in to a running server with their Django password and a code
@@ -70,13 +56,13 @@ func TestDjangoOTPLogin(t *testing.T) {
 		t.Fatalf("whitfield's password alone = %d %v; want 401 mfa_required", status, body)
 	}
 	usedStep := time.Unix(59851953*30, 0) // his device's last_t: used in Django
-	if status, body := mfaCall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+deviceCode(t, whitfieldKey, 30*time.Second, 6, usedStep)+`"}`); status != 401 {
+	if status, body := mfaCall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+mfatest.Code(t, whitfieldKey, 6, 30*time.Second, usedStep)+`"}`); status != 401 {
 		t.Errorf("whitfield's code of the step Django last took = %d %v; want 401", status, body)
 	}
-	if status, body := mfaCall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+deviceCode(t, whitfieldKey, 30*time.Second, 6, now)+`"}`); status != 200 {
+	if status, body := mfaCall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+mfatest.Code(t, whitfieldKey, 6, 30*time.Second, now)+`"}`); status != 200 {
 		t.Errorf("whitfield's second step with his device's code = %d %v; want 200", status, body)
 	}
-	if status, body := login("whitfield", "wrong password", deviceCode(t, whitfieldKey, 30*time.Second, 6, now.Add(30*time.Second))); status != 401 || body["code"] != "invalid_credentials" {
+	if status, body := login("whitfield", "wrong password", mfatest.Code(t, whitfieldKey, 6, 30*time.Second, now.Add(30*time.Second))); status != 401 || body["code"] != "invalid_credentials" {
 		t.Errorf("whitfield, wrong password and a right code = %d %v; want 401 invalid_credentials", status, body)
 	}
 	// His static tokens are recovery codes, once each.
@@ -93,15 +79,15 @@ func TestDjangoOTPLogin(t *testing.T) {
 	// martin: drift 1, so the step after now is the centre of his window;
 	// the step before now is two off it.
 	martinPW := "trapdoor-knapsack-1978"
-	if status, body := login("martin", martinPW, deviceCode(t, martinKey, 30*time.Second, 6, now.Add(-30*time.Second))); status != 401 {
+	if status, body := login("martin", martinPW, mfatest.Code(t, martinKey, 6, 30*time.Second, now.Add(-30*time.Second))); status != 401 {
 		t.Errorf("martin with the previous step's code = %d %v; want 401 (his drift of 1 kept)", status, body)
 	}
-	if status, body := login("martin", martinPW, deviceCode(t, martinKey, 30*time.Second, 6, now.Add(60*time.Second))); status != 200 {
+	if status, body := login("martin", martinPW, mfatest.Code(t, martinKey, 6, 30*time.Second, now.Add(60*time.Second))); status != 200 {
 		t.Errorf("martin with the code two steps ahead = %d %v; want 200 (his drift of 1 kept)", status, body)
 	}
 
 	// ralph: 60-second steps, 8 digits.
-	if status, body := login("ralph", "merkle-puzzles-1974", deviceCode(t, ralphKey, 60*time.Second, 8, now)); status != 200 {
+	if status, body := login("ralph", "merkle-puzzles-1974", mfatest.Code(t, ralphKey, 8, 60*time.Second, now)); status != 200 {
 		t.Errorf("ralph with his 8-digit code = %d %v; want 200", status, body)
 	}
 	if status, body := login("ralph", "merkle-puzzles-1974", ""); status != 401 || body["code"] != "mfa_required" {

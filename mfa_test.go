@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,36 +15,17 @@ import (
 	"time"
 
 	"authsvc/internal/httpapi"
+	"authsvc/internal/mfa/mfatest"
 	"authsvc/internal/secret"
 	"authsvc/internal/users"
 )
 
-// The codes in these tests come from oathtool (OATH Toolkit), an
-// implementation that shares no code with the server's pquerna/otp.
-
-// requireTOTPTools reports whether a missing oathtool fails the test rather
-// than skipping it: AUTHSVC_REQUIRE_PYTHON=1 (.ci/run, which installs it) or CI.
-func requireTOTPTools() bool {
-	ci := os.Getenv("CI")
-	return os.Getenv("AUTHSVC_REQUIRE_PYTHON") == "1" || (ci != "" && ci != "0" && ci != "false")
-}
-
-// totpCode returns the 6-digit, 30-second TOTP code of the base32 secret at
-// time at, as oathtool computes it.
+// totpCode is oathtool's code of the base32 secret at time at: the codes
+// in these tests come from an implementation that shares no code with the
+// server's pquerna/otp.
 func totpCode(t testing.TB, secret32 string, at time.Time) string {
 	t.Helper()
-	path, err := exec.LookPath("oathtool")
-	if err != nil {
-		if requireTOTPTools() {
-			t.Fatalf("no oathtool (apt-get install oathtool): %v", err)
-		}
-		t.Skipf("no oathtool (apt-get install oathtool; set AUTHSVC_REQUIRE_PYTHON=1 to fail instead): %v", err)
-	}
-	out, err := exec.Command(path, "--totp", "-b", "-d", "6", "-s", "30s", "-N", "@"+strconv.FormatInt(at.Unix(), 10), secret32).CombinedOutput()
-	if err != nil {
-		t.Fatalf("oathtool: %v\n%s", err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return mfatest.Code32(t, secret32, at)
 }
 
 // reply decodes w's JSON body into a map, failing the test otherwise.

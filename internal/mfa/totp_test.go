@@ -1,6 +1,7 @@
 package mfa
 
 import (
+	"authsvc/internal/mfa/mfatest"
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
@@ -345,13 +346,12 @@ func independentTimes() []int64 {
 // TestAgainstOathtool checks codes that oathtool makes from the base32
 // secret: each is accepted at its time, as the counter oathtool used.
 func TestAgainstOathtool(t *testing.T) {
-	bin := needOathtool(t)
 	times := append(independentTimes(), time.Now().Unix())
 	for _, d := range independentCases(t) {
 		for _, unix := range times {
 			now := time.Unix(unix, 0)
 			args := []string{"--totp", "-b", "-d", strconv.Itoa(d.Digits), "-s", strconv.FormatInt(d.Step, 10) + "s", "-N", "@" + strconv.FormatInt(unix, 10), Base32(d.Secret)}
-			code := oathtool(t, bin, args...)
+			code := mfatest.Oathtool(t, args...)
 			c := d.Counter(now)
 			if got := d.Code(c); got != code {
 				t.Errorf("%d-byte secret, step %d, %d digits, at %d: Code = %s; oathtool says %s", len(d.Secret), d.Step, d.Digits, unix, got, code)
@@ -364,7 +364,7 @@ func TestAgainstOathtool(t *testing.T) {
 	// A t0 other than 0 (oathtool's start time).
 	d := TOTP{Secret: fixedSecret(t), Step: 30, T0: 1000, Digits: 6, LastT: -1}
 	now := time.Unix(1795558600, 0)
-	code := oathtool(t, bin, "--totp", "-S", "@1000", "-N", "@1795558600", hex.EncodeToString(d.Secret))
+	code := mfatest.Oathtool(t, "--totp", "-S", "@1000", "-N", "@1795558600", hex.EncodeToString(d.Secret))
 	if got, ok := d.Check(code, now); !ok || got != d.Counter(now) {
 		t.Errorf("t0 1000: Check(oathtool's %s) = %d, %v; want %d, true", code, got, ok, d.Counter(now))
 	}
@@ -373,7 +373,7 @@ func TestAgainstOathtool(t *testing.T) {
 // TestAgainstPyotp checks codes pyotp makes, and that Python's own URL
 // parsing reads OTPAuthURL's issuer, username and parameters back.
 func TestAgainstPyotp(t *testing.T) {
-	needPyotp(t)
+	mfatest.NeedPyotp(t)
 	type pyCase struct {
 		Secret   string `json:"secret"`
 		Step     int64  `json:"step"`
@@ -414,7 +414,7 @@ for c in json.loads(sys.argv[1]):
     url_code = pyotp.parse_uri(c["url"]).at(c["unix"]) if ":" not in c["issuer"] and "&" not in c["issuer"] else "-"
     print(code, ok, url_code)
 `
-	lines := python(t, script, string(in))
+	lines := mfatest.Python(t, script, string(in))
 	if len(lines) != len(cases) {
 		t.Fatalf("pyotp printed %d lines; want %d", len(lines), len(cases))
 	}
@@ -505,14 +505,13 @@ func (d device) totp(t *testing.T) TOTP {
 // oathtool makes from their keys, at the moment each device was last used
 // (its last_t step, where Django accepted a code) and later.
 func TestDjangoDevices(t *testing.T) {
-	bin := needOathtool(t)
 	devices, _ := djangoDevices(t)
 	if len(devices) != 4 {
 		t.Fatalf("testdata holds %d TOTP devices; want 4", len(devices))
 	}
 	// codeAt is oathtool's code of device d for counter c.
 	codeAt := func(d device, c int64) string {
-		return oathtool(t, bin, "--totp", "-d", strconv.Itoa(d.Digits), "-s", strconv.FormatInt(d.Step, 10)+"s",
+		return mfatest.Oathtool(t, "--totp", "-d", strconv.Itoa(d.Digits), "-s", strconv.FormatInt(d.Step, 10)+"s",
 			"-S", "@"+strconv.FormatInt(d.T0, 10), "-N", "@"+strconv.FormatInt(d.T0+c*d.Step, 10), d.Key)
 	}
 	check := func(d device, code string, unix int64, wantCounter int64, want bool) {

@@ -1,10 +1,10 @@
 package users
 
 import (
+	"authsvc/internal/mfa/mfatest"
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,7 +101,6 @@ func TestParseDjangoDumpFactors(t *testing.T) {
 // his last step and earlier ones are refused). whitfield's static tokens
 // match as recovery codes, stored only as keyed hashes.
 func TestSealDjangoFactors(t *testing.T) {
-	oathtool := needOathtool(t)
 	data, err := os.ReadFile(django42Dump)
 	if err != nil {
 		t.Fatal(err)
@@ -144,14 +143,14 @@ func TestSealDjangoFactors(t *testing.T) {
 		}
 		// The code Django would accept now: its counter plus the drift.
 		at := now.Unix() + dev.drift*dev.step
-		code := oathtoolCode(t, oathtool, dev.key, dev.digits, dev.step, at)
+		code := mfatest.Code(t, dev.key, dev.digits, time.Duration(dev.step)*time.Second, time.Unix(at, 0))
 		c, ok := totp.Check(code, now)
 		if want := (now.Unix()-dev.t0)/dev.step + dev.drift; !ok || c != want {
 			t.Errorf("%s: Check(oathtool's code of counter %d) = %d, %v; want %d, true", name, want, c, ok, want)
 		}
 		if dev.drift != 0 {
 			// Two steps ahead: inside the window only with the drift kept.
-			two := oathtoolCode(t, oathtool, dev.key, dev.digits, dev.step, now.Unix()+2*dev.step)
+			two := mfatest.Code(t, dev.key, dev.digits, time.Duration(dev.step)*time.Second, time.Unix(now.Unix()+2*dev.step, 0))
 			if _, ok := totp.Check(two, now); !ok {
 				t.Errorf("%s: the code two steps ahead is refused; want it accepted, drift %d kept", name, dev.drift)
 			}
@@ -171,12 +170,12 @@ func TestSealDjangoFactors(t *testing.T) {
 	}
 	atLast := time.Unix(w.lastT*w.step, 0)
 	for _, c := range []int64{w.lastT - 1, w.lastT} {
-		code := oathtoolCode(t, oathtool, w.key, w.digits, w.step, c*w.step)
+		code := mfatest.Code(t, w.key, w.digits, time.Duration(w.step)*time.Second, time.Unix(c*w.step, 0))
 		if got, ok := totp.Check(code, atLast); ok {
 			t.Errorf("whitfield: Check(code of counter %d) = %d, true; want refused, at or before last_t %d", c, got, w.lastT)
 		}
 	}
-	next := oathtoolCode(t, oathtool, w.key, w.digits, w.step, (w.lastT+1)*w.step)
+	next := mfatest.Code(t, w.key, w.digits, time.Duration(w.step)*time.Second, time.Unix((w.lastT+1)*w.step, 0))
 	if c, ok := totp.Check(next, atLast); !ok || c != w.lastT+1 {
 		t.Errorf("whitfield: Check(code of counter %d) = %d, %v; want accepted", w.lastT+1, c, ok)
 	}
@@ -201,66 +200,20 @@ func TestSealDjangoFactors(t *testing.T) {
 	}
 }
 
-// oathtoolCode is oathtool's TOTP code of keyHex at Unix time at (t0 0).
-func oathtoolCode(t *testing.T, path, keyHex string, digits int, step, at int64) string {
-	t.Helper()
-	args := []string{"--totp", "-d", strconv.Itoa(digits), "-s", fmt.Sprintf("%ds", step), "-N", fmt.Sprintf("@%d", at), keyHex}
-	out, err := exec.Command(path, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("oathtool %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // pyotpAgrees checks u's TOTP against pyotp's code of the base32 secret
 // an authenticator app would be given.
 func pyotpAgrees(t *testing.T, u User, ring secret.Keyring, now time.Time) {
 	t.Helper()
-	if out, err := exec.Command(debianPython, "-c", "import pyotp").CombinedOutput(); err != nil {
-		skipOrFail(t, "%s lacks pyotp (apt-get install python3-pyotp): %v\n%s", debianPython, err, out)
-	}
+	mfatest.NeedPyotp(t)
 	totp, _, err := u.MFA.TOTP.Open(ring, u.Username)
 	if err != nil {
 		t.Fatal(err)
 	}
 	script := "import sys, pyotp; print(pyotp.TOTP(sys.argv[1], digits=int(sys.argv[2]), interval=int(sys.argv[3])).at(int(sys.argv[4])))"
-	out, err := exec.Command(debianPython, "-c", script, mfa.Base32(totp.Secret), strconv.Itoa(totp.Digits), strconv.FormatInt(totp.Step, 10), strconv.FormatInt(now.Unix(), 10)).Output()
-	if err != nil {
-		t.Fatalf("pyotp: %v", err)
-	}
-	code := strings.TrimSpace(string(out))
+	code := mfatest.Python(t, script, mfa.Base32(totp.Secret), strconv.Itoa(totp.Digits), strconv.FormatInt(totp.Step, 10), strconv.FormatInt(now.Unix(), 10))[0]
 	if _, ok := totp.Check(code, now); !ok {
 		t.Errorf("%s: Check(pyotp's code %s) refused; want accepted", u.Username, code)
 	}
-}
-
-// debianPython is Debian's interpreter, where python3-pyotp installs.
-const debianPython = "/usr/bin/python3"
-
-// requireTools reports whether a missing oathtool or pyotp fails the test
-// rather than skipping it, as in internal/mfa: AUTHSVC_REQUIRE_PYTHON=1 or
-// CI.
-func requireTools() bool {
-	ci := os.Getenv("CI")
-	return os.Getenv("AUTHSVC_REQUIRE_PYTHON") == "1" || (ci != "" && ci != "0" && ci != "false")
-}
-
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if requireTools() {
-		t.Fatalf(format+" (AUTHSVC_REQUIRE_PYTHON=1 or CI is set)", args...)
-	}
-	t.Skipf(format+" (set AUTHSVC_REQUIRE_PYTHON=1 to fail instead)", args...)
-}
-
-// needOathtool returns the path of oathtool, or skips (fails) without it.
-func needOathtool(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("oathtool")
-	if err != nil {
-		skipOrFail(t, "no oathtool (apt-get install oathtool): %v", err)
-	}
-	return path
 }
 
 // TestParseDjangoDumpDevices: the django-otp cases the fixture lacks.
