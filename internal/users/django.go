@@ -395,15 +395,8 @@ func djangoDevices(records []djangoRecord, users []User, usernameByPK map[string
 		f := djangoTOTPDevice{Step: 30, Digits: 6, LastT: -1}
 		err := json.Unmarshal(r.Fields, &f)
 		username := djangoUserRef(f.User, usernameByPK)
-		switch {
-		case err != nil:
-			skip(i, r.Model, username, "fields: "+err.Error())
-			continue
-		case !imported[username]:
-			skip(i, r.Model, username, "its user is not imported")
-			continue
-		case !f.Confirmed:
-			skip(i, r.Model, username, "an unconfirmed device")
+		if why := deviceUnusable(err, imported[username], f.Confirmed); why != "" {
+			skip(i, r.Model, username, why)
 			continue
 		}
 		key, err := hex.DecodeString(f.Key)
@@ -461,15 +454,8 @@ func djangoDevices(records []djangoRecord, users []User, usernameByPK map[string
 		pk := string(bytes.TrimSpace(r.PK))
 		tokens := tokensOf[pk]
 		delete(tokensOf, pk) // its tokens go with the device, imported or not
-		switch {
-		case err != nil:
-			skip(i, r.Model, username, "fields: "+err.Error())
-			continue
-		case !imported[username]:
-			skip(i, r.Model, username, "its user is not imported")
-			continue
-		case !f.Confirmed:
-			skip(i, r.Model, username, "an unconfirmed device")
+		if why := deviceUnusable(err, imported[username], f.Confirmed); why != "" {
+			skip(i, r.Model, username, why)
 			continue
 		}
 		var codes []string
@@ -626,4 +612,19 @@ func djangoGroups(raw json.RawMessage, byPK map[string]string) ([]string, error)
 		groups = append(groups, name)
 	}
 	return groups, nil
+}
+
+// deviceUnusable returns why a django-otp device record is skipped before
+// its own fields are looked at (its fields did not decode, its user is not
+// imported, it was never confirmed), or "" when none of these holds.
+func deviceUnusable(decodeErr error, userImported, confirmed bool) string {
+	switch {
+	case decodeErr != nil:
+		return "fields: " + decodeErr.Error()
+	case !userImported:
+		return "its user is not imported"
+	case !confirmed:
+		return "an unconfirmed device"
+	}
+	return ""
 }
