@@ -111,7 +111,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 	if err != nil {
 		log.Warn("cannot find the server's binary; checking passwords in its own process", "err", err)
 	}
-	hasher := password.NewPool(cfg.passwordSlots, exe, log)
+	hasher := password.NewPool(cfg.passwordSlots, exe, cfg.passwordIdle, log)
 	closers = append(closers, hasher)
 	d.Guard = &httpapi.LoginGuard{
 		Throttle:  th,

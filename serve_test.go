@@ -88,7 +88,7 @@ func TestParseServeFlags(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--token-ttl", "-1s"}, {"--log-format", "xml"}, {"--login-rate", "0"}, {"--password-slots", "0"},
-		{"--refusal-delay", "-1s"}, {"--trusted-proxy", "nonsense"}, {"--cors-origin", "*"}, {"extra"},
+		{"--refusal-delay", "-1s"}, {"--hash-worker-idle", "-1s"}, {"--trusted-proxy", "nonsense"}, {"--cors-origin", "*"}, {"extra"},
 	} {
 		if _, err := parseServeFlags(args, getenv, io.Discard); err == nil {
 			t.Errorf("parseServeFlags(%q) = nil error; want a usage error", args)

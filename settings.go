@@ -31,6 +31,7 @@ type serveConfig struct {
 	passwordSlots     int
 	passwordQueue     int
 	passwordWait      time.Duration
+	passwordIdle      time.Duration
 	refusalDelay      time.Duration
 	metricsAddr       string
 	corsOrigins       []string
@@ -150,6 +151,10 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.passwordQueue }},
 		{section: sectionHashing, name: "password-wait", was: "bcrypt-wait", arg: "DURATION", def: 2 * time.Second, help: "longest wait for a slot before 503",
 			field: func(c *serveConfig) any { return &c.passwordWait }},
+		// 30 s: a worker's start costs a few ms once per idle period at most,
+		// while an idle worker holds tens of MB (internal/password/pool.go).
+		{section: sectionHashing, name: "hash-worker-idle", arg: "DURATION", def: 30 * time.Second, help: "stop a hash worker process idle this long, to return its memory; the next check starts one again; 0 = never",
+			field: func(c *serveConfig) any { return &c.passwordIdle }},
 		{section: sectionHashing, name: "refusal-delay", arg: "DURATION", def: 250 * time.Millisecond, help: "hold a refused login (429, or 503 at capacity) this long before replying; 0 = at once",
 			field: func(c *serveConfig) any { return &c.refusalDelay }},
 	}
@@ -336,6 +341,8 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: --refusal-delay must not be negative")
 	case c.passwordSlots < 1 || c.passwordQueue < 0 || c.passwordWait <= 0:
 		return c, usagef("serve: --password-slots must be at least 1, --password-queue not negative, --password-wait positive")
+	case c.passwordIdle < 0:
+		return c, usagef("serve: --hash-worker-idle must not be negative")
 	case fs.NArg() > 0:
 		return c, usagef("serve: unexpected argument %q", fs.Arg(0))
 	case c.tokenTTL < 0:

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"time"
 )
 
 // A Pool runs password checks (bcrypt, argon2id, PBKDF2) in worker
@@ -20,11 +21,19 @@ import (
 // to 20% with p99 near 50 ms on Go's scheduler alone). A worker that cannot
 // be started, or dies, is replaced by a check in this process: slower
 // token checks under a flood, never a wrong answer.
+//
+// A worker that has checked nothing for the pool's idle period exits, and
+// the next check starts one again: argon2id leaves each worker holding its
+// working memory and the heap's headroom (about 50 MB at the default
+// policy) long after the last login, which on a quiet fleet is most of an
+// instance's memory. A start costs milliseconds (the pool's benchmarks in
+// make bench measure it), once per idle period at most.
 type Pool struct {
 	jobs      chan verifyJob // unbuffered: a sent job is being hashed
 	stop      chan struct{}  // closed by Close
 	closeOnce sync.Once      // closes stop once, however often Close is called
 	exe       string         // the binary to start workers from; "" checks in this process
+	idle      time.Duration  // a worker idle this long exits; 0: never
 	log       *slog.Logger
 
 	mu    sync.Mutex         // guards procs
@@ -38,25 +47,40 @@ type verifyJob struct {
 }
 
 // NewPool starts workers checkers (at least one), each with a worker
-// process of exe started on its first job.
-func NewPool(workers int, exe string, log *slog.Logger) *Pool {
-	p := &Pool{jobs: make(chan verifyJob), stop: make(chan struct{}), exe: exe, log: log, procs: map[*hashProc]bool{}}
+// process of exe started on its first job and stopped once it has been
+// idle for idle (0: kept until Close).
+func NewPool(workers int, exe string, idle time.Duration, log *slog.Logger) *Pool {
+	p := &Pool{jobs: make(chan verifyJob), stop: make(chan struct{}), exe: exe, idle: max(0, idle), log: log, procs: map[*hashProc]bool{}}
 	for range max(1, workers) {
 		go p.work()
 	}
 	return p
 }
 
+// work is one checker: it owns its worker process, so a worker stopped for
+// idleness is never one a job was just sent to.
 func (p *Pool) work() {
 	var proc *hashProc
 	defer func() { p.drop(proc) }()
+	idle := time.NewTimer(0)
+	idle.Stop()
 	for {
+		var idleC <-chan time.Time // nil: no worker to stop, or never
+		if proc != nil && p.idle > 0 {
+			idle.Reset(p.idle)
+			idleC = idle.C
+		}
 		select {
 		case j := <-p.jobs:
+			idle.Stop()
 			var ok bool
 			ok, proc = p.check(proc, j)
 			j.done <- ok
+		case <-idleC:
+			p.drop(proc)
+			proc = nil
 		case <-p.stop:
+			idle.Stop()
 			return
 		}
 	}

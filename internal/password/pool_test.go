@@ -3,6 +3,7 @@ package password
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func TestHasherPoolVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	exe := testBinary(t)
-	for _, p := range []*Pool{NewPool(2, exe, discardLog), NewPool(1, "", discardLog), nil} {
+	for _, p := range []*Pool{NewPool(2, exe, 0, discardLog), NewPool(1, "", 0, discardLog), nil} {
 		if !p.Verify(hash, []byte("right")) {
 			t.Errorf("verify(right) = false; want true")
 		}
@@ -58,7 +59,7 @@ func TestLowerThreadPriority(t *testing.T) {
 // TestHasherPoolCloseDoesNotWait: shutdown must not wait for a password
 // check, which at the highest accepted cost holds a thread for seconds.
 func TestHasherPoolCloseDoesNotWait(t *testing.T) {
-	p := NewPool(1, testBinary(t), discardLog)
+	p := NewPool(1, testBinary(t), 0, discardLog)
 	// testHash's salt and digest at MaxBcryptCost: about a second to find it wrong.
 	slowHash, err := ParseHash(fmt.Sprintf("$2a$%d", MaxBcryptCost) + testHash[6:])
 	if err != nil {
@@ -113,4 +114,85 @@ func TestHasherPoolCloseDoesNotWait(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Errorf("verify after Close still blocked after a minute; want an error at once")
 	}
+}
+
+// TestHasherPoolIdleWorkerExits: a worker idle for the pool's idle period
+// exits (its process is gone, not only forgotten), and the next check
+// starts one again and answers right.
+func TestHasherPoolIdleWorkerExits(t *testing.T) {
+	p := NewPool(1, testBinary(t), 20*time.Millisecond, discardLog)
+	defer p.Close()
+	h, _ := ParseHash(testHash)
+	if !p.Verify(h, []byte("pw")) {
+		t.Fatal("verify(right) = false; want true")
+	}
+	first := hashProcs(p)
+	if len(first) != 1 {
+		t.Fatalf("worker processes = %v; want 1", first)
+	}
+	// The deadline only keeps a broken pool from hanging the test.
+	deadline := time.Now().Add(time.Minute)
+	for processExists(first[0]) || len(hashProcs(p)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the last check, worker processes = %v, process %d exists = %v; want none, gone",
+				hashProcs(p), first[0], processExists(first[0]))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		password string
+		want     bool
+	}{{"pw", true}, {"wrong", false}} {
+		if got := p.Verify(h, []byte(tc.password)); got != tc.want {
+			t.Errorf("after the idle worker exited, verify(%q) = %v; want %v", tc.password, got, tc.want)
+		}
+	}
+	// It ran in a new worker, not in this process.
+	if now := hashProcs(p); len(now) > 1 || len(now) == 1 && now[0] == first[0] {
+		t.Errorf("worker processes after the idle exit = %v; want at most one new one (not %d)", now, first[0])
+	}
+}
+
+// TestHasherPoolIdleConcurrent: checks from many goroutines while workers
+// come and go (an idle period of a millisecond) all get the right answer;
+// under -race, the pool's bookkeeping is checked too.
+func TestHasherPoolIdleConcurrent(t *testing.T) {
+	p := NewPool(2, testBinary(t), time.Millisecond, discardLog)
+	defer p.Close()
+	h, _ := ParseHash(testHash)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 6 {
+				if i%3 == g%3 {
+					time.Sleep(3 * time.Millisecond) // let a worker go idle
+				}
+				pw, want := "pw", true
+				if (g+i)%2 == 1 {
+					pw, want = "wrong", false
+				}
+				if got := p.Verify(h, []byte(pw)); got != want {
+					t.Errorf("goroutine %d check %d: verify(%q) = %v; want %v", g, i, pw, got, want)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	left := hashProcs(p)
+	p.Close()
+	// Every worker still running when Close was called is killed. The
+	// deadline only keeps a broken pool from hanging the test.
+	for _, pid := range left {
+		for deadline := time.Now().Add(time.Minute); processExists(pid); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("worker process %d still exists a minute after Close; want it gone", pid)
+			}
+		}
+	}
+}
+
+// processExists reports whether pid is a process, a zombie not yet reaped
+// included.
+func processExists(pid int) bool {
+	return syscall.Kill(pid, 0) != syscall.ESRCH
 }

@@ -158,7 +158,7 @@ func TestHashJobFrames(t *testing.T) {
 // TestHasherPoolEveryScheme: a worker process answers as the hash itself
 // does, for every scheme: the frame carries all that a check needs.
 func TestHasherPoolEveryScheme(t *testing.T) {
-	p := NewPool(1, testBinary(t), discardLog)
+	p := NewPool(1, testBinary(t), 0, discardLog)
 	defer p.Close()
 	hashes := hashesOfEveryScheme(t)
 	p.Verify(hashes[SchemeBcrypt], []byte("right")) // starts the worker
@@ -291,7 +291,7 @@ func TestHashWorkerNiced(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("thread priorities are Linux's")
 	}
-	p := NewPool(1, testBinary(t), discardLog)
+	p := NewPool(1, testBinary(t), 0, discardLog)
 	defer p.Close()
 	h, _ := ParseHash(testHash)
 	if !p.Verify(h, []byte("pw")) {
@@ -336,7 +336,7 @@ func statNice(t *testing.T, path string) int {
 // TestHasherPoolWorkerKilled: a worker that dies costs no answer; the next
 // check starts a new one.
 func TestHasherPoolWorkerKilled(t *testing.T) {
-	p := NewPool(1, testBinary(t), discardLog)
+	p := NewPool(1, testBinary(t), 0, discardLog)
 	defer p.Close()
 	h, _ := ParseHash(testHash)
 	if !p.Verify(h, []byte("pw")) {
@@ -363,7 +363,7 @@ func TestHasherPoolWorkerKilled(t *testing.T) {
 // TestHasherPoolNoWorkerBinary: a binary that cannot be started leaves the
 // checks in the server's process, still right.
 func TestHasherPoolNoWorkerBinary(t *testing.T) {
-	p := NewPool(1, filepath.Join(t.TempDir(), "missing"), discardLog)
+	p := NewPool(1, filepath.Join(t.TempDir(), "missing"), 0, discardLog)
 	defer p.Close()
 	h, _ := ParseHash(testHash)
 	if !p.Verify(h, []byte("pw")) || p.Verify(h, []byte("wrong")) {
