@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
+	"time"
 )
 
 // WorkerCommand is the hidden subcommand the hasher pool starts its
@@ -160,6 +162,18 @@ func (d *jobDecoder) field() []byte {
 	return f
 }
 
+// A worker that has waited releaseAfter for its next job returns its free
+// memory to the operating system (releaseMemory). An argon2id check at the
+// default policy allocates 19 MiB, and the collector lets the heap grow to
+// twice what was live, so a worker holds about 45 MB after a burst, and
+// Go's scavenger gives it back only minutes later. The price is one check
+// that faults its memory in again, a few ms, after a pause; under load the
+// next job comes sooner and nothing is released. Variables for the tests.
+var (
+	releaseAfter  = time.Second
+	releaseMemory = debug.FreeOSMemory
+)
+
 // RunWorker is the hash-worker command: it checks each job framed on
 // stdin and writes its answer to stdout, until stdin ends (the server has
 // closed the pipe or died). A malformed frame ends it with an error that
@@ -167,8 +181,11 @@ func (d *jobDecoder) field() []byte {
 func RunWorker(stdin io.Reader, stdout io.Writer) error {
 	in := byteReader{r: stdin} // unbuffered: the frame buffer below is the only copy of a password
 	frame := make([]byte, maxJobFrame)
+	release := time.AfterFunc(releaseAfter, releaseMemory)
+	defer release.Stop()
 	for {
 		n, err := binary.ReadUvarint(in)
+		release.Stop()
 		switch {
 		case err == io.EOF:
 			return nil
@@ -193,6 +210,7 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 		if _, err := stdout.Write([]byte{answer}); err != nil {
 			return err
 		}
+		release.Reset(releaseAfter)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/bcrypt"
@@ -368,5 +370,45 @@ func TestHasherPoolNoWorkerBinary(t *testing.T) {
 	h, _ := ParseHash(testHash)
 	if !p.Verify(h, []byte("pw")) || p.Verify(h, []byte("wrong")) {
 		t.Errorf("verify with no worker binary gave a wrong answer")
+	}
+}
+
+// TestHashWorkerReleasesMemory: a worker waiting for its next job returns
+// its memory once (the release runs while it waits, not while it hashes),
+// and answers right afterwards. How much it returns is measured in make
+// bench, not here.
+func TestHashWorkerReleasesMemory(t *testing.T) {
+	released := make(chan struct{}, 10)
+	oldAfter, oldRelease := releaseAfter, releaseMemory
+	releaseAfter, releaseMemory = time.Millisecond, func() { released <- struct{}{} }
+	defer func() { releaseAfter, releaseMemory = oldAfter, oldRelease }()
+
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ended := make(chan error, 1)
+	go func() { ended <- RunWorker(inR, outW) }()
+	h, _ := ParseHash(testHash)
+	ask := func(password string, want byte) {
+		t.Helper()
+		if _, err := inW.Write(appendHashJob(nil, h, []byte(password))); err != nil {
+			t.Fatal(err)
+		}
+		var answer [1]byte
+		if _, err := io.ReadFull(outR, answer[:]); err != nil || answer[0] != want {
+			t.Fatalf("worker's answer to %q = %q, %v; want %q", password, answer[:], err, want)
+		}
+	}
+	ask("pw", jobMatch)
+	// The deadline only keeps a broken worker from hanging the test.
+	select {
+	case <-released:
+	case <-time.After(time.Minute):
+		t.Fatal("a waiting worker did not release its memory within a minute")
+	}
+	ask("wrong", jobMismatch)
+	ask("pw", jobMatch)
+	inW.Close()
+	if err := <-ended; err != nil {
+		t.Errorf("RunWorker after its stdin closed = %v; want nil", err)
 	}
 }
