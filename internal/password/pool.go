@@ -23,11 +23,11 @@ import (
 // token checks under a flood, never a wrong answer.
 //
 // A worker that has checked nothing for the pool's idle period exits, and
-// the next check starts one again: argon2id leaves each worker holding its
-// working memory and the heap's headroom (about 50 MB at the default
-// policy) long after the last login, which on a quiet fleet is most of an
-// instance's memory. A start costs milliseconds (the pool's benchmarks in
-// make bench measure it), once per idle period at most.
+// the next check starts one again. A worker returns argon2id's memory a
+// second after its last check (worker.go), but its process still holds
+// about 6 MB, one per slot, on every instance of a quiet fleet. A start
+// costs tens of ms on the first login after the pause (make bench measures
+// it), once per idle period at most.
 type Pool struct {
 	jobs      chan verifyJob // unbuffered: a sent job is being hashed
 	stop      chan struct{}  // closed by Close
