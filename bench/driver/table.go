@@ -129,15 +129,37 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	case pg.skip != "":
 		notMeasured(pgName+": start", "≤ 2 s", fmt.Errorf("%s", pg.skip))
 		notMeasured(pgName+": RSS", "≤ 100 MB", fmt.Errorf("%s", pg.skip))
+		notMeasured(pgName+": RSS, workers idle", "≤ 100 MB", fmt.Errorf("%s", pg.skip))
+		notMeasured(pgName+": login after idle vs warm", "≤ warm + 100 ms", fmt.Errorf("%s", pg.skip))
 	case pg.start == 0:
 		notMeasured(pgName+": start", "≤ 2 s", pg.err)
 		notMeasured(pgName+": RSS", "≤ 100 MB", pg.err)
+		notMeasured(pgName+": RSS, workers idle", "≤ 100 MB", pg.err)
+		notMeasured(pgName+": login after idle vs warm", "≤ warm + 100 ms", pg.err)
 	default:
 		row(pgName+": start (exec → /readyz 200)", fmt.Sprintf("%.2f s", pg.start.Seconds()), "≤ 2 s", verdict(pg.start <= 2*time.Second))
 		if pg.err != nil {
 			notMeasured(pgName+": RSS", "≤ 100 MB", pg.err)
 		} else {
 			row(pgName+": RSS after /info + login load", fmt.Sprintf("%.1f MB", pg.rss.total()/1e6), "≤ 100 MB", verdict(pg.rss.total() <= 100e6))
+		}
+		idle := pg.idle
+		switch {
+		case pg.err != nil:
+			notMeasured(pgName+": RSS, workers idle", "≤ 100 MB", pg.err)
+		case idle.rss.server == 0:
+			notMeasured(pgName+": RSS, workers idle", "≤ 100 MB", idle.err)
+		default:
+			row(pgName+": RSS, hash workers exited idle", fmt.Sprintf("%.1f MB after %.0f s", idle.rss.total()/1e6, idle.wait.Seconds()), "≤ 100 MB", verdict(idle.rss.total() <= 100e6))
+		}
+		switch {
+		case pg.err != nil:
+			notMeasured(pgName+": login after idle vs warm", "≤ warm + 100 ms", pg.err)
+		case idle.err != nil:
+			notMeasured(pgName+": login after idle vs warm", "≤ warm + 100 ms", idle.err)
+		default:
+			row(pgName+": login after idle vs warm", ms(idle.cold.Seconds()*1e3)+" vs "+ms(idle.warm.Seconds()*1e3), "≤ warm + 100 ms",
+				verdict(idle.cold <= idle.warm+100*time.Millisecond))
 		}
 	}
 	if k, m := res.inproc["inproc-1k"], res.inproc["inproc-1m"]; len(k) > 0 && len(m) > 0 {
@@ -236,6 +258,13 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 			p("  start %.2f s; load: %d logins of 4 users (%s) at %.1f/s, then /info %.0f req/s p99 %s\n",
 				pg.start.Seconds(), sum(pg.logins.statuses), statusText(pg.logins.statuses), pg.logins.rate, pg.info.rps, ms(pg.info.p99))
 			p("  RSS %s\n", pg.rss)
+		}
+		if idle := pg.idle; idle.rss.server > 0 {
+			p("  the hash workers exited %.0f s after the load (--hash-worker-idle); RSS then %s\n", idle.wait.Seconds(), idle.rss)
+		}
+		if idle := pg.idle; idle.err == nil && idle.cold > 0 {
+			p("  login latency: first after the workers exited (one starts) %s; warm (median of 5) %s; after a 3 s pause (workers running, memory returned) %s\n",
+				ms(idle.cold.Seconds()*1e3), ms(idle.warm.Seconds()*1e3), ms(idle.released.Seconds()*1e3))
 		}
 		if pg.err != nil {
 			p("  error: %v\n", pg.err)

@@ -294,6 +294,19 @@ type pgResult struct {
 	rss    memory        // after a short /info and login load
 	logins loginResult
 	info   wrkResult
+	idle   idleResult
+}
+
+// idleResult is the pause after the PostgreSQL part's load: the hash
+// workers return their memory a second after their last check and exit
+// after --hash-worker-idle (30 s by default); the next login starts one.
+type idleResult struct {
+	err      error
+	wait     time.Duration // from the end of the load until no worker is left
+	rss      memory        // then
+	cold     time.Duration // the first login after it: a worker starts
+	warm     time.Duration // median of 5 logins right after, both workers running
+	released time.Duration // one login after a 3 s pause: workers running, their memory returned
 }
 
 // postgres imports cfg.pgN users into the database at cfg.pgURL, then
@@ -336,12 +349,67 @@ func (d *driver) postgres() pgResult {
 		r.err = err
 		return r
 	}
+	loadEnd := time.Now()
 	if err := d.sleep(time.Second); err != nil {
 		r.err = err
 		return r
 	}
 	r.rss, r.err = treeMemory(s.cmd.Process.Pid, "VmRSS")
 	d.logf("pg     start %s  RSS %s", r.start.Round(time.Millisecond), r.rss)
+	if r.err == nil {
+		r.idle = d.pauseLogins(s, users[0], loadEnd)
+	}
+	return r
+}
+
+// pauseLogins waits until s has no hash worker left (they exit when idle),
+// reads the RSS then, and times the first login after the pause against
+// warm ones.
+func (d *driver) pauseLogins(s *server, username string, loadEnd time.Time) idleResult {
+	var r idleResult
+	pid := s.cmd.Process.Pid
+	for len(descendants(pid)) > 0 {
+		if time.Since(loadEnd) > 3*time.Minute {
+			r.err = fmt.Errorf("hash workers %v still running 3 minutes after the load", descendants(pid))
+			return r
+		}
+		if r.err = d.sleep(100 * time.Millisecond); r.err != nil {
+			return r
+		}
+	}
+	r.wait = time.Since(loadEnd)
+	if r.rss, r.err = treeMemory(pid, "VmRSS"); r.err != nil {
+		return r
+	}
+	timed := func() (time.Duration, error) {
+		start := time.Now()
+		_, err := d.login(s.url, username)
+		return time.Since(start), err
+	}
+	if r.cold, r.err = timed(); r.err != nil {
+		return r
+	}
+	// The pool hands a job to the checker that has waited longest: this
+	// login starts the second worker, so the timed ones find both running.
+	if _, r.err = timed(); r.err != nil {
+		return r
+	}
+	var warm []float64
+	for range 5 {
+		took, err := timed()
+		if err != nil {
+			r.err = err
+			return r
+		}
+		warm = append(warm, float64(took))
+	}
+	r.warm = time.Duration(median(warm))
+	if r.err = d.sleep(3 * time.Second); r.err != nil {
+		return r
+	}
+	r.released, r.err = timed()
+	d.logf("pg     workers gone %s after the load; RSS %s; login after it %s, warm %s, after a 3 s pause %s",
+		r.wait.Round(time.Second), r.rss, r.cold.Round(time.Millisecond/10), r.warm.Round(time.Millisecond/10), r.released.Round(time.Millisecond/10))
 	return r
 }
 
