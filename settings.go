@@ -151,8 +151,9 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.passwordQueue }},
 		{section: sectionHashing, name: "password-wait", was: "bcrypt-wait", arg: "DURATION", def: 2 * time.Second, help: "longest wait for a slot before 503",
 			field: func(c *serveConfig) any { return &c.passwordWait }},
-		// 30 s: a worker's start costs a few ms once per idle period at most,
-		// while an idle worker holds tens of MB (internal/password/pool.go).
+		// 30 s: a worker's start adds about 20 ms to the first login after
+		// the pause (make bench), once per idle period at most, while an
+		// idle worker still holds 6-15 MB per slot (internal/password/pool.go).
 		{section: sectionHashing, name: "hash-worker-idle", arg: "DURATION", def: 30 * time.Second, help: "stop a hash worker process idle this long, to return its memory; the next check starts one again; 0 = never",
 			field: func(c *serveConfig) any { return &c.passwordIdle }},
 		{section: sectionHashing, name: "refusal-delay", arg: "DURATION", def: 250 * time.Millisecond, help: "hold a refused login (429, or 503 at capacity) this long before replying; 0 = at once",
