@@ -14,11 +14,22 @@ import (
 )
 
 // Throttle key layout, under the store's prefix; usernames appear only as
-// SHA-256 digests:
+// SHA-256 digests, written U for sha256(username) and P for
+// sha256(username \x00 addr), in hex:
 //
-//	{prefix}th:p:{sha256(username \x00 addr) hex}  hash n last pending: a pair's streak
-//	{prefix}th:u:{sha256(username) hex}            hash n last pending: a user's streak
-//	{prefix}th:a:{addr}                            hash tokens last: an address's bucket
+//	<prefix>th:{U}:p:P   hash n last pending: a pair's streak
+//	<prefix>th:{U}:u     hash n last pending: a user's streak
+//	<prefix>th:a:<addr>  hash tokens last: an address's bucket
+//
+// The braces are literal: {U} is a Redis Cluster hash tag, so that a pair's
+// and its user's streaks are in one slot (the user's), and one script can
+// update both atomically on a cluster too. An address's bucket counts over
+// all usernames, so no tag can put it in every user's slot: on a cluster it
+// has its own script (see Throttle). A prefix holding a brace would take
+// the tag's place: "{a}" puts every key in one slot, which works but
+// spreads nothing; "{}" or a lone "{" hashes whole keys, and the pair's and
+// the user's keys part (CROSSSLOT). Braces in the prefix are for a cluster
+// to refuse, not this package.
 //
 // n is the streak's failures, last the latest failure's time and pending the
 // attempts reserved and not yet settled; tokens is the bucket's level at
@@ -38,7 +49,17 @@ const redisThrottleTimeout = 2 * time.Second
 // Throttle is the Throttle kept in Redis, shared by every server
 // pointed at the same Redis and prefix: the rules are throttle's (see
 // package throttle), and N servers allow as many guesses as one, attempts sent at
-// once included, since each call is one script that Redis runs alone.
+// once included, since each call's pair and user counts are updated by one
+// script that Redis runs alone.
+//
+// On one Redis (a *redis.Client) each call is one script over all its
+// keys. On a Redis Cluster (any other client, such as *redis.ClusterClient)
+// Reserve and Failure are two scripts each, one in the user's slot and one
+// in the address's, because no script may touch keys of two slots. The
+// per-(user, client) and per-user limits stay atomic, in the user's slot;
+// only the per-client bucket, which counts failures as they complete, is
+// read and charged apart from them: see Reserve and Failure for why that
+// keeps the contract.
 //
 // It differs from the memory throttle in three ways. Times count to the
 // millisecond, rounded down, and the limits' durations to the millisecond,
@@ -50,7 +71,8 @@ const redisThrottleTimeout = 2 * time.Second
 // redisThrottleTimeout makes a call fail with an error wrapping
 // ErrUnavailable: the login fails closed.
 type Throttle struct {
-	client *redis.Client
+	client redis.Scripter
+	split  bool   // the user's and the address's keys may be in different slots: two scripts
 	prefix string // prefix + "th:"
 	cfg    throttle.Config
 	limits []any // the scripts' ARGV after now, formatted once
@@ -60,10 +82,16 @@ var _ throttle.Throttle = (*Throttle)(nil)
 
 // New returns a throttle with cfg's limits (unset ones at their
 // defaults) keeping its counters in client's Redis under prefix + "th:".
-func New(client *redis.Client, prefix string, cfg throttle.Config) *Throttle {
+// client is a *redis.Client for one Redis (a Sentinel-managed one
+// included), or a *redis.ClusterClient for a Redis Cluster; any client but a
+// *redis.Client gets the cluster's two scripts per call, which are right on
+// one Redis too.
+func New(client redis.Scripter, prefix string, cfg throttle.Config) *Throttle {
 	cfg = cfg.WithDefaults()
+	_, single := client.(*redis.Client)
 	return &Throttle{
 		client: client,
+		split:  !single,
 		prefix: prefix + "th:",
 		cfg:    cfg,
 		limits: []any{
@@ -84,15 +112,13 @@ func ceilMilli(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// keys returns the pair's, the user's and the address's keys.
-func (r *Throttle) keys(username, addr string) []string {
+// keys returns the pair's and the user's keys, which share the user's
+// slot, and the address's key.
+func (r *Throttle) keys(username, addr string) (pairUser []string, addrKey string) {
 	pair := sha256.Sum256([]byte(username + "\x00" + addr)) // addr never holds a NUL
 	user := sha256.Sum256([]byte(username))
-	return []string{
-		r.prefix + "p:" + hex.EncodeToString(pair[:]),
-		r.prefix + "u:" + hex.EncodeToString(user[:]),
-		r.prefix + "a:" + addr,
-	}
+	tagged := r.prefix + "{" + hex.EncodeToString(user[:]) + "}:"
+	return []string{tagged + "p:" + hex.EncodeToString(pair[:]), tagged + "u"}, r.prefix + "a:" + addr
 }
 
 // args returns the scripts' ARGV: now in Unix ms, then the limits.
@@ -116,7 +142,36 @@ func (r *Throttle) run(ctx context.Context, op string, script *redis.Script, key
 
 // Reserve is throttle.reserve, in Redis.
 func (r *Throttle) Reserve(ctx context.Context, username, addr string, now time.Time) (throttle.Verdict, time.Duration, error) {
-	wait, err := r.run(ctx, "throttle reserve", throttleReserveScript, r.keys(username, addr), r.args(now))
+	pairUser, addrKey := r.keys(username, addr)
+	args := r.args(now)
+	var wait int64
+	var err error
+	if !r.split {
+		wait, err = r.run(ctx, "throttle reserve", throttleReserveScript, append(pairUser, addrKey), args)
+	} else {
+		// Two slots, two scripts: the address's bucket is read first, and
+		// its wait goes into the user's script, which decides and
+		// reserves. The pair's and the user's limits are checked and their
+		// places taken in that one script, so they hold for parallel
+		// attempts as on one Redis: no check-then-act race. The bucket is
+		// read a round trip before the decision, and a failure completing
+		// in between is not seen; but the bucket does not count attempts in
+		// flight at all (attempts admitted while it still had a token all
+		// go ahead, and their failures all count, below zero if need be),
+		// so an attempt admitted on a bucket read a moment ago is one that
+		// the memory throttle admits when it arrives a moment sooner. Its
+		// failure is charged as any other, and the next attempt after it
+		// is refused. Reading the bucket first, rather than reserving first
+		// and giving the place back when the bucket refuses, means an
+		// attempt refused by its client's bucket never holds a place that
+		// another attempt would be told to Wait for, and the Retry-After is
+		// still the longest of the three waits.
+		var addrWait int64
+		addrWait, err = r.run(ctx, "throttle reserve", throttleAddrWaitScript, []string{addrKey}, args)
+		if err == nil {
+			wait, err = r.run(ctx, "throttle reserve", throttleReserveUserScript, pairUser, append(args, addrWait))
+		}
+	}
 	switch {
 	case err != nil:
 		return throttle.Refused, 0, err
@@ -133,19 +188,44 @@ const reserveWait = -1
 
 // Failure is throttle.failure, in Redis.
 func (r *Throttle) Failure(ctx context.Context, username, addr string, now time.Time) error {
-	_, err := r.run(ctx, "throttle failure", throttleFailureScript, r.keys(username, addr), r.args(now))
+	pairUser, addrKey := r.keys(username, addr)
+	args := r.args(now)
+	if !r.split {
+		_, err := r.run(ctx, "throttle failure", throttleFailureScript, append(pairUser, addrKey), args)
+		return err
+	}
+	// Two slots, two scripts: the user's first, then the address's. The
+	// user's script turns the attempt's place into a failure of the pair
+	// and of the user in one step, so a parallel Reserve sees the attempt
+	// either in flight or failed, never neither: those limits hold as on
+	// one Redis. The bucket is charged a round trip later, which is what it
+	// would see if the password check had taken a round trip longer: the
+	// per-client limit counts failures as they complete, and this one
+	// completes, for the bucket, when its script runs. The login replies
+	// only once Failure returns, so a client that waits for its 401 before
+	// trying again always finds its failure in the bucket. If the second
+	// script fails (its node is down), Failure fails (503) and the bucket
+	// misses that one failure; the pair and the user keep it.
+	if _, err := r.run(ctx, "throttle failure", throttleFailureUserScript, pairUser, args); err != nil {
+		return err
+	}
+	_, err := r.run(ctx, "throttle failure", throttleFailureAddrScript, []string{addrKey}, args)
 	return err
 }
 
-// Success is throttle.success, in Redis.
+// Success is throttle.success, in Redis: the pair's and the user's keys
+// only, one slot.
 func (r *Throttle) Success(ctx context.Context, username, addr string, now time.Time) error {
-	_, err := r.run(ctx, "throttle success", throttleSuccessScript, r.keys(username, addr)[:2], r.args(now))
+	pairUser, _ := r.keys(username, addr)
+	_, err := r.run(ctx, "throttle success", throttleSuccessScript, pairUser, r.args(now))
 	return err
 }
 
-// Release is throttle.release, in Redis.
+// Release is throttle.release, in Redis: the pair's and the user's keys
+// only, one slot.
 func (r *Throttle) Release(ctx context.Context, username, addr string) error {
-	_, err := r.run(ctx, "throttle release", throttleReleaseScript, r.keys(username, addr)[:2], r.limits)
+	pairUser, _ := r.keys(username, addr)
+	_, err := r.run(ctx, "throttle release", throttleReleaseScript, pairUser, r.limits)
 	return err
 }
 
@@ -154,12 +234,14 @@ func (r *Throttle) Release(ctx context.Context, username, addr string) error {
 // rate.Limiter's refill) over Redis hashes, the same arithmetic on the same
 // doubles, so that the Redis throttle answers with the same Retry-After.
 //
-// KEYS[1] pair key, KEYS[2] user key, KEYS[3] address key (reserve and
-// failure only). ARGV[1] now (Unix ms), then the limits: ARGV[2]
-// PairFailures, ARGV[3] Window (ms), ARGV[4] BaseBackoff (ms), ARGV[5]
-// MaxBackoff (ms), ARGV[6] UserFailures, ARGV[7] AddrRate (per second),
-// ARGV[8] AddrBurst, ARGV[9] throttleKeyMargin (ms). release has no now:
-// its ARGV are the limits alone.
+// KEYS are the pair's and the user's keys, then the address's (for the
+// scripts of one Redis that need it), or the address's alone (for the
+// address's scripts on a cluster). ARGV[1] now (Unix ms), then the limits:
+// ARGV[2] PairFailures, ARGV[3] Window (ms), ARGV[4] BaseBackoff (ms),
+// ARGV[5] MaxBackoff (ms), ARGV[6] UserFailures, ARGV[7] AddrRate (per
+// second), ARGV[8] AddrBurst, ARGV[9] throttleKeyMargin (ms). release has no
+// now: its ARGV are the limits alone. The cluster's reserve for the user's
+// slot has ARGV[10], the address's wait (whole seconds).
 const throttleLib = `
 local function num(v) return tonumber(v) or 0 end
 local function int(x) return string.format('%d', x) end
@@ -251,14 +333,22 @@ local pf, window, base, maxb = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), ton
 local uf, rate, burst, margin = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6]), tonumber(ARGV[o + 7]), tonumber(ARGV[o + 8])
 `
 
-// throttleReserveScript is throttle.reserve: it returns 0 and reserves the
-// attempt's place (Admitted), the Retry-After in whole seconds (Refused),
-// or reserveWait (Wait: over a limit only by the attempts in flight).
-var throttleReserveScript = redis.NewScript(throttleLib + `
-local now, o = tonumber(ARGV[1]), 1
-` + throttleLimits + `
--- The longest of the waits, in whole seconds (ceilSecond).
-local wait = 0
+// throttleAddrWait sets wait to how long, in whole seconds, the bucket at
+// akey refuses attempts at now: 0 while it holds a token.
+const throttleAddrWait = `
+local f = redis.call('HMGET', akey, 'tokens', 'last')
+if f[1] then
+  local tokens = tokensAt(f, now, rate, burst)
+  if tokens < 1 then
+    wait = math.max(wait, math.ceil(math.ceil((1 - tokens) / rate * 1e9) / 1e9))
+  end
+end
+`
+
+// throttleReserveUser is reserve's part in the user's slot: given wait,
+// the address's, it returns the longest wait, or reserveWait, or reserves
+// the attempt's place in the pair and the user and returns 0.
+var throttleReserveUser = `
 local function waitFor(ms)
   if ms > 0 then
     wait = math.max(wait, math.ceil(ms / 1000))
@@ -285,14 +375,6 @@ elseif un + upending >= uf then
   inFlight = true
 end
 
-local f = redis.call('HMGET', KEYS[3], 'tokens', 'last')
-if f[1] then
-  local tokens = tokensAt(f, now, rate, burst)
-  if tokens < 1 then
-    wait = math.max(wait, math.ceil(math.ceil((1 - tokens) / rate * 1e9) / 1e9))
-  end
-end
-
 if wait > 0 then
   return wait
 end
@@ -302,36 +384,84 @@ end
 put(KEYS[1], n, last, pending + 1, now, window, margin)
 put(KEYS[2], un, ulast, upending + 1, now, window, margin)
 return 0
+`
+
+// throttleNow starts a script that has now: ARGV[1], then the limits.
+const throttleNow = `
+local now, o = tonumber(ARGV[1]), 1
+` + throttleLimits
+
+// throttleReserveScript is throttle.reserve on one Redis: it returns 0 and
+// reserves the attempt's place (Admitted), the Retry-After in whole
+// seconds (Refused), or reserveWait (Wait: over a limit only by the
+// attempts in flight). The longest of the waits is the answer.
+var throttleReserveScript = redis.NewScript(throttleLib + throttleNow + `
+local wait, akey = 0, KEYS[3]
+` + throttleAddrWait + throttleReserveUser)
+
+// throttleAddrWaitScript is the cluster's reserve in the address's slot:
+// it returns the bucket's wait and changes nothing.
+var throttleAddrWaitScript = redis.NewScript(throttleLib + throttleNow + `
+local wait, akey = 0, KEYS[1]
+` + throttleAddrWait + `
+return wait
 `)
 
-// throttleFailureScript is throttle.failure: it extends the pair's and the
-// user's streaks and takes a token from the address's bucket, which may go
-// below zero.
-var throttleFailureScript = redis.NewScript(throttleLib + `
-local now, o = tonumber(ARGV[1]), 1
-` + throttleLimits + `
+// throttleReserveUserScript is the cluster's reserve in the user's slot,
+// with the address's wait from throttleAddrWaitScript in ARGV[10]; it
+// answers as throttleReserveScript does.
+var throttleReserveUserScript = redis.NewScript(throttleLib + throttleNow + `
+local wait = tonumber(ARGV[10])
+` + throttleReserveUser)
+
+// throttleFailureUser extends the pair's and the user's streaks, settling
+// one of their pending attempts.
+const throttleFailureUser = `
 for i = 1, 2 do
   local n, _, pending = streak(KEYS[i], now, window)
   put(KEYS[i], n + 1, now, math.max(0, pending - 1), now, window, margin)
 end
+`
 
+// throttleFailureAddr takes a token from the bucket at akey, which may go
+// below zero.
+const throttleFailureAddr = `
 local tokens = burst -- a new bucket is full
-local f = redis.call('HMGET', KEYS[3], 'tokens', 'last')
+local f = redis.call('HMGET', akey, 'tokens', 'last')
 if f[1] then
   tokens = tokensAt(f, now, rate, burst)
 end
 tokens = tokens - 1
-redis.call('HSET', KEYS[3], 'tokens', string.format('%.17g', tokens), 'last', int(now))
-redis.call('PEXPIRE', KEYS[3], int(math.ceil((burst - tokens) / rate * 1000) + margin))
+redis.call('HSET', akey, 'tokens', string.format('%.17g', tokens), 'last', int(now))
+redis.call('PEXPIRE', akey, int(math.ceil((burst - tokens) / rate * 1000) + margin))
+`
+
+// throttleFailureScript is throttle.failure on one Redis: it extends the
+// pair's and the user's streaks and takes a token from the address's
+// bucket.
+var throttleFailureScript = redis.NewScript(throttleLib + throttleNow + throttleFailureUser + `
+local akey = KEYS[3]
+` + throttleFailureAddr + `
 return 0
 `)
+
+// throttleFailureUserScript and throttleFailureAddrScript are the
+// cluster's failure, in the user's slot and in the address's.
+var (
+	throttleFailureUserScript = redis.NewScript(throttleLib + throttleNow + throttleFailureUser + `
+return 0
+`)
+	throttleFailureAddrScript = redis.NewScript(throttleLib + throttleNow + `
+local akey = KEYS[1]
+` + throttleFailureAddr + `
+return 0
+`)
+)
 
 // throttleSuccessScript is throttle.success: it clears the pair's failures,
 // keeping its other pending attempts, and ends one of the user's pending
 // attempts.
-var throttleSuccessScript = redis.NewScript(throttleLib + `
-local now, o = tonumber(ARGV[1]), 1
-` + throttleLimits + `
+var throttleSuccessScript = redis.NewScript(throttleLib + throttleNow + `
 local pending = num(redis.call('HGET', KEYS[1], 'pending'))
 if pending > 1 then
   put(KEYS[1], 0, 0, pending - 1, now, window, margin)

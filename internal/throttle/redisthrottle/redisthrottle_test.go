@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"authsvc/internal/redisurl"
 	"authsvc/internal/testservers"
 	"authsvc/internal/throttle"
 	"authsvc/internal/throttle/throttletest"
@@ -32,23 +33,86 @@ func throttleRedisClient(t testing.TB, url string) *redis.Client {
 	return client
 }
 
+// clusterClient returns a client of the Redis Cluster whose nodes are at
+// addrs, dialled from a redis+cluster:// URL with redisurl's bounds, closed
+// when t ends.
+func clusterClient(t testing.TB, addrs []string) *redis.ClusterClient {
+	t.Helper()
+	url := "redis+cluster://" + strings.Join(addrs, ",")
+	opt, err := redisurl.ParseCluster(url)
+	if err != nil {
+		t.Fatalf("redisurl.ParseCluster(%q) = %v", url, err)
+	}
+	client := redis.NewClusterClient(opt)
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
 func TestRedisThrottleConformance(t *testing.T) {
 	url, _, _ := testservers.Redis(t)
 	client := throttleRedisClient(t, url)
 	throttletest.Run(t, func(t *testing.T, cfg throttle.Config) throttle.Throttle {
-		return New(client, testservers.UniquePrefix(), cfg)
+		th := New(client, testservers.UniquePrefix(), cfg)
+		if th.split {
+			t.Fatal("New(*redis.Client, ...) splits its scripts; want one script per call on one Redis")
+		}
+		return th
 	})
 }
 
-// twoInstances returns two throttles with cfg on the Redis at url, each
-// with its own client and under one fresh prefix, as two servers sharing a
-// Redis have.
-func twoInstances(t *testing.T, url string, cfg throttle.Config) (a, b throttle.Throttle) {
+// TestRedisThrottleSplitConformance: the cluster's two scripts per call
+// keep the rules on one Redis too, where nothing but their order can be
+// at fault.
+func TestRedisThrottleSplitConformance(t *testing.T) {
+	url, _, _ := testservers.Redis(t)
+	client := throttleRedisClient(t, url)
+	throttletest.Run(t, func(t *testing.T, cfg throttle.Config) throttle.Throttle {
+		th := New(client, testservers.UniquePrefix(), cfg)
+		th.split = true
+		return th
+	})
+}
+
+// TestRedisThrottleClusterConformance: the suite, unchanged, on a
+// three-primary Redis Cluster.
+func TestRedisThrottleClusterConformance(t *testing.T) {
+	addrs, _ := testservers.RedisCluster(t)
+	client := clusterClient(t, addrs)
+	throttletest.Run(t, func(t *testing.T, cfg throttle.Config) throttle.Throttle {
+		th := New(client, testservers.UniquePrefix(), cfg)
+		if !th.split {
+			t.Fatal("New(*redis.ClusterClient, ...) runs one script per call; want the user's and the address's apart")
+		}
+		return th
+	})
+}
+
+// A backend makes a new client of one Redis deployment, as each server of
+// a fleet has its own.
+type backend struct {
+	name      string
+	newClient func(t testing.TB) redis.Scripter
+}
+
+// backends returns a standalone Redis and a three-primary cluster, for the
+// tests of several instances sharing one.
+func backends(t *testing.T) []backend {
+	url, _, _ := testservers.Redis(t)
+	addrs, _ := testservers.RedisCluster(t)
+	return []backend{
+		{"standalone", func(t testing.TB) redis.Scripter { return throttleRedisClient(t, url) }},
+		{"cluster", func(t testing.TB) redis.Scripter { return clusterClient(t, addrs) }},
+	}
+}
+
+// twoInstances returns two throttles with cfg on be, each with its own
+// client and under one fresh prefix, as two servers sharing a Redis have.
+func twoInstances(t *testing.T, be backend, cfg throttle.Config) (a, b throttle.Throttle) {
 	t.Helper()
 	prefix := testservers.UniquePrefix()
 	var th [2]throttle.Throttle
 	for i := range th {
-		th[i] = New(throttleRedisClient(t, url), prefix, cfg)
+		th[i] = New(be.newClient(t), prefix, cfg)
 	}
 	return th[0], th[1]
 }
@@ -56,10 +120,15 @@ func twoInstances(t *testing.T, url string, cfg throttle.Config) (a, b throttle.
 // TestRedisThrottleInstances: two instances splitting the failures between
 // them throttle as one would, for the pair, the user and the address.
 func TestRedisThrottleInstances(t *testing.T) {
-	url, _, _ := testservers.Redis(t)
+	for _, be := range backends(t) {
+		t.Run(be.name, func(t *testing.T) { testInstances(t, be) })
+	}
+}
+
+func testInstances(t *testing.T, be backend) {
 	const alice, home = "alice", "192.0.2.1"
 	t.Run("pair", func(t *testing.T) {
-		a, b := twoInstances(t, url, throttle.Config{AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst})
+		a, b := twoInstances(t, be, throttle.Config{AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst})
 		on := [2]throttletest.Driver{{T: t, Throttle: a}, {T: t, Throttle: b}}
 		for i := range 5 {
 			on[i%2].Reserve(alice, home, 0, 0, true)
@@ -76,7 +145,7 @@ func TestRedisThrottleInstances(t *testing.T) {
 		on[1].Reserve(alice, home, 3*time.Second, 0, true) // the success on a cleared the pair for b
 	})
 	t.Run("user", func(t *testing.T) {
-		a, b := twoInstances(t, url, throttle.Config{UserFailures: 4, AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst})
+		a, b := twoInstances(t, be, throttle.Config{UserFailures: 4, AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst})
 		on := [2]throttletest.Driver{{T: t, Throttle: a}, {T: t, Throttle: b}}
 		for i := range 4 {
 			addr := fmt.Sprint("203.0.113.", i)
@@ -87,7 +156,7 @@ func TestRedisThrottleInstances(t *testing.T) {
 		on[1].Reserve(alice, home, 0, 15*time.Minute, false)
 	})
 	t.Run("address", func(t *testing.T) {
-		a, b := twoInstances(t, url, throttle.Config{})
+		a, b := twoInstances(t, be, throttle.Config{})
 		on := [2]throttletest.Driver{{T: t, Throttle: a}, {T: t, Throttle: b}}
 		for i := range 10 {
 			user := fmt.Sprint("user", i)
@@ -102,7 +171,12 @@ func TestRedisThrottleInstances(t *testing.T) {
 // TestRedisThrottleParallelInstances: attempts sent at once to two
 // instances get no more places than one instance gives.
 func TestRedisThrottleParallelInstances(t *testing.T) {
-	url, _, _ := testservers.Redis(t)
+	for _, be := range backends(t) {
+		t.Run(be.name, func(t *testing.T) { testParallelInstances(t, be) })
+	}
+}
+
+func testParallelInstances(t *testing.T, be backend) {
 	for _, tt := range []struct {
 		name string
 		cfg  throttle.Config
@@ -114,7 +188,7 @@ func TestRedisThrottleParallelInstances(t *testing.T) {
 			func(i int) string { return fmt.Sprint("203.0.113.", i) }, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a, b := twoInstances(t, url, tt.cfg)
+			a, b := twoInstances(t, be, tt.cfg)
 			instances := [2]throttle.Throttle{a, b}
 			var wg sync.WaitGroup
 			var admitted atomic.Int64
@@ -233,8 +307,8 @@ func TestRedisThrottleKeys(t *testing.T) {
 
 	pairSum := sha256.Sum256([]byte(alice + "\x00" + home))
 	userSum := sha256.Sum256([]byte(alice))
-	pair := prefix + "th:p:" + hex.EncodeToString(pairSum[:])
-	user := prefix + "th:u:" + hex.EncodeToString(userSum[:])
+	pair := prefix + "th:{" + hex.EncodeToString(userSum[:]) + "}:p:" + hex.EncodeToString(pairSum[:])
+	user := prefix + "th:{" + hex.EncodeToString(userSum[:]) + "}:u"
 	addr := prefix + "th:a:" + home
 
 	// wantKey checks key's fields and that it expires within (ttl-1s, ttl].
@@ -345,10 +419,112 @@ func (a *alternating) Release(ctx context.Context, username, addr string) error 
 // to two instances, each asking again while attempts are in flight on
 // either, get no more checks than the limit.
 func TestRedisThrottleParallelGuessesInstances(t *testing.T) {
-	url, _, _ := testservers.Redis(t)
-	a, b := twoInstances(t, url, throttle.Config{AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst})
+	for _, be := range backends(t) {
+		t.Run(be.name, func(t *testing.T) { testParallelGuessesInstances(t, be) })
+	}
+}
+
+func testParallelGuessesInstances(t *testing.T, be backend) {
+	a, b := twoInstances(t, be, throttle.Config{AddrRate: throttletest.FastAddrs, AddrBurst: throttletest.FastBurst})
 	d := throttletest.Driver{T: t, Throttle: &alternating{instances: [2]throttle.Throttle{a, b}}}
 	if checked, refused := d.Guesses(20, "alice", throttletest.OneAddr, 0); checked != 5 || refused != 15 {
 		t.Errorf("20 parallel wrong passwords on two instances at a limit of 5 = %d checked, %d refused; want 5, 15", checked, refused)
 	}
+}
+
+// TestRedisThrottleClusterSlots: on a three-primary cluster, a pair's and
+// its user's keys share a slot, which differs from user to user, so that
+// users spread over the primaries; no call ever gets a CROSSSLOT error;
+// and one script over all three keys, as on one Redis, would.
+func TestRedisThrottleClusterSlots(t *testing.T) {
+	addrs, _ := testservers.RedisCluster(t)
+	client, prefix := clusterClient(t, addrs), testservers.UniquePrefix()
+	th := New(client, prefix, throttle.Config{PairFailures: 2, UserFailures: 3})
+	ctx := context.Background()
+
+	slot := func(key string) int64 {
+		t.Helper()
+		n, err := client.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("CLUSTER KEYSLOT %s = %v", key, err)
+		}
+		return n
+	}
+	userSlots := map[int64]bool{}
+	crossed := 0 // users whose slot is not their address's
+	for i := range 60 {
+		username, addr := fmt.Sprint("user", i), fmt.Sprint("198.51.100.", i%7)
+		pairUser, addrKey := th.keys(username, addr)
+		if p, u := slot(pairUser[0]), slot(pairUser[1]); p != u {
+			t.Errorf("CLUSTER KEYSLOT of %q's pair key %s = %d, of its user key %s = %d; want equal", username, pairUser[0], p, pairUser[1], u)
+		} else {
+			userSlots[u] = true
+			if u != slot(addrKey) {
+				crossed++
+			}
+		}
+
+		// Every call, and every outcome of Reserve, on keys of two slots.
+		for try := range 4 {
+			v, _, err := th.Reserve(ctx, username, addr, throttletest.T0)
+			if err != nil {
+				t.Fatalf("reserve(%q, %q) on the cluster = %v; want nil", username, addr, err)
+			}
+			if v != throttle.Admitted {
+				continue
+			}
+			switch (i + try) % 3 {
+			case 0:
+				err = th.Failure(ctx, username, addr, throttletest.T0)
+			case 1:
+				err = th.Success(ctx, username, addr, throttletest.T0)
+			case 2:
+				err = th.Release(ctx, username, addr)
+			}
+			if err != nil {
+				t.Fatalf("settling %q, %q on the cluster = %v; want nil", username, addr, err)
+			}
+		}
+	}
+	if len(userSlots) < 50 {
+		t.Errorf("60 users' keys in %d slots; want them spread by the user's hash tag", len(userSlots))
+	}
+	if crossed == 0 {
+		t.Fatal("no user's slot differs from its address's: the calls above tested no split")
+	}
+
+	// Every primary holds some of the keys.
+	var mu sync.Mutex
+	perNode := map[string]int64{}
+	err := client.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		n, err := node.DBSize(ctx).Result()
+		mu.Lock()
+		perNode[node.Options().Addr] = n
+		mu.Unlock()
+		return err
+	})
+	if err != nil || len(perNode) != 3 {
+		t.Fatalf("DBSIZE on each primary = %v, %v; want 3 primaries", perNode, err)
+	}
+	for node, n := range perNode {
+		if n == 0 {
+			t.Errorf("DBSIZE on %s = 0; want some of the throttle's keys on every primary (all: %v)", node, perNode)
+		}
+	}
+
+	// The check above would catch a script over keys of two slots: the
+	// single-Redis script on the cluster gets CROSSSLOT.
+	for i := range 60 {
+		username, addr := fmt.Sprint("user", i), "203.0.113.1"
+		pairUser, addrKey := th.keys(username, addr)
+		if slot(pairUser[0]) == slot(addrKey) {
+			continue
+		}
+		err := throttleReserveScript.Run(ctx, client, append(pairUser, addrKey), th.args(throttletest.T0)...).Err()
+		if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+			t.Errorf("the single-Redis reserve script on the cluster, keys in two slots = %v; want a CROSSSLOT error", err)
+		}
+		return
+	}
+	t.Fatal("no user of 60 had a slot apart from 203.0.113.1's")
 }
