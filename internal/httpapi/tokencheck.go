@@ -90,9 +90,20 @@ func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
 		return principal{}, err
 	}
 	if c.policy.idleExpired(sess, now) {
-		c.store.Revoke(r.Context(), digest) // dead stays dead
-		c.metrics.Revoked(revokedIdle, 1)
-		return principal{}, errInvalidToken
+		// A store's cache may hold a last use that another instance has
+		// since moved: the token dies only on what the store itself says.
+		sess, err = c.store.Lookup(tokens.WithFresh(r.Context()), digest, now)
+		switch {
+		case errors.Is(err, tokens.ErrNotFound):
+			return principal{}, errInvalidToken
+		case err != nil:
+			return principal{}, err
+		}
+		if c.policy.idleExpired(sess, now) {
+			c.store.Revoke(r.Context(), digest) // dead stays dead
+			c.metrics.Revoked(revokedIdle, 1)
+			return principal{}, errInvalidToken
+		}
 	}
 	u, err := users.SessionUser(r.Context(), c.users, sess.Username, sess.IssuedAt, sess.Stamp)
 	if err != nil {

@@ -159,6 +159,17 @@ type ListedSession struct {
 //     Issuing an existing digest is not expected (tokens are 160 random bits).
 //   - Lookup returns the session under d, or ErrNotFound if there is
 //     none or it expired at or before now.
+//   - A store shared by several instances may keep the sessions it looked
+//     up in memory (a cache). Then a session that Revoke, RevokeID,
+//     RevokeUser, Supersede or Issue's limit removed is not found by the
+//     Lookups of the instance that removed it once the call has returned,
+//     and by every other instance sharing the store within a short bound
+//     (API.md, Operations: 100 ms at the 99th percentile); one whose link
+//     to the other instances breaks forgets what it kept before answering
+//     from it again. A cached LastUsedAt may lag uses recorded by other
+//     instances (this instance's Touch moves it): under a context marked
+//     by WithFresh, Lookup reads the backing service, never the cache, and
+//     a caller that would end a session on its LastUsedAt asks so first.
 //   - Revoke removes the session under d; revoking an unknown digest is not
 //     an error (logout is idempotent).
 //   - Issue stores s's ID, Client and UserAgent as given, and sets its

@@ -60,9 +60,15 @@ const (
 type Store struct {
 	client *redis.Client
 	prefix string
-	// userPrefix is lookupScript's ARGV[1], as any so that no batch
-	// allocates it again.
-	userPrefix any
+	// userPrefix and channel are lookupScript's ARGV[1] and ARGV[2], as
+	// any so that no batch allocates them again.
+	userPrefix, channel any
+
+	// cache keeps looked-up sessions, kept true by the invalidations
+	// invalidationLoop hears (cache.go); subscribeOnce starts that loop
+	// at the first Lookup with the cache on.
+	cache         tokenCache
+	subscribeOnce sync.Once
 
 	// Look-ups are pipelined: lookupLoop sends all look-ups waiting at once
 	// in one round trip, which saves both processes most of their system
@@ -178,7 +184,8 @@ func Dial(rawURL string) (*redis.Client, error) {
 }
 
 // New returns a store on client's Redis (see Dial), with
-// keys under prefix ("" means DefaultPrefix); Ping tells whether Redis
+// keys under prefix ("" means DefaultPrefix), keeping up to
+// DefaultCacheSize looked-up sessions (SetCacheSize); Ping tells whether Redis
 // answers. Its Close stops the store's loops and leaves client open: the
 // login throttle may share it.
 func New(client *redis.Client, prefix string) *Store {
@@ -189,11 +196,13 @@ func New(client *redis.Client, prefix string) *Store {
 		client:     client,
 		prefix:     prefix,
 		userPrefix: prefix + "u:",
+		channel:    prefix + "inv",
 		lookups:    make(chan lookupRequest),
 		stop:       make(chan struct{}),
 		pending:    make(map[string]int64),
 		touchWake:  make(chan struct{}, 1),
 	}
+	s.cache.resize(DefaultCacheSize)
 	for range lookupLoops {
 		s.loops.Add(1)
 		go s.lookupLoop()
@@ -248,7 +257,7 @@ func (s *Store) lookupLoop() {
 		for _, req := range batch {
 			args = append(args, req.key)
 		}
-		args = append(args, s.userPrefix)
+		args = append(args, s.userPrefix, s.channel)
 		// The call may take as long as the batch's most patient caller waits.
 		ctx, cancel := context.WithDeadline(context.Background(), latest)
 		res, err := s.client.Do(ctx, args...).Slice()
@@ -336,7 +345,8 @@ func unavailable(op string, err error) error {
 // KEYS[1] token key, KEYS[2] user index key, KEYS[3] user stamp key.
 // ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] limit (0 = none),
 // ARGV[5] now (Unix ms), ARGV[6] token key prefix, ARGV[7] expiry (Unix ms; "" = never),
-// ARGV[8] session id hex, ARGV[9] client, ARGV[10] user agent.
+// ARGV[8] session id hex, ARGV[9] client, ARGV[10] user agent,
+// ARGV[11] invalidation channel (each evicted digest is published there).
 // It returns how many sessions the limit evicted, or -1 for a superseded stamp.
 var issueScript = redis.NewScript(`
 local tkey, ukey = KEYS[1], KEYS[2]
@@ -388,6 +398,7 @@ for i, x in ipairs(live) do
   if i <= evict then
     redis.call('DEL', tprefix .. x[1])
     redis.call('ZREM', ukey, x[1])
+    redis.call('PUBLISH', ARGV[11], 't:' .. x[1])
   elseif not x[2] then
     never = true
   elseif tonumber(x[2]) > last then
@@ -417,7 +428,8 @@ return evict
 // entry in one script, so none is ever seen between the two.
 //
 // KEYS token keys, each ending in its digest's 64 hex characters.
-// ARGV[1] user index key prefix.
+// ARGV[1] user index key prefix, ARGV[2] invalidation channel (a deleted
+// session's digest is published there, for the instances that cached it).
 const lookupScriptSource = `
 local out = {}
 for i, key in ipairs(KEYS) do
@@ -433,6 +445,7 @@ for i, key in ipairs(KEYS) do
     else
       f[5] = 0
       redis.pcall('DEL', key) -- best effort: refused either way
+      redis.pcall('PUBLISH', ARGV[2], 't:' .. string.sub(key, -64))
     end
   else
     f[5] = 0
@@ -445,15 +458,19 @@ return out
 // lookupScriptHash is lookupScriptSource's SHA-1, for EVALSHA.
 var lookupScriptHash = redis.NewScript(lookupScriptSource).Hash()
 
-// revokeScript deletes a token key and its index entry.
+// revokeScript deletes a token key and its index entry, and publishes the
+// digest, found or not: an instance may have cached a session whose key
+// Redis has since dropped on its own.
 //
-// KEYS[1] token key. ARGV[1] digest hex, ARGV[2] user index key prefix.
+// KEYS[1] token key. ARGV[1] digest hex, ARGV[2] user index key prefix,
+// ARGV[3] invalidation channel.
 var revokeScript = redis.NewScript(`
 local u = redis.call('HGET', KEYS[1], 'u')
 if u then
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', ARGV[2] .. u, ARGV[1])
 end
+redis.call('PUBLISH', ARGV[3], 't:' .. ARGV[1])
 return 0
 `)
 
@@ -462,13 +479,18 @@ return 0
 // it) stay stored, but lookupScript refuses them. It deletes the user's
 // challenges too; their c: keys lead nowhere since, and expire.
 //
-// KEYS[1] user index key, KEYS[2] user challenges key. ARGV[1] token key prefix.
+// It publishes the username: every instance drops the user's cached
+// sessions.
+//
+// KEYS[1] user index key, KEYS[2] user challenges key. ARGV[1] token key
+// prefix, ARGV[2] invalidation channel, ARGV[3] username.
 var revokeUserScript = redis.NewScript(`
 local n = 0
 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   n = n + redis.call('DEL', ARGV[1] .. m)
 end
 redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('PUBLISH', ARGV[2], 'u:' .. ARGV[3])
 return n
 `)
 
@@ -485,11 +507,15 @@ return n
 // racing it is deleted here or refused by putChallengeScript.
 //
 // A stamp of "0" (a deleted user) also forgets the user's TOTP counter.
+// It publishes the username whether or not it deleted a session, so that
+// every instance drops the user's cached sessions (it may have kept one
+// whose index entry Redis evicted: the cheap way is the safe way).
 //
 // KEYS[1] user index key, KEYS[2] user stamp key, KEYS[3] user challenges
 // key, KEYS[4] user TOTP counter key.
 // ARGV[1] token key prefix, ARGV[2] cut-off (Unix ms), ARGV[3] stamp,
-// ARGV[4] largest password stamp, ARGV[5] keep until (Unix ms; "" = ever).
+// ARGV[4] largest password stamp, ARGV[5] keep until (Unix ms; "" = ever),
+// ARGV[6] invalidation channel, ARGV[7] username.
 var supersedeScript = redis.NewScript(`
 local ukey, skey, tprefix, cutoff, stamp, maxstamp = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local n = 0
@@ -525,6 +551,7 @@ else
   redis.call('SET', skey, stamp)
   redis.call('PEXPIREAT', skey, ARGV[5])
 end
+redis.call('PUBLISH', ARGV[6], 'u:' .. ARGV[7])
 return n
 `)
 
@@ -541,12 +568,17 @@ func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session,
 	evicted, err = issueScript.Run(ctx, s.client, keys,
 		hex.EncodeToString(d[:]), sess.Username, strconv.FormatUint(sess.Stamp, 10),
 		max(limit, 0), now.UnixMilli(), s.prefix+"t:", expiry,
-		sess.ID.String(), sess.Client, sess.UserAgent).Int()
+		sess.ID.String(), sess.Client, sess.UserAgent, s.channel).Int()
 	if err != nil {
 		return 0, unavailable("issue", err)
 	}
 	if evicted < 0 {
 		return 0, tokens.ErrSuperseded
+	}
+	if evicted > 0 {
+		// Refused here at once, without waiting for the published
+		// digests; the user's other cached sessions are read again.
+		s.cache.forgetUser(sess.Username)
 	}
 	return evicted, nil
 }
@@ -555,44 +587,74 @@ func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session,
 // Lookup also by now, so the earlier of the two wins. A session its user's
 // index no longer lists is not found (see lookupScript).
 //
+// It answers from the cache when it may (cache.go), judging the cached
+// expiry against now as it judges Redis's; under tokens.WithFresh it reads
+// Redis, and keeps what it read for the next Lookup.
+//
 // A stored value that does not parse is an error wrapping ErrUnavailable,
 // not ErrNotFound: the store is broken, and a 401 would tell the client
 // to log in again rather than report the fault.
 func (s *Store) Lookup(ctx context.Context, d tokens.Digest, now time.Time) (tokens.Session, error) {
+	if !tokens.Fresh(ctx) {
+		if cs, ok := s.cache.get(d); ok {
+			if cs.expiresMs != 0 && cs.expiresMs <= now.UnixMilli() {
+				return tokens.Session{}, tokens.ErrNotFound
+			}
+			return cs.session(), nil
+		}
+	}
+	gen, keep, on := s.cache.snapshot()
+	if on {
+		s.startSubscriber()
+	}
+	cs, err := s.lookupRedis(ctx, d)
+	if errors.Is(err, tokens.ErrNotFound) {
+		s.cache.drop(d)
+	}
+	if err != nil {
+		return tokens.Session{}, err
+	}
+	if keep {
+		s.cache.put(d, cs, gen)
+	}
+	if cs.expiresMs != 0 && cs.expiresMs <= now.UnixMilli() {
+		return tokens.Session{}, tokens.ErrNotFound
+	}
+	return cs.session(), nil
+}
+
+// lookupRedis reads the session under d from Redis, expired or not.
+func (s *Store) lookupRedis(ctx context.Context, d tokens.Digest) (cachedSession, error) {
 	ans := s.lookup(ctx, s.tokenKey(d))
 	if ans.err != nil {
-		return tokens.Session{}, unavailable("lookup", ans.err)
+		return cachedSession{}, unavailable("lookup", ans.err)
 	}
 	f := ans.fields
 	if len(f) != 5 {
-		return tokens.Session{}, unavailable("lookup", errCorruptSession)
+		return cachedSession{}, unavailable("lookup", errCorruptSession)
 	}
 	if f[0] == nil {
-		return tokens.Session{}, tokens.ErrNotFound
+		return cachedSession{}, tokens.ErrNotFound
 	}
 	sess, expiresMs, err := parseRedisSession(f[:3])
 	if err != nil {
-		return tokens.Session{}, unavailable("lookup", err)
+		return cachedSession{}, unavailable("lookup", err)
 	}
 	score, listed := f[4].(string)
 	if !listed {
-		return tokens.Session{}, tokens.ErrNotFound
+		return cachedSession{}, tokens.ErrNotFound
 	}
 	issuedMs, err := strconv.ParseInt(score, 10, 64)
 	if err != nil {
-		return tokens.Session{}, unavailable("lookup", errCorruptSession)
+		return cachedSession{}, unavailable("lookup", errCorruptSession)
 	}
-	sess.IssuedAt = time.UnixMilli(issuedMs)
-	sess.LastUsedAt = sess.IssuedAt
+	cs := cachedSession{username: sess.Username, stamp: sess.Stamp, expiresMs: expiresMs, issuedMs: issuedMs, usedMs: issuedMs}
 	if l, ok := f[3].(string); ok {
 		if ms, err := strconv.ParseInt(l, 10, 64); err == nil && ms > issuedMs {
-			sess.LastUsedAt = time.UnixMilli(ms)
+			cs.usedMs = ms
 		}
 	}
-	if expiresMs != 0 && expiresMs <= now.UnixMilli() {
-		return tokens.Session{}, tokens.ErrNotFound
-	}
-	return sess, nil
+	return cs, nil
 }
 
 // lookup hands key to a lookupLoop and waits for its answer for at most
@@ -664,7 +726,9 @@ func (s *Store) Revoke(ctx context.Context, d tokens.Digest) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	err := revokeScript.Run(ctx, s.client, []string{s.tokenKey(d)},
-		hex.EncodeToString(d[:]), s.prefix+"u:").Err()
+		hex.EncodeToString(d[:]), s.prefix+"u:", s.channel).Err()
+	// Refused here at once, whatever the reply: dropping is always safe.
+	s.cache.forget(d)
 	if err != nil {
 		return unavailable("revoke", err)
 	}
@@ -677,7 +741,8 @@ func (s *Store) Revoke(ctx context.Context, d tokens.Digest) error {
 func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	n, err := revokeUserScript.Run(ctx, s.client, []string{s.userKey(username), s.challengesKey(username)}, s.prefix+"t:").Int()
+	n, err := revokeUserScript.Run(ctx, s.client, []string{s.userKey(username), s.challengesKey(username)}, s.prefix+"t:", s.channel, username).Int()
+	s.cache.forgetUser(username) // refused here at once, whatever the reply
 	if err != nil {
 		return 0, unavailable("revoke user", err)
 	}
@@ -704,7 +769,8 @@ func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, er
 	}
 	keys := []string{s.userKey(sup.Username), s.stampKey(sup.Username), s.challengesKey(sup.Username), s.counterKey(sup.Username)}
 	n, err := supersedeScript.Run(ctx, s.client, keys, s.prefix+"t:", cutoff,
-		strconv.FormatUint(sup.Stamp, 10), strconv.FormatUint(sup.MaxStamp, 10), until).Int()
+		strconv.FormatUint(sup.Stamp, 10), strconv.FormatUint(sup.MaxStamp, 10), until, s.channel, sup.Username).Int()
+	s.cache.forgetUser(sup.Username) // refused here at once, whatever the reply
 	if err != nil {
 		return 0, unavailable("supersede", err)
 	}
@@ -723,7 +789,9 @@ func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, er
 // KEYS[4] user imported set key.
 // ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] issued
 // (Unix ms), ARGV[5] now (Unix ms), ARGV[6] expiry (Unix ms; "" = never),
-// ARGV[7] session id hex, ARGV[8] dry run ("1" or "0").
+// ARGV[7] session id hex, ARGV[8] dry run ("1" or "0"), ARGV[9]
+// invalidation channel (a refreshed digest is published there: cached
+// copies hold the old expiry).
 // It returns a tokens.ImportOutcome: 1 added, 2 refreshed, 3 dead,
 // 4 superseded.
 var importScript = redis.NewScript(`
@@ -752,6 +820,7 @@ if redis.call('HEXISTS', KEYS[4], digest) == 1 then
       redis.call('PEXPIREAT', tkey, expiry)
     end
     extend()
+    redis.call('PUBLISH', ARGV[9], 't:' .. digest)
   end
   return 2
 end
@@ -815,11 +884,14 @@ func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Ti
 				keys := []string{s.tokenKey(d), s.userKey(sess.Username), s.stampKey(sess.Username), s.importedKey(sess.Username)}
 				importScript.EvalSha(cctx, p, keys, hex.EncodeToString(d[:]), sess.Username,
 					strconv.FormatUint(sess.Stamp, 10), sess.IssuedAt.UnixMilli(), now.UnixMilli(),
-					expiry, sess.ID.String(), dry)
+					expiry, sess.ID.String(), dry, s.channel)
 			}
 			return nil
 		})
 		cancel()
+		for _, im := range chunk {
+			s.cache.forget(im.Digest)
+		}
 		if err != nil {
 			return outcomes, unavailable("import", err)
 		}
@@ -1066,6 +1138,7 @@ return 0
 
 // Touch records a use of d at now for touchLoop; it never blocks on Redis.
 func (s *Store) Touch(_ context.Context, d tokens.Digest, now time.Time) {
+	s.cache.touch(d, now.UnixMilli())
 	s.touchLater(s.tokenKey(d), now.UnixMilli())
 	select {
 	case s.touchWake <- struct{}{}:
@@ -1208,15 +1281,17 @@ func parseListedSession(username string, row any) (tokens.ListedSession, bool) {
 	return ls, true
 }
 
-// revokeIDScript deletes the session of a user whose id is ARGV[2], and
-// returns 1 if there was one.
+// revokeIDScript deletes the session of a user whose id is ARGV[2],
+// publishes its digest, and returns 1 if there was one.
 //
-// KEYS[1] user index key. ARGV[1] token key prefix, ARGV[2] session id hex.
+// KEYS[1] user index key. ARGV[1] token key prefix, ARGV[2] session id hex,
+// ARGV[3] invalidation channel.
 var revokeIDScript = redis.NewScript(`
 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   if redis.call('HGET', ARGV[1] .. m, 'i') == ARGV[2] then
     redis.call('DEL', ARGV[1] .. m)
     redis.call('ZREM', KEYS[1], m)
+    redis.call('PUBLISH', ARGV[3], 't:' .. m)
     return 1
   end
 end
@@ -1227,7 +1302,10 @@ return 0
 func (s *Store) RevokeID(ctx context.Context, username string, id tokens.SessionID) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	n, err := revokeIDScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:", id.String()).Int()
+	n, err := revokeIDScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:", id.String(), s.channel).Int()
+	// Refused here at once: the id does not tell which digest, so every
+	// cached session of the user is read again.
+	s.cache.forgetUser(username)
 	if err != nil {
 		return false, unavailable("revoke session", err)
 	}

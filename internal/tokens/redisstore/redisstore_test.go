@@ -425,3 +425,14 @@ func TestRedisStoreURLErrorHidesPassword(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisStoreUncached: the conformance suite with the cache off, every
+// Lookup a read of Redis.
+func TestRedisStoreUncached(t *testing.T) {
+	url, _, _ := testservers.Redis(t)
+	storetest.Run(t, func(t *testing.T) tokens.Store {
+		s := newTestRedisStore(t, url)
+		s.SetCacheSize(0)
+		return s
+	})
+}
