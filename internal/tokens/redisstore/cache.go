@@ -400,6 +400,9 @@ func (s *Store) followLink(evicted string) {
 				s.cache.confirm(sent)
 			}
 		case *redis.Message:
+			if s.heard != nil {
+				s.heard(m.Payload)
+			}
 			s.applyInvalidation(m.Channel, m.Payload)
 		}
 	}

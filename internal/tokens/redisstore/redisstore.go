@@ -69,6 +69,12 @@ type Store struct {
 	// at the first Lookup with the cache on.
 	cache         tokenCache
 	subscribeOnce sync.Once
+	// afterRead, when set (by tests, before the first Lookup), runs
+	// between a Lookup's read of Redis and its put in the cache.
+	afterRead func(tokens.Digest)
+	// heard, when set (by tests, before the first Lookup), runs before
+	// invalidationLoop applies a message.
+	heard func(payload string)
 
 	// Look-ups are pipelined: lookupLoop sends all look-ups waiting at once
 	// in one round trip, which saves both processes most of their system
@@ -608,6 +614,9 @@ func (s *Store) Lookup(ctx context.Context, d tokens.Digest, now time.Time) (tok
 		s.startSubscriber()
 	}
 	cs, err := s.lookupRedis(ctx, d)
+	if s.afterRead != nil {
+		s.afterRead(d)
+	}
 	if errors.Is(err, tokens.ErrNotFound) {
 		s.cache.drop(d)
 	}
