@@ -13,6 +13,7 @@ import (
 	"authsvc/internal/secret"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
+	"authsvc/internal/tokens/redisstore"
 	"authsvc/internal/users"
 	"authsvc/internal/users/postgres"
 )
@@ -102,6 +103,9 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 			return d, closeDeps, err
 		}
 		closers = append(closers, closerFunc(closeStore))
+		if rs, ok := d.Store.(*redisstore.Store); ok {
+			rs.SetCacheSize(cfg.storeCache)
+		}
 	} else {
 		th = throttle.NewMemory(cfg.throttle)
 	}

@@ -23,6 +23,7 @@ type serveConfig struct {
 	tokenIdle         time.Duration
 	store             string
 	storePrefix       string
+	storeCache        int
 	maxPerUser        int
 	reloadInterval    time.Duration
 	logFormat         string
@@ -98,6 +99,8 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.store }},
 		{name: "store-prefix", arg: "PREFIX", def: redisstore.DefaultPrefix, help: "key prefix in a shared Redis",
 			field: func(c *serveConfig) any { return &c.storePrefix }},
+		{name: "store-cache", arg: "N", def: redisstore.DefaultCacheSize, help: "with Redis: tokens each instance keeps after checking them, told of revocations by Redis pub/sub; 0 = every check asks Redis",
+			field: func(c *serveConfig) any { return &c.storeCache }},
 		{name: "max-tokens-per-user", arg: "N", def: 100, help: "live tokens per user; a new login evicts the oldest; 0 = no limit",
 			field: func(c *serveConfig) any { return &c.maxPerUser }},
 		{name: "reload-interval", arg: "DURATION", def: time.Second, help: "how often the users file is checked for changes",
@@ -354,6 +357,8 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: --password-min-length must be 1 to %d", password.MaxLen)
 	case c.userCache < 1:
 		return c, usagef("serve: --user-cache must be at least 1")
+	case c.storeCache < 0:
+		return c, usagef("serve: --store-cache must not be negative")
 	case c.maxConns < 0:
 		return c, usagef("serve: --max-conns must not be negative")
 	case c.maxPerUser < 0:

@@ -173,6 +173,20 @@ func NewMetrics(src MetricsSources) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	if c, ok := src.Store.(tokenCacheStats); ok { // stores that cache looked-up sessions (Redis)
+		stat := func(i int) func() float64 {
+			return func() float64 {
+				hits, misses, breaks, size := c.CacheStats()
+				return [...]float64{float64(hits), float64(misses), float64(breaks), float64(size)}[i]
+			}
+		}
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "authsvc_token_cache_hits_total", Help: "Token checks answered from this instance's token cache."}, stat(0)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "authsvc_token_cache_misses_total", Help: "Token checks that read the token store past the cache."}, stat(1)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "authsvc_token_cache_link_breaks_total", Help: "Times the token cache's invalidation link broke and the cache was dropped."}, stat(2)),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "authsvc_token_cache_entries", Help: "Sessions in this instance's token cache."}, stat(3)),
+		)
+	}
 	if _, ok := src.Store.Len(); ok { // stores that count their sessions cheaply
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_live_tokens", Help: "Sessions in the memory store, expired ones not yet swept included.",
@@ -287,3 +301,9 @@ func routeLabel(pattern string) string {
 // rehashed counts a rehash on login by result: ok, skipped (a password
 // bcrypt would cut, or a hash changed meanwhile) or error.
 func (m *Metrics) rehashed(result string) { m.rehashes.WithLabelValues(result).Inc() }
+
+// tokenCacheStats is what a store that caches looked-up sessions reports
+// (redisstore.Store's CacheStats).
+type tokenCacheStats interface {
+	CacheStats() (hits, misses, breaks uint64, size int)
+}
