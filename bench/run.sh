@@ -218,7 +218,12 @@ start_authsvc() { # name users store [more serve flags]
 }
 start_authsvc authsvc "$USERS" memory
 start_authsvc authsvc-noaccess "$USERS" memory --access-log=false
-if [ -n "$redis_url" ]; then start_authsvc authsvc-redis "$USERS" "$redis_url"; fi
+# Redis twice: as before the token cache (every check a round trip) and with
+# it at its default (issue 22).
+if [ -n "$redis_url" ]; then
+	start_authsvc authsvc-redis "$USERS" "$redis_url" --store-cache 0
+	start_authsvc authsvc-redis-cache "$USERS" "$redis_url"
+fi
 start_authsvc authsvc-bcrypt "$USERS_BCRYPT" memory --cost "$COST"
 
 bport=$(free_port)

@@ -141,7 +141,9 @@ func label(name string) string {
 	case "authsvc-noaccess":
 		return "authsvc, memory, --access-log=false"
 	case "authsvc-redis":
-		return "authsvc, Redis store"
+		return "authsvc, Redis store, no cache"
+	case "authsvc-redis-cache":
+		return "authsvc, Redis store, cached"
 	case "authsvc-bcrypt":
 		return "authsvc, memory, bcrypt users"
 	case "inproc-1k":
@@ -270,6 +272,7 @@ type results struct {
 	login            map[string][]float64 // by hash case: logins/s
 	raw              map[string][]float64 // by hash case: checks/s
 	floods           map[string][]floodResult
+	revocation       revocationResult
 	big              bigResult
 	pg               pgResult
 	gob              goResults
@@ -285,7 +288,7 @@ func (d *driver) run() (string, error) {
 
 	// 1. /info, unloaded: authsvc (memory, memory without the access log,
 	// Redis) and the baseline.
-	res.infoTs = d.pick("authsvc", "authsvc-noaccess", "authsvc-redis", "baseline")
+	res.infoTs = d.pick("authsvc", "authsvc-noaccess", "authsvc-redis", "authsvc-redis-cache", "baseline")
 	d.logf("== /info: warm-up, then %d alternating rounds of %s per server", c.infoRounds, c.infoDur)
 	if _, err := d.rounds("warmup", res.infoTs, 1, c.conns, time.Second); err != nil {
 		return "", err
@@ -357,6 +360,9 @@ func (d *driver) run() (string, error) {
 	if res.gob, err = d.goBenchmarks(); err != nil {
 		return "", err
 	}
+
+	// 5b. Revocation across two instances on one Redis (TestRevocationP99).
+	res.revocation = d.revocation()
 
 	// 6. A users file of 1M users; 7. PostgreSQL with 100k users.
 	res.big = d.bigUsers()
