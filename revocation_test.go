@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -69,6 +70,7 @@ func TestRevocationP99(t *testing.T) {
 					}
 					continue
 				}
+				io.Copy(io.Discard, resp.Body) // so that the connection is reused
 				resp.Body.Close()
 				if resp.StatusCode != 200 {
 					loadErrors.Add(1)
@@ -90,6 +92,7 @@ func TestRevocationP99(t *testing.T) {
 		if err != nil {
 			t.Fatalf("GET %s/api/auth/info: %v", base, err)
 		}
+		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		return resp.StatusCode
 	}
