@@ -287,3 +287,39 @@ func TestSessionsListOmitsDead(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenIdleFleet: a token used only on instance B stays alive on
+// instance A, which cached it long ago: A's cached last use is stale, and
+// A re-reads the store before it refuses (and revokes) a token for
+// idleness. Without that, A would end a token in use everywhere.
+func TestTokenIdleFleet(t *testing.T) {
+	redisURL, _, _ := testservers.Redis(t)
+	usersPath := filepath.Join(t.TempDir(), "users.json")
+	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	const idle = time.Second // lag: a quarter, 250 ms
+	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String()}
+	baseA, _, stopA := startServer(t, nil, args...)
+	defer stopA()
+	baseB, _, stopB := startServer(t, nil, args...)
+	defer stopB()
+	token := loginToken(t, baseA, "alice", "alice-pw")
+	// A caches it (the second check is answered from A's cache).
+	for range 2 {
+		if code, body := getInfo(t, baseA, token, ""); code != 200 {
+			t.Fatalf("info on A = %d %s; want 200", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	start := time.Now()
+	for time.Since(start) < 3*idle {
+		if code, body := getInfo(t, baseB, token, ""); code != 200 {
+			t.Fatalf("a token used on B every 200 ms under a %v idle limit, after %v = %d %s; want 200", idle, time.Since(start), code, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code, body := getInfo(t, baseA, token, ""); code != 200 {
+		t.Errorf("on A, a token used on B all along, %v after A last saw it = %d %s; want 200 (A judged its cached last use)", 3*idle, code, body)
+	}
+}
