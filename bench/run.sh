@@ -274,3 +274,16 @@ if took=$(grep -Eo '[0-9.]+ s/import' <<<"$import_out"); then
 else
 	echo "django import: not measured: $(tail -n 3 <<<"$import_out" | tr '\n' ' ')" | tee -a "$OUT/latest.txt"
 fi
+
+# Capacity on paper (issue 22, point 4): what a login, a failed login and a
+# token check that misses the instance's cache cost the Redis above, in
+# round trips, commands and Redis CPU, and how many of each one Redis core
+# carries (bench/rediscost; a hit of the cache costs Redis nothing).
+if [ -n "$redis_url" ]; then
+	say "measuring what each operation costs Redis"
+	if cost=$($GO run ./bench/rediscost -redis "$redis_url" -n 20000 -c 32 2>&1); then
+		{ echo "Redis cost per operation (one Redis core, 32 goroutines of the real store and throttle):"; sed 's/^/  /' <<<"$cost"; } | tee -a "$OUT/latest.txt"
+	else
+		echo "Redis cost per operation: not measured: $cost" | tee -a "$OUT/latest.txt"
+	fi
+fi
