@@ -144,7 +144,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		dryRun = fs.Bool("dry-run", false, "write nothing: print what the import would do, and exit as it would")
 		update = fs.Bool("update", false, "bring users that exist already up to date with the dump (--from django): profile, flags, second factors and a hash changed in Django")
 		keyPath = fs.String("secret-key-file", "", "the secret key `FILE` that fingerprints Django hashes and seals their second factors; default authsvc.key beside a users file (created when missing), required with PostgreSQL")
-		store = fs.String("store", "memory", "the token `STORE` the dump's DRF keys go to: redis://… as serve's (memory cannot keep them)")
+		store = fs.String("store", "memory", "the token `STORE` the dump's DRF keys go to: redis://… or redis+sentinel://… as serve's (memory cannot keep them)")
 		storePrefix = fs.String("store-prefix", redisstore.DefaultPrefix, "key `PREFIX` in a shared Redis, as serve's")
 		tokenTTL = fs.Duration("token-ttl", 24*time.Hour, "imported tokens expire this `DURATION` after the import; 0 = never")
 		fromEnv = append(fromEnv, "store", "store-prefix", "token-ttl", "secret-key-file")

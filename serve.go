@@ -55,7 +55,9 @@ func openStore(cmd, spec, prefix string, th throttle.Config) (tokens.Store, thro
 	switch {
 	case spec == "memory":
 		return tokens.NewMemoryStore(), throttle.NewMemory(th), func() error { return nil }, nil
-	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
+	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"), redisstore.IsSentinelURL(spec):
+		// A Sentinel URL's client follows the primary through failover;
+		// the store and the throttle use it as they would one Redis's.
 		client, err := redisstore.Dial(spec)
 		if err != nil {
 			return nil, nil, nil, &usageError{msg: cmd + ": --store: " + err.Error()}
@@ -71,7 +73,7 @@ func openStore(cmd, spec, prefix string, th throttle.Config) (tokens.Store, thro
 		return s, redisthrottle.New(client, prefix, th), closeBoth, nil
 	}
 	// Not quoted: a URL of another kind may hold a password.
-	return nil, nil, nil, usagef("%s: --store: want memory, redis://… or rediss://…", cmd)
+	return nil, nil, nil, usagef("%s: --store: want memory, redis://…, rediss://…, redis+sentinel://… or rediss+sentinel://…", cmd)
 }
 
 // serve runs the server until ctx is done, then shuts it down gracefully.

@@ -95,7 +95,7 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.tokenTTL }},
 		{name: "token-idle", arg: "DURATION", def: time.Duration(0), help: "a token unused this long dies; 0 = no idle limit",
 			field: func(c *serveConfig) any { return &c.tokenIdle }},
-		{name: "store", arg: "STORE", def: "memory", help: "token store: memory, redis://[user:pass@]host:port/db or rediss://… (TLS)",
+		{name: "store", arg: "STORE", def: "memory", help: "token store: memory, redis://[user:pass@]host:port/db, redis+sentinel://[user:pass@]host:port,…/master[/db] or rediss… (TLS)",
 			field: func(c *serveConfig) any { return &c.store }},
 		{name: "store-prefix", arg: "PREFIX", def: redisstore.DefaultPrefix, help: "key prefix in a shared Redis",
 			field: func(c *serveConfig) any { return &c.storePrefix }},

@@ -153,7 +153,14 @@ var _ tokens.Store = (*Store)(nil)
 // rediss://), with the timeouts a login can afford. It does not connect:
 // the first call does. Timeouts given in the URL (dial_timeout=,
 // read_timeout=, ...) win. Its errors never quote the URL's password.
+//
+// A redis+sentinel:// or rediss+sentinel:// URL (see parseSentinelURL)
+// gives a client that follows a Sentinel-managed primary through
+// failover, with the same timeouts.
 func Dial(rawURL string) (*redis.Client, error) {
+	if IsSentinelURL(rawURL) {
+		return dialSentinel(rawURL)
+	}
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		// A *url.Error quotes the whole URL, password included: keep only its reason.
