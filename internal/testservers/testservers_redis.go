@@ -29,13 +29,7 @@ func RedisWith(t testing.TB, extra ...string) (url string, stop, restart func())
 	if url := os.Getenv("AUTHSVC_TEST_REDIS"); url != "" {
 		return url, nil, nil
 	}
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("AUTHSVC_REQUIRE_REDIS") == "1" {
-			t.Fatal("redis-server not in PATH and AUTHSVC_REQUIRE_REDIS=1")
-		}
-		t.Skip("redis-server not in PATH: install it, or set AUTHSVC_TEST_REDIS=redis://host:port/db")
-	}
+	bin := redisServerBin(t)
 	port := FreePort(t)
 	dir := t.TempDir()
 	addr := net.JoinHostPort("127.0.0.1", port)
@@ -62,6 +56,20 @@ func RedisWith(t testing.TB, extra ...string) (url string, stop, restart func())
 	start()
 	t.Cleanup(stop)
 	return "redis://" + addr + "/0", stop, start
+}
+
+// redisServerBin returns the path of redis-server. Without it t is
+// skipped, or fails when AUTHSVC_REQUIRE_REDIS=1.
+func redisServerBin(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("AUTHSVC_REQUIRE_REDIS") == "1" {
+			t.Fatal("redis-server not in PATH and AUTHSVC_REQUIRE_REDIS=1")
+		}
+		t.Skip("redis-server not in PATH: install it, or set AUTHSVC_TEST_REDIS=redis://host:port/db")
+	}
+	return bin
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.

@@ -528,3 +528,13 @@ func TestRedisThrottleClusterSlots(t *testing.T) {
 	}
 	t.Fatal("no user of 60 had a slot apart from 203.0.113.1's")
 }
+
+// TestRedisThrottleSentinelConformance: the throttle's conformance suite,
+// unchanged, on a client that reaches the primary through three sentinels.
+func TestRedisThrottleSentinelConformance(t *testing.T) {
+	g := testservers.Sentinel(t)
+	client := throttleRedisClient(t, g.URL)
+	throttletest.Run(t, func(t *testing.T, cfg throttle.Config) throttle.Throttle {
+		return New(client, testservers.UniquePrefix(), cfg)
+	})
+}

@@ -4,6 +4,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"authsvc/internal/testservers"
+	"authsvc/internal/tokens"
+	"authsvc/internal/tokens/storetest"
 )
 
 // The passwords of the URL-parser cases: no error may quote them, nor any
@@ -156,4 +160,13 @@ func TestDialSentinelOptions(t *testing.T) {
 	if _, err := Dial(bad); err == nil || !strings.HasPrefix(err.Error(), "redis store URL: ") || strings.Contains(err.Error(), testDataPassword) {
 		t.Errorf("Dial(%q) = %v; want a \"redis store URL: \" error without the password", bad, err)
 	}
+}
+
+// TestRedisStoreSentinel: the store's conformance suite, unchanged, on a
+// client that reaches the primary through three sentinels.
+func TestRedisStoreSentinel(t *testing.T) {
+	g := testservers.Sentinel(t)
+	storetest.Run(t, func(t *testing.T) tokens.Store {
+		return newTestRedisStore(t, g.URL)
+	})
 }

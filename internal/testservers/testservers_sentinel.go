@@ -1,0 +1,329 @@
+package testservers
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// SentinelMaster is the master name the sentinels of Sentinel monitor.
+const SentinelMaster = "mymaster"
+
+// Sentinel timings, short so that a failover takes seconds: the primary
+// is deemed down after sentinelDownAfter without an answer, and a failover
+// that stalls is retried after sentinelFailoverTimeout.
+const (
+	sentinelDownAfter       = 1000 // ms
+	sentinelFailoverTimeout = 5000 // ms
+)
+
+// SentinelGroup is a Sentinel-managed primary: a primary, one replica and
+// three sentinels (quorum 2), each a redis-server process on a free
+// loopback port, all killed when the test ends.
+type SentinelGroup struct {
+	// URL is the group as authsvc's --store takes it:
+	// redis+sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/mymaster/0.
+	URL string
+	// Sentinels are the sentinels' addresses.
+	Sentinels []string
+
+	t  testing.TB
+	mu sync.Mutex           // guards nodes
+	nd map[string]*exec.Cmd // running data node's address → its process
+}
+
+// Sentinel starts a SentinelGroup for t and returns once every sentinel
+// knows the primary, the replica (in sync) and the two other sentinels,
+// so that a failover can start as soon as the primary dies. Without
+// redis-server the test is skipped, or fails when AUTHSVC_REQUIRE_REDIS=1.
+// It always starts its own processes: AUTHSVC_TEST_REDIS names one Redis,
+// not a group.
+//
+// The sentinels run as redis-server sentinel.conf --sentinel, which is
+// what Debian's redis-sentinel package does: redis-server alone is enough.
+func Sentinel(t testing.TB) *SentinelGroup {
+	t.Helper()
+	bin := redisServerBin(t)
+	g := &SentinelGroup{t: t, nd: map[string]*exec.Cmd{}}
+	var procs []*exec.Cmd // every process started, killed when t ends
+	t.Cleanup(func() {
+		for _, cmd := range procs {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	start := func(name string, args ...string) *exec.Cmd {
+		t.Helper()
+		dir := t.TempDir()
+		logFile, err := os.Create(filepath.Join(dir, name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logFile.Close() // the child has its own descriptor
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting redis-server (%s): %v", name, err)
+		}
+		procs = append(procs, cmd)
+		return cmd
+	}
+	dataNode := func(name, port string, extra ...string) {
+		t.Helper()
+		addr := net.JoinHostPort("127.0.0.1", port)
+		// Diskless replication without delay: the replica is in sync in
+		// milliseconds instead of the default 5 s.
+		g.nd[addr] = start(name, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", ".", "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"}, extra...)...)
+		waitForRedis(t, addr)
+	}
+
+	primaryPort := FreePort(t)
+	primary := net.JoinHostPort("127.0.0.1", primaryPort)
+	dataNode("primary", primaryPort)
+	replica := net.JoinHostPort("127.0.0.1", FreePort(t))
+	_, replicaPort, _ := net.SplitHostPort(replica)
+	dataNode("replica", replicaPort, "--replicaof", "127.0.0.1", primaryPort)
+	// The sentinels learn of replicas from the primary's INFO, which they
+	// read every 10 s once started: a replica in sync before they start is
+	// known at once.
+	g.waitFor("the replica in sync", 10*time.Second, func() error {
+		info, err := RESP(replica, "INFO", "replication")
+		if err != nil {
+			return err
+		}
+		if s, _ := info.(string); !strings.Contains(s, "master_link_status:up") {
+			return errors.New("master_link_status not up")
+		}
+		return nil
+	})
+
+	for i := range 3 {
+		port := FreePort(t)
+		dir := t.TempDir()
+		conf := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites it: its own file
+		text := strings.Join([]string{
+			"port " + port,
+			"bind 127.0.0.1",
+			"dir " + dir,
+			"sentinel resolve-hostnames no",
+			"sentinel monitor " + SentinelMaster + " 127.0.0.1 " + primaryPort + " 2",
+			fmt.Sprintf("sentinel down-after-milliseconds %s %d", SentinelMaster, sentinelDownAfter),
+			fmt.Sprintf("sentinel failover-timeout %s %d", SentinelMaster, sentinelFailoverTimeout),
+			"sentinel parallel-syncs " + SentinelMaster + " 1",
+		}, "\n") + "\n"
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		start(fmt.Sprintf("sentinel-%d", i+1), conf, "--sentinel")
+		addr := net.JoinHostPort("127.0.0.1", port)
+		waitForRedis(t, addr)
+		g.Sentinels = append(g.Sentinels, addr)
+	}
+	// Sentinels find each other through hello messages on the primary,
+	// every 2 s: CKQUORUM counts the usable ones.
+	for _, s := range g.Sentinels {
+		g.waitFor("sentinel "+s+" to know the group", 30*time.Second, func() error {
+			reply, err := RESP(s, "SENTINEL", "CKQUORUM", SentinelMaster)
+			if err != nil {
+				return err
+			}
+			if r, _ := reply.(string); !strings.HasPrefix(r, "OK 3 usable") {
+				return fmt.Errorf("CKQUORUM = %q", reply)
+			}
+			replicas, err := RESP(s, "SENTINEL", "REPLICAS", SentinelMaster)
+			if err != nil {
+				return err
+			}
+			for _, r := range asList(replicas) {
+				f := pairs(r)
+				if net.JoinHostPort(f["ip"], f["port"]) == replica && f["master-link-status"] == "ok" && !strings.Contains(f["flags"], "down") && !strings.Contains(f["flags"], "disconnected") {
+					return nil
+				}
+			}
+			return fmt.Errorf("SENTINEL REPLICAS = %q; want %s, its link ok", replicas, replica)
+		})
+		if got, err := g.primaryFrom(s); got != primary || err != nil {
+			t.Fatalf("sentinel %s: primary %q, %v; want %s", s, got, err, primary)
+		}
+	}
+	g.URL = "redis+sentinel://" + strings.Join(g.Sentinels, ",") + "/" + SentinelMaster + "/0"
+	return g
+}
+
+// Primary returns the primary's address as the first sentinel that
+// answers reports it (SENTINEL GET-MASTER-ADDR-BY-NAME).
+func (g *SentinelGroup) Primary() (string, error) {
+	var errs []error
+	for _, s := range g.Sentinels {
+		addr, err := g.primaryFrom(s)
+		if err == nil {
+			return addr, nil
+		}
+		errs = append(errs, err)
+	}
+	return "", errors.Join(errs...)
+}
+
+func (g *SentinelGroup) primaryFrom(sentinel string) (string, error) {
+	reply, err := RESP(sentinel, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", SentinelMaster)
+	if err != nil {
+		return "", fmt.Errorf("sentinel %s: %w", sentinel, err)
+	}
+	l := asList(reply)
+	if len(l) != 2 {
+		return "", fmt.Errorf("sentinel %s: GET-MASTER-ADDR-BY-NAME = %q", sentinel, reply)
+	}
+	host, _ := l[0].(string)
+	port, _ := l[1].(string)
+	return net.JoinHostPort(host, port), nil
+}
+
+// KillPrimary kills the current primary's process with SIGKILL, waits
+// until it is gone, and returns its address.
+func (g *SentinelGroup) KillPrimary() string {
+	g.t.Helper()
+	addr, err := g.Primary()
+	if err != nil {
+		g.t.Fatalf("finding the primary to kill: %v", err)
+	}
+	g.mu.Lock()
+	cmd := g.nd[addr]
+	delete(g.nd, addr)
+	g.mu.Unlock()
+	if cmd == nil {
+		g.t.Fatalf("the sentinels report primary %s, which is no running data node of the group", addr)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	return addr
+}
+
+// WaitForNewPrimary asks a sentinel every 10 ms until the primary it
+// reports is not old, at most within, and returns the new address and
+// when it was first seen (at most 10 ms after the promotion). It is safe
+// to call from another goroutine than the test's: it fails the test with
+// Errorf only.
+func (g *SentinelGroup) WaitForNewPrimary(old string, within time.Duration) (addr string, seen time.Time) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if addr, err := g.Primary(); err == nil && addr != old {
+			return addr, time.Now()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.t.Errorf("no new primary within %v of asking (the old one: %s)", within, old)
+	return "", time.Time{}
+}
+
+// waitFor calls check every 50 ms until it returns nil, at most within.
+func (g *SentinelGroup) waitFor(what string, within time.Duration, check func() error) {
+	g.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("waiting for %s: not within %v: %v", what, within, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// RESP sends one command to the Redis (or sentinel) at addr and returns
+// its reply: a string for a simple or bulk string, an int64, nil, or a
+// []any; an error reply is an error. It speaks RESP2 itself, as
+// waitForRedis does, so that tests need no go-redis client to drive the
+// servers around the one under test.
+func RESP(addr string, args ...string) (any, error) {
+	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return nil, err
+	}
+	return readRESP(bufio.NewReader(c))
+}
+
+// readRESP reads one RESP2 reply.
+func readRESP(r *bufio.Reader) (any, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return nil, errors.New("empty RESP line")
+	}
+	switch body := line[1:]; line[0] {
+	case '+':
+		return body, nil
+	case '-':
+		return nil, fmt.Errorf("redis error reply: %s", body)
+	case ':':
+		return strconv.ParseInt(body, 10, 64)
+	case '$':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 {
+			return nil, err // $-1: nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 {
+			return nil, err // *-1: nil
+		}
+		list := make([]any, n)
+		for i := range list {
+			if list[i], err = readRESP(r); err != nil {
+				return nil, err
+			}
+		}
+		return list, nil
+	}
+	return nil, fmt.Errorf("unknown RESP reply %q", line)
+}
+
+// asList returns reply as a list, or nil if it is none.
+func asList(reply any) []any {
+	l, _ := reply.([]any)
+	return l
+}
+
+// pairs reads a flat key, value, key, value … list, as SENTINEL REPLICAS
+// gives each replica.
+func pairs(reply any) map[string]string {
+	m := map[string]string{}
+	l := asList(reply)
+	for i := 0; i+1 < len(l); i += 2 {
+		k, _ := l[i].(string)
+		v, _ := l[i+1].(string)
+		m[k] = v
+	}
+	return m
+}
