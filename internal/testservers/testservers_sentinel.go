@@ -210,16 +210,23 @@ func (g *SentinelGroup) KillPrimary() string {
 	return addr
 }
 
-// WaitForNewPrimary asks a sentinel every 10 ms until the primary it
-// reports is not old, at most within, and returns the new address and
-// when it was first seen (at most 10 ms after the promotion). It is safe
-// to call from another goroutine than the test's: it fails the test with
-// Errorf only.
+// WaitForNewPrimary asks every sentinel, every 10 ms, for the primary
+// until one reports another than old, at most within, and returns the new
+// address and when it was first seen (at most 10 ms, and the time to ask
+// the three, after the promotion). Every sentinel is asked because they
+// learn of the promotion at different times, the failover's leader first
+// and the others from its hello messages up to a few hundred ms later,
+// and a client may be asking the leader: the first one to report it is
+// the earliest a client can reach the new primary. It is safe to call
+// from another goroutine than the test's: it fails the test with Errorf
+// only.
 func (g *SentinelGroup) WaitForNewPrimary(old string, within time.Duration) (addr string, seen time.Time) {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		if addr, err := g.Primary(); err == nil && addr != old {
-			return addr, time.Now()
+		for _, s := range g.Sentinels {
+			if addr, err := g.primaryFrom(s); err == nil && addr != old {
+				return addr, time.Now()
+			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -160,7 +160,7 @@ func parseSentinelURL(rawURL string) (*redis.FailoverOptions, error) {
 // failed, go-redis's pool fails new dials at once and probes the address
 // once a second (a fixed interval no option changes), so the first dial
 // to reach the new primary is that probe's. TestFaultSentinelFailover
-// measured 0.9-1.1 s from promotion to service, well inside API.md's
+// measured 0.8-1.1 s from promotion to service, well inside API.md's
 // 10 s; a larger PoolSize would only delay the breaker, not remove it.
 func dialSentinel(rawURL string) (*redis.Client, error) {
 	opt, err := parseSentinelURL(rawURL)
