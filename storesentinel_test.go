@@ -39,8 +39,8 @@ func TestStoreSentinelURLUsage(t *testing.T) {
 		}
 	}
 	code, _, stderr := runCLI(t, "", nil, "serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--store", "redis+cluster://u:"+pw+"@h:1")
-	if code != 2 || !strings.Contains(stderr, "redis+sentinel://…") || strings.Contains(stderr, pw) {
-		t.Errorf("serve --store redis+cluster://… = exit %d, %q; want exit 2 naming the forms taken, redis+sentinel://… among them, no password", code, stderr)
+	if code != 2 || !strings.Contains(stderr, "redis+cluster:// is not supported yet") || !strings.Contains(stderr, "redis+sentinel://") || strings.Contains(stderr, pw) {
+		t.Errorf("serve --store redis+cluster://… = exit %d, %q; want exit 2 saying the cluster is not supported yet and naming redis+sentinel://, no password", code, stderr)
 	}
 }
 
