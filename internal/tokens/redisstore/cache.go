@@ -334,7 +334,11 @@ func (s *Store) startSubscriber() {
 func (s *Store) invalidationLoop() {
 	defer s.loops.Done()
 	defer s.cache.unlink()
-	evicted := "__keyevent@" + strconv.Itoa(s.client.Options().DB) + "__:evicted"
+	db := 0 // a cluster has only database 0
+	if s.cc == nil {
+		db = s.client.Options().DB
+	}
+	evicted := "__keyevent@" + strconv.Itoa(db) + "__:evicted"
 	for {
 		s.followLink(evicted)
 		s.cache.unlink()
@@ -352,7 +356,12 @@ func (s *Store) invalidationLoop() {
 func (s *Store) followLink(evicted string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ps := s.client.Subscribe(ctx, s.invChannel(), evicted)
+	var ps *redis.PubSub
+	if s.cc != nil {
+		ps = s.cc.Subscribe(ctx, s.invChannel(), evicted)
+	} else {
+		ps = s.client.Subscribe(ctx, s.invChannel(), evicted)
+	}
 	defer ps.Close()
 	subscribed := clock() // the SUBSCRIBE was sent before this
 

@@ -59,6 +59,11 @@ const (
 // the same Redis and prefix.
 type Store struct {
 	client *redis.Client
+	// cc is the cluster client in cluster mode (NewCluster, cluster.go),
+	// nil in standalone mode; rdb is whichever of client and cc is set,
+	// for the commands and scripts both modes send alike.
+	cc     *redis.ClusterClient
+	rdb    redis.Cmdable
 	prefix string
 	// userPrefix and channel are lookupScript's ARGV[1] and ARGV[2], as
 	// any so that no batch allocates them again.
@@ -207,6 +212,7 @@ func New(client *redis.Client, prefix string) *Store {
 	}
 	s := &Store{
 		client:     client,
+		rdb:        client,
 		prefix:     prefix,
 		userPrefix: prefix + "u:",
 		channel:    prefix + "inv",
@@ -264,6 +270,16 @@ func (s *Store) lookupLoop() {
 			continue
 		}
 
+		if s.cc != nil {
+			ctx, cancel := context.WithDeadline(context.Background(), latest)
+			answers := s.clusterLookupBatch(ctx, batch)
+			cancel()
+			for i, req := range batch {
+				req.done <- answers[i]
+			}
+			continue
+		}
+
 		// EVALSHA hash numkeys key... userPrefix; EVAL with the source
 		// if Redis lost its script cache (a restart, SCRIPT FLUSH).
 		args = append(args[:0], "evalsha", lookupScriptHash, len(batch))
@@ -312,30 +328,51 @@ type quietRedisLog struct{}
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
 func (s *Store) tokenKey(d tokens.Digest) string {
+	if s.cc != nil {
+		return s.clusterDigestKey("t", d)
+	}
 	return s.prefix + "t:" + hex.EncodeToString(d[:])
 }
 
 func (s *Store) userKey(username string) string {
+	if s.cc != nil {
+		return s.clusterKey("u", username)
+	}
 	return s.prefix + "u:" + username
 }
 
 func (s *Store) stampKey(username string) string {
+	if s.cc != nil {
+		return s.clusterKey("g", username)
+	}
 	return s.prefix + "g:" + username
 }
 
 func (s *Store) importedKey(username string) string {
+	if s.cc != nil {
+		return s.clusterKey("m", username)
+	}
 	return s.prefix + "m:" + username
 }
 
 func (s *Store) challengeKey(d tokens.Digest) string {
+	if s.cc != nil {
+		return s.clusterDigestKey("c", d)
+	}
 	return s.prefix + "c:" + hex.EncodeToString(d[:])
 }
 
 func (s *Store) challengesKey(username string) string {
+	if s.cc != nil {
+		return s.clusterKey("w", username)
+	}
 	return s.prefix + "w:" + username
 }
 
 func (s *Store) counterKey(username string) string {
+	if s.cc != nil {
+		return s.clusterKey("o", username)
+	}
 	return s.prefix + "o:" + username
 }
 
@@ -571,6 +608,9 @@ return n
 // Issue stores sess under d, atomically with the user index, the limit
 // and the check of the user's current password stamp.
 func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session, limit int, now time.Time) (evicted int, err error) {
+	if s.cc != nil {
+		return s.clusterIssue(ctx, d, sess, limit, now)
+	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	expiry := ""
@@ -739,6 +779,11 @@ func parseRedisSession(f []any) (tokens.Session, int64, error) {
 
 // Revoke deletes the session under d and its index entry.
 func (s *Store) Revoke(ctx context.Context, d tokens.Digest) error {
+	if s.cc != nil {
+		err := s.clusterRevoke(ctx, d)
+		s.cache.forget(d)
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	err := revokeScript.Run(ctx, s.client, []string{s.tokenKey(d)},
@@ -755,6 +800,9 @@ func (s *Store) Revoke(ctx context.Context, d tokens.Digest) error {
 // live, and deletes the user's challenges, uncounted. Sessions whose index
 // entry is gone are not counted; they were already dead to Lookup.
 func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
+	if s.cc != nil {
+		return s.clusterRevokeUser(ctx, username)
+	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	n, err := revokeUserScript.Run(ctx, s.client, []string{s.userKey(username), s.challengesKey(username)}, s.prefix+"t:", s.channel, username).Int()
@@ -773,6 +821,9 @@ func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
 // issued in that millisecond after it is kept only if its score was bumped
 // past it (logins of one user in one millisecond).
 func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, error) {
+	if s.cc != nil {
+		return s.clusterSupersede(ctx, sup)
+	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	cutoff := sup.Before.UnixMilli()
@@ -877,6 +928,9 @@ const importBatch = 500
 // Import stores batch in pipelines of importBatch script calls
 // (importScript), each session atomically on its own.
 func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Time, dryRun bool) ([]tokens.ImportOutcome, error) {
+	if s.cc != nil {
+		return s.clusterImport(ctx, batch, now, dryRun)
+	}
 	if len(batch) == 0 {
 		return nil, nil
 	}
@@ -994,7 +1048,7 @@ func (s *Store) PutChallenge(ctx context.Context, d tokens.Digest, c tokens.Chal
 	defer cancel()
 	expiry := c.ExpiresAt.UnixMilli()
 	keys := []string{s.challengesKey(c.Username), s.stampKey(c.Username)}
-	n, err := putChallengeScript.Run(ctx, s.client, keys, hex.EncodeToString(d[:]),
+	n, err := putChallengeScript.Run(ctx, s.rdb, keys, hex.EncodeToString(d[:]),
 		strconv.FormatUint(c.Stamp, 10), now.UnixMilli(), expiry, c.Attempts).Int()
 	if err != nil {
 		return unavailable("put challenge", err)
@@ -1002,7 +1056,7 @@ func (s *Store) PutChallenge(ctx context.Context, d tokens.Digest, c tokens.Chal
 	if n < 0 {
 		return tokens.ErrSuperseded
 	}
-	if err := s.client.SetArgs(ctx, s.challengeKey(d), c.Username, redis.SetArgs{ExpireAt: time.UnixMilli(expiry)}).Err(); err != nil {
+	if err := s.rdb.SetArgs(ctx, s.challengeKey(d), c.Username, redis.SetArgs{ExpireAt: time.UnixMilli(expiry)}).Err(); err != nil {
 		return unavailable("put challenge", err)
 	}
 	return nil
@@ -1015,14 +1069,14 @@ func (s *Store) PutChallenge(ctx context.Context, d tokens.Digest, c tokens.Chal
 func (s *Store) TryChallenge(ctx context.Context, d tokens.Digest, now time.Time) (tokens.Challenge, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	username, err := s.client.Get(ctx, s.challengeKey(d)).Result()
+	username, err := s.rdb.Get(ctx, s.challengeKey(d)).Result()
 	if errors.Is(err, redis.Nil) {
 		return tokens.Challenge{}, tokens.ErrNotFound
 	}
 	if err != nil {
 		return tokens.Challenge{}, unavailable("try challenge", err)
 	}
-	res, err := tryChallengeScript.Run(ctx, s.client, []string{s.challengesKey(username)},
+	res, err := tryChallengeScript.Run(ctx, s.rdb, []string{s.challengesKey(username)},
 		hex.EncodeToString(d[:]), now.UnixMilli()).Slice()
 	if errors.Is(err, redis.Nil) {
 		return tokens.Challenge{}, tokens.ErrNotFound
@@ -1067,17 +1121,17 @@ func parseChallenge(username string, res []any) (tokens.Challenge, bool) {
 func (s *Store) SpendChallenge(ctx context.Context, d tokens.Digest) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	username, err := s.client.Get(ctx, s.challengeKey(d)).Result()
+	username, err := s.rdb.Get(ctx, s.challengeKey(d)).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil // spent, expired or never put: no key leads to it
 	}
 	if err != nil {
 		return unavailable("spend challenge", err)
 	}
-	if err := s.client.HDel(ctx, s.challengesKey(username), hex.EncodeToString(d[:])).Err(); err != nil {
+	if err := s.rdb.HDel(ctx, s.challengesKey(username), hex.EncodeToString(d[:])).Err(); err != nil {
 		return unavailable("spend challenge", err)
 	}
-	if err := s.client.Del(ctx, s.challengeKey(d)).Err(); err != nil {
+	if err := s.rdb.Del(ctx, s.challengeKey(d)).Err(); err != nil {
 		return unavailable("spend challenge", err)
 	}
 	return nil
@@ -1129,7 +1183,7 @@ func (s *Store) UseTOTPCounter(ctx context.Context, username string, counter, fl
 	if !until.IsZero() {
 		keep = strconv.FormatInt(until.UnixMilli(), 10)
 	}
-	n, err := useCounterScript.Run(ctx, s.client, []string{s.counterKey(username)},
+	n, err := useCounterScript.Run(ctx, s.rdb, []string{s.counterKey(username)},
 		counter, floor, now.UnixMilli(), keep).Int()
 	if err != nil {
 		return false, unavailable("use TOTP counter", err)
@@ -1200,7 +1254,12 @@ func (s *Store) touchLoop() {
 				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), redisCallTimeout)
-			err := touchScript.Run(ctx, s.client, keys, args...).Err()
+			var err error
+			if s.cc != nil {
+				err = s.clusterTouch(ctx, keys, args)
+			} else {
+				err = touchScript.Run(ctx, s.client, keys, args...).Err()
+			}
 			cancel()
 			if err != nil {
 				failed = true
@@ -1244,6 +1303,9 @@ return out
 
 // List returns username's live sessions, newest first.
 func (s *Store) List(ctx context.Context, username string, now time.Time) ([]tokens.ListedSession, error) {
+	if s.cc != nil {
+		return s.clusterList(ctx, username, now)
+	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	rows, err := listScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:").Slice()
@@ -1316,6 +1378,9 @@ return 0
 
 // RevokeID deletes username's session with id, and reports whether there was one.
 func (s *Store) RevokeID(ctx context.Context, username string, id tokens.SessionID) (bool, error) {
+	if s.cc != nil {
+		return s.clusterRevokeID(ctx, username, id)
+	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	n, err := revokeIDScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:", id.String(), s.channel).Int()
@@ -1336,6 +1401,9 @@ func (s *Store) Len() (int, bool) { return 0, false }
 
 // Ping reports whether Redis answers PING now.
 func (s *Store) Ping(ctx context.Context) error {
+	if s.cc != nil {
+		return s.clusterPing(ctx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	if err := s.client.Ping(ctx).Err(); err != nil {
