@@ -72,13 +72,33 @@ func openStore(cmd, spec, prefix string, th throttle.Config) (tokens.Store, thro
 		}
 		return s, redisthrottle.New(client, prefix, th), closeBoth, nil
 	}
-	if u := strings.ToLower(spec); strings.HasPrefix(u, "redis+cluster://") || strings.HasPrefix(u, "rediss+cluster://") {
-		// The throttle is cluster-ready (redisthrottle, redisurl); the
-		// token store's scripts still reach keys of several slots.
-		return nil, nil, nil, usagef("%s: --store: redis+cluster:// is not supported yet (the token store is not cluster-ready); use redis:// or redis+sentinel://", cmd)
+	if redisstore.IsClusterURL(spec) {
+		// A cluster's store has its own key layout (redisstore's
+		// cluster.go); the throttle shares the client, as it shares one
+		// Redis's, since its scripts are cluster-ready (redisthrottle).
+		if strings.ContainsAny(prefix, "{}") {
+			return nil, nil, nil, usagef("%s: --store-prefix %q: a Redis Cluster's prefix may not hold { or } (they would move the keys' hash tags)", cmd, prefix)
+		}
+		client, err := redisstore.DialCluster(spec)
+		if err != nil {
+			return nil, nil, nil, &usageError{msg: cmd + ": --store: " + err.Error()}
+		}
+		if prefix == "" {
+			prefix = redisstore.DefaultPrefix
+		}
+		s, err := redisstore.NewCluster(client, prefix)
+		if err != nil {
+			client.Close()
+			return nil, nil, nil, &usageError{msg: cmd + ": --store-prefix: " + err.Error()}
+		}
+		closeBoth := func() error {
+			s.Close()
+			return client.Close()
+		}
+		return s, redisthrottle.New(client, prefix, th), closeBoth, nil
 	}
 	// Not quoted: a URL of another kind may hold a password.
-	return nil, nil, nil, usagef("%s: --store: want memory, redis://…, rediss://…, redis+sentinel://… or rediss+sentinel://…", cmd)
+	return nil, nil, nil, usagef("%s: --store: want memory, redis://…, rediss://…, redis+sentinel://…, rediss+sentinel://…, redis+cluster://… or rediss+cluster://…", cmd)
 }
 
 // serve runs the server until ctx is done, then shuts it down gracefully.

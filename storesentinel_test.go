@@ -38,9 +38,15 @@ func TestStoreSentinelURLUsage(t *testing.T) {
 			}
 		}
 	}
-	code, _, stderr := runCLI(t, "", nil, "serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--store", "redis+cluster://u:"+pw+"@h:1")
-	if code != 2 || !strings.Contains(stderr, "redis+cluster:// is not supported yet") || !strings.Contains(stderr, "redis+sentinel://") || strings.Contains(stderr, pw) {
-		t.Errorf("serve --store redis+cluster://… = exit %d, %q; want exit 2 saying the cluster is not supported yet and naming redis+sentinel://, no password", code, stderr)
+	// A cluster has only database 0: a path is a usage error, not ignored.
+	code, _, stderr := runCLI(t, "", nil, "serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--store", "redis+cluster://u:"+pw+"@h:1/1")
+	if code != 2 || !strings.Contains(stderr, "--store: ") || strings.Contains(stderr, pw) {
+		t.Errorf("serve --store redis+cluster://…/1 = exit %d, %q; want exit 2 naming --store, no password", code, stderr)
+	}
+	// A brace in the prefix would move the cluster keys' hash tags.
+	code, _, stderr = runCLI(t, "", nil, "serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--store", "redis+cluster://u:"+pw+"@h:1", "--store-prefix", "a{b}:")
+	if code != 2 || !strings.Contains(stderr, "--store-prefix") || strings.Contains(stderr, pw) {
+		t.Errorf("serve --store redis+cluster://… --store-prefix a{b}: = exit %d, %q; want exit 2 naming --store-prefix, no password", code, stderr)
 	}
 }
 
