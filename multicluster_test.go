@@ -65,3 +65,32 @@ func TestMultiInstanceCluster(t *testing.T) {
 	wantInvalidToken(t, "alice's token after logoutall on B, on B", baseB, aliceB)
 	wantInfo(t, "bob's token after alice's logoutall, on B", baseB, bobA, bobInfo)
 }
+
+// TestImportDjangoTokensCluster: user import --store redis+cluster:// puts
+// the fixture's DRF keys on the cluster, where a server on the same URL
+// finds them; importing again refreshes them, and a key logged out since
+// stays dead (an import never brings a dead token back).
+func TestImportDjangoTokensCluster(t *testing.T) {
+	addrs, _ := testservers.RedisCluster(t)
+	storeURL := "redis+cluster://" + strings.Join(addrs, ",")
+	prefix := testservers.UniquePrefix()
+	usersPath := filepath.Join(t.TempDir(), "users.json")
+	importArgs := []string{"user", "import", "--users", usersPath, "--from", "django", "--store", storeURL, "--store-prefix", prefix, django42Fixture}
+	code, stdout, stderr := runCLI(t, "", nil, importArgs...)
+	if code != 1 { // bill's record and adi's device are skipped, as in TestImportDjangoTokens
+		t.Errorf("user import --store %s = exit %d, stderr:\n%s\nwant exit 1", storeURL, code, stderr)
+	}
+	wantTokenTally(t, "user import --store redis+cluster://", stdout, false, importTally{imported: 15, skipped: 1})
+
+	base, _, stop := startServer(t, nil, "--users", usersPath, "--store", storeURL, "--store-prefix", prefix)
+	defer stop()
+	ada := django42Tokens["ada"]
+	if r := miDo(t, "GET", base+"/api/auth/info", ada, ""); r.status != 200 || !strings.Contains(r.body, `"username":"ada"`) {
+		t.Fatalf("info with ada's imported DRF key = %v; want 200 as ada", r)
+	}
+	if r := miDo(t, "POST", base+"/api/auth/logout/", ada, ""); r.status != 204 {
+		t.Fatalf("logout with ada's imported DRF key = %v; want 204", r)
+	}
+	runCLI(t, "", nil, importArgs...)
+	wantInvalidToken(t, "ada's DRF key logged out, then imported again", base, ada)
+}
