@@ -165,6 +165,50 @@ else
 fi
 [ -z "$redis_skip" ] || say "Redis row not measured: $redis_skip"
 
+# --- a three-primary Redis Cluster (issue 22, point 3) ----------------------------------
+# Each node on a free port whose bus port (+10000) is free too, in a folder
+# of its own (nodes.conf), joined by redis-cli --cluster create.
+cluster_url=""
+cluster_skip=""
+start_cluster() {
+	local i port dir nodes=() addrs=() ok
+	command -v redis-cli >/dev/null 2>&1 || { cluster_skip="no redis-cli"; return; }
+	[ -z "$redis_skip" ] || { cluster_skip="$redis_skip"; return; }
+	for i in 0 1 2; do
+		for _ in $(seq 50); do
+			port=$(free_port)
+			[ "$port" -lt 55535 ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$((port + 10000))") 2>/dev/null && break
+		done
+		dir=$(mktemp -d "$OUT/cluster-node.XXXXXX")
+		(cd "$dir" && exec redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes --cluster-config-file nodes.conf \
+			--save "" --appendonly no --daemonize no >"$dir/redis.log" 2>&1) &
+		pids+=($!)
+		nodes+=("$dir")
+		addrs+=("127.0.0.1:$port")
+	done
+	for a in "${addrs[@]}"; do
+		for _ in $(seq 100); do
+			redis-cli -h 127.0.0.1 -p "${a##*:}" ping >/dev/null 2>&1 && break
+			sleep 0.1
+		done
+	done
+	if ! redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$OUT/cluster-create.log" 2>&1; then
+		cluster_skip="redis-cli --cluster create failed (see $OUT/cluster-create.log)"
+		return
+	fi
+	for a in "${addrs[@]}"; do
+		ok=""
+		for _ in $(seq 100); do
+			redis-cli -h 127.0.0.1 -p "${a##*:}" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && { ok=1; break; }
+			sleep 0.1
+		done
+		[ -n "$ok" ] || { cluster_skip="cluster node $a never reported cluster_state:ok"; return; }
+	done
+	cluster_url="redis+cluster://$(IFS=,; echo "${addrs[*]}")"
+}
+start_cluster
+[ -z "$cluster_skip" ] || say "Redis Cluster row not measured: $cluster_skip"
+
 # --- PostgreSQL: a throwaway cluster ------------------------------------------------
 # It refuses to run as root: then its commands run as the postgres user, in
 # a directory that user owns.
@@ -224,6 +268,11 @@ if [ -n "$redis_url" ]; then
 	start_authsvc authsvc-redis "$USERS" "$redis_url" --store-cache 0
 	start_authsvc authsvc-redis-cache "$USERS" "$redis_url"
 fi
+# The same two on a three-primary cluster (issue 22, point 3).
+if [ -n "$cluster_url" ]; then
+	start_authsvc authsvc-cluster "$USERS" "$cluster_url" --store-cache 0
+	start_authsvc authsvc-cluster-cache "$USERS" "$cluster_url"
+fi
 start_authsvc authsvc-bcrypt "$USERS_BCRYPT" memory --cost "$COST"
 
 bport=$(free_port)
@@ -257,7 +306,7 @@ pg_args=(-pg-skip "$pg_skip")
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
 "$OUT/driver" -cost "$COST" -authsvc-flags "${AUTHSVC_FLAGS[*]-}" -servers "$SERVERS" \
 	-bcryptrate "$OUT/bcryptrate" -testbin "$OUT/authsvc.test" -authsvc "$OUT/authsvc" -lua bench/login.lua \
-	-redis-skip "$redis_skip" -big-users "$BIG" -big-n "$BIG_N" "${pg_args[@]}" \
+	-redis-skip "$redis_skip" -cluster-skip "$cluster_skip" -big-users "$BIG" -big-n "$BIG_N" "${pg_args[@]}" \
 	-out "$OUT/latest.txt" -runs "$OUT/runs.txt" ${BENCH_ARGS:-} &
 dpid=$!
 pids=("$dpid" "${pids[@]}")

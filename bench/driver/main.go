@@ -40,7 +40,7 @@ type config struct {
 	infoRounds, loginRounds, floodRounds, inprocRounds                int
 	infoDur, loginDur, floodDur                                       time.Duration
 	conns, loginConns, floodConns                                     int
-	authsvcFlags, loginUser, redisSkip                                string
+	authsvcFlags, loginUser, redisSkip, clusterSkip                   string
 	bigUsers, pgURL, pgUsers, pgSkip                                  string
 	bigN, pgN                                                         int
 }
@@ -88,6 +88,7 @@ func main() {
 	flag.IntVar(&c.floodConns, "flood-conns", 64, "wrk connections of the login flood")
 	flag.StringVar(&c.authsvcFlags, "authsvc-flags", "", "authsvc's serve flags, for the table's header")
 	flag.StringVar(&c.redisSkip, "redis-skip", "", "why there is no Redis server, if there is none")
+	flag.StringVar(&c.clusterSkip, "cluster-skip", "", "why there is no Redis Cluster, if there is none")
 	flag.StringVar(&c.bigUsers, "big-users", "", "a users file of -big-n users (bench/bigusers)")
 	flag.IntVar(&c.bigN, "big-n", 1_000_000, "users in -big-users")
 	flag.StringVar(&c.pgURL, "pg-url", "", "a PostgreSQL database to import -pg-users into")
@@ -144,6 +145,10 @@ func label(name string) string {
 		return "authsvc, Redis store, no cache"
 	case "authsvc-redis-cache":
 		return "authsvc, Redis store, cached"
+	case "authsvc-cluster":
+		return "authsvc, 3-primary cluster, no cache"
+	case "authsvc-cluster-cache":
+		return "authsvc, 3-primary cluster, cached"
 	case "authsvc-bcrypt":
 		return "authsvc, memory, bcrypt users"
 	case "inproc-1k":
@@ -288,7 +293,7 @@ func (d *driver) run() (string, error) {
 
 	// 1. /info, unloaded: authsvc (memory, memory without the access log,
 	// Redis) and the baseline.
-	res.infoTs = d.pick("authsvc", "authsvc-noaccess", "authsvc-redis", "authsvc-redis-cache", "baseline")
+	res.infoTs = d.pick("authsvc", "authsvc-noaccess", "authsvc-redis", "authsvc-redis-cache", "authsvc-cluster", "authsvc-cluster-cache", "baseline")
 	d.logf("== /info: warm-up, then %d alternating rounds of %s per server", c.infoRounds, c.infoDur)
 	if _, err := d.rounds("warmup", res.infoTs, 1, c.conns, time.Second); err != nil {
 		return "", err
