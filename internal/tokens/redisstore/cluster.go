@@ -824,17 +824,27 @@ func (s *Store) clusterImportChunk(ctx context.Context, chunk []tokens.Imported,
 }
 
 // clusterTouch is touchScript in cluster mode: the same script, one key
-// per call (keys of a batch lie in many slots), in one pipeline.
+// per call (keys of a batch lie in many slots), in one pipeline of
+// EVALSHAs; if a node lost its script cache (a restart, SCRIPT FLUSH) the
+// script is loaded on every primary and the batch sent again, which does
+// no harm (the script never moves a use back).
 func (s *Store) clusterTouch(ctx context.Context, keys []string, args []any) error {
-	if err := touchScript.Load(ctx, s.cc).Err(); err != nil {
+	send := func() error {
+		_, err := s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, key := range keys {
+				touchScript.EvalSha(ctx, p, []string{key}, args[i])
+			}
+			return nil
+		})
 		return err
 	}
-	_, err := s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, key := range keys {
-			touchScript.EvalSha(ctx, p, []string{key}, args[i])
+	err := send()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err := touchScript.Load(ctx, s.cc).Err(); err != nil {
+			return err
 		}
-		return nil
-	})
+		err = send()
+	}
 	return err
 }
 

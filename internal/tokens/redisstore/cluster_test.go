@@ -1,8 +1,12 @@
 package redisstore
 
 import (
+	"context"
+	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"authsvc/internal/testservers"
 	"authsvc/internal/tokens"
@@ -52,5 +56,54 @@ func TestNewClusterPrefix(t *testing.T) {
 			s.Close()
 			t.Errorf("NewCluster(nil, %q) = nil error; want a refusal", prefix)
 		}
+	}
+}
+
+// TestRedisClusterStoreOrphan: a token key its user's index does not list
+// (what an Issue whose token write lands after a RevokeUser or Supersede
+// leaves) is dead to Lookup (this store never looked it up, so never
+// cached it), and Lookup deletes it.
+func TestRedisClusterStoreOrphan(t *testing.T) {
+	addrs, _ := testservers.RedisCluster(t)
+	s := newTestClusterStore(t, addrs)
+	ctx := context.Background()
+	now := time.Now()
+	d := storetest.MustIssue(t, s, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 0, now)
+	// Take the entry out of the index behind the store's back, as the
+	// user-slot script of a RevokeUser would between an Issue's two steps.
+	if err := s.cc.ZRem(ctx, s.clusterKey("u", "alice"), hex.EncodeToString(d[:])).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Lookup(ctx, d, now); !errors.Is(err, tokens.ErrNotFound) {
+		t.Errorf("Lookup(orphan) = %+v, %v; want ErrNotFound", got, err)
+	}
+	if n, err := s.cc.Exists(ctx, s.tokenKey(d)).Result(); n != 0 || err != nil {
+		t.Errorf("EXISTS %s after Lookup = %d, %v; want 0 (deleted), nil", s.tokenKey(d), n, err)
+	}
+}
+
+// TestRedisClusterStoreKeys checks the layout: every key of a user shares
+// the user's slot, every key of a digest the digest's.
+func TestRedisClusterStoreKeys(t *testing.T) {
+	addrs, _ := testservers.RedisCluster(t)
+	s := newTestClusterStore(t, addrs)
+	ctx := context.Background()
+	var d tokens.Digest
+	for _, group := range [][]string{
+		{s.userKey("alice"), s.stampKey("alice"), s.importedKey("alice"), s.challengesKey("alice"), s.counterKey("alice"), s.clusterKey("x", "alice")},
+		{s.tokenKey(d), s.challengeKey(d)},
+	} {
+		want, err := s.cc.ClusterKeySlot(ctx, group[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range group[1:] {
+			if got, err := s.cc.ClusterKeySlot(ctx, key).Result(); got != want || err != nil {
+				t.Errorf("CLUSTER KEYSLOT %s = %d, %v; want %d (that of %s), nil", key, got, err, want, group[0])
+			}
+		}
+	}
+	if got, want := s.userKey("alice"), s.prefix+"u:{alice}"; got != want {
+		t.Errorf("userKey(alice) = %q; want %q", got, want)
 	}
 }

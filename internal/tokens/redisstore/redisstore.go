@@ -42,6 +42,7 @@ import (
 //
 // Scripts compute token keys from the index, so the store needs a
 // standalone Redis (or one where all keys share a slot), not a Cluster.
+// For a Cluster, NewCluster (cluster.go) keeps a layout of its own.
 // The challenge and TOTP counter scripts touch only keys named by the
 // username they are given, declared in KEYS; a challenge's c: key is read and written by
 // plain commands beside them.
