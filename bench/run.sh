@@ -180,8 +180,8 @@ start_cluster() {
 			[ "$port" -lt 55535 ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$((port + 10000))") 2>/dev/null && break
 		done
 		dir=$(mktemp -d "$OUT/cluster-node.XXXXXX")
-		(cd "$dir" && exec redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes --cluster-config-file nodes.conf \
-			--save "" --appendonly no --daemonize no >"$dir/redis.log" 2>&1) &
+		redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --cluster-enabled yes --cluster-config-file nodes.conf \
+			--save "" --appendonly no --daemonize no >"$dir/redis.log" 2>&1 &
 		pids+=($!)
 		nodes+=("$dir")
 		addrs+=("127.0.0.1:$port")
