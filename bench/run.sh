@@ -175,9 +175,13 @@ start_cluster() {
 	command -v redis-cli >/dev/null 2>&1 || { cluster_skip="no redis-cli"; return; }
 	[ -z "$redis_skip" ] || { cluster_skip="$redis_skip"; return; }
 	for i in 0 1 2; do
-		for _ in $(seq 50); do
-			port=$(free_port)
-			[ "$port" -lt 55535 ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$((port + 10000))") 2>/dev/null && break
+		# Below the ephemeral range (32768 up), client port and bus port
+		# alike: a port a connection holds as its local end answers no
+		# connect, so only there is "nothing answers" as good as "free".
+		for _ in $(seq 200); do
+			port=$((20000 + RANDOM % 2700))
+			! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null &&
+				! (exec 3<>"/dev/tcp/127.0.0.1/$((port + 10000))") 2>/dev/null && break
 		done
 		dir=$(mktemp -d "$OUT/cluster-node.XXXXXX")
 		redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --cluster-enabled yes --cluster-config-file nodes.conf \
