@@ -370,12 +370,13 @@ func isReplyError(cmds []*redis.SliceCmd) bool {
 }
 
 // clusterRevoke is Revoke in cluster mode: read the token's username (its
-// slot), delete the token key, publish, then remove the index entry and
-// its companion (the user's slot). Once the DEL is done the session is
-// not found; the index entry left if the last step fails is pruned by the
-// next Issue (its companion's expiry) or removed by a Supersede or
-// RevokeUser, and lists a digest whose token key is gone, which Lookup
-// treats as not found.
+// slot), remove the index entry and its companion (the user's slot),
+// publish, then delete the token key. The session is dead once the entry
+// is gone (Lookup confirms the index); a token key left if the DEL fails
+// is an orphan, dead to Lookup, which deletes it. The entry goes first so
+// that "listed, but no token key" only ever means a token write that
+// failed, which a second Import may finish (clusterImportScript), never a
+// token revoked.
 func (s *Store) clusterRevoke(ctx context.Context, d tokens.Digest) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
@@ -386,8 +387,13 @@ func (s *Store) clusterRevoke(ctx context.Context, d tokens.Digest) error {
 		return unavailable("revoke", err)
 	}
 	found := err == nil
-	if found {
-		if err := s.cc.Del(ctx, tkey).Err(); err != nil {
+	if found && checkClusterUser(u) == nil {
+		_, err := s.cc.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.ZRem(ctx, s.clusterKey("u", u), dhex)
+			p.HDel(ctx, s.clusterKey("x", u), dhex)
+			return nil
+		})
+		if err != nil {
 			return unavailable("revoke", err)
 		}
 	}
@@ -396,13 +402,8 @@ func (s *Store) clusterRevoke(ctx context.Context, d tokens.Digest) error {
 	if err := s.cc.Publish(ctx, s.channel.(string), "t:"+dhex).Err(); err != nil {
 		return unavailable("revoke", err)
 	}
-	if found && checkClusterUser(u) == nil {
-		_, err := s.cc.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.ZRem(ctx, s.clusterKey("u", u), dhex)
-			p.HDel(ctx, s.clusterKey("x", u), dhex)
-			return nil
-		})
-		if err != nil {
+	if found {
+		if err := s.cc.Del(ctx, tkey).Err(); err != nil {
 			return unavailable("revoke", err)
 		}
 	}
@@ -642,7 +643,7 @@ func (s *Store) clusterList(ctx context.Context, username string, now time.Time)
 // ARGV[7] dry run, ARGV[8] session id hex, ARGV[9] the token key's
 // username ("" = no token key), ARGV[10] its expiry ("" = none).
 // It returns a tokens.ImportOutcome.
-var clusterImportScript = redis.NewScript(`
+var clusterImportScript = redis.NewScript(clusterNowLua + `
 local ukey, xkey = KEYS[1], KEYS[4]
 local digest, user, now, expiry, dry = ARGV[1], ARGV[2], tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1'
 local function extend(k)
@@ -665,7 +666,23 @@ local function add(k, f)
   end
 end
 if redis.call('HEXISTS', KEYS[3], digest) == 1 then
-  if ARGV[9] ~= user or not redis.call('ZSCORE', ukey, digest) or (ARGV[10] ~= '' and tonumber(ARGV[10]) <= now) then
+  local listed = redis.call('ZSCORE', ukey, digest)
+  if ARGV[9] == '' and listed then
+    -- Imported and listed, but no token key: an import whose token write
+    -- failed (every path that kills a session removes the entry first).
+    -- Finish it, unless its entry has expired by Redis's clock.
+    local v = redis.call('HGET', xkey, digest)
+    local e = v and string.match(v, '^(%d*) ')
+    if not e or (e ~= '' and tonumber(e) <= rnow) then
+      return 3
+    end
+    if not dry then
+      add(xkey, function() redis.call('HSET', xkey, digest, expiry .. ' ' .. ARGV[3] .. ' ' .. ARGV[8]) end)
+      extend(ukey)
+    end
+    return 1
+  end
+  if ARGV[9] ~= user or not listed or (ARGV[10] ~= '' and tonumber(ARGV[10]) <= now) then
     return 3
   end
   if not dry then
@@ -716,10 +733,12 @@ return 1
 // the index entry first, so a RevokeUser or Supersede that comes between
 // leaves the token key written after an orphan, dead to Lookup; and the
 // imported mark is set with the entry, so importing again then reports it
-// dead, never bringing it back. A failure part way leaves entries whose
+// dead, never bringing it back. A failure part way may leave entries whose
 // token key was not written: not found by Lookup, and importing again
-// finds them marked and listed but the token key missing, so reports them
-// dead (such a token must log in again).
+// finds them marked and listed with no token key, which only a failed
+// token write leaves (every path that kills a session removes the entry
+// before the key), and writes the key: the second import finishes the job
+// as the contract asks.
 func (s *Store) clusterImport(ctx context.Context, batch []tokens.Imported, now time.Time, dryRun bool) ([]tokens.ImportOutcome, error) {
 	if len(batch) == 0 {
 		return nil, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,40 @@ func TestRedisClusterStoreKeys(t *testing.T) {
 	}
 	if got, want := s.userKey("alice"), s.prefix+"u:{alice}"; got != want {
 		t.Errorf("userKey(alice) = %q; want %q", got, want)
+	}
+}
+
+// TestRedisClusterStoreImportFinishes: an import whose token writes failed
+// after its user-slot scripts ran (the token key missing, the entry
+// listed) is finished by importing again, as the contract asks of a
+// failure part way; a token revoked since its import stays dead.
+func TestRedisClusterStoreImportFinishes(t *testing.T) {
+	addrs, _ := testservers.RedisCluster(t)
+	s := newTestClusterStore(t, addrs)
+	ctx := context.Background()
+	now := time.Now()
+	var d, revoked tokens.Digest
+	d[0], revoked[0] = 1, 2
+	batch := []tokens.Imported{
+		{Digest: d, Session: tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour), IssuedAt: now.Add(-time.Hour)}},
+		{Digest: revoked, Session: tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour), IssuedAt: now.Add(-time.Hour)}},
+	}
+	if got, err := s.Import(ctx, batch, now, false); err != nil || !slices.Equal(got, []tokens.ImportOutcome{tokens.ImportAdded, tokens.ImportAdded}) {
+		t.Fatalf("Import = %v, %v; want [added added], nil", got, err)
+	}
+	if err := s.cc.Del(ctx, s.tokenKey(d)).Err(); err != nil { // the token write that failed
+		t.Fatal(err)
+	}
+	if err := s.Revoke(ctx, revoked); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Import(ctx, batch, now, false); err != nil || !slices.Equal(got, []tokens.ImportOutcome{tokens.ImportAdded, tokens.ImportDead}) {
+		t.Errorf("Import again = %v, %v; want [added dead], nil", got, err)
+	}
+	if got, err := s.Lookup(tokens.WithFresh(ctx), d, now); err != nil || got.Username != "alice" {
+		t.Errorf("Lookup(finished import) = %+v, %v; want alice's session, nil", got, err)
+	}
+	if _, err := s.Lookup(tokens.WithFresh(ctx), revoked, now); !errors.Is(err, tokens.ErrNotFound) {
+		t.Errorf("Lookup(revoked, imported again) = %v; want ErrNotFound", err)
 	}
 }
