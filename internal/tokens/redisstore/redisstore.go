@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"authsvc/internal/redisurl"
 	"authsvc/internal/tokens"
 
 	"github.com/redis/go-redis/v9"
@@ -50,10 +51,11 @@ const DefaultPrefix = "authsvc:"
 
 // Client bounds: a call to a Redis that is down or stuck fails within
 // redisCallTimeout, well inside API.md's 503-within-5-s.
+// The dial and I/O bounds are redisurl's, which a cluster client gets too.
 const (
 	redisCallTimeout = 2 * time.Second
-	redisDialTimeout = 1 * time.Second
-	redisIOTimeout   = 500 * time.Millisecond
+	redisDialTimeout = redisurl.DialTimeout
+	redisIOTimeout   = redisurl.IOTimeout
 )
 
 // Store is the Store kept in Redis, shared by every server pointed at
@@ -186,10 +188,10 @@ func Dial(rawURL string) (*redis.Client, error) {
 		opt.WriteTimeout = redisIOTimeout
 	}
 	if opt.PoolTimeout == 0 {
-		opt.PoolTimeout = time.Second
+		opt.PoolTimeout = redisurl.PoolTimeout
 	}
 	if opt.MaxRetries == 0 {
-		opt.MaxRetries = 1
+		opt.MaxRetries = redisurl.MaxRetries
 	}
 	// One dial attempt per try: the default 5 would outlast redisCallTimeout.
 	opt.DialerRetries = 1

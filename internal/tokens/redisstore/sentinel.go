@@ -9,7 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
+
+	"authsvc/internal/redisurl"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -170,8 +171,8 @@ func dialSentinel(rawURL string) (*redis.Client, error) {
 	opt.DialTimeout = redisDialTimeout
 	opt.ReadTimeout = redisIOTimeout
 	opt.WriteTimeout = redisIOTimeout
-	opt.PoolTimeout = time.Second
-	opt.MaxRetries = 1
+	opt.PoolTimeout = redisurl.PoolTimeout
+	opt.MaxRetries = redisurl.MaxRetries
 	opt.DialerRetries = 1
 	opt.ContextTimeoutEnabled = true
 	redis.SetLogger(quietRedisLog{})
