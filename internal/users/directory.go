@@ -76,6 +76,14 @@ var (
 //     the backing cannot answer (the caller fails closed). It reflects
 //     this Directory's own writes when they return, and never answers
 //     from a copy older than Lookup's.
+//   - Recheck returns the user named username as the backing holds them
+//     at a read that began after Recheck was called, or ErrNotFound, and
+//     brings Lookup up to that read (or a later one) for that user, or
+//     leaves Lookup as it was: it never makes Lookup older. It is what
+//     SessionUser asks before it takes a token for dead: Lookup's copy may
+//     be older than the token (docs/design/tokens.md). An error wrapping
+//     ErrUnavailable when the backing cannot answer, or when what it holds
+//     now could not be loaded (the caller answers 503, never 401).
 //   - FactorKeys returns, for every key ID the directory's second factors
 //     need (Factors.KeyIDs: sealed authenticator secrets, active and
 //     pending, and recovery codes), how many users need it, each user
@@ -109,6 +117,7 @@ type Directory interface {
 	Reload(ctx context.Context) error
 	Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks WatchHooks)
 	Ping(ctx context.Context) error
+	Recheck(ctx context.Context, username string) (*Account, error)
 	Factors(ctx context.Context, username string) (*Factors, error)
 	FactorKeys(ctx context.Context) (map[string]int, error)
 }
@@ -465,21 +474,45 @@ func Authenticate(ctx context.Context, d Reader, username, pw string, verify fun
 // session. A stamp above MaxSessionGeneration (a session stored by an
 // earlier version) is judged by the rest alone.
 //
+// Only the directory's state now decides (docs/design/tokens.md): d's copy
+// of the user may be older than the token (another instance changed the
+// password and handed out the token; this one has not reloaded yet), so a
+// token that copy finds dead is judged again on a copy read after the call
+// began (Recheck) before nil is returned. A live token costs one Lookup.
+//
 // An error means the directory cannot say (PostgreSQL unreachable past its
-// grace): the caller answers 503 and must not take the token for dead.
-func SessionUser(ctx context.Context, d Reader, username string, issuedAt time.Time, stamp uint64) (*Account, error) {
+// grace, a users file that no longer loads): the caller answers 503 and
+// must not take the token for dead.
+func SessionUser(ctx context.Context, d Directory, username string, issuedAt time.Time, stamp uint64) (*Account, error) {
 	u, err := d.Lookup(ctx, username)
+	switch {
+	case err == nil && sessionLive(u, issuedAt, stamp):
+		return u, nil
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return nil, err
+	}
+	u, err = d.Recheck(ctx, username)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case u.isDisabled() || issuedAt.Before(u.TokensAfter()):
-		return nil, nil
-	case stamp <= MaxSessionGeneration && stamp != u.SessionGeneration():
+	case !sessionLive(u, issuedAt, stamp):
 		return nil, nil
 	}
 	return u, nil
+}
+
+// sessionLive reports whether u, as one copy of the directory has them,
+// lets a session issued at issuedAt on stamp live (SessionUser).
+func sessionLive(u *Account, issuedAt time.Time, stamp uint64) bool {
+	switch {
+	case u.isDisabled() || issuedAt.Before(u.TokensAfter()):
+		return false
+	case stamp <= MaxSessionGeneration && stamp != u.SessionGeneration():
+		return false
+	}
+	return true
 }
 
 // Lookup returns the user named username, or ErrNotFound.

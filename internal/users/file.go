@@ -23,12 +23,16 @@ type FileDirectory struct {
 	log  *slog.Logger
 	cur  atomic.Pointer[userIndex] // nil until the first load
 
-	mu       sync.Mutex  // serializes loads; guards seen, cuts and cutsSeen
+	mu       sync.Mutex  // serializes loads; guards seen, refused, hooks, cuts and cutsSeen
 	seen     os.FileInfo // the file as last loaded or refused, to notice changes
+	refused  bool        // the last load failed: the users in force are older than the file
+	hooks    WatchHooks  // Watch's, told of the loads Recheck makes too
 	cuts     cutoffs     // the cut-offs file as last read
 	cutsSeen os.FileInfo // the cut-offs file as last read; nil when there was none
 
 	writes atomic.Int64 // replacements of the file by this directory (Writes)
+
+	recheckMu sync.Mutex // serializes Recheck's checks, so that a burst of them loads a changed file once
 
 	afterRead func() // a test's hook between reading the file and parsing it
 }
@@ -63,6 +67,32 @@ var emptyIndex = &userIndex{byName: map[string]*Account{}}
 
 func (s *FileDirectory) Lookup(_ context.Context, username string) (*Account, error) {
 	return s.index().Lookup(context.Background(), username)
+}
+
+// Recheck loads the file again when it has changed since it was last
+// loaded or refused (a stat, as Watch's check), then answers as Lookup.
+// While the file as it is now does not load it answers ErrUnavailable: the
+// users in force are older than the file, and may be older than the token
+// the caller is judging. A directory never loaded (the CLI's) reads
+// nothing.
+func (s *FileDirectory) Recheck(ctx context.Context, username string) (*Account, error) {
+	if s.cur.Load() != nil {
+		s.recheckMu.Lock()
+		if s.changed() {
+			s.mu.Lock()
+			hooks := s.hooks
+			s.mu.Unlock()
+			s.logReload("recheck", hooks)
+		}
+		s.recheckMu.Unlock()
+		s.mu.Lock()
+		refused := s.refused
+		s.mu.Unlock()
+		if refused {
+			return nil, fmt.Errorf("%w: %s was changed and does not load", ErrUnavailable, s.path)
+		}
+	}
+	return s.Lookup(ctx, username)
 }
 
 // Factors answers from the file as last loaded, as Lookup does: the
@@ -333,6 +363,7 @@ func (s *FileDirectory) Reload(context.Context) error {
 func (s *FileDirectory) load(cut func(Cut)) (os.FileInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.refused = true // until this load succeeds
 	info, err := os.Stat(s.path)
 	if err != nil {
 		return nil, err
@@ -347,7 +378,7 @@ func (s *FileDirectory) load(cut func(Cut)) (os.FileInfo, error) {
 		return info, err
 	}
 	s.cur.Store(x)
-	s.seen = info
+	s.seen, s.refused = info, false
 	cutsBetween(old, x, time.Now(), cut)
 	if len(x.byName) >= bigUsersFile {
 		// Return the parse's garbage and the replaced index now, not over
@@ -434,6 +465,9 @@ func (s *FileDirectory) changed() bool {
 // Watch reloads on every value from hup and whenever the file changes,
 // checking every interval, until ctx is done, telling hooks what happened.
 func (s *FileDirectory) Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks WatchHooks) {
+	s.mu.Lock()
+	s.hooks = hooks
+	s.mu.Unlock()
 	go func() {
 		for {
 			select {
@@ -457,14 +491,18 @@ func (s *FileDirectory) logReload(why string, hooks WatchHooks) {
 		hooks.Reloaded(err)
 	}
 	if err != nil {
-		s.log.Error("users file refused; previous users stay in force", "reason", why, "err", err)
 		// Remember the refused state, not the file's state now: a file
 		// rewritten in place while it was read differs from what was
 		// parsed, and is loaded at the next check.
 		s.mu.Lock()
 		s.seen = info
 		s.mu.Unlock()
-		return
 	}
-	s.log.Info("users file reloaded", "reason", why, "users", s.Len())
+	switch {
+	case s.log == nil:
+	case err != nil:
+		s.log.Error("users file refused; previous users stay in force", "reason", why, "err", err)
+	default:
+		s.log.Info("users file reloaded", "reason", why, "users", s.Len())
+	}
 }

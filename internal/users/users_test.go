@@ -401,22 +401,71 @@ func TestDirectorySessionUser(t *testing.T) {
 		{after, "carol", t0, 1, ""},
 		{after, "dave", t0, 1, "dave"}, // another hash alone kills nothing: a rehash keeps the generation
 	} {
-		u, err := SessionUser(context.Background(), tt.d, tt.user, tt.issuedAt, tt.stamp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := ""
-		if u != nil {
-			got = u.username
-		}
 		which := "before"
 		if tt.d == after {
 			which = "after"
 		}
-		if got != tt.want {
+		d := &laggingDirectory{copy: tt.d, now: tt.d}
+		u, err := SessionUser(context.Background(), d, tt.user, tt.issuedAt, tt.stamp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := userName(u); got != tt.want {
 			t.Errorf("%s.SessionUser(%s issued %v on generation %d) = %q; want %q", which, tt.user, tt.issuedAt, tt.stamp, got, tt.want)
 		}
 	}
+
+	// An instance whose copy (before) is older than the directory now
+	// (after): a token its copy finds dead is judged on the directory now
+	// (Recheck), so a token issued on the newer state lives; one its copy
+	// finds live is answered so until it reloads (API.md's 5 s bound).
+	for _, tt := range []struct {
+		user     string
+		issuedAt time.Time
+		stamp    uint64
+		want     string
+		recheck  bool
+	}{
+		{"alice", t0.Add(time.Hour), 2, "alice", true}, // issued by another instance after the password change
+		{"alice", t0.Add(2 * time.Hour), 3, "", true},  // a generation neither copy has
+		{"alice", t0, 1, "alice", false},               // dead by the directory now; this instance notices at its reload
+		{"nobody", t0, 1, "", true},
+	} {
+		d := &laggingDirectory{copy: before, now: after}
+		u, err := SessionUser(context.Background(), d, tt.user, tt.issuedAt, tt.stamp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := userName(u); got != tt.want || (d.rechecks > 0) != tt.recheck {
+			t.Errorf("SessionUser(%s issued %v on generation %d) with a lagging copy = %q after %d rechecks; want %q, rechecked %v", tt.user, tt.issuedAt, tt.stamp, got, d.rechecks, tt.want, tt.recheck)
+		}
+	}
+}
+
+// userName returns u's name, or "" for nil.
+func userName(u *Account) string {
+	if u == nil {
+		return ""
+	}
+	return u.username
+}
+
+// A laggingDirectory is a directory whose Lookup answers from an
+// instance's copy, which may be older than the backing's state now, which
+// Recheck reads. Only the methods SessionUser calls are there.
+type laggingDirectory struct {
+	Directory
+	copy, now *userIndex
+	rechecks  int
+}
+
+func (d *laggingDirectory) Lookup(ctx context.Context, username string) (*Account, error) {
+	return d.copy.Lookup(ctx, username)
+}
+
+func (d *laggingDirectory) Recheck(ctx context.Context, username string) (*Account, error) {
+	d.rechecks++
+	return d.now.Lookup(ctx, username)
 }
 
 // TestCutsBetween: a reload reports to the cut hook every user whose tokens

@@ -399,6 +399,25 @@ func (d *Directory) Lookup(ctx context.Context, username string) (*users.Account
 	}
 	epoch := d.epoch
 	d.mu.Unlock()
+	u, err := d.read(ctx, username, now)
+	if err != nil && !errors.Is(err, users.ErrNotFound) {
+		return nil, err
+	}
+	d.mu.Lock()
+	if d.epoch == epoch {
+		d.cache.Put(username, u)
+	}
+	d.mu.Unlock()
+	if u == nil {
+		return nil, users.ErrNotFound
+	}
+	return u, nil
+}
+
+// read reads the user named username from the database, past the cache:
+// ErrNotFound when there is none, an error wrapping ErrUnavailable when
+// the database cannot be asked.
+func (d *Directory) read(ctx context.Context, username string, now time.Time) (*users.Account, error) {
 	release, err := d.admit(now)
 	if err != nil {
 		return nil, err
@@ -411,20 +430,21 @@ func (d *Directory) Lookup(ctx context.Context, username string) (*users.Account
 		return nil, d.fail(qctx, "look up a user", err)
 	}
 	d.contact()
-	if x := found[username]; x != nil {
-		if u, err = users.NewAccount(x); err != nil {
-			return nil, err // a row written around authsvc; List shows it
-		}
-	}
-	d.mu.Lock()
-	if d.epoch == epoch {
-		d.cache.Put(username, u)
-	}
-	d.mu.Unlock()
-	if u == nil {
+	x := found[username]
+	if x == nil {
 		return nil, users.ErrNotFound
 	}
-	return u, nil
+	return users.NewAccount(x) // an error: a row written around authsvc; List shows it
+}
+
+// Recheck reads the user's row itself, never the cache, and leaves the
+// cache to the change log (Watch), so that the change it applies is still
+// told as a change.
+func (d *Directory) Recheck(ctx context.Context, username string) (*users.Account, error) {
+	if users.CheckUsername(username) != nil {
+		return nil, users.ErrNotFound
+	}
+	return d.read(ctx, username, time.Now())
 }
 
 // admit returns unavailableNow when a look-up must not try the database

@@ -540,6 +540,48 @@ func Run(t *testing.T, factory Factory) {
 		}
 	})
 
+	t.Run("Recheck reads past an older copy", func(t *testing.T) {
+		open := factory(t)
+		a, b := open(), open()
+		if err := a.Add(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Lookup(ctx, "alice"); err != nil {
+			t.Fatalf("Lookup(alice) on another handle after Reload = %v; want the user", err)
+		}
+		// Another instance changes alice's password; b, not watching, is
+		// behind. What b's Recheck returns is the change, never the copy.
+		changed := time.Now().UTC().Truncate(time.Millisecond)
+		if err := a.Update(ctx, "alice", func(u *users.User) error {
+			u.PasswordGeneration++
+			u.TokensAfter = changed
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := b.Recheck(ctx, "alice"); err != nil {
+			t.Errorf("Recheck(alice) on a handle behind a password change = %v", err)
+		} else if g, cut := u.SessionGeneration(), u.TokensAfter(); g != users.SessionGeneration(1) || !cut.Equal(changed) {
+			t.Errorf("Recheck(alice) on a handle behind a password change = stamp %d, cut-off %v; want %d, %v", g, cut, users.SessionGeneration(1), changed)
+		}
+		if _, err := b.Recheck(ctx, "nobody"); !errors.Is(err, users.ErrNotFound) {
+			t.Errorf("Recheck(nobody) = %v; want users.ErrNotFound", err)
+		}
+		// A session issued on the new password is live on b, whatever its copy.
+		if u, err := users.SessionUser(ctx, b, "alice", changed.Add(time.Millisecond), users.SessionGeneration(1)); u == nil || err != nil {
+			t.Errorf("SessionUser(alice, a token of the new password) on a handle behind = %v, %v; want alice", u, err)
+		}
+		if err := a.Delete(ctx, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Recheck(ctx, "alice"); !errors.Is(err, users.ErrNotFound) {
+			t.Errorf("Recheck(alice) on a handle behind her deletion = %v; want users.ErrNotFound", err)
+		}
+	})
+
 	t.Run("Watch brings another handle's writes", func(t *testing.T) {
 		open := factory(t)
 		a, b := open(), open()

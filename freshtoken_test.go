@@ -1,0 +1,125 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"authsvc/internal/testservers"
+	"authsvc/internal/users"
+)
+
+// freshTokenFleet is one topology of TestFreshTokenLivesEverywhere: the
+// flags of two instances sharing a directory and a token store, and how a
+// user gets into that directory.
+type freshTokenFleet struct {
+	name  string
+	start func(t *testing.T) (args []string)
+}
+
+// freshTokenFleets are API.md's shared-store topologies: a users file and
+// one Redis, PostgreSQL and one Redis, a users file and a Redis Cluster.
+// Each instance reloads the directory at the default interval, as users
+// run it: the second instance is behind the first for about a second
+// after every change.
+func freshTokenFleets() []freshTokenFleet {
+	fileUsers := func(t *testing.T, dir string) string {
+		path := filepath.Join(dir, "users.json")
+		if err := users.WriteFile(path, testUsers(t)); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	return []freshTokenFleet{
+		{"file+redis", func(t *testing.T) []string {
+			dir := t.TempDir()
+			redisURL, _, _ := testservers.Redis(t)
+			writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+			return []string{"--users", fileUsers(t, dir), "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
+				"--secret-key-file", filepath.Join(dir, "fleet.key")}
+		}},
+		{"postgres+redis", func(t *testing.T) []string {
+			dir := t.TempDir()
+			pgURL, _, _ := testservers.Postgres(t)
+			dbURL := testservers.NewDatabase(t, pgURL)
+			redisURL, _, _ := testservers.Redis(t)
+			writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+			if code, _, stderr := runCLI(t, "alice-pw\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "alice"); code != 0 {
+				t.Fatalf("user add alice = exit %d, %s", code, stderr)
+			}
+			return []string{"--users", dbURL, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
+				"--secret-key-file", filepath.Join(dir, "fleet.key")}
+		}},
+		{"file+cluster", func(t *testing.T) []string {
+			dir := t.TempDir()
+			addrs, _ := testservers.RedisCluster(t)
+			writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+			return []string{"--users", fileUsers(t, dir), "--store", "redis+cluster://" + strings.Join(addrs, ","),
+				"--store-prefix", testservers.UniquePrefix(), "--secret-key-file", filepath.Join(dir, "fleet.key")}
+		}},
+	}
+}
+
+// TestFreshTokenLivesEverywhere: a token that one instance hands out on
+// the user's newest state (a password change's reply, the token re-bound
+// by a second-factor confirm or removal) answers 200 on the other
+// instance before and after that one has seen the change, and on the first
+// too (API.md, Tokens: a live token is live on every instance). Before
+// the rule, the lagging instance took the newer stamp for a dead one and
+// revoked the token for the whole fleet.
+func TestFreshTokenLivesEverywhere(t *testing.T) {
+	for _, fleet := range freshTokenFleets() {
+		t.Run(fleet.name, func(t *testing.T) {
+			args := append(fleet.start(t), "--cost", "4", "--login-failures", "100", "--user-failures", "100")
+			baseA, logA, stopA := startServer(t, nil, args...)
+			baseB, logB, stopB := startServer(t, nil, args...)
+			defer func() {
+				stopA()
+				stopB()
+				if t.Failed() {
+					t.Logf("A:\n%s\nB:\n%s", logA, logB)
+				}
+			}()
+			// liveEverywhere asks both instances, the lagging one first, for
+			// about two reload intervals: every answer must be 200.
+			liveEverywhere := func(what, token string) {
+				t.Helper()
+				for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); {
+					for _, b := range []struct{ name, base string }{{"B", baseB}, {"A", baseA}} {
+						if r := miDo(t, "GET", b.base+"/api/auth/info", token, ""); r.status != 200 {
+							t.Fatalf("%s: info on %s = %v; want 200 on every instance", what, b.name, r)
+						}
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+
+			// Both instances know alice's first password.
+			waitLogin(t, baseB, "alice", "alice-pw")
+			token := tokenOf(t, "login on A", miLogin(t, baseA, "alice"))
+			r := miDo(t, "POST", baseA+"/api/auth/password/", token, changeBody("alice-pw", "a brand new passphrase"))
+			fresh := tokenOf(t, "password change on A", r)
+			liveEverywhere("the password change's token", fresh)
+
+			// A second factor confirmed on A: the presenting token is re-bound.
+			status, body := mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/", fresh, `{"password":"a brand new passphrase"}`)
+			if status != 200 {
+				t.Fatalf("enrol on A = %d %v", status, body)
+			}
+			secret32 := body["secret"].(string)
+			confirmedAt := time.Now()
+			if status, body = mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/confirm/", fresh, `{"code":"`+totpCode(t, secret32, confirmedAt)+`"}`); status != 200 {
+				t.Fatalf("confirm on A = %d %v", status, body)
+			}
+			recovery := body["recovery_codes"].([]any)
+			liveEverywhere("the token that confirmed an authenticator", fresh)
+
+			// Removed on A, with a recovery code: the token is re-bound again.
+			if status, body = mfaCall(t, "DELETE", baseA+"/api/auth/mfa/totp/", fresh, `{"password":"a brand new passphrase","code":"`+recovery[0].(string)+`"}`); status != 204 {
+				t.Fatalf("removal on A = %d %v", status, body)
+			}
+			liveEverywhere("the token that removed the authenticator", fresh)
+		})
+	}
+}
