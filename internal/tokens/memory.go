@@ -43,11 +43,22 @@ type memCounter struct {
 	until   int64
 }
 
-// memStamp is a user's current password stamp, kept until until (Unix
-// nanoseconds; 0 for ever).
+// memStamp is a user's current password stamp (0: any) and the Before of
+// the Supersede that gave it, kept until until (Unix nanoseconds; 0 for
+// ever).
 type memStamp struct {
-	stamp uint64
-	until int64
+	stamp  uint64
+	before int64
+	until  int64
+}
+
+// live reports whether c is still kept at now (Unix nanoseconds).
+func (c memStamp) live(now int64) bool { return c.until == 0 || c.until > now }
+
+// refuses reports whether c, kept at now, refuses a session or challenge
+// on stamp: the user's password has been superseded since it was checked.
+func (c memStamp) refuses(stamp uint64, now int64) bool {
+	return c.live(now) && c.stamp != 0 && c.stamp != stamp
 }
 
 type memShard struct {
@@ -165,7 +176,7 @@ func (s *MemoryStore) Issue(_ context.Context, d Digest, sess Session, limit int
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.stamps[sess.Username]; ok && (cur.until == 0 || cur.until > now.UnixNano()) && cur.stamp != sess.Stamp {
+	if s.stamps[sess.Username].refuses(sess.Stamp, now.UnixNano()) {
 		return 0, ErrSuperseded
 	}
 	rec.user = s.strings.add(sess.Username)
@@ -307,6 +318,9 @@ func (s *MemoryStore) Supersede(_ context.Context, sup Supersession) (int, error
 	cutoff := sup.Before.UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if cur, ok := s.stamps[sup.Username]; ok && cur.live(time.Now().UnixNano()) && cutoff < cur.before {
+		return 0, nil // stale: the store has been told of a later change
+	}
 	user := s.strings.find(sup.Username)
 	digests := s.byUser[user]
 	kept, removed := digests[:0], 0
@@ -337,15 +351,13 @@ func (s *MemoryStore) Supersede(_ context.Context, sup Supersession) (int, error
 		}
 	}
 	if sup.Stamp == 0 {
-		delete(s.stamps, sup.Username)
 		delete(s.counters, sup.Username)
-	} else {
-		cur := memStamp{stamp: sup.Stamp}
-		if !sup.Until.IsZero() {
-			cur.until = sup.Until.UnixNano()
-		}
-		s.stamps[sup.Username] = cur
 	}
+	cur := memStamp{stamp: sup.Stamp, before: cutoff}
+	if !sup.Until.IsZero() {
+		cur.until = sup.Until.UnixNano()
+	}
+	s.stamps[sup.Username] = cur
 	return removed, nil
 }
 
@@ -388,7 +400,7 @@ func (s *MemoryStore) importOne(im Imported, now time.Time, dryRun bool) ImportO
 	if s.record(d, func(*memRecord) {}) {
 		return ImportDead
 	}
-	if cur, ok := s.stamps[sess.Username]; ok && (cur.until == 0 || cur.until > now.UnixNano()) && cur.stamp != sess.Stamp {
+	if s.stamps[sess.Username].refuses(sess.Stamp, now.UnixNano()) {
 		return ImportSuperseded
 	}
 	if dryRun {
@@ -427,7 +439,7 @@ func (s *MemoryStore) PutChallenge(_ context.Context, d Digest, c Challenge, now
 	c.IssuedAt = now
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.stamps[c.Username]; ok && (cur.until == 0 || cur.until > now.UnixNano()) && cur.stamp != c.Stamp {
+	if s.stamps[c.Username].refuses(c.Stamp, now.UnixNano()) {
 		return ErrSuperseded
 	}
 	if old, ok := s.challenges[d]; ok { // not expected (the contract): the new challenge wins

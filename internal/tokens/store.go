@@ -72,8 +72,9 @@ type Supersession struct {
 	MaxStamp uint64
 	// Before: every session of the user issued before it is dead.
 	Before time.Time
-	// Until is how long the store keeps Stamp: no shorter than the longest
-	// a session can live (now plus the token TTL); zero for ever.
+	// Until is how long the store keeps Stamp and Before: no shorter than
+	// the longest a session can live (now plus the token TTL); zero for
+	// ever.
 	Until time.Time
 }
 
@@ -191,9 +192,13 @@ type ListedSession struct {
 //     store's precision, erring towards removal) and, unless Stamp is 0, those whose Stamp is at
 //     most sup.MaxStamp and is not sup.Stamp; it reports how many it
 //     removed. It removes the user's challenges by the same rule, by their
-//     IssuedAt and Stamp, uncounted. The last Supersede of a user wins:
-//     stamps wrap, so the store compares them for equality only, never
-//     for order.
+//     IssuedAt and Stamp, uncounted. Supersessions are ordered by Before,
+//     never by Stamp (stamps wrap): one whose Before is earlier than the
+//     latest the store keeps for the user (kept as long as that one's
+//     Until) is stale, told by an instance whose copy of the user is older
+//     than the change the store was told last, and changes nothing (0,
+//     nil); of two with the same Before the later call wins
+//     (docs/design/tokens.md).
 //   - Issue refuses with ErrSuperseded, storing nothing, a session whose
 //     Stamp is not its user's current stamp while the store keeps one; a
 //     user never superseded, or whose stamp was forgotten or outlived its

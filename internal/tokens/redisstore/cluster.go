@@ -29,6 +29,7 @@ import (
 //	{prefix}u:{<username>}    the user's index, as the standalone u: key; the
 //	                          source of truth for which sessions live
 //	{prefix}g:{<username>}    stamp, as g:
+//	{prefix}b:{<username>}    latest Supersede's cut-off, as b:
 //	{prefix}m:{<username>}    imported digests, as m:
 //	{prefix}w:{<username>}    challenges, as w:
 //	{prefix}o:{<username>}    TOTP counter, as o:
@@ -456,13 +457,17 @@ func (s *Store) clusterRevokeUser(ctx context.Context, username string) (int, er
 // does, publishes the username, and returns the dead digests.
 //
 // KEYS[1] index, KEYS[2] stamp, KEYS[3] challenges, KEYS[4] TOTP counter,
-// KEYS[5] companion.
+// KEYS[5] companion, KEYS[6] cut-off.
 // ARGV[1] cut-off (Unix ms), ARGV[2] stamp, ARGV[3] largest password
 // stamp, ARGV[4] keep until (Unix ms; "" = ever), ARGV[5] invalidation
 // channel, ARGV[6] username.
 var clusterSupersedeScript = redis.NewScript(`
 local ukey, skey, xkey, cutoff, stamp, maxstamp = KEYS[1], KEYS[2], KEYS[5], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local out = {}
+local kept = tonumber(redis.call('GET', KEYS[6]))
+if kept and cutoff < kept then
+  return out
+end
 local all = redis.call('ZRANGE', ukey, 0, -1, 'WITHSCORES')
 for j = 1, #all, 2 do
   local m = all[j]
@@ -491,11 +496,15 @@ for j = 1, #pending, 2 do
 end
 if stamp == '0' then
   redis.call('DEL', skey, KEYS[4])
-elseif ARGV[4] == '' then
-  redis.call('SET', skey, stamp)
 else
   redis.call('SET', skey, stamp)
-  redis.call('PEXPIREAT', skey, ARGV[4])
+end
+redis.call('SET', KEYS[6], cutoff)
+if ARGV[4] ~= '' then
+  if stamp ~= '0' then
+    redis.call('PEXPIREAT', skey, ARGV[4])
+  end
+  redis.call('PEXPIREAT', KEYS[6], ARGV[4])
 end
 redis.call('PUBLISH', ARGV[5], 'u:' .. ARGV[6])
 return out
@@ -524,7 +533,7 @@ func (s *Store) clusterSupersede(ctx context.Context, sup tokens.Supersession) (
 		until = strconv.FormatInt(sup.Until.UnixMilli(), 10)
 	}
 	u := sup.Username
-	keys := []string{s.clusterKey("u", u), s.clusterKey("g", u), s.clusterKey("w", u), s.clusterKey("o", u), s.clusterKey("x", u)}
+	keys := []string{s.clusterKey("u", u), s.clusterKey("g", u), s.clusterKey("w", u), s.clusterKey("o", u), s.clusterKey("x", u), s.clusterKey("b", u)}
 	dead, err := clusterSupersedeScript.Run(ctx, s.cc, keys, cutoff,
 		strconv.FormatUint(sup.Stamp, 10), strconv.FormatUint(sup.MaxStamp, 10), until, s.channel, u).Slice()
 	s.cache.forgetUser(u) // refused here at once, whatever the reply

@@ -28,6 +28,9 @@ import (
 //	{prefix}g:{username}    the user's current password stamp, as the last
 //	                        Supersede gave it (decimal); PEXPIREAT its
 //	                        Until (none, no expiry)
+//	{prefix}b:{username}    the cut-off (Unix ms) of the user's latest
+//	                        Supersede, which a stale one may not undo;
+//	                        PEXPIREAT its Until (none, no expiry)
 //	{prefix}m:{username}    hash of the digest hex Import stored for the
 //	                        user (value "1"), kept for ever, so that an
 //	                        import never brings a dead one back
@@ -351,6 +354,13 @@ func (s *Store) stampKey(username string) string {
 	return s.prefix + "g:" + username
 }
 
+func (s *Store) beforeKey(username string) string {
+	if s.cc != nil {
+		return s.clusterKey("b", username)
+	}
+	return s.prefix + "b:" + username
+}
+
 func (s *Store) importedKey(username string) string {
 	if s.cc != nil {
 		return s.clusterKey("m", username)
@@ -559,18 +569,26 @@ return n
 // issue time and stamp their value holds, uncounted, and a challenge
 // racing it is deleted here or refused by putChallengeScript.
 //
+// A Supersede whose cut-off is earlier than the one KEYS[5] keeps is stale
+// and changes nothing (tokens.Store's contract); any other keeps its
+// cut-off there as long as its stamp.
+//
 // A stamp of "0" (a deleted user) also forgets the user's TOTP counter.
 // It publishes the username whether or not it deleted a session, so that
 // every instance drops the user's cached sessions (it may have kept one
 // whose index entry Redis evicted: the cheap way is the safe way).
 //
 // KEYS[1] user index key, KEYS[2] user stamp key, KEYS[3] user challenges
-// key, KEYS[4] user TOTP counter key.
+// key, KEYS[4] user TOTP counter key, KEYS[5] user cut-off key.
 // ARGV[1] token key prefix, ARGV[2] cut-off (Unix ms), ARGV[3] stamp,
 // ARGV[4] largest password stamp, ARGV[5] keep until (Unix ms; "" = ever),
 // ARGV[6] invalidation channel, ARGV[7] username.
 var supersedeScript = redis.NewScript(`
 local ukey, skey, tprefix, cutoff, stamp, maxstamp = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local kept = tonumber(redis.call('GET', KEYS[5]))
+if kept and cutoff < kept then
+  return 0
+end
 local n = 0
 local all = redis.call('ZRANGE', ukey, 0, -1, 'WITHSCORES')
 for j = 1, #all, 2 do
@@ -598,11 +616,15 @@ for j = 1, #pending, 2 do
 end
 if stamp == '0' then
   redis.call('DEL', skey, KEYS[4])
-elseif ARGV[5] == '' then
-  redis.call('SET', skey, stamp)
 else
   redis.call('SET', skey, stamp)
-  redis.call('PEXPIREAT', skey, ARGV[5])
+end
+redis.call('SET', KEYS[5], cutoff)
+if ARGV[5] ~= '' then
+  if stamp ~= '0' then
+    redis.call('PEXPIREAT', skey, ARGV[5])
+  end
+  redis.call('PEXPIREAT', KEYS[5], ARGV[5])
 end
 redis.call('PUBLISH', ARGV[6], 'u:' .. ARGV[7])
 return n
@@ -837,7 +859,7 @@ func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, er
 	if !sup.Until.IsZero() {
 		until = strconv.FormatInt(sup.Until.UnixMilli(), 10)
 	}
-	keys := []string{s.userKey(sup.Username), s.stampKey(sup.Username), s.challengesKey(sup.Username), s.counterKey(sup.Username)}
+	keys := []string{s.userKey(sup.Username), s.stampKey(sup.Username), s.challengesKey(sup.Username), s.counterKey(sup.Username), s.beforeKey(sup.Username)}
 	n, err := supersedeScript.Run(ctx, s.client, keys, s.prefix+"t:", cutoff,
 		strconv.FormatUint(sup.Stamp, 10), strconv.FormatUint(sup.MaxStamp, 10), until, s.channel, sup.Username).Int()
 	s.cache.forgetUser(sup.Username) // refused here at once, whatever the reply

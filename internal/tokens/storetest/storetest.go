@@ -39,6 +39,7 @@ func Run(t *testing.T, newStore func(t *testing.T) tokens.Store) {
 		{"SupersedeLegacyStamps", testSupersedeLegacyStamps},
 		{"SupersedeUntil", testSupersedeUntil},
 		{"SupersedeRacesIssue", testSupersedeRacesIssue},
+		{"SupersedeStale", testSupersedeStale},
 		{"IssuedAt", testIssuedAt},
 		{"SessionRecord", testSessionRecord},
 		{"ListNewestFirst", testListNewestFirst},
@@ -654,6 +655,43 @@ func testSupersedeRefusesIssue(t *testing.T, st tokens.Store) {
 	supersede(t, st, "alice", 0, now.Add(4*time.Second), time.Time{})
 	MustIssue(t, st, alice(5), 0, now.Add(5*time.Second))
 	MustIssue(t, st, alice(1), 0, now.Add(5*time.Second))
+}
+
+// testSupersedeStale: a Supersede whose Before is earlier than the latest
+// one's is stale (an instance that read the user before the change the
+// store was told last) and changes nothing: the sessions of the newer
+// password live, Issue still takes its stamp and refuses the stale one.
+// Of two with one Before the later call wins (an older users file put
+// back); a deletion's Before holds against stale ones too.
+func testSupersedeStale(t *testing.T, st tokens.Store) {
+	t0 := time.Now().Truncate(time.Millisecond)
+	at := func(stamp uint64) tokens.Session {
+		return tokens.Session{Username: "alice", Stamp: stamp, ExpiresAt: t0.Add(time.Hour), ID: tokens.NewSessionID()}
+	}
+	supersede(t, st, "alice", 2, t0.Add(time.Second), time.Time{})
+	supersede(t, st, "alice", 3, t0.Add(2*time.Second), time.Time{})
+	fresh := MustIssue(t, st, at(3), 0, t0.Add(3*time.Second))
+	if n := supersede(t, st, "alice", 2, t0.Add(time.Second), time.Time{}); n != 0 {
+		t.Errorf("a stale Supersede(alice, 2, t0+1s) after (3, t0+2s) = %d; want 0", n)
+	}
+	WantFound(t, st, fresh, t0.Add(3*time.Second), at(3))
+	MustIssue(t, st, at(3), 0, t0.Add(4*time.Second))
+	wantSuperseded(t, st, at(2), t0.Add(4*time.Second))
+
+	// The same Before: the later call wins.
+	supersede(t, st, "alice", 1, t0.Add(2*time.Second), time.Time{})
+	WantNotFound(t, st, fresh, t0.Add(4*time.Second))
+	MustIssue(t, st, at(1), 0, t0.Add(4*time.Second))
+
+	// Deleted, then added again: a stale Supersede from before the
+	// deletion removes none of the new user's sessions.
+	supersede(t, st, "alice", 0, t0.Add(5*time.Second), time.Time{})
+	again := MustIssue(t, st, at(1), 0, t0.Add(6*time.Second))
+	if n := supersede(t, st, "alice", 3, t0.Add(2*time.Second), time.Time{}); n != 0 {
+		t.Errorf("a stale Supersede(alice, 3, t0+2s) after her deletion at t0+5s = %d; want 0", n)
+	}
+	WantFound(t, st, again, t0.Add(6*time.Second), at(1))
+	MustIssue(t, st, at(7), 0, t0.Add(6*time.Second))
 }
 
 // testSupersedeRemoves: Supersede removes the user's sessions issued
