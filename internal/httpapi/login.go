@@ -452,7 +452,11 @@ func holdFor(target, took time.Duration) {
 func (a *loginAttempt) grant(log *slog.Logger, tc tokenCheck, u *users.Account, stamp uint64, err error) {
 	var reply LoginReply
 	if err == nil {
-		reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, u, stamp, tc.now(), a.client, a.r.UserAgent())
+		// Never before the user's cut-off, which another instance's clock
+		// may have set ahead of this one's (users.NextCutoff): the token
+		// would be born dead.
+		now := users.Later(tc.now(), u.TokensAfter())
+		reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, u, stamp, now, a.client, a.r.UserAgent())
 		if errors.Is(err, tokens.ErrSuperseded) && a.event == "password change" {
 			// The change has just told the store this stamp; only a
 			// later change, or another instance's reload that read the

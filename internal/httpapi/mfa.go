@@ -520,8 +520,7 @@ func (sf secondFactors) passwordAndCode(c *mfaCall) error {
 // token is bound to the new generation and lives on.
 func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p principal, change func(*users.Factors) error) error {
 	username := p.user.Username()
-	// Milliseconds, as a password change's: the token re-bound next is not older than it.
-	cutoff := tc.now().UTC().Truncate(time.Millisecond)
+	var cutoff time.Time
 	var generation uint64
 	err := tc.users.Update(ctx, username, func(x *users.User) error {
 		f := x.MFA.Clone()
@@ -536,6 +535,7 @@ func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p prin
 		}
 		x.MFA = f
 		x.PasswordGeneration++
+		cutoff = users.NextCutoff(x.TokensAfter, tc.now())
 		x.TokensAfter, generation = cutoff, x.PasswordGeneration
 		return nil
 	})
@@ -561,7 +561,7 @@ func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p prin
 	}
 	tc.metrics.Revoked(RevokedUserChange, max(n-1, 0)) // the presenting token comes back
 	sess.Stamp = stamp
-	if _, err := tc.store.Issue(ctx, p.digest, sess, tc.policy.MaxPerUser, tc.now()); err != nil {
+	if _, err := tc.store.Issue(ctx, p.digest, sess, tc.policy.MaxPerUser, users.Later(tc.now(), cutoff)); err != nil {
 		sf.log.WarnContext(ctx, "second factors changed; the presenting token could not be kept and has ended with the others", "username", username, "err", err)
 	}
 	return nil

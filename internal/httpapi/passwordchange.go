@@ -100,9 +100,7 @@ func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter Pas
 	if err != nil {
 		return nil, 0, weakPasswordReply(err) // bcrypt's 72 bytes: the only way hashing fails
 	}
-	// Milliseconds: the precision of a token's issue time in Redis, so the
-	// token issued next is not older than the cut-off.
-	cutoff := tc.now().UTC().Truncate(time.Millisecond)
+	var cutoff time.Time
 	var generation uint64
 	err = tc.users.Update(r.Context(), username, func(x *users.User) error {
 		// Only over the hash current_password was checked against: of two
@@ -111,6 +109,7 @@ func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter Pas
 			return errInvalidCredentials
 		}
 		x.PasswordGeneration++
+		cutoff = users.NextCutoff(x.TokensAfter, tc.now())
 		x.PasswordHash, x.TokensAfter, generation = hash, cutoff, x.PasswordGeneration
 		return nil
 	})

@@ -353,6 +353,27 @@ func (u *Account) Hash() *password.Hash {
 	return h
 }
 
+// Later returns the later of a and b.
+func Later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// NextCutoff returns the cut-off a change made at now writes over a user
+// whose cut-off is prev: now to the millisecond (a token's issue time in
+// Redis), and later than prev, so that the directory's cut-offs, and with
+// them the Supersedes they make (ordered by their Before), follow the
+// order of the writes even when two instances' clocks disagree.
+func NextCutoff(prev, now time.Time) time.Time {
+	now = now.UTC().Truncate(time.Millisecond)
+	if floor := prev.Truncate(time.Millisecond).Add(time.Millisecond); now.Before(floor) {
+		return floor.UTC()
+	}
+	return now
+}
+
 // SessionGeneration returns what a session issued now on u's password
 // carries as its stamp (see SessionUser).
 func (u *Account) SessionGeneration() uint64 { return SessionGeneration(uint64(u.generation)) }

@@ -241,7 +241,7 @@ func (s *FileDirectory) UpdateAll(ctx context.Context, changes map[string]func(*
 				cut = u.TokensAfter
 			}
 			if u.Disabled && !was.Disabled {
-				cut = later(cut, time.Now())
+				cut = Later(cut, time.Now())
 			}
 			if !cut.IsZero() {
 				cuts = append(cuts, cutoffRecord{Username: name, TokensAfter: cut})
@@ -276,14 +276,6 @@ func checkEntry(u *User) error {
 		return fmt.Errorf("user %q: password_hash: %w", u.Username, err)
 	}
 	return nil
-}
-
-// later returns the later of a and b.
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 func (s *FileDirectory) Delete(ctx context.Context, username string) error {
@@ -364,6 +356,10 @@ func (s *FileDirectory) load(cut func(Cut)) (os.FileInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refused = true // until this load succeeds
+	// A deletion or a disable found in this read is dated by when the read
+	// began, not by when the parse ended, which on a big file is seconds
+	// later: a token issued meanwhile, after the user came back, lives.
+	began := time.Now()
 	info, err := os.Stat(s.path)
 	if err != nil {
 		return nil, err
@@ -379,7 +375,7 @@ func (s *FileDirectory) load(cut func(Cut)) (os.FileInfo, error) {
 	}
 	s.cur.Store(x)
 	s.seen, s.refused = info, false
-	cutsBetween(old, x, time.Now(), cut)
+	cutsBetween(old, x, began, cut)
 	if len(x.byName) >= bigUsersFile {
 		// Return the parse's garbage and the replaced index now, not over
 		// minutes: without this a large file's RSS stays at up to twice its

@@ -984,6 +984,7 @@ func (d *Directory) catchUp(ctx context.Context, cut func(users.Cut)) (bool, err
 	defer d.syncMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
 	defer cancel()
+	now := time.Now() // what a deletion or disable found here is dated by: the read's start
 	var gen, count int64
 	if err := d.pool.QueryRow(ctx, `select generation, users from authsvc_users_state`).Scan(&gen, &count); err != nil {
 		return false, d.fail(ctx, "read state", err)
@@ -1011,7 +1012,6 @@ func (d *Directory) catchUp(ctx context.Context, cut func(users.Cut)) (bool, err
 	if err != nil {
 		return false, d.fail(ctx, "read changes", err)
 	}
-	now := time.Now()
 	var was map[string]*users.Account
 	if first != d.seen+1 { // the log no longer reaches back to seen, or the database was replaced
 		d.log.Warn("users database: fell behind its change log; dropping every cached user", "seen", d.seen, "generation", gen)
