@@ -160,28 +160,40 @@ func BootstrapAdmin(ctx context.Context, dir Directory, policy password.HashPoli
 	return nil
 }
 
-// cutsBetween calls cut for every user of old whose tokens died in new:
-// deleted or newly disabled (every token issued before now), or with a
-// later cut-off, which every password change sets (every token issued
-// before it), or another password generation (an older file put back
-// moves it back: the tokens of every other generation are dead). Another
-// hash alone is not a death: a rehash on login writes one. Users added
-// are not told: a name used again after a deletion was told as deleted.
-func cutsBetween(old, new *userIndex, now time.Time, cut func(Cut)) {
+// cutsBetween calls cut for every user of old whose tokens died in new
+// (CutOf), new read at readAt. Users added are not told: a name used again
+// after a deletion was told as deleted.
+func cutsBetween(old, new *userIndex, readAt time.Time, cut func(Cut)) {
 	if old == nil || cut == nil {
 		return
 	}
 	for name, was := range old.byName {
-		is := new.byName[name]
-		switch {
-		case is == nil:
-			cut(Cut{Username: name, Before: now})
-		case is.isDisabled() && !was.isDisabled():
-			cut(Cut{Username: name, Before: now, Stamp: is.SessionGeneration()})
-		case is.cutoff > was.cutoff, is.generation != was.generation:
-			cut(Cut{Username: name, Before: is.TokensAfter(), Stamp: is.SessionGeneration()})
+		if c, ok := CutOf(name, was, new.byName[name], readAt); ok {
+			cut(c)
 		}
 	}
+}
+
+// CutOf returns what a change of the user named name, from was to is as a
+// read begun at readAt found them, did to their tokens, and whether it
+// killed any: deleted (is nil) or newly disabled, every token issued
+// before readAt; a later cut-off, which every password change sets, every
+// token issued before it; another password generation (an older file put
+// back moves it back), the tokens of every other generation. Another hash
+// alone is not a death: a rehash on login writes one. A was of nil (a user
+// the caller did not know before) is judged conservatively: a disabled
+// user, and one with a cut-off, are told.
+func CutOf(name string, was, is *Account, readAt time.Time) (Cut, bool) {
+	switch {
+	case is == nil:
+		return Cut{Username: name, Before: readAt}, true
+	case is.isDisabled() && (was == nil || !was.isDisabled()):
+		return Cut{Username: name, Before: readAt, Stamp: is.SessionGeneration()}, true
+	case was == nil && is.cutoff != noCutoff,
+		was != nil && (is.cutoff > was.cutoff || is.generation != was.generation):
+		return Cut{Username: name, Before: is.TokensAfter(), Stamp: is.SessionGeneration()}, true
+	}
+	return Cut{}, false
 }
 
 // A userIndex is an immutable snapshot of a directory's users as the server

@@ -1054,24 +1054,22 @@ func slicesCompactNames(names []string) []string {
 }
 
 // cutChange calls cut if the change of the user named name killed tokens,
-// by cutsBetween's rules: was is the user as cached before (nil: not
-// known), is as the database has them now (nil: deleted). Not knowing the
-// user before, it is conservative: a disabled user loses every token, and
-// one with a cut-off every token before it and of another password
-// generation (those are dead already for SessionUser; removing them does
-// no harm).
-func cutChange(name string, was *users.Account, is *users.User, now time.Time, cut func(users.Cut)) {
-	if is == nil {
-		cut(users.Cut{Username: name, Before: now})
-		return
+// by users.CutOf's rules: was is the user as cached before (nil: not
+// known), is as the database has them now (nil: deleted), read from
+// readAt on.
+func cutChange(name string, was *users.Account, is *users.User, readAt time.Time, cut func(users.Cut)) {
+	var now *users.Account
+	if is != nil {
+		var err error
+		if now, err = users.NewAccount(is); err != nil {
+			// A row written around authsvc, which Lookup refuses too: its
+			// tokens are judged dead, as a disabled user's.
+			cut(users.Cut{Username: name, Before: readAt, Stamp: users.SessionGeneration(is.PasswordGeneration)})
+			return
+		}
 	}
-	stamp := users.SessionGeneration(is.PasswordGeneration)
-	switch {
-	case is.Disabled && (was == nil || !was.Disabled()):
-		cut(users.Cut{Username: name, Before: now, Stamp: stamp})
-	case was == nil && !is.TokensAfter.IsZero(),
-		was != nil && (is.TokensAfter.After(was.TokensAfter()) || stamp != was.SessionGeneration()):
-		cut(users.Cut{Username: name, Before: is.TokensAfter, Stamp: stamp})
+	if c, ok := users.CutOf(name, was, now, readAt); ok {
+		cut(c)
 	}
 }
 
