@@ -103,9 +103,11 @@ func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter Pas
 	var cutoff time.Time
 	var generation uint64
 	err = tc.users.Update(r.Context(), username, func(x *users.User) error {
-		// Only over the hash current_password was checked against: of two
-		// changes racing with one token, the second finds another hash.
-		if x.PasswordHash != u.StoredHash() {
+		// Only over the password current_password was checked against: of
+		// two changes racing with one token, the second finds another
+		// password generation; a rehash on login in between (another hash
+		// of the same password) changes nothing.
+		if !u.SamePassword(x) {
 			return errInvalidCredentials
 		}
 		x.PasswordGeneration++
