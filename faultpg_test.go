@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -156,4 +158,82 @@ func TestFaultPostgresRestart(t *testing.T) {
 	audited, _ := checkLoginAudit(t, log.String(), replies)
 	t.Logf("PostgreSQL down %v; %s; %d × 503 in all; healed %v after PostgreSQL accepted connections; %d tokens alive after; %d logins audited",
 		ph.up.Sub(ph.stopped).Round(time.Millisecond), faultTally(replies), unavailable, heal.Round(time.Millisecond), len(tokens), audited)
+}
+
+// TestPostgresOutageChecksNoPassword: while PostgreSQL cannot be reached,
+// every password check answers 503 unavailable at once, a user the
+// instance has just seen log in included: login with the right password
+// and with a wrong one, a password change, a second-factor enrolment.
+// Only token checks go on from the cached state, for at most 5 s; and a
+// login is back within 5 s of PostgreSQL's return (issue 28, point 8;
+// API.md, Users).
+//
+// Before the fix, for the 5 s the cache was trusted, a cached user's
+// login was answered from it, 200 for the right password and 401 for a
+// wrong one, while an uncached name got 503: a verdict nobody could
+// confirm, which also told who had logged in recently.
+func TestPostgresOutageChecksNoPassword(t *testing.T) {
+	pgURL, stopPG, startPG := testservers.Postgres(t)
+	if stopPG == nil {
+		t.Skip("AUTHSVC_TEST_POSTGRES names a server this test cannot stop")
+	}
+	dbURL := testservers.NewDatabase(t, pgURL)
+	pw := faultPassword("fay")
+	if code, _, stderr := runCLI(t, pw+"\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "fay"); code != 0 {
+		t.Fatalf("user add fay = exit %d, %s", code, stderr)
+	}
+	keyPath := filepath.Join(t.TempDir(), "authsvc.key")
+	writeKeyFile(t, keyPath)
+	base, log, stop := startServer(t, nil, "--users", dbURL, "--cost", "4", "--secret-key-file", keyPath,
+		"--reload-interval", "200ms", "--login-rate", "1000", "--login-burst", "1000")
+	defer stop()
+	defer func() {
+		if t.Failed() {
+			t.Logf("server log, access lines left out:\n%s", logExcerpt(log.String()))
+		}
+	}()
+	token := loginToken(t, base, "fay", pw) // fay is in the instance's cache now
+	login := func(password string) miReply {
+		return miDo(t, "POST", base+"/api/auth/login/", "", fmt.Sprintf(`{"username":"fay","password":%q}`, password))
+	}
+
+	stopPG()
+	stopped := time.Now()
+	for _, c := range []struct {
+		name string
+		r    miReply
+	}{
+		{"login, right password", login(pw)},
+		{"login, wrong password", login("wrong " + pw)},
+		{"password change", miDo(t, "POST", base+"/api/auth/password/", token, changeBody(pw, "a new passphrase for fay"))},
+		{"second-factor enrolment", miDo(t, "POST", base+"/api/auth/mfa/totp/", token, fmt.Sprintf(`{"password":%q}`, pw))},
+	} {
+		if c.r.status != http.StatusServiceUnavailable || c.r.code() != "unavailable" {
+			t.Errorf("%s of a cached user, %v into the outage = %v; want 503 unavailable", c.name, time.Since(stopped).Round(time.Millisecond), c.r)
+		}
+	}
+	// The token check's grace: 5 s from the last round trip that worked.
+	if r := miDo(t, "GET", base+"/api/auth/info", token, ""); time.Since(stopped) < 4*time.Second && r.status != http.StatusOK {
+		t.Errorf("info with fay's token, %v into the outage = %v; want 200 from the cached state (5 s)", time.Since(stopped).Round(time.Millisecond), r)
+	}
+
+	startPG() // returns once it accepts connections
+	up := time.Now()
+	for {
+		r := login(pw)
+		if r.status == http.StatusOK {
+			break
+		}
+		if r.status != http.StatusServiceUnavailable {
+			t.Fatalf("login of fay after PostgreSQL's return = %v; want 200, or 503 until it is back", r)
+		}
+		if time.Since(up) > outageBound {
+			t.Fatalf("login of fay not back within %v of PostgreSQL's return: %v", outageBound, r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("login back %v after PostgreSQL accepted connections", time.Since(up).Round(time.Millisecond))
+	if r := login("wrong " + pw); r.status != http.StatusUnauthorized {
+		t.Errorf("login with a wrong password after the return = %v; want 401", r)
+	}
 }

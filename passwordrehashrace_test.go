@@ -36,6 +36,12 @@ func (d *interposedDirectory) Update(ctx context.Context, username string, chang
 	return d.Directory.Update(ctx, username, change)
 }
 
+// LookupConfirmed is the real directory's: a password check reads
+// PostgreSQL, not its cache, as it would without the interposer.
+func (d *interposedDirectory) LookupConfirmed(ctx context.Context, username string) (*users.Account, error) {
+	return users.LookupConfirmed(ctx, d.Directory, username)
+}
+
 // raceDirectories returns a fresh users file and a fresh PostgreSQL
 // database, each holding testUsers, by name.
 func raceDirectories(t *testing.T) map[string]func(t *testing.T) users.Directory {

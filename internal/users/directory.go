@@ -444,8 +444,9 @@ type Reader interface {
 	Slowest() *SlowestCheck
 }
 
-// Authenticate returns the user if password is theirs, checked with verify
-// (a Pool's). Unknown and disabled users, and users whose password is
+// Authenticate returns the user, as d's backing has them now
+// (LookupConfirmed), if password is theirs, checked with verify (a
+// Pool's). Unknown and disabled users, and users whose password is
 // unusable, cost one check against dummy, a hash at the hash policy's cost
 // (nil: the slowest hash in the directory), so that one slow hash in the
 // directory costs failed logins time but no check capacity; then
@@ -461,10 +462,13 @@ type Reader interface {
 // check of the slowest shape, known users' included, so that it is not
 // left at a stale value while only known users fail.
 func Authenticate(ctx context.Context, d Reader, username, pw string, verify func(*password.Hash, []byte) bool, dummy *password.Hash) (*Account, bool, error) {
-	u, err := d.Lookup(ctx, username)
+	// Confirmed: a password is checked against the backing as it is now,
+	// never against a copy kept through an outage, which token checks
+	// alone may use.
+	u, err := LookupConfirmed(ctx, d, username)
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		// The directory cannot say who exists (PostgreSQL lost past its
-		// grace): no verdict, neither a match nor a failure to record.
+		// The directory cannot say who exists (PostgreSQL out of reach):
+		// no verdict, neither a match nor a failure to record.
 		return nil, false, err
 	}
 	var hash *password.Hash

@@ -90,7 +90,10 @@ type Directory struct {
 	noListen bool // a test's switch: Watch without LISTEN, as when notifications are lost
 }
 
-var _ users.Directory = (*Directory)(nil)
+var (
+	_ users.Directory        = (*Directory)(nil)
+	_ users.ConfirmingReader = (*Directory)(nil)
+)
 
 // ErrNoSchema: OpenExisting found a database no authsvc has set up (a
 // command that writes, or serve, creates the schema).
@@ -399,25 +402,29 @@ func (d *Directory) Lookup(ctx context.Context, username string) (*users.Account
 	}
 	epoch := d.epoch
 	d.mu.Unlock()
-	u, err := d.read(ctx, username, now)
-	if err != nil && !errors.Is(err, users.ErrNotFound) {
-		return nil, err
-	}
-	d.mu.Lock()
-	if d.epoch == epoch {
-		d.cache.Put(username, u)
-	}
-	d.mu.Unlock()
-	if u == nil {
-		return nil, users.ErrNotFound
-	}
-	return u, nil
+	return d.read(ctx, username, epoch, now)
 }
 
-// read reads the user named username from the database, past the cache:
-// ErrNotFound when there is none, an error wrapping ErrUnavailable when
-// the database cannot be asked.
-func (d *Directory) read(ctx context.Context, username string, now time.Time) (*users.Account, error) {
+// LookupConfirmed reads the user from the database, never from the cache,
+// for a password check (users.LookupConfirmed): while the database cannot
+// be reached a login must answer 503, not a verdict from the copy that
+// token checks go on with for pgTrustCache, which would also tell who
+// logged in recently. One round trip, beside the password's hash; it
+// caches what it read, as Lookup does, and fails as Lookup's database
+// path does.
+func (d *Directory) LookupConfirmed(ctx context.Context, username string) (*users.Account, error) {
+	if users.CheckUsername(username) != nil {
+		return nil, users.ErrNotFound // no write stores such a name
+	}
+	d.mu.Lock()
+	epoch := d.epoch
+	d.mu.Unlock()
+	return d.read(ctx, username, epoch, time.Now())
+}
+
+// read reads the user from the database and caches what it read, unless
+// an invalidation came after epoch (read before it was taken).
+func (d *Directory) read(ctx context.Context, username string, epoch uint64, now time.Time) (*users.Account, error) {
 	release, err := d.admit(now)
 	if err != nil {
 		return nil, err
@@ -430,21 +437,28 @@ func (d *Directory) read(ctx context.Context, username string, now time.Time) (*
 		return nil, d.fail(qctx, "look up a user", err)
 	}
 	d.contact()
-	x := found[username]
-	if x == nil {
+	var u *users.Account
+	if x := found[username]; x != nil {
+		if u, err = users.NewAccount(x); err != nil {
+			return nil, err // a row written around authsvc; List shows it
+		}
+	}
+	d.mu.Lock()
+	if d.epoch == epoch {
+		d.cache.Put(username, u)
+	}
+	d.mu.Unlock()
+	if u == nil {
 		return nil, users.ErrNotFound
 	}
-	return users.NewAccount(x) // an error: a row written around authsvc; List shows it
+	return u, nil
 }
 
-// Recheck reads the user's row itself, never the cache, and leaves the
-// cache to the change log (Watch), so that the change it applies is still
-// told as a change.
+// Recheck is LookupConfirmed: the row as the database has it now. What it
+// read is cached; a change the cache did not see yet is still told by the
+// change log (a user not known before is judged conservatively, CutOf).
 func (d *Directory) Recheck(ctx context.Context, username string) (*users.Account, error) {
-	if users.CheckUsername(username) != nil {
-		return nil, users.ErrNotFound
-	}
-	return d.read(ctx, username, time.Now())
+	return d.LookupConfirmed(ctx, username)
 }
 
 // admit returns unavailableNow when a look-up must not try the database
@@ -1132,7 +1146,7 @@ func (d *Directory) step(ctx context.Context, hooks users.WatchHooks, all bool) 
 	d.syncMu.Unlock()
 	switch {
 	case err != nil && !was:
-		d.log.Error("users database unreachable; cached users answer for 5 s more", "users", d.name, "err", err)
+		d.log.Error("users database unreachable; logins answer 503, token checks go on from cached users for 5 s more", "users", d.name, "err", err)
 	case err == nil && was:
 		d.log.Info("users database reachable again", "users", d.name)
 		changed = true

@@ -348,6 +348,12 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 	if _, err := d.Lookup(ctx, "alice"); err != nil {
 		t.Fatalf("Lookup(alice) just after the stop = %v; want her from the cache", err)
 	}
+	// A password check's look-up is never answered from the cache.
+	if u, err := d.LookupConfirmed(ctx, "alice"); !errors.Is(err, users.ErrUnavailable) {
+		t.Errorf("LookupConfirmed(alice) while stopped, the cache trusted = %v, %v; want users.ErrUnavailable", u, err)
+	} else {
+		errs = append(errs, err)
+	}
 	if keys, err := d.FactorKeys(ctx); !errors.Is(err, users.ErrUnavailable) {
 		t.Errorf("FactorKeys() while stopped = %v, %v; want users.ErrUnavailable", keys, err)
 	} else {
@@ -399,6 +405,9 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 		return err == nil
 	})
 	t.Logf("service resumed %v after PostgreSQL's return", took)
+	if _, err := d.LookupConfirmed(ctx, "alice"); err != nil {
+		t.Errorf("LookupConfirmed(alice) after the return = %v", err)
+	}
 	if err := d.Add(ctx, users.User{Username: "bob", PasswordHash: alice.PasswordHash}); err != nil {
 		t.Errorf("Add(bob) after the return = %v", err)
 	}
@@ -456,6 +465,42 @@ func TestPGDirectoryFactorsNotCached(t *testing.T) {
 	}
 	if f, err := b.Factors(ctx, "alice"); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("b.Factors(alice) just after a deleted her = %v, %v; want users.ErrNotFound", f, err)
+	}
+}
+
+// TestPGDirectoryLookupConfirmed: LookupConfirmed reads the database, not
+// the cache Lookup answers from: a password change on another instance
+// is seen at once, before any notification reaches this one, and what it
+// read is cached.
+func TestPGDirectoryLookupConfirmed(t *testing.T) {
+	url, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, url)
+	ctx := context.Background()
+	a, b := openPG(t, db, 100), openPG(t, db, 100) // b does not watch: its cache stays as filled
+	alice := users.User{Username: "alice", PasswordHash: passwordtest.MustHash(t, "alice-pw", passwordtest.Cost), Groups: []string{}}
+	if err := a.Add(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	was, err := b.Lookup(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := passwordtest.MustHash(t, "alice-pw-2", passwordtest.Cost)
+	if err := a.Update(ctx, "alice", func(u *users.User) error { u.PasswordHash = next; u.PasswordGeneration++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := b.Lookup(ctx, "alice"); err != nil || u != was {
+		t.Fatalf("b.Lookup(alice) after a's Update = %v, %v; want her cached Account (what this test is about)", u, err)
+	}
+	u, err := b.LookupConfirmed(ctx, "alice")
+	if err != nil || u.StoredHash() != next || u.SessionGeneration() != users.SessionGeneration(1) {
+		t.Fatalf("b.LookupConfirmed(alice) just after a's password change = %v, %v; want the new hash and generation", u, err)
+	}
+	if u, err := b.Lookup(ctx, "alice"); err != nil || u.StoredHash() != next {
+		t.Errorf("b.Lookup(alice) after LookupConfirmed = %v, %v; want what it read, cached", u, err)
+	}
+	if _, err := b.LookupConfirmed(ctx, "nobody"); !errors.Is(err, users.ErrNotFound) {
+		t.Errorf("b.LookupConfirmed(nobody) = %v; want users.ErrNotFound", err)
 	}
 }
 
