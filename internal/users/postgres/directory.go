@@ -454,9 +454,12 @@ func (d *Directory) read(ctx context.Context, username string, epoch uint64, now
 	return u, nil
 }
 
-// Recheck is LookupConfirmed: the row as the database has it now. What it
-// read is cached; a change the cache did not see yet is still told by the
-// change log (a user not known before is judged conservatively, CutOf).
+// Recheck is LookupConfirmed: the row as the database has it now, cached.
+// When that row is a change the change log has not been read for yet, the
+// catch-up may then find nothing to tell the store; the token check that
+// rechecked removes the token it found dead, and every instance judges
+// the user's other tokens on a copy no older than the change log's
+// (docs/design/tokens.md).
 func (d *Directory) Recheck(ctx context.Context, username string) (*users.Account, error) {
 	return d.LookupConfirmed(ctx, username)
 }
