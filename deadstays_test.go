@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -107,4 +108,71 @@ func TestCLICheckReadsCutoffs(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "users.json.cutoffs: line 1") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("user check with a bad line in the cut-offs file = exit %d, %q; want 1 and one line naming line 1", code, stderr)
 	}
+}
+
+// TestCopyBackKeepsDeletionsAndDisables: `user disable alice` and `user
+// del bob`, then the users file from before them copied back: neither logs
+// in, on the running server after its reload nor on one started on that
+// file, and `user check` counts the file's users without bob. `user
+// enable alice` and `user add bob` then work, and survive another copy of
+// the older file: alice stays enabled, the old bob stays deleted, and the
+// file that holds the new bob brings him (issue 28, point 8; API.md,
+// Tokens: deletions and disables are kept outside the users file too).
+// Before, the copy brought both logins back: only the cut-off was applied.
+func TestCopyBackKeepsDeletionsAndDisables(t *testing.T) {
+	path := writeTestUsers(t)
+	base, log, stop := startServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
+	defer stop()
+	login := func(base, user, pw string) int {
+		t.Helper()
+		resp, _ := postJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, user, pw))
+		return resp.StatusCode
+	}
+	want := func(when, base string, logins map[[2]string]int) {
+		t.Helper()
+		for up, code := range logins {
+			if got := login(base, up[0], up[1]); got != code {
+				t.Errorf("%s: login of %s with %q = %d; want %d", when, up[0], up[1], got, code)
+			}
+		}
+	}
+	older, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putBack := func(data []byte) {
+		t.Helper()
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		hupAndWait(t, log)
+	}
+	want("before", base, map[[2]string]int{{"alice", "alice-pw"}: 200, {"bob", "bob-pw"}: 200})
+
+	mustRunCLI(t, "", "user", "disable", "--users", path, "alice")
+	mustRunCLI(t, "", "user", "del", "--users", path, "bob")
+	putBack(older)
+	gone := map[[2]string]int{{"alice", "alice-pw"}: 401, {"bob", "bob-pw"}: 401}
+	want("the older file put back, reloaded", base, gone)
+	if out := mustRunCLI(t, "", "user", "check", "--users", path); !strings.Contains(out, ": 2 users, valid") {
+		t.Errorf("user check of the older file put back = %q; want 2 users (alice and carol), valid", out)
+	}
+	other, _, stopOther := startServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
+	want("a server started on the older file", other, gone)
+	stopOther()
+
+	mustRunCLI(t, "", "user", "enable", "--users", path, "alice")
+	addUser(t, path, "bob", "bob-new-pw")
+	hupAndWait(t, log)
+	back := map[[2]string]int{{"alice", "alice-pw"}: 200, {"bob", "bob-new-pw"}: 200, {"bob", "bob-pw"}: 401}
+	want("`user enable alice` and `user add bob`", base, back)
+	newer, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	putBack(older)
+	want("the older file put back once more", base, map[[2]string]int{{"alice", "alice-pw"}: 200, {"bob", "bob-new-pw"}: 401, {"bob", "bob-pw"}: 401})
+	putBack(newer)
+	want("the file with the new bob put back", base, back)
 }

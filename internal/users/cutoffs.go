@@ -25,6 +25,21 @@ import (
 // removed: a deleted user's record (its tombstone) is kept when a user of
 // the same name is added again.
 //
+// Deletions and disables are kept there too (API.md, Tokens): such a copy
+// must not bring back a deleted user, nor a disabled one's logins. A
+// deletion's record ("event": "delete") hides every entry of its name
+// whose own cut-off, as the file has it, is before the record's: the
+// deleted user, from whatever older file. Delete records a time after the
+// deleted entry's cut-off, and Add and AddAll write a user added under the
+// name with a cut-off no earlier than any record of it, so the one added
+// is never hidden, and no record of Add's is needed. A disable's record
+// ("event": "disable") keeps the user disabled, whatever the file says,
+// until a later enable's ("event": "enable"), which an edit that enables
+// the user appends once the file is written: the records' order, which
+// the lock makes the order of the edits, decides. A deletion ends a
+// disable: a user added again starts enabled. Records of earlier versions,
+// without "event", carry cut-offs alone, and their files load as before.
+//
 // The file holds one JSON object per line, appended and synced under the
 // users file's lock. A last line without its newline is an append that
 // never finished, whose edit was never reported done: it is ignored, and
@@ -35,15 +50,31 @@ import (
 func CutoffsPath(path string) string { return path + ".cutoffs" }
 
 // A cutoffRecord is one line of the cut-offs file: every token of username
-// issued before TokensAfter is dead. Deleted marks a deletion's record.
+// issued before TokensAfter is dead. Deleted marks a deletion's record
+// (every version writes it); Event, what else the record decides.
 type cutoffRecord struct {
 	Username    string    `json:"username"`
 	TokensAfter time.Time `json:"tokens_after"`
 	Deleted     bool      `json:"deleted,omitempty"`
+	Event       string    `json:"event,omitempty"`
 }
 
-// cutoffs holds the latest record per username.
-type cutoffs map[string]time.Time
+// The events a record may carry (cutoffRecord.Event).
+const (
+	eventDelete  = "delete"  // entries of the name with an earlier cut-off are the deleted user: absent
+	eventDisable = "disable" // the user is disabled until an eventEnable
+	eventEnable  = "enable"  // ends an eventDisable
+)
+
+// A cutoff is what the records say of one username.
+type cutoff struct {
+	after    time.Time // the latest cut-off
+	deleted  time.Time // the last deletion's (eventDelete): an entry whose own cut-off is before it is the deleted user
+	disabled bool      // an eventDisable came after the last eventEnable and eventDelete
+}
+
+// cutoffs holds what the records say, per username.
+type cutoffs map[string]cutoff
 
 // readCutoffs reads the cut-offs file at path: nil when there is none.
 func readCutoffs(path string) (cutoffs, error) {
@@ -74,26 +105,79 @@ func parseCutoffs(r io.Reader, name string) (cutoffs, error) {
 		if err := json.Unmarshal(line, &rec); err != nil || rec.Username == "" || rec.TokensAfter.IsZero() {
 			return nil, fmt.Errorf("%s: line %d: not a cut-off record", name, n)
 		}
-		if rec.TokensAfter.After(c[rec.Username]) {
-			c[rec.Username] = rec.TokensAfter.UTC()
+		u := c[rec.Username]
+		at := rec.TokensAfter.UTC()
+		u.after = Later(u.after, at)
+		switch rec.Event {
+		case "":
+		case eventDelete:
+			u.deleted, u.disabled = Later(u.deleted, at), false
+		case eventDisable:
+			u.disabled = true
+		case eventEnable:
+			u.disabled = false
+		default: // a newer version's: what it keeps cannot be told, so nothing loads
+			return nil, fmt.Errorf("%s: line %d: unknown event %q", name, n, rec.Event)
 		}
+		c[rec.Username] = u
 	}
 }
 
-// apply raises e's cut-off to its record's, if that is later.
-func (c cutoffs) apply(e *rawEntry) {
-	if t, ok := c[string(e.username)]; ok && t.After(e.tokensAfter) {
-		e.tokensAfter = t
-	}
+// hides reports whether the entry of username whose own cut-off is
+// tokensAfter is a deleted user's.
+func (c cutoffs) hides(username string, tokensAfter time.Time) bool {
+	d := c[username].deleted
+	return !d.IsZero() && tokensAfter.Before(d)
 }
 
-// applyAll raises each user's cut-off to its record's, if that is later.
-func (c cutoffs) applyAll(list []User) {
-	for i := range list {
-		if t, ok := c[list[i].Username]; ok && t.After(list[i].TokensAfter) {
-			list[i].TokensAfter = t
+// apply gives e what its records say: false when e is a deleted user's,
+// who does not load; otherwise its cut-off raised to the records' and
+// disabled if they keep it so.
+func (c cutoffs) apply(e *rawEntry) bool {
+	u, ok := c[string(e.username)]
+	if !ok {
+		return true
+	}
+	if c.hides(string(e.username), e.tokensAfter) {
+		return false
+	}
+	e.tokensAfter = Later(e.tokensAfter, u.after)
+	e.disabled = e.disabled || u.disabled
+	return true
+}
+
+// applyUser is apply for a decoded entry.
+func (c cutoffs) applyUser(x *User) bool {
+	u, ok := c[x.Username]
+	if !ok {
+		return true
+	}
+	if c.hides(x.Username, x.TokensAfter) {
+		return false
+	}
+	x.TokensAfter = Later(x.TokensAfter, u.after)
+	x.Disabled = x.Disabled || u.disabled
+	return true
+}
+
+// applyAll applies the records to list in place and returns the users
+// that load, in order: list without the deleted users' entries.
+func (c cutoffs) applyAll(list []User) []User {
+	kept := list[:0]
+	for _, u := range list {
+		if c.applyUser(&u) {
+			kept = append(kept, u)
 		}
 	}
+	return kept
+}
+
+// added returns u, a user to add, with a cut-off no earlier than any
+// record of its name: not hidden by a deletion, and no token of a
+// deleted user of the name comes back.
+func (c cutoffs) added(u User) User {
+	u.TokensAfter = Later(u.TokensAfter, c[u.Username].after)
+	return u
 }
 
 // appendCutoffs appends recs to the cut-offs file of the users file at

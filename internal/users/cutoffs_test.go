@@ -22,7 +22,7 @@ const byCutoffAlone = MaxSessionGeneration + 1
 // disable, a password change, logout) leaves its cut-off outside the users
 // file, so that an older copy of the file put back does not undo it, and a
 // user added again under a deleted name keeps the deleted one's cut-off
-// (issue 19, point 7).
+// (issue 19, point 7). A deleted user does not come back at all (issue 28).
 func TestCutoffsSurviveCopyBack(t *testing.T) {
 	hash := mustHash(t, "pw", passwordtest.Cost)
 	for _, tt := range []struct {
@@ -81,15 +81,22 @@ func TestCutoffsSurviveCopyBack(t *testing.T) {
 			if err := d.Reload(ctx); err != nil {
 				t.Fatal(err)
 			}
+			if u, _ := SessionUser(ctx, d, "alice", issued, byCutoffAlone); u != nil {
+				t.Errorf("SessionUser(alice, a token issued before the change) after the older file is back = alice; want nil (dead stays dead)")
+			}
 			u, err := d.Lookup(ctx, "alice")
+			if tt.name == "delete" {
+				// Not back at all (TestDeletionsAndDisablesSurviveCopyBack).
+				if !errors.Is(err, ErrNotFound) {
+					t.Errorf("Lookup(alice), deleted, after the older file is back = %v, %v; want ErrNotFound", u, err)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatalf("Lookup(alice) after the older file is back: %v", err)
 			}
 			if got := u.TokensAfter(); got.Before(before) {
 				t.Errorf("alice's cut-off after the older file is back = %v; want at least %v, the change's", got, before)
-			}
-			if u, _ := SessionUser(ctx, d, "alice", issued, byCutoffAlone); u != nil {
-				t.Errorf("SessionUser(alice, a token issued before the change) after the older file is back = alice; want nil (dead stays dead)")
 			}
 			list, err := d.List(ctx)
 			if err != nil || len(list) != 1 || list[0].TokensAfter.Before(before) {
@@ -343,4 +350,184 @@ func TestUpdateAllReferenceParser(t *testing.T) {
 	if !list[2].Disabled {
 		t.Errorf("user0002 after UpdateAll = %+v; want disabled", list[2])
 	}
+}
+
+// TestDeletionsAndDisablesSurviveCopyBack: an older users file copied
+// back brings back neither a deleted user nor a disabled one's logins,
+// whichever parser reads it, at a reload and at a first load alike; only
+// Add and an enable do, and those survive another older file put back
+// (issue 28, point 8; API.md, Tokens). Before, only the cut-off was
+// applied: the deleted bob and the disabled alice logged in again.
+func TestDeletionsAndDisablesSurviveCopyBack(t *testing.T) {
+	for _, reference := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fast parser", true: "reference parser"}[reference], func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "users.json")
+			hash := mustHash(t, "pw", passwordtest.Cost)
+			// Cut-offs an hour ago, as an add or a logout left them.
+			long := time.Now().Add(-time.Hour)
+			if err := WriteFile(path, []User{
+				{Username: "alice", PasswordHash: hash, Groups: []string{}, TokensAfter: long},
+				{Username: "bob", PasswordHash: hash, Groups: []string{}, TokensAfter: long},
+				{Username: "carol", PasswordHash: hash, Groups: []string{}},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			older := readBytes(t, path)
+			if reference { // a file the fast parser leaves whole to encoding/json
+				older = bytes.Replace(older, []byte(`"users"`), []byte(`"\u0075sers"`), 1)
+			}
+			d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			disable := func(u *User) error { u.Disabled, u.TokensAfter = true, time.Now(); return nil }
+			if err := d.Update(ctx, "alice", disable); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Delete(ctx, "bob"); err != nil {
+				t.Fatal(err)
+			}
+			putBack(t, d, path, older)
+			wantState(t, d, path, "the file from before `disable alice` and `del bob`", map[string]string{"alice": "disabled", "bob": "absent", "carol": "enabled"})
+
+			// The deleted bob is no one to change, and Add replaces him.
+			if err := d.Update(ctx, "bob", func(u *User) error { u.Name = "Bob"; return nil }); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Update(bob), deleted, in a file put back = %v; want ErrNotFound", err)
+			}
+			if err := d.Delete(ctx, "bob"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Delete(bob), deleted, in a file put back = %v; want ErrNotFound", err)
+			}
+			if err := d.Update(ctx, "alice", func(u *User) error { u.Disabled = false; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Add(ctx, User{Username: "bob", PasswordHash: hash, Name: "New Bob", Groups: []string{}, TokensAfter: long}); err != nil {
+				t.Fatalf("Add(bob) over the deleted bob of a file put back = %v; want nil", err)
+			}
+			wantState(t, d, path, "`enable alice` and `add bob`", map[string]string{"alice": "enabled", "bob": "New Bob", "carol": "enabled"})
+			if list, err := ReadFile(path); err != nil || len(list) != 3 {
+				t.Errorf("users file after Add(bob) = %v, %v; want alice, carol and the new bob alone", list, err)
+			}
+			newer := readBytes(t, path)
+
+			// Another older file put back: the enable stands; the old bob
+			// stays deleted. Then the file with the new bob.
+			if err := d.Update(ctx, "carol", disable); err != nil {
+				t.Fatal(err)
+			}
+			putBack(t, d, path, older)
+			wantState(t, d, path, "the first file, once more", map[string]string{"alice": "enabled", "bob": "absent", "carol": "disabled"})
+			putBack(t, d, path, newer)
+			wantState(t, d, path, "the file from after `add bob`", map[string]string{"alice": "enabled", "bob": "New Bob", "carol": "disabled"})
+		})
+	}
+}
+
+// TestEarlierRecordsLoadAsBefore: a cut-offs file written before
+// deletions and disables were kept (records without "event") applies its
+// cut-offs alone: the file's users load as they are.
+func TestEarlierRecordsLoadAsBefore(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "users.json")
+	hash := mustHash(t, "pw", passwordtest.Cost)
+	if err := WriteFile(path, []User{{Username: "alice", PasswordHash: hash, Groups: []string{}}, {Username: "bob", PasswordHash: hash, Groups: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now().UTC()
+	records := `{"username":"alice","tokens_after":"` + cut.Format(time.RFC3339Nano) + `"}` + "\n" +
+		`{"username":"bob","tokens_after":"` + cut.Format(time.RFC3339Nano) + `","deleted":true}` + "\n"
+	if err := os.WriteFile(CutoffsPath(path), []byte(records), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"alice", "bob"} {
+		u, err := d.Lookup(ctx, name)
+		if err != nil || u.Disabled() || !u.TokensAfter().Equal(cut) {
+			t.Errorf("Lookup(%s) under an earlier version's record = %v, %v; want her enabled, cut off at %v", name, u, err, cut)
+		}
+	}
+}
+
+func readBytes(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// putBack copies data over the users file at path and reloads d.
+func putBack(t *testing.T, d *FileDirectory, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Reload(context.Background()); err != nil {
+		t.Fatalf("Reload of a file put back = %v; want it loaded", err)
+	}
+}
+
+// wantState checks each user as d has them, as a first load of path has
+// them, and as List has them: "absent", "disabled", "enabled", or the
+// name of an enabled user.
+func wantState(t *testing.T, d *FileDirectory, path, when string, want map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	fresh, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("after %s: OpenFile = %v; want it loaded", when, err)
+	}
+	list, err := d.List(ctx)
+	if err != nil {
+		t.Fatalf("after %s: List = %v", when, err)
+	}
+	if err := Validate(list); err != nil {
+		t.Errorf("after %s: Validate(List()) = %v", when, err)
+	}
+	listed := map[string]string{}
+	for _, u := range list {
+		listed[u.Username] = state(&u)
+	}
+	for name, w := range want {
+		for _, dir := range []struct {
+			how string
+			d   *FileDirectory
+		}{{"reload", d}, {"first load", fresh}} {
+			got := "absent"
+			if u, err := dir.d.Lookup(ctx, name); err == nil {
+				info := u.Info()
+				got = state(&User{Name: info.Name, Disabled: u.Disabled()})
+			} else if !errors.Is(err, ErrNotFound) {
+				t.Fatal(err)
+			}
+			if got != w {
+				t.Errorf("after %s, %s: %s is %s; want %s", when, dir.how, name, got, w)
+			}
+			if _, ok, _ := Authenticate(ctx, dir.d, name, "pw", verifyHere, nil); ok != (w != "absent" && w != "disabled") {
+				t.Errorf("after %s, %s: Authenticate(%s) = %v; want %v", when, dir.how, name, ok, !ok)
+			}
+		}
+		got, ok := listed[name]
+		if !ok {
+			got = "absent"
+		}
+		if got != w {
+			t.Errorf("after %s: List has %s %s; want %s", when, name, got, w)
+		}
+	}
+}
+
+// state is wantState's word for u.
+func state(u *User) string {
+	switch {
+	case u.Disabled:
+		return "disabled"
+	case u.Name != "":
+		return u.Name
+	}
+	return "enabled"
 }

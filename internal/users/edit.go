@@ -34,6 +34,18 @@ type streamEdit struct {
 	// end returns the entries to append once all have been read, or
 	// errNoChange when the edit changed nothing: then nothing is written.
 	end func() ([]User, error)
+	// after, if not nil, runs once the file is written, still under its
+	// lock: an edit's records that must not come before it (an enable's).
+	after func() error
+	// cutoffs, if not nil, reads the cut-offs file under the lock;
+	// otherwise it is read afresh. Its records are applied to each entry
+	// before entry sees it: an entry of a deleted user (from an older
+	// file put back) is not given to entry and is left out of the copy,
+	// as a user who is not there; the others have the cut-off and the
+	// disable the records keep. Each user end adds gets a cut-off no
+	// earlier than its name's records (cutoffs.added).
+	cutoffs func() (cutoffs, error)
+	cuts    cutoffs // as read under the lock, by editUsersStream
 	// loaded, if not nil, is the file as a directory loaded it: an entry
 	// whose hash is, as text, the one loaded for its user is not parsed
 	// again (a load refuses a file with a bad hash), and the copy's table
@@ -62,21 +74,41 @@ func editUsersStream(path string, create bool, ed streamEdit) (err error) {
 		return err
 	}
 	defer unlock()
-	err = copyUsersFile(path, ed)
-	if err == errStrict { // a file the fast parser leaves to the reference: edit it whole
-		return editUsersLocked(path, create, ed.apply)
+	read := ed.cutoffs
+	if read == nil {
+		read = func() (cutoffs, error) { return readCutoffs(CutoffsPath(path)) }
 	}
-	if errors.Is(err, os.ErrNotExist) {
+	if ed.cuts, err = read(); err != nil {
+		return err
+	}
+	err = copyUsersFile(path, ed)
+	switch {
+	case err == errStrict: // a file the fast parser leaves to the reference: edit it whole
+		err = editUsersLocked(path, create, ed.apply)
+	case errors.Is(err, os.ErrNotExist):
 		if !create {
 			return fmt.Errorf("%s: %w", path, errNoUsersFile)
 		}
-		added, err := ed.end()
-		if err != nil {
+		var added []User
+		if added, err = ed.ended(); err != nil {
 			return err
 		}
-		return WriteFile(path, added)
+		err = WriteFile(path, added)
+	}
+	if err == nil && ed.after != nil {
+		err = ed.after()
 	}
 	return err
+}
+
+// ended is end with each user added given a cut-off no earlier than its
+// name's records (cutoffs.added).
+func (ed streamEdit) ended() ([]User, error) {
+	added, err := ed.end()
+	for i := range added {
+		added[i] = ed.cuts.added(added[i])
+	}
+	return added, err
 }
 
 // namedForUsers returns err, if it is about the temporary file that was to
@@ -105,6 +137,9 @@ func (ed streamEdit) apply(users []User) ([]User, error) {
 	kept := users[:0]
 	for _, u := range users {
 		if ed.touches(u.Username) {
+			if !ed.cuts.applyUser(&u) {
+				continue // a deleted user's entry: no one to edit
+			}
 			was := u
 			was.Groups = slices.Clone(u.Groups) // entry may change them in place
 			keep, err := ed.entry(&u)
@@ -119,7 +154,7 @@ func (ed streamEdit) apply(users []User) ([]User, error) {
 		}
 		kept = append(kept, u)
 	}
-	added, err := ed.end()
+	added, err := ed.ended()
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +210,9 @@ func copyUsersFile(path string, ed streamEdit) error {
 			w.entry(orig)
 		default:
 			u := e.user()
+			if !ed.cuts.applyUser(&u) {
+				break // a deleted user's entry, from an older file put back: no one to edit
+			}
 			keep, err := ed.entry(&u)
 			switch {
 			case err == errAsRead:
@@ -212,7 +250,7 @@ func copyUsersFile(path string, ed streamEdit) error {
 		tmp.Close()
 		return editErr
 	}
-	added, err := ed.end()
+	added, err := ed.ended()
 	if err != nil {
 		tmp.Close()
 		return err

@@ -213,7 +213,8 @@ func (s *FileDirectory) Update(ctx context.Context, username string, change func
 // fails nothing is written.
 func (s *FileDirectory) UpdateAll(ctx context.Context, changes map[string]func(*User) error) (map[string]error, error) {
 	failed := make(map[string]error)
-	var cuts []cutoffRecord // the tokens the changes kill: each user's issued before its record
+	var cuts []cutoffRecord    // the tokens the changes kill: each user's issued before its record
+	var enabled []cutoffRecord // the users the changes enable, recorded once the file is written
 	seen := make(map[string]bool, len(changes))
 	err := s.edit(false, streamEdit{
 		touches: func(name string) bool { _, ok := changes[name]; return ok },
@@ -229,7 +230,7 @@ func (s *FileDirectory) UpdateAll(ctx context.Context, changes map[string]func(*
 				}
 				return true, errAsRead
 			}
-			was := *u
+			was := *u // as the records keep it: disabled by one, say, whatever the file says
 			if err := changes[name](u); err != nil {
 				return fail(err)
 			}
@@ -240,11 +241,18 @@ func (s *FileDirectory) UpdateAll(ctx context.Context, changes map[string]func(*
 			if u.TokensAfter.After(was.TokensAfter) {
 				cut = u.TokensAfter
 			}
+			event := ""
 			if u.Disabled && !was.Disabled {
-				cut = Later(cut, time.Now())
+				cut, event = Later(cut, time.Now()), eventDisable
 			}
 			if !cut.IsZero() {
-				cuts = append(cuts, cutoffRecord{Username: name, TokensAfter: cut})
+				cuts = append(cuts, cutoffRecord{Username: name, TokensAfter: cut, Event: event})
+			}
+			// An enable is recorded after the write: until both are
+			// done the user stays disabled. A user with no cut-off has
+			// no disable's record to end (every record has one).
+			if !u.Disabled && was.Disabled && !u.TokensAfter.IsZero() {
+				enabled = append(enabled, cutoffRecord{Username: name, TokensAfter: u.TokensAfter, Event: eventEnable})
 			}
 			return true, nil
 		},
@@ -258,6 +266,16 @@ func (s *FileDirectory) UpdateAll(ctx context.Context, changes map[string]func(*
 				return nil, errNoChange
 			}
 			return nil, appendCutoffs(s.path, cuts...)
+		},
+		after: func() error {
+			// The file says enabled, the records not yet: the users stay
+			// disabled, and their changes are reported failed.
+			if err := appendCutoffs(s.path, enabled...); err != nil {
+				for _, r := range enabled {
+					failed[r.Username] = fmt.Errorf("user %q: written, but still disabled: %w", r.Username, err)
+				}
+			}
+			return nil
 		},
 	})
 	if err != nil {
@@ -279,20 +297,23 @@ func checkEntry(u *User) error {
 }
 
 func (s *FileDirectory) Delete(ctx context.Context, username string) error {
-	found := false
+	var found *User
 	return s.edit(false, streamEdit{
 		touches: func(name string) bool { return name == username },
-		entry: func(*User) (bool, error) {
-			found = true
+		entry: func(u *User) (bool, error) {
+			found = u
 			return false, nil
 		},
 		end: func() ([]User, error) {
-			if !found {
+			if found == nil {
 				return nil, fmt.Errorf("user %q: %w", username, ErrNotFound)
 			}
 			// The tombstone: a copy of an older file, or a later user of
-			// the same name, never brings the deleted user's tokens back.
-			return nil, appendCutoffs(s.path, cutoffRecord{Username: username, TokensAfter: time.Now(), Deleted: true})
+			// the same name, never brings the deleted user's tokens back;
+			// and an older file's entry of the deleted user, whose
+			// cut-off is before it, whatever the clocks, loads as absent.
+			at := Later(time.Now(), found.TokensAfter.Add(time.Nanosecond))
+			return nil, appendCutoffs(s.path, cutoffRecord{Username: username, TokensAfter: at, Deleted: true, Event: eventDelete})
 		},
 	})
 }
@@ -306,6 +327,11 @@ func (s *FileDirectory) Delete(ctx context.Context, username string) error {
 // refused reload; the edit itself is made, and reported so.
 func (s *FileDirectory) edit(create bool, ed streamEdit) error {
 	ed.loaded = s.cur.Load()
+	ed.cutoffs = func() (cutoffs, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.readCutoffs()
+	}
 	err := editUsersStream(s.path, create, ed)
 	switch {
 	case err == errNoChange:
@@ -327,8 +353,9 @@ func (s *FileDirectory) edit(create bool, ed streamEdit) error {
 // file: what a batch of changes saves, for tests and measurements.
 func (s *FileDirectory) Writes() int64 { return s.writes.Load() }
 
-// List returns the file's users, each with the later of its cut-off and
-// the cut-offs file's.
+// List returns the file's users as a load has them: each with the later
+// of its cut-off and the cut-offs file's, disabled when a record keeps
+// it so, and without the entries of deleted users (cutoffs.apply).
 func (s *FileDirectory) List(context.Context) ([]User, error) {
 	list, err := ReadFile(s.path)
 	if err != nil {
@@ -338,8 +365,7 @@ func (s *FileDirectory) List(context.Context) ([]User, error) {
 	if err != nil {
 		return nil, err
 	}
-	cuts.applyAll(list)
-	return list, nil
+	return cuts.applyAll(list), nil
 }
 
 // Reload replaces the index with the file's current content. On any error
@@ -431,8 +457,7 @@ func (s *FileDirectory) read(old *userIndex, cuts cutoffs) (*userIndex, error) {
 	if err == errStrict { // the reference parser says what is wrong, or builds the index from what it read
 		var users []User
 		if users, err = decodeUsersStrict(f); err == nil {
-			cuts.applyAll(users)
-			return newUserIndex(users, old)
+			return newUserIndex(cuts.applyAll(users), old)
 		}
 	}
 	if err != nil {

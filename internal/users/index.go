@@ -20,7 +20,8 @@ type indexBuilder struct {
 	key        []byte   // scratch: an interning key
 	slowest    *Account // the first user with the most work
 	prevIndex  *userIndex
-	cuts       cutoffs // the cut-offs file's records, applied to each entry
+	cuts       cutoffs         // the cut-offs file's records, applied to each entry
+	deleted    map[string]bool // names of the deleted users' entries left out, for duplicates
 }
 
 // newIndexBuilder returns a builder of an index of about n users, replacing prev (may be nil).
@@ -39,7 +40,9 @@ func newIndexBuilder(prev *userIndex, n int) *indexBuilder {
 // of a decoded entry, in its order: username valid, unique, hash valid.
 // What was checked when the replaced index was loaded is not checked again.
 func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
-	b.cuts.apply(e)
+	if !b.cuts.apply(e) {
+		return b.leaveOut(i, e)
+	}
 	old := b.prev[string(e.username)]
 	var u *Account
 	if old == nil {
@@ -48,10 +51,39 @@ func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
 			return fmt.Errorf("users[%d]: %w", i, err)
 		}
 	}
-	if _, dup := b.x.byName[string(e.username)]; dup {
+	if _, dup := b.x.byName[string(e.username)]; dup || b.deleted[string(e.username)] {
 		return errDuplicate
 	}
 	return b.put(i, e, old, u)
+}
+
+// leaveOut checks entry i, a deleted user's that the records leave out
+// of the index (cutoffs.apply), as add and put check the others: a file
+// loads or is refused whole, whoever is in it.
+func (b *indexBuilder) leaveOut(i int, e *rawEntry) error {
+	name := string(e.username)
+	if err := CheckUsername(name); err != nil {
+		return fmt.Errorf("users[%d]: %w", i, err)
+	}
+	if _, dup := b.x.byName[name]; dup || b.deleted[name] {
+		return errDuplicate
+	}
+	if b.deleted == nil {
+		b.deleted = make(map[string]bool)
+	}
+	b.deleted[name] = true
+	if len(e.djangoHash) > 0 {
+		if err := checkDjangoHash(e.djangoHash); err != nil {
+			return fmt.Errorf("%s: django_hash: %v", entryAt(i, name), err)
+		}
+	}
+	if err := CheckFactors(e.factors); err != nil {
+		return fmt.Errorf("%s: mfa: %v", entryAt(i, name), err)
+	}
+	if _, err := password.ParseHash(string(e.hash)); err != nil {
+		return fmt.Errorf("%s: password_hash: %v", entryAt(i, name), err)
+	}
+	return nil
 }
 
 // put adds entry i, a later entry of the same name replacing an earlier.
