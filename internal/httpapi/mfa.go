@@ -555,7 +555,7 @@ func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p prin
 			}
 		}
 	}
-	n, err := tc.store.Supersede(ctx, tc.policy.Supersession(username, stamp, cutoff.Add(time.Millisecond), tc.now()))
+	n, err := tc.store.Supersede(ctx, tc.policy.Supersession(username, stamp, cutoff, tc.now()))
 	if err != nil {
 		sf.log.WarnContext(ctx, "second factors changed; the user's old tokens stay in the store until they expire (the cut-off refuses them)", "username", username, "err", err)
 	}

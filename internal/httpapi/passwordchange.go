@@ -123,7 +123,7 @@ func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter Pas
 	// an error that would tell the client the old password still stands.
 	// The old tokens are dead anyway, by the generation and cut-off just
 	// written, on this instance at once and on the others within 5 s.
-	n, err := tc.store.Supersede(r.Context(), tc.policy.Supersession(username, stamp, cutoff.Add(time.Millisecond), tc.now()))
+	n, err := tc.store.Supersede(r.Context(), tc.policy.Supersession(username, stamp, cutoff, tc.now()))
 	if err != nil {
 		log.WarnContext(r.Context(), "password changed; its old tokens stay in the store until they expire (the cut-off refuses them), and other instances take logins on the old password until they reload", "username", username, "err", err)
 	}
