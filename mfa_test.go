@@ -515,3 +515,73 @@ func TestMFAAuditAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestEnrolNeedsCode: a user who has a second factor (here recovery codes
+// alone, as an imported django-otp static device leaves) must send a code
+// of it to enrol an authenticator: the password alone replaces no factor
+// (issue 28, point 6). A wrong code is a failure on the throttle like a
+// wrong password.
+func TestEnrolNeedsCode(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
+	token := e.login("alice")
+	f, codes := testFactors(t, e.keys.Current(), "alice", nil, nil, 3)
+	if err := e.users.Update(context.Background(), "alice", func(u *users.User) error { u.MFA = f; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, body string
+		status     int
+		code       string
+	}{
+		{"password alone", `{"password":"alice-pw"}`, 400, "invalid_request"},
+		{"empty code", `{"password":"alice-pw","code":""}`, 400, "invalid_request"},
+		{"code too long", `{"password":"alice-pw","code":"` + strings.Repeat("1", 65) + `"}`, 400, "invalid_request"},
+		{"code not a string", `{"password":"alice-pw","code":123456}`, 400, "invalid_request"},
+		{"wrong code", `{"password":"alice-pw","code":"aaaaaa-aaaaaa-aaaaaa-aaaaaa"}`, 401, "invalid_credentials"},
+		{"wrong password, right code", `{"password":"nope","code":"` + codes[0] + `"}`, 401, "invalid_credentials"},
+	} {
+		w := e.mfaDo("POST", "/api/auth/mfa/totp/", token, tt.body)
+		if w.Code != tt.status || errorCode(t, w) != tt.code {
+			t.Errorf("enrol with recovery codes, %s = %d %s; want %d %s", tt.name, w.Code, w.Body, tt.status, tt.code)
+		}
+	}
+	if body := reply(t, e.mfaDo("GET", "/api/auth/mfa/", token, "")); body["recovery_codes_left"] != 3.0 {
+		t.Errorf("GET /api/auth/mfa/ after refused enrolments = %v; want 3 codes left", body)
+	}
+	w := e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"`+codes[0]+`"}`)
+	if w.Code != http.StatusOK {
+		t.Fatalf("enrol with the password and a recovery code = %d %s; want 200", w.Code, w.Body)
+	}
+	secret32, _ := reply(t, w)["secret"].(string)
+	if body := reply(t, e.mfaDo("GET", "/api/auth/mfa/", token, "")); body["recovery_codes_left"] != 2.0 {
+		t.Errorf("GET /api/auth/mfa/ after enrolling with a recovery code = %v; want 2 left: the code is spent", body)
+	}
+	w = e.mfaDo("POST", "/api/auth/mfa/totp/confirm/", token, `{"code":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
+	if w.Code != http.StatusOK {
+		t.Fatalf("confirm = %d %s; want 200", w.Code, w.Body)
+	}
+	e.clock.Advance(30 * time.Second)
+	w = e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
+	if w.Code != http.StatusConflict || errorCode(t, w) != "mfa_enrolled" {
+		t.Errorf("enrol with an active authenticator, password and code = %d %s; want 409 mfa_enrolled", w.Code, w.Body)
+	}
+
+	// Wrong codes count as wrong passwords do: after the pair's limit (5
+	// failures, two above) the right code is refused too.
+	e = newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
+	token = e.login("alice")
+	f, codes = testFactors(t, e.keys.Current(), "alice", nil, nil, 3)
+	if err := e.users.Update(context.Background(), "alice", func(u *users.User) error { u.MFA = f; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		w := e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"00000`+strconv.Itoa(i)+`"}`)
+		if w.Code != http.StatusUnauthorized {
+			t.Fatalf("enrol, wrong code %d = %d %s; want 401", i, w.Code, w.Body)
+		}
+	}
+	w = e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"`+codes[1]+`"}`)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+		t.Errorf("enrol with the right code after 5 wrong ones = %d %s (Retry-After %q); want 429 with Retry-After", w.Code, w.Body, w.Header().Get("Retry-After"))
+	}
+}

@@ -135,8 +135,14 @@ func decodeMFA(body []byte, req *mfaRequest, required ...string) error {
 	if err := decodeObject(body, req); err != nil {
 		return err
 	}
+	return req.require(required...)
+}
+
+// require checks that r's fields named in required are non-empty and
+// within their limits (decodeMFA): 400 invalid_request otherwise.
+func (r *mfaRequest) require(required ...string) error {
 	for _, field := range required {
-		v := req.field(field)
+		v := r.field(field)
 		switch {
 		case v == "":
 			return invalidRequest(field + " is required.")
@@ -338,7 +344,11 @@ func (c *mfaCall) end(log *slog.Logger, m *Metrics, step string, err error, stat
 
 // handleTOTPEnrol starts enrolling an authenticator: the password, then a
 // new pending secret, which does nothing until confirmed and replaces a
-// pending one; 409 while an authenticator is active.
+// pending one; 409 while an authenticator is active. A user who has a
+// second factor (recovery codes alone, say, from an imported django-otp
+// static device) sends a code of it too, checked as on removal: no factor
+// is ever replaced on the strength of the password alone, and confirming
+// replaces the recovery codes and ends the user's other tokens.
 func handleTOTPEnrol(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		const step = "enrol"
@@ -356,23 +366,49 @@ func handleTOTPEnrol(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf seco
 		if err == nil {
 			f, err = tc.users.Factors(ctx, username)
 		}
-		if err == nil && f != nil && f.TOTP != nil {
+		coded := hasFactor(f)
+		switch {
+		case err != nil:
+		case f != nil && f.TOTP != nil:
 			err = errMFAEnrolled
+		case coded:
+			err = c.req.require("code") // 400 before any check, as removal's body
 		}
-		if err == nil {
+		if err == nil && coded {
+			// The password and the code as one attempt, as on removal.
+			// Should the factors go meanwhile, the code is still checked
+			// (and fails): no guess is let through unchecked.
+			c.attempt.hold = true
+			var u *users.Account
+			if u, err = c.attempt.verify(c.req.Password); err == nil {
+				err = c.attempt.verifyCode(func() (bool, error) { return sf.check(ctx, u.Username(), c.req.Code) })
+			}
+		} else if err == nil {
 			_, err = c.attempt.verify(c.req.Password)
 		}
 		var reply enrolReply
 		if err == nil {
-			reply, err = sf.enrol(ctx, username)
+			reply, err = sf.enrol(ctx, username, coded)
 		}
 		c.end(log, tc.metrics, step, err, http.StatusOK, reply)
 	})
 }
 
+// hasFactor reports whether f holds a second factor as API.md defines
+// it: an active authenticator or unused recovery codes.
+func hasFactor(f *users.Factors) bool {
+	return f != nil && (f.TOTP != nil || len(f.RecoveryCodes) > 0)
+}
+
+// errCodeRequired: enrolment by a user who has a second factor, without
+// a code of it.
+var errCodeRequired = invalidRequest("code is required: a second factor is active.")
+
 // enrol makes username a new pending authenticator and returns what the
-// app needs of it.
-func (sf secondFactors) enrol(ctx context.Context, username string) (enrolReply, error) {
+// app needs of it. coded says that a code of the user's second factor was
+// checked: without one, a user who has gained a factor since it was read
+// is refused (errCodeRequired).
+func (sf secondFactors) enrol(ctx context.Context, username string, coded bool) (enrolReply, error) {
 	raw, err := mfa.NewSecret()
 	if err != nil {
 		return enrolReply{}, err
@@ -385,8 +421,11 @@ func (sf secondFactors) enrol(ctx context.Context, username string) (enrolReply,
 		if x.MFA == nil {
 			x.MFA = &users.Factors{}
 		}
-		if x.MFA.TOTP != nil {
+		switch {
+		case x.MFA.TOTP != nil:
 			return errMFAEnrolled
+		case !coded && hasFactor(x.MFA):
+			return errCodeRequired
 		}
 		x.MFA.PendingTOTP = pending
 		return nil
