@@ -20,7 +20,7 @@ const memShards = 64
 type MemoryStore struct {
 	shards [memShards]memShard
 
-	mu      sync.Mutex             // guards byUser, stamps, imported, challenges, userChallenges, counters and the writes to strings; taken before any shard lock, never after
+	mu      sync.Mutex             // guards byUser, stamps, imported, challenges, userChallenges, claimed, counters and the writes to strings; taken before any shard lock, never after
 	byUser  map[strHandle][]Digest // each user's digests, oldest first
 	strings strTable               // usernames, user agents and odd client addresses, shared by equal ones
 	stamps  map[string]memStamp    // each superseded user's current password stamp (Supersede)
@@ -33,6 +33,7 @@ type MemoryStore struct {
 	// factor make them, so plain maps serve.
 	challenges     map[Digest]Challenge
 	userChallenges map[string]map[Digest]struct{} // each user's challenge digests, for Supersede and RevokeUser
+	claimed        map[Digest]struct{}            // the challenges claimed (ClaimChallenge) and not given back
 	counters       map[string]memCounter          // each user's last accepted TOTP counter (UseTOTPCounter)
 }
 
@@ -105,6 +106,7 @@ func NewMemoryStore() *MemoryStore {
 		imported:       make(map[Digest]string),
 		challenges:     make(map[Digest]Challenge),
 		userChallenges: make(map[string]map[Digest]struct{}),
+		claimed:        make(map[Digest]struct{}),
 		counters:       make(map[string]memCounter),
 	}
 	s.strings.init()
@@ -456,7 +458,8 @@ func (s *MemoryStore) PutChallenge(_ context.Context, d Digest, c Challenge, now
 }
 
 // TryChallenge takes one attempt of d's challenge under s.mu, so that
-// parallel callers share its attempts. The last attempt removes it.
+// parallel callers share its attempts. A challenge with none left stays,
+// for the last attempt's claim, until it is spent, swept or expires.
 func (s *MemoryStore) TryChallenge(_ context.Context, d Digest, now time.Time) (Challenge, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -464,17 +467,42 @@ func (s *MemoryStore) TryChallenge(_ context.Context, d Digest, now time.Time) (
 	if !ok {
 		return Challenge{}, ErrNotFound
 	}
-	if !c.ExpiresAt.After(now) || c.Attempts < 1 {
+	if !c.ExpiresAt.After(now) {
 		s.dropChallenge(d, c.Username)
 		return Challenge{}, ErrNotFound
 	}
-	c.Attempts--
-	if c.Attempts == 0 {
-		s.dropChallenge(d, c.Username)
-	} else {
-		s.challenges[d] = c
+	if _, claimed := s.claimed[d]; claimed || c.Attempts < 1 {
+		return Challenge{}, ErrNotFound
 	}
+	c.Attempts--
+	s.challenges[d] = c
 	return c, nil
+}
+
+// ClaimChallenge claims d's challenge under s.mu: of parallel callers, one.
+func (s *MemoryStore) ClaimChallenge(_ context.Context, d Digest, now time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.challenges[d]
+	if !ok {
+		return false, nil
+	}
+	if !c.ExpiresAt.After(now) {
+		s.dropChallenge(d, c.Username)
+		return false, nil
+	}
+	if _, claimed := s.claimed[d]; claimed {
+		return false, nil
+	}
+	s.claimed[d] = struct{}{}
+	return true, nil
+}
+
+func (s *MemoryStore) UnclaimChallenge(_ context.Context, d Digest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.claimed, d) // only a stored challenge is ever claimed
+	return nil
 }
 
 func (s *MemoryStore) SpendChallenge(_ context.Context, d Digest) error {
@@ -490,6 +518,7 @@ func (s *MemoryStore) SpendChallenge(_ context.Context, d Digest) error {
 // The caller holds s.mu.
 func (s *MemoryStore) dropChallenge(d Digest, username string) {
 	delete(s.challenges, d)
+	delete(s.claimed, d)
 	mine := s.userChallenges[username]
 	delete(mine, d)
 	if len(mine) == 0 {

@@ -229,15 +229,32 @@ type ListedSession struct {
 //     one of a session (tokens are 160 random bits).
 //   - TryChallenge takes one attempt of the challenge under d: it returns
 //     the challenge, with Attempts the ones left after this, if there is
-//     one, not expired at now, with an attempt left; otherwise
-//     ErrNotFound. Taking an attempt is atomic: of any number of calls,
-//     in parallel and on every instance sharing the store, at most the
-//     Attempts given to PutChallenge succeed. The caller judges the
+//     one, not expired at now, not claimed, with an attempt left;
+//     otherwise ErrNotFound. Taking an attempt is atomic: of any number of
+//     calls, in parallel and on every instance sharing the store, at most
+//     the Attempts given to PutChallenge succeed. The attempt that leaves
+//     none keeps the challenge (for that attempt's claim) until it is
+//     spent or expires. The caller judges the
 //     challenge's Stamp and IssuedAt against its user as it judges a
 //     session's. A challenge is never a session: Lookup and List never
 //     return one, and TryChallenge never returns a session.
-//   - SpendChallenge removes the challenge under d (its code was right);
-//     spending an unknown or spent digest is not an error.
+//   - ClaimChallenge reports whether this call claimed the challenge
+//     under d: there is one, not expired at now and not claimed (with or
+//     without attempts left: an attempt's code is claimed after the
+//     attempt was taken). Claiming is atomic: of any number of calls, in
+//     parallel and on every instance sharing the store, at most one
+//     reports true, until UnclaimChallenge gives the claim back. A
+//     claimed challenge is neither tried (TryChallenge: ErrNotFound) nor
+//     claimed again; Supersede, RevokeUser and expiry remove it as any.
+//     So the second step spends an mfa_token with its first success: the
+//     one caller whose code was right and who claimed it.
+//   - UnclaimChallenge gives back the claim on the challenge under d, if
+//     it is still there (the claimed code could not be spent after all):
+//     it can be tried, with the attempts it had, and claimed again. An
+//     unknown digest is not an error. Only the caller whose claim
+//     succeeded calls it.
+//   - SpendChallenge removes the challenge under d (its code was right),
+//     claimed or not; spending an unknown or spent digest is not an error.
 //   - UseTOTPCounter records that a TOTP code of counter was accepted for
 //     username (API.md's last_t, fleet-wide): if counter is above both
 //     floor (the directory's last_t, -1 for none) and the counter the
@@ -279,6 +296,8 @@ type Store interface {
 	Import(ctx context.Context, batch []Imported, now time.Time, dryRun bool) (outcomes []ImportOutcome, err error)
 	PutChallenge(ctx context.Context, d Digest, c Challenge, now time.Time) error
 	TryChallenge(ctx context.Context, d Digest, now time.Time) (Challenge, error)
+	ClaimChallenge(ctx context.Context, d Digest, now time.Time) (claimed bool, err error)
+	UnclaimChallenge(ctx context.Context, d Digest) error
 	SpendChallenge(ctx context.Context, d Digest) error
 	UseTOTPCounter(ctx context.Context, username string, counter, floor int64, now, until time.Time) (ok bool, err error)
 	Sweep(now time.Time) int

@@ -39,8 +39,10 @@ import (
 //	                        user's challenges: without its field there the
 //	                        challenge is gone
 //	{prefix}w:{username}    hash of the user's pending challenges, digest
-//	                        hex → "stamp issued expiry attempts-left"
-//	                        (times in Unix ms); PEXPIREAT the latest expiry
+//	                        hex → "stamp issued expiry attempts-left",
+//	                        with " c" after it while claimed
+//	                        (ClaimChallenge; times in Unix ms);
+//	                        PEXPIREAT the latest expiry
 //	{prefix}o:{username}    the user's last accepted TOTP counter, "counter"
 //	                        or "counter until" (Unix ms), PEXPIREAT until
 //
@@ -1011,7 +1013,7 @@ func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Ti
 // ARGV[1] digest hex, ARGV[2] stamp, ARGV[3] now (Unix ms), ARGV[4] expiry
 // (Unix ms), ARGV[5] attempts.
 // It returns 0, or -1 for a superseded stamp.
-var putChallengeScript = redis.NewScript(`
+var putChallengeScript = redis.NewScript(challengeLib + `
 local ckey, now, latest = KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4])
 local current = redis.call('GET', KEYS[2])
 if current and current ~= ARGV[2] then
@@ -1020,7 +1022,7 @@ end
 redis.call('HSET', ckey, ARGV[1], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5])
 local all = redis.call('HGETALL', ckey)
 for j = 1, #all, 2 do
-  local e = tonumber(string.match(all[j + 1], '^%d+ %-?%d+ (%-?%d+) %d+$'))
+  local _, _, e = parseChallenge(all[j + 1])
   if not e or e <= now then
     redis.call('HDEL', ckey, all[j])
   elseif e > latest then
@@ -1031,34 +1033,85 @@ redis.call('PEXPIREAT', ckey, latest)
 return 0
 `)
 
+// challengeLib is the challenge scripts' common part: parseChallenge
+// returns a stored challenge's stamp, issue time and expiry (strings, as
+// stored), its attempts left (a number) and whether it is claimed, or
+// nothing for a value that does not parse.
+const challengeLib = `
+local function parseChallenge(v)
+  local s, i, e, n, rest = string.match(v, '^(%d+) (%-?%d+) (%-?%d+) (%d+)(.*)$')
+  if not s or (rest ~= '' and rest ~= ' c') then
+    return nil
+  end
+  return s, i, tonumber(e), tonumber(n), rest == ' c'
+end
+`
+
 // tryChallengeScript takes one attempt of a challenge: it returns the
 // challenge's stamp, issue time, expiry and the attempts left after this
-// one, or nil (and drops it) when it is expired at now or has none left.
-// The attempt that leaves none drops it too. A value that does not parse
-// is an error reply.
+// one, or nil when it is expired at now (and drops it), claimed, or has
+// none left. The attempt that leaves none keeps it, for that attempt's
+// claim, until it expires or is spent. A value that does not parse is an
+// error reply.
 //
 // KEYS[1] user challenges key. ARGV[1] digest hex, ARGV[2] now (Unix ms).
-var tryChallengeScript = redis.NewScript(`
+var tryChallengeScript = redis.NewScript(challengeLib + `
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v then
   return false
 end
-local s, i, e, n = string.match(v, '^(%d+) (%-?%d+) (%-?%d+) (%d+)$')
+local s, i, e, n, claimed = parseChallenge(v)
 if not s then
   return redis.error_reply('corrupt challenge')
 end
-n = tonumber(n)
-if tonumber(e) <= tonumber(ARGV[2]) or n < 1 then
+if e <= tonumber(ARGV[2]) then
   redis.call('HDEL', KEYS[1], ARGV[1])
   return false
 end
-n = n - 1
-if n == 0 then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-else
-  redis.call('HSET', KEYS[1], ARGV[1], s .. ' ' .. i .. ' ' .. e .. ' ' .. n)
+if claimed or n < 1 then
+  return false
 end
-return {s, i, e, n}
+n = n - 1
+redis.call('HSET', KEYS[1], ARGV[1], s .. ' ' .. i .. ' ' .. e .. ' ' .. n)
+return {s, i, tostring(e), n}
+`)
+
+// claimChallengeScript claims a challenge: it returns 1 and marks it
+// claimed if it is there, not expired at now and not claimed; otherwise
+// 0 (dropping it if expired). A value that does not parse is an error
+// reply. Redis runs it alone: of parallel claims, one returns 1.
+//
+// KEYS[1] user challenges key. ARGV[1] digest hex, ARGV[2] now (Unix ms).
+var claimChallengeScript = redis.NewScript(challengeLib + `
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then
+  return 0
+end
+local s, _, e, _, claimed = parseChallenge(v)
+if not s then
+  return redis.error_reply('corrupt challenge')
+end
+if e <= tonumber(ARGV[2]) then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  return 0
+end
+if claimed then
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], v .. ' c')
+return 1
+`)
+
+// unclaimChallengeScript gives back a claim: a claimed challenge that is
+// still there loses its mark; anything else is left as it is.
+//
+// KEYS[1] user challenges key. ARGV[1] digest hex.
+var unclaimChallengeScript = redis.NewScript(`
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v and string.sub(v, -2) == ' c' then
+  redis.call('HSET', KEYS[1], ARGV[1], string.sub(v, 1, -3))
+end
+return 0
 `)
 
 // PutChallenge stores c in its user's challenges (putChallengeScript),
@@ -1114,6 +1167,51 @@ func (s *Store) TryChallenge(ctx context.Context, d tokens.Digest, now time.Time
 		return tokens.Challenge{}, unavailable("try challenge", errCorruptChallenge)
 	}
 	return c, nil
+}
+
+// challengeOwner returns the username d's c: key names, or "" when there
+// is none (spent, expired or never put).
+func (s *Store) challengeOwner(ctx context.Context, op string, d tokens.Digest) (string, error) {
+	username, err := s.rdb.Get(ctx, s.challengeKey(d)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", nil
+	case err != nil:
+		return "", unavailable(op, err)
+	}
+	return username, nil
+}
+
+// ClaimChallenge finds whose challenge d is, then claims it in that
+// user's challenges (claimChallengeScript): one script in one slot, on a
+// cluster too.
+func (s *Store) ClaimChallenge(ctx context.Context, d tokens.Digest, now time.Time) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	username, err := s.challengeOwner(ctx, "claim challenge", d)
+	if err != nil || username == "" {
+		return false, err
+	}
+	n, err := claimChallengeScript.Run(ctx, s.rdb, []string{s.challengesKey(username)}, hex.EncodeToString(d[:]), now.UnixMilli()).Int()
+	if err != nil {
+		return false, unavailable("claim challenge", err)
+	}
+	return n == 1, nil
+}
+
+// UnclaimChallenge finds whose challenge d is, then takes its claim's mark
+// off (unclaimChallengeScript).
+func (s *Store) UnclaimChallenge(ctx context.Context, d tokens.Digest) error {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	username, err := s.challengeOwner(ctx, "unclaim challenge", d)
+	if err != nil || username == "" {
+		return err
+	}
+	if err := unclaimChallengeScript.Run(ctx, s.rdb, []string{s.challengesKey(username)}, hex.EncodeToString(d[:])).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable("unclaim challenge", err)
+	}
+	return nil
 }
 
 // errCorruptChallenge reports a stored challenge that does not parse.

@@ -331,6 +331,8 @@ func TestRedisStoreUnavailable(t *testing.T) {
 		}},
 		{"TryChallenge", func() error { _, err := s.TryChallenge(ctx, d, now); return err }},
 		{"SpendChallenge", func() error { return s.SpendChallenge(ctx, d) }},
+		{"ClaimChallenge", func() error { _, err := s.ClaimChallenge(ctx, d, now); return err }},
+		{"UnclaimChallenge", func() error { return s.UnclaimChallenge(ctx, d) }},
 		{"UseTOTPCounter", func() error { _, err := s.UseTOTPCounter(ctx, "alice", 1, -1, now, now.Add(time.Minute)); return err }},
 		{"Ping", func() error { return s.Ping(ctx) }},
 	}

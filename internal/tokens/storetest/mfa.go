@@ -183,6 +183,148 @@ func testSpendChallenge(t *testing.T, st tokens.Store) {
 	WantChallenge(t, st, other, now, c, challengeAttempts-1)
 }
 
+// claim calls ClaimChallenge of d at now, failing t on an error.
+func claim(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time) bool {
+	t.Helper()
+	ok, err := st.ClaimChallenge(context.Background(), d, now)
+	if err != nil {
+		t.Fatalf("ClaimChallenge(%x) = %v; want no error", d[:4], err)
+	}
+	return ok
+}
+
+// unclaim calls UnclaimChallenge of d, failing t on an error.
+func unclaim(t *testing.T, st tokens.Store, d tokens.Digest) {
+	t.Helper()
+	if err := st.UnclaimChallenge(context.Background(), d); err != nil {
+		t.Fatalf("UnclaimChallenge(%x) = %v; want nil", d[:4], err)
+	}
+}
+
+// testClaimChallenge: a challenge is claimed once; while claimed it is
+// neither tried nor claimed again; given back, it has the attempts it
+// had; spent, it is gone. The attempt that leaves none can still claim.
+func testClaimChallenge(t *testing.T, st tokens.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	d := MustPutChallenge(t, st, c, now)
+	other := MustPutChallenge(t, st, c, now)
+	WantChallenge(t, st, d, now, c, challengeAttempts-1)
+	if !claim(t, st, d, now) {
+		t.Fatalf("ClaimChallenge(%x) = false; want true: the first claim", d[:4])
+	}
+	if claim(t, st, d, now) {
+		t.Fatalf("ClaimChallenge(%x) again = true; want false: claimed", d[:4])
+	}
+	WantNoChallenge(t, st, d, now)
+	WantChallenge(t, st, other, now, c, challengeAttempts-1) // claims are the challenge's own
+	unclaim(t, st, d)
+	WantChallenge(t, st, d, now, c, challengeAttempts-2)
+	if !claim(t, st, d, now) {
+		t.Fatalf("ClaimChallenge(%x) after UnclaimChallenge = false; want true", d[:4])
+	}
+	if err := st.SpendChallenge(ctx, d); err != nil {
+		t.Fatalf("SpendChallenge(%x) of a claimed challenge = %v; want nil", d[:4], err)
+	}
+	unclaim(t, st, d) // a late give-back brings nothing back
+	WantNoChallenge(t, st, d, now)
+	if claim(t, st, d, now) {
+		t.Fatalf("ClaimChallenge(%x) after SpendChallenge = true; want false", d[:4])
+	}
+	if claim(t, st, RandomDigest(), now) {
+		t.Fatalf("ClaimChallenge(unknown) = true; want false")
+	}
+	unclaim(t, st, RandomDigest())
+
+	// The last attempt's code can be claimed, even after a further
+	// attempt was refused.
+	c.Attempts = 1
+	last := MustPutChallenge(t, st, c, now)
+	WantChallenge(t, st, last, now, c, 0)
+	WantNoChallenge(t, st, last, now)
+	if !claim(t, st, last, now) {
+		t.Fatalf("ClaimChallenge(%x) after its last attempt = false; want true", last[:4])
+	}
+	unclaim(t, st, last)
+	WantNoChallenge(t, st, last, now) // given back with no attempt left
+
+	// An expired challenge is not claimed.
+	expired := MustPutChallenge(t, st, c, now)
+	if claim(t, st, expired, c.ExpiresAt) {
+		t.Fatalf("ClaimChallenge(%x) at its expiry = true; want false", expired[:4])
+	}
+}
+
+// testClaimChallengeEnds: RevokeUser and Supersede remove a claimed
+// challenge; giving the claim back does not bring it back.
+func testClaimChallengeEnds(t *testing.T, st tokens.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	for _, end := range []struct {
+		name string
+		do   func()
+	}{
+		{"RevokeUser", func() {
+			if _, err := st.RevokeUser(ctx, "alice"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"Supersede", func() { supersede(t, st, "alice", 1, now.Add(time.Second), time.Time{}) }},
+	} {
+		d := MustPutChallenge(t, st, c, now)
+		if !claim(t, st, d, now) {
+			t.Fatalf("ClaimChallenge(%x) = false; want true", d[:4])
+		}
+		end.do()
+		unclaim(t, st, d)
+		WantNoChallenge(t, st, d, now)
+		if claim(t, st, d, now) {
+			t.Fatalf("ClaimChallenge(%x) after %s and UnclaimChallenge = true; want false", d[:4], end.name)
+		}
+		now = now.Add(2 * time.Second) // past the cut-off
+	}
+}
+
+// testClaimChallengeParallel: of callers who each take an attempt and
+// then claim at once (on other instances, as far as the store can tell),
+// exactly one claims: the second step hands out one token per mfa_token.
+func testClaimChallengeParallel(t *testing.T, st tokens.Store) {
+	const parallel = 20
+	now := time.Now()
+	for round := range 5 {
+		d := MustPutChallenge(t, st, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}, now)
+		var tried, claimed atomic.Int32
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range parallel {
+			wg.Go(func() {
+				<-start
+				if i < challengeAttempts { // these take an attempt first, as the second step does
+					if _, err := st.TryChallenge(context.Background(), d, now); err == nil {
+						tried.Add(1)
+					} else if !errors.Is(err, tokens.ErrNotFound) {
+						t.Errorf("TryChallenge = %v; want a challenge or %v", err, tokens.ErrNotFound)
+					}
+				}
+				ok, err := st.ClaimChallenge(context.Background(), d, now)
+				switch {
+				case err != nil:
+					t.Errorf("ClaimChallenge = %v; want no error", err)
+				case ok:
+					claimed.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := claimed.Load(); n != 1 {
+			t.Fatalf("round %d: %d parallel ClaimChallenge (%d after an attempt) claimed %d times; want 1", round, parallel, tried.Load(), n)
+		}
+	}
+}
+
 // testPutChallengeSuperseded: a challenge on a stamp other than its user's
 // current one is refused and stored nowhere, as Issue refuses a session;
 // one on the current stamp, or of another user, is taken; and a challenge
