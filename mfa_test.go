@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -583,5 +584,56 @@ func TestEnrolNeedsCode(t *testing.T) {
 	w = e.mfaDo("POST", "/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"`+codes[1]+`"}`)
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
 		t.Errorf("enrol with the right code after 5 wrong ones = %d %s (Retry-After %q); want 429 with Retry-After", w.Code, w.Body, w.Header().Get("Retry-After"))
+	}
+}
+
+// TestMFATokenSpentOnce: right codes sent at once with one mfa_token to
+// one process give one token; the others are 401 invalid_token and their
+// recovery codes stay unused (issue 28, point 8).
+func TestMFATokenSpentOnce(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
+	token := e.login("alice")
+	secret32, codes := e.enrol("alice", token)
+	const parallel = 5 // an mfa_token's attempts
+	for round := range 2 {
+		mfaTok := e.mfaToken("alice")
+		start := make(chan struct{})
+		results := make(chan string, parallel)
+		var wg sync.WaitGroup
+		for i := range parallel {
+			wg.Go(func() {
+				<-start
+				w := e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+codes[round*parallel+i]+`"}`)
+				body := reply(t, w)
+				if tok, _ := body["token"].(string); w.Code == 200 && tok != "" {
+					results <- "200"
+					return
+				}
+				results <- strconv.Itoa(w.Code) + " " + fmt.Sprint(body["code"])
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(results)
+		counts := map[string]int{}
+		for r := range results {
+			counts[r]++
+		}
+		if counts["200"] != 1 || counts["401 invalid_token"] != parallel-1 {
+			t.Errorf("round %d: %d right recovery codes at once with one mfa_token = %v; want one 200, %d 401 invalid_token", round, parallel, counts, parallel-1)
+		}
+	}
+	if body := reply(t, e.mfaDo("GET", "/api/auth/mfa/", token, "")); body["recovery_codes_left"] != 8.0 {
+		t.Errorf("GET /api/auth/mfa/ after two rounds = %v; want 8 recovery codes left: only the winners' are spent", body)
+	}
+	// The last attempt's right code still spends the mfa_token.
+	mfaTok := e.mfaToken("alice")
+	for i := range parallel - 1 {
+		if w := e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"00000`+strconv.Itoa(i)+`"}`); w.Code != 401 {
+			t.Fatalf("wrong code %d = %d %s; want 401", i, w.Code, w.Body)
+		}
+	}
+	if w := e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+totpCode(t, secret32, e.clock.Now())+`"}`); w.Code != 200 {
+		t.Errorf("the right code as the mfa_token's last attempt = %d %s; want 200", w.Code, w.Body)
 	}
 }

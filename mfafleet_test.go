@@ -110,3 +110,141 @@ func TestTwoFactorFleet(t *testing.T) {
 		t.Errorf("second step on A after logoutall on B = %d %v; want 401 invalid_token", st, body)
 	}
 }
+
+// An mfaFleet is two servers, A and B, run in-process on one users file,
+// one secret key and one token store (and so one throttle).
+type mfaFleet struct {
+	a, b       string // base URLs
+	logA, logB *lineLog
+	usersPath  string
+}
+
+// startMFAFleet starts a fleet on store with generous per-client and
+// per-user limits, then extra flags (a later flag wins).
+func startMFAFleet(t *testing.T, store string, extra ...string) *mfaFleet {
+	t.Helper()
+	dir := t.TempDir()
+	f := &mfaFleet{usersPath: filepath.Join(dir, "users.json")}
+	if err := users.WriteFile(f.usersPath, testUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+	args := append([]string{"--users", f.usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix(),
+		"--secret-key-file", filepath.Join(dir, "fleet.key"), "--reload-interval", "50ms", "--refusal-delay", "0",
+		"--login-failures", "100", "--user-failures", "100", "--login-burst", "1000", "--login-rate", "1000"}, extra...)
+	var stopA, stopB func() error
+	f.a, f.logA, stopA = startServer(t, nil, args...)
+	f.b, f.logB, stopB = startServer(t, nil, args...)
+	t.Cleanup(func() {
+		stopA()
+		stopB()
+		if t.Failed() {
+			t.Logf("A:\n%s\nB:\n%s", f.logA, f.logB)
+		}
+	})
+	return f
+}
+
+// enrol gives username an authenticator through A and waits until B
+// asks for it too; it returns a token of the user, the authenticator's
+// base32 secret, the recovery codes and when the confirming code was
+// made (its counter is used).
+func (f *mfaFleet) enrol(t *testing.T, username string) (token, secret32 string, recovery []string, confirmedAt time.Time) {
+	t.Helper()
+	token = tokenOf(t, username+" on A", miLogin(t, f.a, username))
+	status, body := mfaCall(t, "POST", f.a+"/api/auth/mfa/totp/", token, `{"password":"`+username+`-pw"}`)
+	if status != 200 {
+		t.Fatalf("enrol on A = %d %v", status, body)
+	}
+	secret32, _ = body["secret"].(string)
+	confirmedAt = time.Now()
+	status, body = mfaCall(t, "POST", f.a+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+totpCode(t, secret32, confirmedAt)+`"}`)
+	if status != 200 {
+		t.Fatalf("confirm on A = %d %v", status, body)
+	}
+	for _, c := range body["recovery_codes"].([]any) {
+		recovery = append(recovery, c.(string))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		status, body = mfaCall(t, "POST", f.b+"/api/auth/login/", "", `{"username":"`+username+`","password":"`+username+`-pw"}`)
+		if status == 401 && body["code"] == "mfa_required" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("login on B 5 s after confirm on A = %d %v; want 401 mfa_required", status, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return token, secret32, recovery, confirmedAt
+}
+
+// mfaTokenOn logs username in on base with the password alone and
+// returns the mfa_token of the mfa_required reply.
+func mfaTokenOn(t *testing.T, base, username string) string {
+	t.Helper()
+	status, body := mfaCall(t, "POST", base+"/api/auth/login/", "", `{"username":"`+username+`","password":"`+username+`-pw"}`)
+	tok, _ := body["mfa_token"].(string)
+	if status != 401 || body["code"] != "mfa_required" || tok == "" {
+		t.Fatalf("login(%s) on %s = %d %v; want 401 mfa_required with an mfa_token", username, base, status, body)
+	}
+	return tok
+}
+
+// TestMFATokenSpentOnceFleet: right codes sent at once with one mfa_token,
+// over two instances on one Redis, give one token: the mfa_token is spent
+// with its first success, the others are 401 invalid_token, and the
+// losers' recovery codes stay unused (issue 28, point 8).
+func TestMFATokenSpentOnceFleet(t *testing.T) {
+	redisURL, _, _ := testservers.Redis(t)
+	f := startMFAFleet(t, redisURL)
+	token, _, recovery, _ := f.enrol(t, "alice")
+	const rounds, parallel = 2, 5 // 5: an mfa_token's attempts; 10 codes in all
+	for round := range rounds {
+		mfaTok := mfaTokenOn(t, f.a, "alice")
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var mu sync.Mutex // guards counts
+		counts := map[string]int{}
+		for i := range parallel {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				base := f.a
+				if i%2 == 1 {
+					base = f.b
+				}
+				<-start
+				status, body := mfaCall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+recovery[round*parallel+i]+`"}`)
+				key := fmt.Sprint(status, " ", body["code"])
+				if status == 200 {
+					key = "200"
+					if tok, _ := body["token"].(string); tok == "" {
+						key = "200 without a token"
+					}
+				}
+				mu.Lock()
+				counts[key]++
+				mu.Unlock()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if counts["200"] != 1 || counts["401 invalid_token"] != parallel-1 {
+			t.Errorf("round %d: %d right recovery codes at once with one mfa_token on two instances = %v; want one 200, %d 401 invalid_token", round, parallel, counts, parallel-1)
+		}
+	}
+	want := float64(len(recovery) - rounds)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, body := mfaCall(t, "GET", f.a+"/api/auth/mfa/", token, "")
+		if body["recovery_codes_left"] == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("GET /api/auth/mfa/ after %d rounds = %v; want %v recovery codes left: only the winners' are spent", rounds, body, want)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

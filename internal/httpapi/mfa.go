@@ -64,32 +64,96 @@ func (sf secondFactors) challenge(ctx context.Context, u *users.Account, stamp u
 // any instance, or one of the user's unused recovery codes, removed from
 // the directory so that it works once.
 func (sf secondFactors) check(ctx context.Context, username, code string) (bool, error) {
-	f, err := sf.users.Factors(ctx, username)
-	if err != nil || f == nil {
+	m, ok, err := sf.match(ctx, username, code)
+	if err != nil || !ok {
 		return false, err
 	}
-	now := sf.now()
+	return sf.spend(ctx, username, m)
+}
+
+// checkClaiming is check for the second step of the mfa_token under
+// digest, which is spent with its first success: a right code claims the
+// mfa_token before the code is spent, so that of right codes sent at once
+// (on any instances) one spends its code and the mfa_token and gets a
+// token; the others are errInvalidToken, and their codes stay unused. A
+// code found spent meanwhile (a replay) gives the claim back: the
+// mfa_token lives on with the attempts it had.
+func (sf secondFactors) checkClaiming(ctx context.Context, digest tokens.Digest, username, code string) (bool, error) {
+	m, ok, err := sf.match(ctx, username, code)
+	if err != nil || !ok {
+		return false, err
+	}
+	claimed, err := sf.store.ClaimChallenge(ctx, digest, sf.now())
+	switch {
+	case err != nil:
+		return false, err
+	case !claimed:
+		return false, errInvalidToken // another request's right code spent it
+	}
+	// From here the claim is given back or spent even if the client
+	// hangs up.
+	ctx = context.WithoutCancel(ctx)
+	ok, err = sf.spend(ctx, username, m)
+	if err != nil || !ok {
+		if uerr := sf.store.UnclaimChallenge(ctx, digest); uerr != nil {
+			sf.log.WarnContext(ctx, "cannot give back an mfa_token's claim; it dies when it expires", "username", username, "err", uerr)
+		}
+		return false, err
+	}
+	if serr := sf.store.SpendChallenge(ctx, digest); serr != nil {
+		// Claimed, it is tried and claimed by no one: dead regardless.
+		sf.log.WarnContext(ctx, "cannot spend an mfa_token; it stays claimed until it expires", "username", username, "err", serr)
+	}
+	return true, nil
+}
+
+// A codeMatch is a second-factor code found right and not yet spent: a
+// TOTP code's counter, or the stored hash of a recovery code.
+type codeMatch struct {
+	totp     *mfa.TOTP // nil for a recovery code
+	counter  int64
+	recovery string
+}
+
+// match reports whether code is a right second-factor code of username
+// now, and which, spending nothing: a TOTP code in the authenticator's
+// window (whether its counter was used is for spend to say), or one of
+// the user's unused recovery codes.
+func (sf secondFactors) match(ctx context.Context, username, code string) (codeMatch, bool, error) {
+	f, err := sf.users.Factors(ctx, username)
+	if err != nil || f == nil {
+		return codeMatch{}, false, err
+	}
 	if f.TOTP != nil {
 		t, err := sf.open(f.TOTP, username)
 		if err != nil {
-			return false, err
+			return codeMatch{}, false, err
 		}
-		if counter, ok := t.Check(code, now); ok {
-			// A replay within the window is refused here, whichever
-			// instance took the code first.
-			return sf.store.UseTOTPCounter(ctx, username, counter, t.LastT, now, counterUntil(t, counter))
+		if counter, ok := t.Check(code, sf.now()); ok {
+			return codeMatch{totp: &t, counter: counter}, true, nil
 		}
 	}
 	i, ok, err := f.MatchRecoveryCode(sf.config.Keys, code)
 	switch {
 	case err != nil:
 		sf.log.ErrorContext(ctx, "cannot check a recovery code", "username", username, "err", err)
-		return false, errSecretKey
+		return codeMatch{}, false, errSecretKey
 	case !ok:
-		return false, nil
+		return codeMatch{}, false, nil
 	}
-	spent := f.RecoveryCodes[i]
-	err = sf.users.Update(ctx, username, func(x *users.User) error {
+	return codeMatch{recovery: f.RecoveryCodes[i]}, true, nil
+}
+
+// spend spends m, a code of username, and reports whether this call did:
+// false when another request (on any instance) spent it first.
+func (sf secondFactors) spend(ctx context.Context, username string, m codeMatch) (bool, error) {
+	if m.totp != nil {
+		// A replay within the window is refused here, whichever
+		// instance took the code first.
+		return sf.store.UseTOTPCounter(ctx, username, m.counter, m.totp.LastT, sf.now(), counterUntil(*m.totp, m.counter))
+	}
+	spent := m.recovery
+	err := sf.users.Update(ctx, username, func(x *users.User) error {
 		j := -1
 		if x.MFA != nil {
 			j = slices.Index(x.MFA.RecoveryCodes, spent)
@@ -210,13 +274,8 @@ func handleLoginMFA(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secon
 		}
 		attempt := guard.attempt(w, r, tc.users, u.Username())
 		attempt.event = event
-		err = attempt.verifyCode(func() (bool, error) { return sf.check(r.Context(), u.Username(), req.Code) })
-		if err == nil {
-			// Spent by its first success, on every instance.
-			if serr := tc.store.SpendChallenge(r.Context(), digest); serr != nil {
-				log.WarnContext(r.Context(), "cannot spend an mfa_token; it dies when it expires or its attempts run out", "username", u.Username(), "err", serr)
-			}
-		}
+		// Spent by its first success, on every instance: one token.
+		err = attempt.verifyCode(func() (bool, error) { return sf.checkClaiming(r.Context(), digest, u.Username(), req.Code) })
 		tc.metrics.secondFactorStep("code", err)
 		attempt.grant(log, tc, u, c.Stamp, err)
 	})
