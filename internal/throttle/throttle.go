@@ -81,6 +81,20 @@ func setDefault[T int | float64 | time.Duration](v *T, def T) {
 // settled failures refuse an attempt it is Refused even if attempts are
 // also in flight.
 //
+// The code lock counts a user's second-factor codes at login (API.md,
+// Two-factor authentication) over every client and instance: ReserveCode
+// counts a code as wrong before it is checked, so that codes sent at once
+// get no more checks than codes sent in turn, and CodeSuccess (a right
+// code: the user's successful second step) or ReleaseCode (a code not
+// judged) settles it; a wrong code needs nothing more. Once
+// MaxCodeFailures are counted, ReserveCode refuses every code of the user,
+// the right one too, and no window lifts it: only a success before, or an
+// unlock (after: the user's FailuresAfter, which counts are judged by)
+// does. A count whose last code came at or before after starts again from
+// nothing. ReserveCode returns the count with this code (1 to
+// MaxCodeFailures) when Admitted. Keys are usernames as the directory
+// spells them, never the names Reserve counts under after an unlock.
+//
 // An error means the throttle could not decide: the caller fails closed
 // (503).
 type Throttle interface {
@@ -88,7 +102,23 @@ type Throttle interface {
 	Failure(ctx context.Context, username, addr string, now time.Time) error
 	Success(ctx context.Context, username, addr string, now time.Time) error
 	Release(ctx context.Context, username, addr string) error
+	ReserveCode(ctx context.Context, username string, after, now time.Time) (v Verdict, n int, err error)
+	CodeSuccess(ctx context.Context, username string) error
+	ReleaseCode(ctx context.Context, username string) error
 }
+
+// MaxCodeFailures is how many consecutive wrong second-factor codes a user
+// may send at login, over every client and instance, before every second
+// step of that user is refused until user unlock: NIST SP 800-63B's "no
+// more than 100 consecutive failed attempts", fixed whatever
+// Config.UserFailures says. So a stolen password buys at most 100 code
+// guesses, not 100 per window.
+const MaxCodeFailures = 100
+
+// CodeLockRetryAfter is the Retry-After of a second step refused by the
+// code lock. No time lifts the lock; this is how often a client that
+// honours Retry-After asks again, whether an operator has lifted it yet.
+const CodeLockRetryAfter = time.Hour
 
 // A Verdict is Reserve's answer.
 type Verdict int
@@ -152,6 +182,30 @@ func (m Memory) Release(_ context.Context, username, addr string) error {
 	return nil
 }
 
+func (m Memory) ReserveCode(_ context.Context, username string, after, now time.Time) (Verdict, int, error) {
+	v, n := m.throttle.reserveCode(username, after, now)
+	return v, n, nil
+}
+
+func (m Memory) CodeSuccess(_ context.Context, username string) error {
+	m.throttle.mu.Lock()
+	defer m.throttle.mu.Unlock()
+	delete(m.throttle.codes, username)
+	return nil
+}
+
+func (m Memory) ReleaseCode(_ context.Context, username string) error {
+	m.throttle.mu.Lock()
+	defer m.throttle.mu.Unlock()
+	if c, ok := m.throttle.codes[username]; ok && c.n > 1 {
+		c.n--
+		m.throttle.codes[username] = c
+	} else {
+		delete(m.throttle.codes, username)
+	}
+	return nil
+}
+
 // A throttle decides whether a login attempt may proceed. It keeps three
 // tables, each bounded to MaxEntries keys:
 //
@@ -203,10 +257,23 @@ func (m Memory) Release(_ context.Context, username, addr string) error {
 type throttle struct {
 	cfg Config
 
-	mu    sync.Mutex // guards pairs, users and addrs, including the limiters in addrs
+	mu    sync.Mutex // guards pairs, users, addrs (including their limiters) and codes
 	pairs *lru.Cache[pairKey, streak]
 	users *lru.Cache[string, streak]
 	addrs *lru.Cache[string, *rate.Limiter]
+	// codes is the code lock's count per user: a plain map, since
+	// evicting a count would lift a lock. Only users whose password was
+	// just found right get one (a code is checked after the password, or
+	// with an mfa_token that a right password gave), so it holds at most
+	// the directory's users, and a right code deletes the user's count.
+	codes map[string]codeCount
+}
+
+// A codeCount is a user's consecutive wrong second-factor codes (those
+// in flight included) and when the last was counted.
+type codeCount struct {
+	n    int
+	last time.Time
 }
 
 // pairKey is a (username, client address) pair: a struct of two strings, so
@@ -234,7 +301,27 @@ func newThrottle(cfg Config) *throttle {
 		pairs: lru.New[pairKey, streak](cfg.MaxEntries),
 		users: lru.New[string, streak](cfg.MaxEntries),
 		addrs: lru.New[string, *rate.Limiter](cfg.MaxEntries),
+		codes: make(map[string]codeCount),
 	}
+}
+
+// reserveCode counts a code of username, checked at now, as wrong, unless
+// MaxCodeFailures are counted (Refused); a count whose last code came at or
+// before after starts again. It returns the count with this code.
+func (t *throttle) reserveCode(username string, after, now time.Time) (Verdict, int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.codes[username]
+	if !c.last.After(after) {
+		c = codeCount{} // all counted before the unlock
+	}
+	if c.n >= MaxCodeFailures {
+		return Refused, c.n
+	}
+	c.n++
+	c.last = now
+	t.codes[username] = c
+	return Admitted, c.n
 }
 
 // reserve decides whether a login attempt for username from addr may

@@ -20,6 +20,10 @@ import (
 //	<prefix>th:{U}:p:P   hash n last pending: a pair's streak
 //	<prefix>th:{U}:u     hash n last pending: a user's streak
 //	<prefix>th:a:<addr>  hash tokens last: an address's bucket
+//	<prefix>th:{U}:m     hash n last: the user's code lock (ReserveCode);
+//	                     no expiry, since no window lifts it: a right code
+//	                     deletes it, an unlock makes it count for nothing
+//	                     and the next code starts it again
 //
 // The braces are literal: {U} is a Redis Cluster hash tag, so that a pair's
 // and its user's streaks are in one slot (the user's), and one script can
@@ -220,6 +224,82 @@ func (r *Throttle) Success(ctx context.Context, username, addr string, now time.
 	_, err := r.run(ctx, "throttle success", throttleSuccessScript, pairUser, r.args(now))
 	return err
 }
+
+// codeKey returns the user's code lock key, in the user's slot.
+func (r *Throttle) codeKey(username string) string {
+	user := sha256.Sum256([]byte(username))
+	return r.prefix + "{" + hex.EncodeToString(user[:]) + "}:m"
+}
+
+// ReserveCode is the memory throttle's, in one script on the user's key
+// (reserveCodeScript), which Redis runs alone: of codes sent at once to
+// any instances, at most MaxCodeFailures are admitted.
+func (r *Throttle) ReserveCode(ctx context.Context, username string, after, now time.Time) (throttle.Verdict, int, error) {
+	n, err := r.run(ctx, "throttle reserve code", reserveCodeScript, []string{r.codeKey(username)},
+		[]any{now.UnixMilli(), after.UnixMilli(), throttle.MaxCodeFailures})
+	switch {
+	case err != nil:
+		return throttle.Refused, 0, err
+	case n < 0:
+		return throttle.Refused, int(-n), nil
+	}
+	return throttle.Admitted, int(n), nil
+}
+
+// CodeSuccess deletes the user's code lock key.
+func (r *Throttle) CodeSuccess(ctx context.Context, username string) error {
+	_, err := r.run(ctx, "throttle code success", codeSuccessScript, []string{r.codeKey(username)}, nil)
+	return err
+}
+
+// ReleaseCode takes back one code from the user's count (releaseCodeScript).
+func (r *Throttle) ReleaseCode(ctx context.Context, username string) error {
+	_, err := r.run(ctx, "throttle release code", releaseCodeScript, []string{r.codeKey(username)}, nil)
+	return err
+}
+
+// reserveCodeScript counts a code as wrong: it returns the count with it,
+// or minus the count (MaxCodeFailures) when the lock refuses it. A count
+// whose last code came at or before the unlock starts again. Times are
+// Unix ms, as the caller passed them.
+//
+// KEYS[1] the code lock key. ARGV[1] now, ARGV[2] the user's unlock,
+// ARGV[3] MaxCodeFailures.
+var reserveCodeScript = redis.NewScript(`
+local f = redis.call('HMGET', KEYS[1], 'n', 'last')
+local n, last = tonumber(f[1]) or 0, tonumber(f[2])
+if not last or last <= tonumber(ARGV[2]) then
+  n = 0
+end
+if n >= tonumber(ARGV[3]) then
+  return -n
+end
+n = n + 1
+redis.call('HSET', KEYS[1], 'n', string.format('%d', n), 'last', ARGV[1])
+return n
+`)
+
+// codeSuccessScript deletes the code lock key: a script, as every call
+// here, so that run's one path bounds it.
+var codeSuccessScript = redis.NewScript(`
+redis.call('DEL', KEYS[1])
+return 0
+`)
+
+// releaseCodeScript takes one code back from the count, deleting the key
+// when none is left.
+var releaseCodeScript = redis.NewScript(`
+local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
+if not n then
+  return 0
+end
+if n <= 1 then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('HSET', KEYS[1], 'n', string.format('%d', n - 1))
+end
+return 0
+`)
 
 // Release is throttle.release, in Redis: the pair's and the user's keys
 // only, one slot.

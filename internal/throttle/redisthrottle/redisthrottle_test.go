@@ -155,6 +155,19 @@ func testInstances(t *testing.T, be backend) {
 		on[0].Reserve(alice, home, 0, 15*time.Minute, false)
 		on[1].Reserve(alice, home, 0, 15*time.Minute, false)
 	})
+	t.Run("code lock", func(t *testing.T) {
+		a, b := twoInstances(t, be, throttle.Config{})
+		on := [2]throttletest.Driver{{T: t, Throttle: a}, {T: t, Throttle: b}}
+		var never time.Time
+		for i := range throttle.MaxCodeFailures {
+			on[i%2].ReserveCode(alice, never, 0, i+1, true)
+		}
+		on[0].ReserveCode(alice, never, time.Hour, 0, false)
+		on[1].ReserveCode(alice, never, time.Hour, 0, false)
+		on[1].ReserveCode(alice, throttletest.T0.Add(time.Minute), time.Hour, 1, true) // unlocked a minute in
+		on[0].CodeSuccess(alice)
+		on[1].ReserveCode(alice, never, time.Hour, 1, true) // the success on a cleared it for b
+	})
 	t.Run("address", func(t *testing.T) {
 		a, b := twoInstances(t, be, throttle.Config{})
 		on := [2]throttletest.Driver{{T: t, Throttle: a}, {T: t, Throttle: b}}
@@ -413,6 +426,18 @@ func (a *alternating) Success(ctx context.Context, username, addr string, now ti
 
 func (a *alternating) Release(ctx context.Context, username, addr string) error {
 	return a.pick().Release(ctx, username, addr)
+}
+
+func (a *alternating) ReserveCode(ctx context.Context, username string, after, now time.Time) (throttle.Verdict, int, error) {
+	return a.pick().ReserveCode(ctx, username, after, now)
+}
+
+func (a *alternating) CodeSuccess(ctx context.Context, username string) error {
+	return a.pick().CodeSuccess(ctx, username)
+}
+
+func (a *alternating) ReleaseCode(ctx context.Context, username string) error {
+	return a.pick().ReleaseCode(ctx, username)
 }
 
 // TestRedisThrottleParallelGuessesInstances: wrong passwords sent at once

@@ -135,6 +135,68 @@ func (d Driver) Guesses(n int, username string, addr func(i int) string, at time
 	return int(checks.Load()), int(refusals.Load())
 }
 
+// ReserveCode fails the test unless ReserveCode(username, after,
+// t0+at) is Admitted with the count wantN (wantOK), or Refused.
+func (d Driver) ReserveCode(username string, after time.Time, at time.Duration, wantN int, wantOK bool) {
+	d.T.Helper()
+	want := throttle.Refused
+	if wantOK {
+		want = throttle.Admitted
+	}
+	v, n, err := d.Throttle.ReserveCode(context.Background(), username, after, T0.Add(at))
+	if err != nil || v != want || (wantOK && n != wantN) {
+		d.T.Errorf("ReserveCode(%q, after %v, t0+%v) = %v, %d, %v; want %v, %d, nil", username, after, at, v, n, err, want, wantN)
+	}
+}
+
+// WrongCodes counts n wrong codes of username at t0+at, each admitted,
+// the first with the count first.
+func (d Driver) WrongCodes(n int, username string, after time.Time, at time.Duration, first int) {
+	d.T.Helper()
+	for i := range n {
+		d.ReserveCode(username, after, at, first+i, true)
+	}
+}
+
+// CodeSuccess settles a right code of username.
+func (d Driver) CodeSuccess(username string) {
+	d.T.Helper()
+	if err := d.Throttle.CodeSuccess(context.Background(), username); err != nil {
+		d.T.Errorf("CodeSuccess(%q) = %v", username, err)
+	}
+}
+
+// ReleaseCode settles a code of username that was not judged.
+func (d Driver) ReleaseCode(username string) {
+	d.T.Helper()
+	if err := d.Throttle.ReleaseCode(context.Background(), username); err != nil {
+		d.T.Errorf("ReleaseCode(%q) = %v", username, err)
+	}
+}
+
+// ParallelCodes counts n codes of username at t0+at at once and returns
+// how many were admitted.
+func (d Driver) ParallelCodes(n int, username string, at time.Duration) int {
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			v, _, err := d.Throttle.ReserveCode(context.Background(), username, time.Time{}, T0.Add(at))
+			if err != nil {
+				d.T.Errorf("ReserveCode(%q) = %v", username, err)
+			}
+			if v == throttle.Admitted {
+				admitted.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return int(admitted.Load())
+}
+
 // OneAddr is an addr function for parallel: always 192.0.2.1.
 func OneAddr(int) string { return "192.0.2.1" }
 
@@ -254,6 +316,54 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			d.Succeed(alice, home, 0)
 			d.Fail(alice, attacker, time.Second)
 			d.Reserve(alice, home, time.Second, w, false)
+		}},
+
+		// The code lock: 100 consecutive wrong codes per user, whatever
+		// the limits, until a right code or an unlock; no window.
+		{"code lock at 100, whatever UserFailures says", with(throttle.Config{UserFailures: 3}), func(d Driver) {
+			var never time.Time
+			d.WrongCodes(throttle.MaxCodeFailures, alice, never, 0, 1)
+			d.ReserveCode(alice, never, 0, 0, false)
+			d.ReserveCode(alice, never, w, 0, false)
+			d.ReserveCode(alice, never, 365*24*time.Hour, 0, false) // no window lifts it
+			d.ReserveCode("bob", never, 0, 1, true)                 // other users are not affected
+			d.Reserve(alice, home, 0, 0, true)                      // nor passwords: the lock is codes'
+		}},
+		{"code lock: a right code starts the count again", fast, func(d Driver) {
+			var never time.Time
+			d.WrongCodes(throttle.MaxCodeFailures-1, alice, never, 0, 1)
+			d.ReserveCode(alice, never, 0, throttle.MaxCodeFailures, true)
+			d.CodeSuccess(alice)
+			d.WrongCodes(throttle.MaxCodeFailures, alice, never, time.Second, 1)
+			d.ReserveCode(alice, never, time.Second, 0, false)
+			d.CodeSuccess("bob") // a user without a count
+		}},
+		{"code lock: an unlock after the last code lifts it", fast, func(d Driver) {
+			var never time.Time
+			d.WrongCodes(throttle.MaxCodeFailures, alice, never, 0, 1)
+			d.ReserveCode(alice, T0.Add(-time.Second), 0, 0, false) // an unlock before the codes
+			unlock := T0.Add(time.Minute)
+			d.ReserveCode(alice, unlock, time.Minute, 1, true) // counted at the unlock's moment: before it, not after
+			d.WrongCodes(throttle.MaxCodeFailures, alice, unlock, 2*time.Minute, 1)
+			d.ReserveCode(alice, unlock, 2*time.Minute, 0, false)
+		}},
+		{"code lock: a code not judged is taken back", fast, func(d Driver) {
+			var never time.Time
+			d.WrongCodes(throttle.MaxCodeFailures, alice, never, 0, 1)
+			d.ReleaseCode(alice)
+			d.ReserveCode(alice, never, 0, throttle.MaxCodeFailures, true)
+			d.ReserveCode(alice, never, 0, 0, false)
+			d.ReleaseCode("bob") // a user without a count
+			d.ReserveCode("bob", never, 0, 1, true)
+			d.ReleaseCode("bob")
+			d.ReleaseCode("bob") // one too many counts for nothing
+			d.ReserveCode("bob", never, 0, 1, true)
+		}},
+		{"code lock: codes at once", fast, func(d Driver) {
+			if got := d.ParallelCodes(2*throttle.MaxCodeFailures, alice, 0); got != throttle.MaxCodeFailures {
+				d.T.Errorf("%d codes at once: %d admitted; want %d", 2*throttle.MaxCodeFailures, got, throttle.MaxCodeFailures)
+			}
+			d.ReserveCode(alice, time.Time{}, 0, 0, false)
 		}},
 
 		// The window.
