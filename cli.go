@@ -54,8 +54,10 @@ var userSubcommands = []userSubcommand{
 	{"logout", "USERNAME", "end every token of a user", "Ends every token of a user, on every server reading the same users."},
 	{"unlock", "USERNAME", "lift the login throttle's lockout of a user", `Lifts the login throttle's lockout of a user: the failed logins of that
 user recorded before now no longer count, per user and per (user, client),
-on every server reading the same users (within 5 s). A client address's
-own limit over all usernames is left as it is.`},
+on every server reading the same users (within 5 s); nor do the wrong
+second-factor codes that, at 100 in a row, refuse every second step of the
+user until this command. A client address's own limit over all usernames
+is left as it is.`},
 	{"reset-mfa", "USERNAME", "remove a user's second factors, ending their tokens", `Removes a user's second factors: the authenticator, an enrolment not yet
 confirmed and the recovery codes; and ends every token of the user, as
 user passwd does, on every server reading the same users (within 5 s).

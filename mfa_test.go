@@ -18,6 +18,7 @@ import (
 	"authsvc/internal/httpapi"
 	"authsvc/internal/mfa/mfatest"
 	"authsvc/internal/secret"
+	"authsvc/internal/throttle"
 	"authsvc/internal/users"
 )
 
@@ -635,5 +636,89 @@ func TestMFATokenSpentOnce(t *testing.T) {
 	}
 	if w := e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+totpCode(t, secret32, e.clock.Now())+`"}`); w.Code != 200 {
 		t.Errorf("the right code as the mfa_token's last attempt = %d %s; want 200", w.Code, w.Body)
+	}
+}
+
+// TestMFACodeLock: wrong codes at login (second step and one-step otp)
+// are counted per user until the user's next successful second step;
+// after 100 (whatever the other limits say), every second step answers
+// 429, with earlier mfa_tokens and the right code alike, for good, until
+// user unlock (issue 28, point 7). One process, memory throttle.
+func TestMFACodeLock(t *testing.T) {
+	logged := new(syncBuffer)
+	e := newTestEnvConfig(t, slog.New(slog.NewTextHandler(logged, nil)), func(c *serveConfig) {
+		c.tokenTTL = time.Hour
+		// The per-pair and per-user windows out of the way: the lock
+		// alone must refuse.
+		c.throttle.PairFailures, c.throttle.UserFailures = 1000, 1000
+	})
+	secret32, _ := e.enrol("alice", e.login("alice"))
+	const wrong = "aaaaaa-aaaaaa-aaaaaa-aaaaaa" // never a TOTP code, nor (but for 2^-120) a recovery code
+	// wrongCodes sends n wrong codes, four in five as second steps (five
+	// to an mfa_token), the rest as one-step otp.
+	wrongCodes := func(n int) {
+		t.Helper()
+		tok := ""
+		for i := range n {
+			var w *httptest.ResponseRecorder
+			if i%5 == 4 {
+				w = e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+wrong+`"}`)
+			} else {
+				if i%5 == 0 {
+					tok = e.mfaToken("alice")
+				}
+				w = e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+tok+`","code":"`+wrong+`"}`)
+			}
+			if w.Code != http.StatusUnauthorized || errorCode(t, w) != "invalid_credentials" {
+				t.Fatalf("wrong code %d of %d = %d %s; want 401 invalid_credentials", i+1, n, w.Code, w.Body)
+			}
+		}
+	}
+	secondStep := func(tok string) *httptest.ResponseRecorder {
+		t.Helper()
+		e.clock.Advance(30 * time.Second) // a new TOTP counter
+		return e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+tok+`","code":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
+	}
+
+	// A success starts the count again: 99 + 99 wrong codes lock nothing.
+	for round := range 2 {
+		wrongCodes(throttle.MaxCodeFailures - 1)
+		if w := secondStep(e.mfaToken("alice")); w.Code != http.StatusOK {
+			t.Fatalf("round %d: the right code after %d wrong ones = %d %s; want 200", round, throttle.MaxCodeFailures-1, w.Code, w.Body)
+		}
+	}
+
+	early := e.mfaToken("alice")
+	wrongCodes(throttle.MaxCodeFailures)
+	locked := func(what string, w *httptest.ResponseRecorder) {
+		t.Helper()
+		if w.Code != http.StatusTooManyRequests || errorCode(t, w) != "throttled" || w.Header().Get("Retry-After") == "" {
+			t.Errorf("%s after %d wrong codes = %d %s (Retry-After %q); want 429 throttled with Retry-After", what, throttle.MaxCodeFailures, w.Code, w.Body, w.Header().Get("Retry-After"))
+		}
+	}
+	locked("the right code with a new mfa_token", secondStep(e.mfaToken("alice")))
+	locked("the right code with an mfa_token from before", secondStep(early))
+	e.clock.Advance(30 * time.Second)
+	locked("one-step login with the right code", e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+totpCode(t, secret32, e.clock.Now())+`"}`))
+	e.clock.Advance(24 * time.Hour)
+	locked("the right code a day later", secondStep(e.mfaToken("alice")))
+	if w := e.mfaDo("POST", "/api/auth/login/", "", `{"username":"bob","password":"bob-pw"}`); w.Code != http.StatusOK {
+		t.Errorf("bob's login while alice is locked = %d %s; want 200", w.Code, w.Body)
+	}
+	if !strings.Contains(logged.String(), `msg="login mfa" outcome=throttled username=alice`) || !strings.Contains(logged.String(), "authsvc user unlock") {
+		t.Errorf("no audit line of a locked second step naming authsvc user unlock in\n%s", logged)
+	}
+	if m := e.do("GET", "/metrics", "").Body.String(); !strings.Contains(m, "authsvc_mfa_lockouts_total 1\n") {
+		t.Errorf("/metrics lacks authsvc_mfa_lockouts_total 1")
+	}
+
+	// user unlock (the directory's failures_after) lifts it.
+	tok := e.mfaToken("alice")
+	if err := e.users.Update(context.Background(), "alice", func(u *users.User) error { u.FailuresAfter = e.clock.Now(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Millisecond)
+	if w := secondStep(tok); w.Code != http.StatusOK {
+		t.Errorf("the right code after user unlock = %d %s; want 200", w.Code, w.Body)
 	}
 }

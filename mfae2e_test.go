@@ -20,6 +20,14 @@ import (
 // it is "", and returns the status and the decoded body (nil for none).
 func mfaCall(t *testing.T, method, url, token, body string) (int, map[string]any) {
 	t.Helper()
+	status, _, out := mfaCallFrom(t, http.DefaultClient, method, url, token, body)
+	return status, out
+}
+
+// mfaCallFrom is mfaCall with client (one bound to a source address, say),
+// returning the reply's header too.
+func mfaCallFrom(t *testing.T, client *http.Client, method, url, token, body string) (int, http.Header, map[string]any) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +36,7 @@ func mfaCall(t *testing.T, method, url, token, body string) (int, map[string]any
 	if token != "" {
 		req.Header.Set("Authorization", "Token "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +48,7 @@ func mfaCall(t *testing.T, method, url, token, body string) (int, map[string]any
 			t.Fatalf("%s %s: body %q is not JSON", method, url, raw)
 		}
 	}
-	return resp.StatusCode, out
+	return resp.StatusCode, resp.Header, out
 }
 
 // TestTwoFactorEndToEnd runs the whole program: serve creates the secret

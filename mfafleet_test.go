@@ -2,13 +2,16 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"authsvc/internal/testservers"
+	"authsvc/internal/throttle"
 	"authsvc/internal/users"
 )
 
@@ -246,5 +249,101 @@ func TestMFATokenSpentOnceFleet(t *testing.T) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestMFACodeLockFleet: two instances on one Redis share the code lock.
+// Wrong codes split between them and over three client addresses count
+// as one user's; a success on either starts the count again; after 100
+// every second step on both answers 429, with mfa_tokens handed out
+// earlier and the right code alike, whatever --user-failures says, until
+// authsvc user unlock (issue 28, point 7).
+func TestMFACodeLockFleet(t *testing.T) {
+	redisURL, _, _ := testservers.Redis(t)
+	// The pair's and the user's windows out of the way: the lock alone
+	// must refuse.
+	f := startMFAFleet(t, redisURL, "--login-failures", "1000", "--user-failures", "1000")
+	_, _, recovery, _ := f.enrol(t, "alice")
+	clients := []*http.Client{clientFrom(t, "127.0.0.2"), clientFrom(t, "127.0.0.3"), clientFrom(t, "127.0.0.4")}
+	bases := []string{f.a, f.b}
+	const wrong = "aaaaaa-aaaaaa-aaaaaa-aaaaaa"
+	// wrongCodes sends n wrong codes, alternating instances and clients;
+	// four in five are second steps (five to an mfa_token), the rest
+	// one-step otp.
+	wrongCodes := func(n int) {
+		t.Helper()
+		tok := ""
+		for i := range n {
+			base, client := bases[i%2], clients[i%3]
+			var status int
+			var body map[string]any
+			if i%5 == 4 {
+				status, _, body = mfaCallFrom(t, client, "POST", base+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+wrong+`"}`)
+			} else {
+				if i%5 == 0 {
+					tok = mfaTokenOn(t, bases[(i/5)%2], "alice")
+				}
+				status, _, body = mfaCallFrom(t, client, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+tok+`","code":"`+wrong+`"}`)
+			}
+			if status != 401 || body["code"] != "invalid_credentials" {
+				t.Fatalf("wrong code %d of %d = %d %v; want 401 invalid_credentials", i+1, n, status, body)
+			}
+		}
+	}
+	nextCode := 0
+	rightCode := func(base, tok string) (int, http.Header, map[string]any) {
+		t.Helper()
+		return mfaCallFrom(t, http.DefaultClient, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+tok+`","code":"`+recovery[nextCode]+`"}`)
+	}
+
+	// A success on either instance starts the count again.
+	for round := range 2 {
+		wrongCodes(throttle.MaxCodeFailures - 1)
+		if status, _, body := rightCode(bases[round], mfaTokenOn(t, bases[round], "alice")); status != 200 {
+			t.Fatalf("round %d: a right code after %d wrong ones = %d %v; want 200", round, throttle.MaxCodeFailures-1, status, body)
+		}
+		nextCode++
+	}
+
+	early := mfaTokenOn(t, f.b, "alice")
+	wrongCodes(throttle.MaxCodeFailures)
+	for _, tt := range []struct {
+		name, base, tok string
+	}{
+		{"A, a new mfa_token", f.a, mfaTokenOn(t, f.a, "alice")},
+		{"B, a new mfa_token from A", f.b, mfaTokenOn(t, f.a, "alice")},
+		{"A, an mfa_token B handed out before", f.a, early},
+	} {
+		status, header, body := rightCode(tt.base, tt.tok)
+		if status != 429 || body["code"] != "throttled" || header.Get("Retry-After") == "" {
+			t.Errorf("a right code on %s after %d wrong ones = %d %v (Retry-After %q); want 429 throttled with Retry-After", tt.name, throttle.MaxCodeFailures, status, body, header.Get("Retry-After"))
+		}
+	}
+	status, _, body := mfaCallFrom(t, http.DefaultClient, "POST", f.b+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+recovery[nextCode]+`"}`)
+	if status != 429 {
+		t.Errorf("one-step login on B with a right code after %d wrong ones = %d %v; want 429", throttle.MaxCodeFailures, status, body)
+	}
+	if !strings.Contains(f.logA.String()+f.logB.String(), "authsvc user unlock") {
+		t.Errorf("no log line names authsvc user unlock")
+	}
+
+	// user unlock, through the directory: both instances let the right
+	// code in once they have read it (within 5 s).
+	if code, stdout, stderr := runCLIProgram(t, "", "user", "unlock", "--users", f.usersPath, "alice"); code != 0 {
+		t.Fatalf("user unlock = %d %s %s", code, stdout, stderr)
+	}
+	for _, base := range bases {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			status, _, body := rightCode(base, mfaTokenOn(t, base, "alice"))
+			if status == 200 {
+				nextCode++
+				break
+			}
+			if status != 429 || time.Now().After(deadline) {
+				t.Fatalf("a right code on %s after user unlock = %d %v; want 200 within 5 s", base, status, body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }

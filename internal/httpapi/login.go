@@ -82,7 +82,13 @@ type loginAttempt struct {
 	counted  string // the throttle's key for the user (throttleKey); set by verify
 	client   string // the throttle's key for the client
 	users    users.Reader
-	event    string // the audit line's message: "login", or what else checks a password
+	known    *users.Account // the user as the check looked it up (verify, verifyCode); nil for none
+	event    string         // the audit line's message: "login", or what else checks a password
+	// codeLock marks a login's code (the second step, or otp beside the
+	// password): verifyCode counts it on the user's code lock too
+	// (throttle.MaxCodeFailures), which the other endpoints' codes,
+	// each behind a session and a password, do not reach.
+	codeLock bool
 	// hold asks verify to leave the throttle's place of a right password
 	// taken when the user has a second factor: the code still to come
 	// settles it (verifyCode), or nothing does and it is released. held
@@ -109,7 +115,7 @@ func (a *loginAttempt) verify(password string) (*users.Account, error) {
 	if err != nil && !errors.Is(err, users.ErrNotFound) {
 		return nil, err
 	}
-	a.counted = throttleKey(a.username, known)
+	a.counted, a.known = throttleKey(a.username, known), known
 	if err := a.reserve(ctx); err != nil {
 		return nil, err
 	}
@@ -158,7 +164,11 @@ func (a *loginAttempt) release() {
 // one is a failure on every limit a wrong password counts on (401
 // invalid_credentials), a right one a success. The place is the one verify
 // held for the password just checked, or, for a code alone (the second
-// step, enrolment), one reserved now (429 when the limits refuse it).
+// step, enrolment), one reserved now (429 when the limits refuse it). A
+// login's code (codeLock) is counted on the user's code lock too, before
+// it is checked: once it holds throttle.MaxCodeFailures wrong codes, the
+// code is not checked and the answer is 429 (errCodeLocked) until user
+// unlock; a right one starts the count again.
 func (a *loginAttempt) verifyCode(check func() (bool, error)) error {
 	g, ctx := a.g, a.r.Context()
 	if !a.held {
@@ -166,24 +176,75 @@ func (a *loginAttempt) verifyCode(check func() (bool, error)) error {
 		if err != nil && !errors.Is(err, users.ErrNotFound) {
 			return err
 		}
-		a.counted = throttleKey(a.username, known)
+		a.counted, a.known = throttleKey(a.username, known), known
 		if err := a.reserve(ctx); err != nil {
 			return err
 		}
 	}
 	a.held = false
+	counted := 0 // the code lock's count with this code; 0 when not counted
+	if a.codeLock {
+		var err error
+		if counted, err = a.reserveCode(ctx); err != nil {
+			g.Throttle.Release(ctx, a.counted, a.client) // neither a failure nor a success
+			return err
+		}
+	}
 	ok, err := check()
 	switch {
 	case err != nil:
 		g.Throttle.Release(ctx, a.counted, a.client)
+		if counted > 0 {
+			g.Throttle.ReleaseCode(ctx, a.codeUser())
+		}
 		return err
 	case !ok:
+		if counted == throttle.MaxCodeFailures {
+			// The lock starts now: say so once, for the operator.
+			g.Log.LogAttrs(ctx, slog.LevelWarn, "second factor locked: every second step of the user is refused until authsvc user unlock",
+				slog.String("username", a.codeUser()), slog.Int("wrong_codes", counted), slog.String("request_id", requestID(a.w)))
+			g.Metrics.mfaLocked()
+		}
 		if err := g.Throttle.Failure(ctx, a.counted, a.client, g.Now()); err != nil {
 			return err
 		}
 		return errInvalidCredentials
 	}
+	if counted > 0 {
+		if err := g.Throttle.CodeSuccess(ctx, a.codeUser()); err != nil {
+			g.Throttle.Release(ctx, a.counted, a.client)
+			return err
+		}
+	}
 	return g.Throttle.Success(ctx, a.counted, a.client, g.Now())
+}
+
+// codeUser is the name the code lock counts the attempt's user under:
+// the directory's spelling.
+func (a *loginAttempt) codeUser() string {
+	if a.known != nil {
+		return a.known.Username()
+	}
+	return a.username
+}
+
+// reserveCode counts the attempt's code on its user's code lock, judged
+// by the user's last unlock, and returns the count with it: errCodeLocked
+// (held in the tarpit) when the lock refuses it.
+func (a *loginAttempt) reserveCode(ctx context.Context) (int, error) {
+	var after time.Time
+	if a.known != nil {
+		after = a.known.FailuresAfter()
+	}
+	v, n, err := a.g.Throttle.ReserveCode(ctx, a.codeUser(), after, a.g.Now())
+	switch {
+	case err != nil:
+		return 0, err // the throttle cannot decide: fail closed
+	case v != throttle.Admitted:
+		a.g.Tarpit.hold(ctx)
+		return 0, errCodeLocked
+	}
+	return n, nil
 }
 
 // throttleKey returns the name the throttle counts username's failures
@@ -293,8 +354,12 @@ func (a *loginAttempt) audit(err error) {
 	if _, lookupErr := a.users.Lookup(a.r.Context(), username); lookupErr != nil {
 		username = "(unknown)"
 	}
-	a.g.Log.LogAttrs(a.r.Context(), slog.LevelInfo, a.event, slog.String("outcome", outcomeName(err)), slog.String("username", username),
-		slog.String("client", a.client), slog.String("request_id", requestID(a.w)))
+	attrs := []slog.Attr{slog.String("outcome", outcomeName(err)), slog.String("username", username),
+		slog.String("client", a.client), slog.String("request_id", requestID(a.w))}
+	if e, ok := err.(*apiError); ok && e.note != "" {
+		attrs = append(attrs, slog.String("note", e.note))
+	}
+	a.g.Log.LogAttrs(a.r.Context(), slog.LevelInfo, a.event, attrs...)
 }
 
 // auditRefused writes the audit line of a request refused before any
@@ -425,6 +490,7 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFa
 					tc.metrics.secondFactorStep("required", nil)
 				}
 			} else {
+				attempt.codeLock = true
 				err = attempt.verifyCode(func() (bool, error) { return sf.check(r.Context(), u.Username(), req.OTP) })
 				tc.metrics.secondFactorStep("code", err)
 				if errors.Is(err, errInvalidCredentials) {

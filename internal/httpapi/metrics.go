@@ -24,6 +24,7 @@ type Metrics struct {
 	infos          *prometheus.CounterVec   // by outcome
 	passwords      *prometheus.CounterVec   // password changes, by outcome
 	mfa            *prometheus.CounterVec   // second-factor steps, by step and outcome
+	mfaLockouts    prometheus.Counter       // code locks begun
 	tokensIssued   prometheus.Counter
 	revocations    *prometheus.CounterVec // by kind
 	rehashes       *prometheus.CounterVec // by result
@@ -98,6 +99,9 @@ func NewMetrics(src MetricsSources) *Metrics {
 		mfa: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsvc_mfa_total", Help: "Second-factor steps by step (required, code, enrol, confirm, remove, recovery_codes) and outcome.",
 		}, []string{"step", "outcome"}),
+		mfaLockouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "authsvc_mfa_lockouts_total", Help: "Users whose second steps are refused after 100 consecutive wrong codes (each wrong code that made 100); authsvc user unlock lifts it.",
+		}),
 		infos: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsvc_info_total", Help: "Info requests by outcome.",
 		}, []string{"outcome"}),
@@ -145,7 +149,7 @@ func NewMetrics(src MetricsSources) *Metrics {
 	m.reloads.WithLabelValues("error")
 	b := buildinfo.Read()
 	reg.MustRegister(
-		m.requests, m.logins, m.passwords, m.mfa, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload,
+		m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_build_info", Help: "Build information; always 1.",
 			ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
@@ -252,6 +256,14 @@ func (m *Metrics) secondFactorStep(step string, err error) {
 		status, code = e.status, e.code
 	}
 	m.mfa.WithLabelValues(step, outcomeOf(status, code, mfaOutcomes)).Inc()
+}
+
+// mfaLocked counts a user's code lock begun: the wrong code that made
+// throttle.MaxCodeFailures.
+func (m *Metrics) mfaLocked() {
+	if m != nil {
+		m.mfaLockouts.Inc()
+	}
 }
 
 // Revoked counts n sessions ended by kind.

@@ -273,7 +273,7 @@ func handleLoginMFA(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secon
 			return
 		}
 		attempt := guard.attempt(w, r, tc.users, u.Username())
-		attempt.event = event
+		attempt.event, attempt.codeLock = event, true
 		// Spent by its first success, on every instance: one token.
 		err = attempt.verifyCode(func() (bool, error) { return sf.checkClaiming(r.Context(), digest, u.Username(), req.Code) })
 		tc.metrics.secondFactorStep("code", err)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"authsvc/internal/password"
 	"authsvc/internal/throttle"
@@ -23,6 +24,9 @@ type apiError struct {
 	// mfaToken is mfa_required's second-step token, sent as mfa_token in
 	// the body; never in Error(), so never in a log line.
 	mfaToken string
+	// note is for the audit line alone (note=…): what an operator must
+	// know of the refusal; never in the reply.
+	note string
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.detail }
@@ -71,6 +75,14 @@ func weakPasswordReply(err error) error {
 	}
 	return &apiError{status: http.StatusBadRequest, code: "weak_password", detail: detail}
 }
+
+// errCodeLocked refuses a second step of a user whose code lock holds
+// throttle.MaxCodeFailures wrong codes: 429 until user unlock, which the
+// audit line says.
+var errCodeLocked = &apiError{status: http.StatusTooManyRequests, code: "throttled",
+	detail:     "Too many wrong second-factor codes; an administrator must unlock the account.",
+	retryAfter: int(throttle.CodeLockRetryAfter / time.Second),
+	note:       "100 consecutive wrong second-factor codes; lifted only by authsvc user unlock"}
 
 func throttled(retryAfter int) error {
 	return &apiError{status: http.StatusTooManyRequests, code: "throttled", detail: "Too many failed login attempts; try again later.", retryAfter: retryAfter}
