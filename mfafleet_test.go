@@ -194,13 +194,28 @@ func mfaTokenOn(t *testing.T, base, username string) string {
 	return tok
 }
 
-// TestMFATokenSpentOnceFleet: right codes sent at once with one mfa_token,
-// over two instances on one Redis, give one token: the mfa_token is spent
-// with its first success, the others are 401 invalid_token, and the
-// losers' recovery codes stay unused (issue 28, point 8).
-func TestMFATokenSpentOnceFleet(t *testing.T) {
+// fleetStores returns the token stores a fleet test runs on: one Redis,
+// and a three-primary Redis Cluster.
+func fleetStores(t *testing.T) map[string]string {
+	t.Helper()
 	redisURL, _, _ := testservers.Redis(t)
-	f := startMFAFleet(t, redisURL)
+	addrs, _ := testservers.RedisCluster(t)
+	return map[string]string{"redis": redisURL, "cluster": "redis+cluster://" + strings.Join(addrs, ",")}
+}
+
+// TestMFATokenSpentOnceFleet: right codes sent at once with one mfa_token,
+// over two instances on one Redis (or Cluster), give one token: the
+// mfa_token is spent with its first success, the others are 401
+// invalid_token, and the losers' recovery codes stay unused (issue 28,
+// point 8).
+func TestMFATokenSpentOnceFleet(t *testing.T) {
+	for name, store := range fleetStores(t) {
+		t.Run(name, func(t *testing.T) { testMFATokenSpentOnceFleet(t, store) })
+	}
+}
+
+func testMFATokenSpentOnceFleet(t *testing.T, store string) {
+	f := startMFAFleet(t, store)
 	token, _, recovery, _ := f.enrol(t, "alice")
 	const rounds, parallel = 2, 5 // 5: an mfa_token's attempts; 10 codes in all
 	for round := range rounds {
@@ -252,17 +267,22 @@ func TestMFATokenSpentOnceFleet(t *testing.T) {
 	}
 }
 
-// TestMFACodeLockFleet: two instances on one Redis share the code lock.
-// Wrong codes split between them and over three client addresses count
-// as one user's; a success on either starts the count again; after 100
-// every second step on both answers 429, with mfa_tokens handed out
-// earlier and the right code alike, whatever --user-failures says, until
-// authsvc user unlock (issue 28, point 7).
+// TestMFACodeLockFleet: two instances on one Redis (or Cluster) share the
+// code lock. Wrong codes split between them and over three client
+// addresses count as one user's; a success on either starts the count
+// again; after 100 every second step on both answers 429, with
+// mfa_tokens handed out earlier and the right code alike, whatever
+// --user-failures says, until authsvc user unlock (issue 28, point 7).
 func TestMFACodeLockFleet(t *testing.T) {
-	redisURL, _, _ := testservers.Redis(t)
+	for name, store := range fleetStores(t) {
+		t.Run(name, func(t *testing.T) { testMFACodeLockFleet(t, store) })
+	}
+}
+
+func testMFACodeLockFleet(t *testing.T, store string) {
 	// The pair's and the user's windows out of the way: the lock alone
 	// must refuse.
-	f := startMFAFleet(t, redisURL, "--login-failures", "1000", "--user-failures", "1000")
+	f := startMFAFleet(t, store, "--login-failures", "1000", "--user-failures", "1000")
 	_, _, recovery, _ := f.enrol(t, "alice")
 	clients := []*http.Client{clientFrom(t, "127.0.0.2"), clientFrom(t, "127.0.0.3"), clientFrom(t, "127.0.0.4")}
 	bases := []string{f.a, f.b}
