@@ -150,19 +150,27 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 	var skipped []DjangoSkip
 	var legacy []legacyHash
 	seen := make(map[string]string)
-	usernameByPK := make(map[string]string) // of the users imported
+	refs := newDjangoUserRefs()
 	for i, r := range records {
 		if r.Model != "auth.user" {
 			continue
 		}
 		at := fmt.Sprintf("record %d (auth.user)", i)
 		var f djangoUser
-		if err := json.Unmarshal(r.Fields, &f); err != nil {
+		err := json.Unmarshal(r.Fields, &f)
+		// Every record is known by its keys, imported or not: the keys and
+		// devices of one left out are left out with it.
+		ref := refs.add(r.PK, f.Username, err == nil)
+		if err != nil {
 			skipped = append(skipped, DjangoSkip{"auth.user", at, "fields: " + err.Error()})
 			continue
 		}
 		username := NormalizeUsername(f.Username)
 		at = fmt.Sprintf("record %d (auth.user %q)", i, username)
+		if username != f.Username {
+			// Which of two names that NFKC folds together is which.
+			at = fmt.Sprintf("record %d (auth.user %q, %q in NFKC)", i, f.Username, username)
+		}
 		if err := CheckUsername(username); err != nil {
 			skipped = append(skipped, DjangoSkip{"auth.user", at, err.Error()})
 			continue
@@ -194,7 +202,7 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 			continue
 		}
 		seen[username] = at
-		usernameByPK[string(bytes.TrimSpace(r.PK))] = username
+		refs.imported(ref, username)
 		active := f.IsActive == nil || *f.IsActive // Django's default
 		users = append(users, User{
 			Username:     username,
@@ -210,9 +218,9 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 			legacy = append(legacy, legacyHash{user: len(users) - 1, hash: old})
 		}
 	}
-	tokens, tokenSkips := djangoTokens(records, users, usernameByPK, now)
+	tokens, tokenSkips := djangoTokens(records, users, refs, now)
 	skipped = append(skipped, tokenSkips...)
-	factors, deviceSkips := djangoDevices(records, users, usernameByPK)
+	factors, deviceSkips := djangoDevices(records, refs)
 	skipped = append(skipped, deviceSkips...)
 	dumped := make([]string, len(users))
 	for i, u := range users {
@@ -247,8 +255,8 @@ func (d *DjangoDump) WrapLegacy(policy password.HashPolicy, which map[string]boo
 
 // djangoTokens returns the DRF keys of the dump's imported users, and
 // moves each such user's cut-off back to its earliest key's creation.
-// A key of a user the import leaves out is skipped with it.
-func djangoTokens(records []djangoRecord, users []User, usernameByPK map[string]string, now time.Time) ([]DjangoToken, []DjangoSkip) {
+// A key of a user the import leaves out is skipped with it (refs).
+func djangoTokens(records []djangoRecord, users []User, refs *djangoUserRefs, now time.Time) ([]DjangoToken, []DjangoSkip) {
 	index := make(map[string]int, len(users))
 	for i, u := range users {
 		index[u.Username] = i
@@ -265,11 +273,12 @@ func djangoTokens(records []djangoRecord, users []User, usernameByPK map[string]
 			skipped = append(skipped, DjangoSkip{"authtoken.token", at, "fields: " + err.Error()})
 			continue
 		}
-		username := djangoUserRef(f.User, usernameByPK)
-		if _, ok := index[username]; !ok {
-			skipped = append(skipped, DjangoSkip{"authtoken.token", at, "its user is not imported"})
+		owner := refs.resolve(f.User)
+		if owner.why != "" {
+			skipped = append(skipped, DjangoSkip{"authtoken.token", at, owner.why})
 			continue
 		}
+		username := owner.username
 		at = fmt.Sprintf("record %d (authtoken.token of %q)", i, username)
 		// The key is never quoted: it is a live token.
 		var key string
@@ -357,11 +366,7 @@ type djangoDeviceSkip struct {
 // that cannot be mapped are skipped, one skip each, in the dump's order.
 // The dump's order is not relied on otherwise: dumpdata writes the static
 // tokens before the device they point to.
-func djangoDevices(records []djangoRecord, users []User, usernameByPK map[string]string) (map[string]*DjangoFactors, []DjangoSkip) {
-	imported := make(map[string]bool, len(users))
-	for _, u := range users {
-		imported[u.Username] = true
-	}
+func djangoDevices(records []djangoRecord, refs *djangoUserRefs) (map[string]*DjangoFactors, []DjangoSkip) {
 	var skips []djangoDeviceSkip
 	skip := func(i int, model, username, reason string) {
 		at := fmt.Sprintf("record %d (%s of %q)", i, model, username)
@@ -394,9 +399,10 @@ func djangoDevices(records []djangoRecord, users []User, usernameByPK map[string
 		// django-otp's defaults, for a field the record leaves out.
 		f := djangoTOTPDevice{Step: 30, Digits: 6, LastT: -1}
 		err := json.Unmarshal(r.Fields, &f)
-		username := djangoUserRef(f.User, usernameByPK)
-		if why := deviceUnusable(err, imported[username], f.Confirmed); why != "" {
-			skip(i, r.Model, username, why)
+		owner := refs.resolve(f.User)
+		username := owner.username
+		if why := deviceUnusable(err, owner, f.Confirmed); why != "" {
+			skip(i, r.Model, owner.named, why)
 			continue
 		}
 		key, err := hex.DecodeString(f.Key)
@@ -427,6 +433,12 @@ func djangoDevices(records []djangoRecord, users []User, usernameByPK map[string
 
 	// Static tokens, by the pk of the device they point to.
 	tokensOf := make(map[string][]int) // record indexes
+	staticPKs := make(map[string]int)  // static devices, by pk
+	for _, r := range records {
+		if r.Model == staticDeviceModel {
+			staticPKs[string(bytes.TrimSpace(r.PK))]++
+		}
+	}
 	for i, r := range records {
 		if r.Model != staticTokenModel {
 			continue
@@ -450,12 +462,18 @@ func djangoDevices(records []djangoRecord, users []User, usernameByPK map[string
 			Confirmed bool            `json:"confirmed"`
 		}
 		err := json.Unmarshal(r.Fields, &f)
-		username := djangoUserRef(f.User, usernameByPK)
+		owner := refs.resolve(f.User)
+		username := owner.username
 		pk := string(bytes.TrimSpace(r.PK))
 		tokens := tokensOf[pk]
 		delete(tokensOf, pk) // its tokens go with the device, imported or not
-		if why := deviceUnusable(err, imported[username], f.Confirmed); why != "" {
-			skip(i, r.Model, username, why)
+		why := deviceUnusable(err, owner, f.Confirmed)
+		if why == "" && staticPKs[pk] > 1 {
+			// Whose device its tokens are is not known.
+			why = "its pk is on more than one static device of the dump"
+		}
+		if why != "" {
+			skip(i, r.Model, owner.named, why)
 			continue
 		}
 		var codes []string
@@ -508,15 +526,75 @@ func comparePK(a, b json.RawMessage) int {
 	return bytes.Compare(bytes.TrimSpace(a), bytes.TrimSpace(b))
 }
 
-// djangoUserRef returns the username a record's user field names: a
-// natural key (["name"]), or a primary key of the dump's imported users
-// ("" when it is none of them).
-func djangoUserRef(raw json.RawMessage, usernameByPK map[string]string) string {
-	var natural []string
-	if json.Unmarshal(raw, &natural) == nil && len(natural) == 1 {
-		return NormalizeUsername(natural[0])
+// djangoUserRefs resolves the user a DRF key or a django-otp device names
+// (its user field) to the user imported from that record, as Django
+// resolves it: a natural key (["name"]) names the auth.user record whose
+// username is that name exactly, as dumped, before NFKC; a primary key
+// names the record of that pk. A key is never normalised first: NFKC folds
+// distinct Django users into one name (mallory and a fullwidth ｍallory),
+// of which the import keeps one record at most, and a normalised key would
+// give the keys and devices of the one left out to the one kept.
+type djangoUserRefs struct {
+	usernames []string         // by record, in the dump's order: its username imported, "" for a record left out
+	display   []string         // by record: its username as dumped, for messages
+	byName    map[string][]int // the records of each username as dumped
+	byPK      map[string][]int // the records of each pk, as its JSON text
+}
+
+func newDjangoUserRefs() *djangoUserRefs {
+	return &djangoUserRefs{byName: make(map[string][]int), byPK: make(map[string][]int)}
+}
+
+// add registers an auth.user record of primary key pk and, when hasName,
+// username as dumped; it is left out until imported says otherwise. It
+// returns the record's number for imported.
+func (r *djangoUserRefs) add(pk json.RawMessage, username string, hasName bool) int {
+	n := len(r.usernames)
+	r.usernames = append(r.usernames, "")
+	r.display = append(r.display, username)
+	r.byPK[string(bytes.TrimSpace(pk))] = append(r.byPK[string(bytes.TrimSpace(pk))], n)
+	if hasName {
+		r.byName[username] = append(r.byName[username], n)
 	}
-	return usernameByPK[string(bytes.TrimSpace(raw))]
+	return n
+}
+
+// imported records that record n is imported, as username.
+func (r *djangoUserRefs) imported(n int, username string) { r.usernames[n] = username }
+
+// A djangoOwner is the user a record's user field names.
+type djangoOwner struct {
+	username string // the user imported; "" when why is not
+	named    string // the user as the field names it, for messages; "" when it is not known
+	why      string // why the record is left out with its user; "" when it is not
+}
+
+// resolve returns the user a record's user field names. A key that names
+// no record of the dump, or more than one, or a record left out, is
+// reported (why) and none of its records is given to anyone.
+func (r *djangoUserRefs) resolve(raw json.RawMessage) djangoOwner {
+	var natural []string
+	var list []int
+	var named string
+	if json.Unmarshal(raw, &natural) == nil && len(natural) == 1 {
+		named, list = natural[0], r.byName[natural[0]]
+	} else {
+		list = r.byPK[string(bytes.TrimSpace(raw))]
+	}
+	switch {
+	case len(list) == 0:
+		return djangoOwner{named: named, why: "its user is not in the dump"}
+	case len(list) > 1:
+		return djangoOwner{named: named, why: "its user field names more than one auth.user record of the dump"}
+	}
+	n := list[0]
+	if named == "" {
+		named = r.display[n]
+	}
+	if r.usernames[n] == "" {
+		return djangoOwner{named: named, why: "its user is not imported"}
+	}
+	return djangoOwner{username: r.usernames[n], named: r.usernames[n]}
 }
 
 // isDRFKey reports whether key has the form of DRF's keys, 20 random bytes
@@ -617,12 +695,12 @@ func djangoGroups(raw json.RawMessage, byPK map[string]string) ([]string, error)
 // deviceUnusable returns why a django-otp device record is skipped before
 // its own fields are looked at (its fields did not decode, its user is not
 // imported, it was never confirmed), or "" when none of these holds.
-func deviceUnusable(decodeErr error, userImported, confirmed bool) string {
+func deviceUnusable(decodeErr error, owner djangoOwner, confirmed bool) string {
 	switch {
 	case decodeErr != nil:
 		return "fields: " + decodeErr.Error()
-	case !userImported:
-		return "its user is not imported"
+	case owner.why != "":
+		return owner.why
 	case !confirmed:
 		return "an unconfirmed device"
 	}

@@ -1,9 +1,12 @@
 package users
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,4 +229,146 @@ func countSecondFactors(skipped []DjangoSkip) int {
 		}
 	}
 	return n
+}
+
+// TestParseDjangoDumpTwins (issue 28, point 5): of two Django users that
+// NFKC folds into one name (mallory and a fullwidth ｍallory), the import
+// keeps one record at most, and the DRF keys and django-otp devices of the
+// record left out are left out with it, whichever key names it: natural
+// (before or after NFKC) or primary, the twin first or last. A key or a
+// device is never given to a user other than the one Django gave it to.
+func TestParseDjangoDumpTwins(t *testing.T) {
+	const pbkdf2 = "pbkdf2_sha256$1000$salt$kOXRpcmI0ZiIpeGvu8jJ+43wCfh/s3C+6G/DnfA8RK0="
+	const crypt = "crypt$$ab01FAX.bQRSU" // refused: its record is left out
+	// A Django user of the dump, with one DRF key, one TOTP device and one
+	// static device of one token, each named by ref.
+	type djangoUser struct {
+		pk                   int
+		username, hash       string
+		drf, totpKey, static string
+	}
+	mallory := func(pk int) djangoUser {
+		return djangoUser{pk, "mallory", pbkdf2, strings.Repeat("a", 40), strings.Repeat("11", 20), "mallorys1"}
+	}
+	twin := func(pk int, hash string) djangoUser {
+		return djangoUser{pk, "ｍallory", hash, strings.Repeat("b", 40), strings.Repeat("22", 20), "attacker1"}
+	}
+	natural := func(u djangoUser) string { return strconv.Quote(u.username) }
+	byPK := func(u djangoUser) string { return strconv.Itoa(u.pk) }
+	tests := []struct {
+		name  string
+		users []djangoUser
+		ref   func(djangoUser) string // how the user's key, devices name it: ["name"] or pk
+		kept  int                     // index in users of the record imported as mallory, whose key and devices mallory gets; -1: none
+	}{
+		{"mallory first, natural keys", []djangoUser{mallory(1), twin(2, pbkdf2)}, func(u djangoUser) string { return "[" + natural(u) + "]" }, 0},
+		{"twin first, natural keys", []djangoUser{twin(1, pbkdf2), mallory(2)}, func(u djangoUser) string { return "[" + natural(u) + "]" }, 0},
+		{"mallory first, primary keys", []djangoUser{mallory(1), twin(2, pbkdf2)}, byPK, 0},
+		{"twin first, primary keys", []djangoUser{twin(1, pbkdf2), mallory(2)}, byPK, 0},
+		// The twin is left out for its hash, not for its name.
+		{"refused twin first, natural keys", []djangoUser{twin(1, crypt), mallory(2)}, func(u djangoUser) string { return "[" + natural(u) + "]" }, 1},
+		{"refused twin first, primary keys", []djangoUser{twin(1, crypt), mallory(2)}, byPK, 1},
+		// A natural key names the user whose username is that one as
+		// dumped, not one that NFKC makes it: the twin alone is in the
+		// dump, imported as mallory, and keys and devices of ["mallory"]
+		// are some other Django user's.
+		{"natural key after NFKC, its user not in the dump", []djangoUser{twin(1, pbkdf2)}, func(djangoUser) string { return `["mallory"]` }, -1},
+		// Two records of one primary key: which one a key names is not known.
+		{"one primary key on two records", []djangoUser{mallory(1), {1, "bob", pbkdf2, strings.Repeat("c", 40), strings.Repeat("33", 20), "bobcode1"}}, byPK, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var records []string
+			for i, u := range tt.users {
+				records = append(records,
+					fmt.Sprintf(`{"model": "auth.user", "pk": %d, "fields": {"username": %q, "password": %q}}`, u.pk, u.username, u.hash))
+				ref := tt.ref(u)
+				records = append(records,
+					fmt.Sprintf(`{"model": "authtoken.token", "pk": %q, "fields": {"user": %s, "created": "2024-01-01T00:00:00Z"}}`, u.drf, ref),
+					fmt.Sprintf(`{"model": "otp_totp.totpdevice", "pk": %d, "fields": {"user": %s, "confirmed": true, "key": %q, "step": 30, "t0": 0, "digits": 6, "drift": 0, "last_t": -1}}`, u.pk, ref, u.totpKey),
+					fmt.Sprintf(`{"model": "otp_static.staticdevice", "pk": %d, "fields": {"user": %s, "confirmed": true}}`, 10+i, ref),
+					fmt.Sprintf(`{"model": "otp_static.statictoken", "pk": %d, "fields": {"device": %d, "token": %q}}`, 10+i, 10+i, u.static))
+			}
+			dump, err := ReadDjangoDump([]byte("["+strings.Join(records, ",\n")+"]"), time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantTokens []string
+			wantFactors := map[string]string{}
+			for i, u := range tt.users {
+				if i != tt.kept {
+					continue
+				}
+				name := NormalizeUsername(u.username)
+				wantTokens = append(wantTokens, name+" "+u.drf)
+				wantFactors[name] = u.totpKey + " " + u.static
+			}
+			var gotTokens []string
+			for _, k := range dump.Tokens {
+				gotTokens = append(gotTokens, k.Username+" "+k.Key)
+			}
+			if !slices.Equal(gotTokens, wantTokens) {
+				t.Errorf("DRF keys = %q; want %q", gotTokens, wantTokens)
+			}
+			gotFactors := map[string]string{}
+			for name, f := range dump.Factors {
+				s := "(no TOTP) " + strings.Join(f.RecoveryCodes, ",")
+				if f.TOTP != nil {
+					s = hex.EncodeToString(f.TOTP.Secret) + " " + strings.Join(f.RecoveryCodes, ",")
+				}
+				gotFactors[name] = s
+			}
+			if fmt.Sprint(gotFactors) != fmt.Sprint(wantFactors) {
+				t.Errorf("factors = %v; want %v", gotFactors, wantFactors)
+			}
+			// Every key and device not imported is reported, and none is
+			// quoted.
+			kept := min(tt.kept+1, 1)
+			if got, want := countSkips(dump.Skipped, "authtoken.token"), len(tt.users)-kept; got != want {
+				t.Errorf("DRF keys skipped = %d; want %d (%v)", got, want, dump.Skipped)
+			}
+			if got, want := countSkips(dump.Skipped, "second factor"), 2*(len(tt.users)-kept); got != want {
+				t.Errorf("devices skipped = %d; want %d (%v)", got, want, dump.Skipped)
+			}
+			for _, s := range dump.Skipped {
+				for _, u := range tt.users {
+					if strings.Contains(s.String(), u.drf) || strings.Contains(s.String(), u.totpKey) || strings.Contains(s.String(), u.static) {
+						t.Errorf("skipped %q quotes a key, a secret or a code", s)
+					}
+				}
+			}
+		})
+	}
+}
+
+// countSkips counts the skips of records of model.
+func countSkips(skips []DjangoSkip, model string) int {
+	n := 0
+	for _, s := range skips {
+		if s.Model() == model {
+			n++
+		}
+	}
+	return n
+}
+
+// TestParseDjangoDumpSharedStaticPK: two static devices of one pk, of two
+// users, leave it unknown whose device each token is: both devices and
+// their tokens are skipped, and neither user gets the other's codes.
+func TestParseDjangoDumpSharedStaticPK(t *testing.T) {
+	const pbkdf2 = "pbkdf2_sha256$1000$salt$kOXRpcmI0ZiIpeGvu8jJ+43wCfh/s3C+6G/DnfA8RK0="
+	dump, err := ReadDjangoDump([]byte(`[
+		{"model": "auth.user", "pk": 1, "fields": {"username": "ann", "password": "`+pbkdf2+`"}},
+		{"model": "auth.user", "pk": 2, "fields": {"username": "bea", "password": "`+pbkdf2+`"}},
+		{"model": "otp_static.staticdevice", "pk": 5, "fields": {"user": ["ann"], "confirmed": true}},
+		{"model": "otp_static.staticdevice", "pk": 5, "fields": {"user": ["bea"], "confirmed": true}},
+		{"model": "otp_static.statictoken", "pk": 1, "fields": {"device": 5, "token": "annscode"}},
+		{"model": "otp_static.statictoken", "pk": 2, "fields": {"device": 5, "token": "beascode"}}
+	]`), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dump.Factors) != 0 || countSkips(dump.Skipped, "second factor") != 2 {
+		t.Errorf("factors %v, skipped %v; want none, both devices skipped", dump.Factors, dump.Skipped)
+	}
 }
