@@ -148,8 +148,10 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		keyPath = fs.String("secret-key-file", "", "the secret key `FILE` that fingerprints Django hashes and seals their second factors; default authsvc.key beside a users file (created when missing), required with PostgreSQL")
 		store = fs.String("store", "memory", "the token `STORE` the dump's DRF keys go to: redis://… or redis+sentinel://… as serve's (memory cannot keep them)")
 		storePrefix = fs.String("store-prefix", redisstore.DefaultPrefix, "key `PREFIX` in a shared Redis, as serve's")
-		tokenTTL = fs.Duration("token-ttl", 24*time.Hour, "imported tokens expire this `DURATION` after the import; 0 = never")
-		fromEnv = append(fromEnv, "store", "store-prefix", "token-ttl", "secret-key-file")
+		// Not from AUTHSVC_TOKEN_TTL: that is serve's lifetime of its own
+		// tokens, and DRF keys never expire unless the import says so.
+		tokenTTL = fs.Duration("token-ttl", 0, "imported DRF keys expire this `DURATION` after the latest import that lists them; 0 = never, as DRF's keys (not read from AUTHSVC_TOKEN_TTL, which is serve's)")
+		fromEnv = append(fromEnv, "store", "store-prefix", "secret-key-file")
 	case "rekey":
 		keyPath = fs.String("secret-key-file", "", "the new secret key `FILE`, which the secrets are sealed under from now; required")
 		fs.Var(&oldKeyPaths, "old-secret-key-file", "a secret key `FILE` the secrets may be sealed under now, such as the one being replaced; repeatable")

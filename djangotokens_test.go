@@ -127,3 +127,55 @@ func mustParseRedisURL(t *testing.T, url string) *redis.Options {
 	}
 	return opt
 }
+
+// TestImportedTokensNeverExpire (issue 28, point 9): an imported DRF key
+// never expires, as DRF keys never do, unless the import's own --token-ttl
+// says so; AUTHSVC_TOKEN_TTL is serve's, and the import does not read it.
+// Each import that lists a key sets its expiry anew: --token-ttl D after
+// that import, or never.
+func TestImportedTokensNeverExpire(t *testing.T) {
+	redisURL, _, _ := testservers.Redis(t)
+	prefix := testservers.UniquePrefix()
+	dir := t.TempDir()
+	usersPath := filepath.Join(dir, "users.json")
+	key := strings.Repeat("a7", 20)
+	dump := writeDjangoDump(t, dir, "dump.json", djangoUserRecord{username: "ann", hash: djangoPBKDF2(t, "ann-pw", "salt"), first: "Ann", active: true, key: key, created: "2025-06-01T09:00:00.000Z"})
+	serveEnv := map[string]string{"AUTHSVC_TOKEN_TTL": "1h"} // serve's, in the import's environment too
+	importKey := func(extra ...string) {
+		t.Helper()
+		args := append([]string{"user", "import", "--users", usersPath, "--from", "django", "--store", redisURL, "--store-prefix", prefix}, append(extra, dump)...)
+		if code, stdout, stderr := runCLI(t, "", serveEnv, args...); code != 0 {
+			t.Fatalf("authsvc %s = exit %d, %q, %q; want 0", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+	var base string
+	expiry := func(what string) *time.Time {
+		t.Helper()
+		r := miDo(t, "GET", base+"/api/auth/sessions/", key, "")
+		var list struct {
+			Sessions []struct {
+				ExpiresAt *time.Time `json:"expires_at"`
+			}
+		}
+		if err := json.Unmarshal([]byte(r.body), &list); r.status != 200 || err != nil || len(list.Sessions) != 1 {
+			t.Fatalf("%s: ann's sessions = %v (%v); want 200, her imported key alone", what, r, err)
+		}
+		return list.Sessions[0].ExpiresAt
+	}
+
+	importKey()
+	base, _, stop := startServer(t, serveEnv, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
+	defer stop()
+	if e := expiry("after an import without --token-ttl"); e != nil {
+		t.Errorf("imported without --token-ttl, under AUTHSVC_TOKEN_TTL=1h: expires_at %v; want null, never", e)
+	}
+	importKey("--update", "--token-ttl", "2h")
+	at := time.Now()
+	if e := expiry("after an import with --token-ttl 2h"); e == nil || e.Before(at.Add(2*time.Hour-time.Minute)) || e.After(at.Add(2*time.Hour+time.Second)) {
+		t.Errorf("imported again with --token-ttl 2h: expires_at %v; want 2h after that import", e)
+	}
+	importKey("--update")
+	if e := expiry("after a third import without --token-ttl"); e != nil {
+		t.Errorf("imported a third time, without --token-ttl: expires_at %v; want null, as that latest import says", e)
+	}
+}

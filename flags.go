@@ -57,7 +57,7 @@ func (h help) write(w io.Writer, fs *flag.FlagSet, fromEnv []string) {
 			name += " " + arg
 		}
 		var notes []string
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "[]" {
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" && f.DefValue != "[]" {
 			notes = append(notes, "default "+f.DefValue)
 		}
 		if slices.Contains(fromEnv, f.Name) {
