@@ -75,7 +75,11 @@ and recovery codes, sealed and hashed under --secret-key-file's key. One
 summary line counts what was done; every record left out is reported on
 stderr, and the command then exits 1. See the README's "Moving from Django
 REST Framework".`},
-	{"check", "", "validate the users file or database", "Validates the users file or database as the server would load it: exit 0 or 1."},
+	{"check", "", "validate the users file or database", `Validates the users file or database as the server would load it: exit 0
+or 1. Second factors that the secret key serve is given cannot open
+(--secret-key-file, and --old-secret-key-file during a rotation), or that
+no key file is there for, fail it with the line serve would stop with. It
+writes nothing, and never creates a key file.`},
 	{"rekey", "", "re-seal the authenticator secrets under a new secret key", rekeyAbout},
 }
 
@@ -152,6 +156,10 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		// tokens, and DRF keys never expire unless the import says so.
 		tokenTTL = fs.Duration("token-ttl", 0, "imported DRF keys expire this `DURATION` after the latest import that lists them; 0 = never, as DRF's keys (not read from AUTHSVC_TOKEN_TTL, which is serve's)")
 		fromEnv = append(fromEnv, "store", "store-prefix", "secret-key-file")
+	case "check":
+		keyPath = fs.String("secret-key-file", "", "the secret key `FILE` serve is given, checked to open every second factor; default authsvc.key beside a users file, none with PostgreSQL; never created")
+		fs.Var(&oldKeyPaths, "old-secret-key-file", "a key `FILE` serve is given with --old-secret-key-file; repeatable")
+		fromEnv = append(fromEnv, "secret-key-file", "old-secret-key-file")
 	case "rekey":
 		keyPath = fs.String("secret-key-file", "", "the new secret key `FILE`, which the secrets are sealed under from now; required")
 		fs.Var(&oldKeyPaths, "old-secret-key-file", "a secret key `FILE` the secrets may be sealed under now, such as the one being replaced; repeatable")
@@ -197,7 +205,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 			return usagef("user %s: unexpected argument %q", sub, fs.Arg(0))
 		}
 		if sub == "check" {
-			return checkUsers(ctx, dir, stdout, stderr)
+			return checkUsers(ctx, dir, secretKeyFiles{cmd: "user check", usersPath: *usersPath, current: *keyPath, old: oldKeyPaths}, stdout, stderr)
 		}
 		return listUsers(ctx, dir, stdout)
 	case "rekey":
@@ -284,13 +292,28 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	}
 }
 
-// checkUsers validates the users file offline, as the server would load it.
-func checkUsers(ctx context.Context, dir users.Directory, stdout, stderr io.Writer) error {
+// checkUsers validates the users file or database offline, as serve
+// would load it, its secret-key check included: second factors that the
+// key files cannot open fail it with the line serve would stop with. It
+// never creates a key file.
+func checkUsers(ctx context.Context, dir users.Directory, keyFiles secretKeyFiles, stdout, stderr io.Writer) error {
 	list, err := dir.List(ctx)
 	if err != nil {
 		return err
 	}
 	if err := users.Validate(list); err != nil {
+		return err
+	}
+	keys, _, err := loadSecretKeys(keyFiles) // a missing default key file is no key, as serve has before it makes one
+	if err != nil {
+		return err
+	}
+	// Loaded as serve loads it (a users file is read only): its factors are
+	// the ones counted.
+	if err := dir.Reload(ctx); err != nil {
+		return err
+	}
+	if err := checkSecretKeys(ctx, dir, keys); err != nil {
 		return err
 	}
 	warnSlowHashes("user check", list, stderr)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -473,5 +474,127 @@ func TestCLIUserRekeyDjangoHashes(t *testing.T) {
 	want := fmt.Sprintf("2 users keep Django hash fingerprints under key %s: user import needs that key's file (--secret-key-file)\n", x.a.ID())
 	if code != 0 || !strings.HasSuffix(stdout, want) {
 		t.Errorf("user rekey with Django hashes under A = exit %d, stdout %q, stderr %q; want exit 0, ending %q", code, stdout, stderr, want)
+	}
+}
+
+// TestUserCheckSecretKey (issue 28, point 9): user check runs serve's
+// secret-key check. Second factors that its key (--secret-key-file, by
+// default authsvc.key beside a users file, none with PostgreSQL) cannot
+// open, or that no key file is there for, fail it with the one line serve
+// stops with; the old keys of a rotation count as serve's do; and user
+// check never creates a key file.
+func TestUserCheckSecretKey(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		dir := t.TempDir()
+		spec := filepath.Join(dir, "users.json")
+		if err := users.WriteFile(spec, testUsers(t)); err != nil {
+			t.Fatal(err)
+		}
+		testUserCheckSecretKey(t, spec, filepath.Join(dir, defaultKeyFile))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		pgURL, _, _ := testservers.Postgres(t)
+		spec := testservers.NewDatabase(t, pgURL)
+		for _, name := range []string{"alice", "bob"} {
+			mustRunCLI(t, "a long enough passphrase\n", "user", "add", "--users", spec, "--cost", "4", name)
+		}
+		testUserCheckSecretKey(t, spec, "")
+	})
+}
+
+// testUserCheckSecretKey runs TestUserCheckSecretKey on the directory spec
+// names, which holds alice and bob, whose default key file is defaultKey
+// ("": none, PostgreSQL's).
+func testUserCheckSecretKey(t *testing.T, spec, defaultKey string) {
+	keyDir := t.TempDir()
+	a, aPath := newKeyFile(t, keyDir, "a.key")
+	_, bPath := newKeyFile(t, keyDir, "b.key")
+	f, _ := testFactors(t, a, "alice", mustSecret(t), nil, 10)
+	setFactors(t, spec, "alice", f)
+	check := func(what string, ok bool, env map[string]string, args ...string) {
+		t.Helper()
+		code, stdout, stderr := runCLI(t, "", env, append([]string{"user", "check", "--users", spec}, args...)...)
+		if ok {
+			if code != 0 || !strings.Contains(stdout, " users, valid") || stderr != "" {
+				t.Errorf("user check with %s = exit %d, %q, %q; want 0, valid", what, code, stdout, stderr)
+			}
+			return
+		}
+		want := "authsvc: " + serveRefusal(t, env, append([]string{"--users", spec}, args...)...) + "\n"
+		if code != 1 || stdout != "" || stderr != want {
+			t.Errorf("user check with %s = exit %d, stdout %q, stderr %q; want exit 1 and serve's one line %q", what, code, stdout, stderr, want)
+		}
+	}
+	check("the key that sealed them", true, nil, "--secret-key-file", aPath)
+	check("another key", false, nil, "--secret-key-file", bPath)
+	check("another key from AUTHSVC_SECRET_KEY_FILE", false, map[string]string{"AUTHSVC_SECRET_KEY_FILE": bPath})
+	check("another key, and the one that sealed them as an old key", true, nil, "--secret-key-file", bPath, "--old-secret-key-file", aPath)
+	check("no key file", false, nil)
+	if defaultKey == "" {
+		return
+	}
+	if _, err := os.Stat(defaultKey); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after user check and serve without a key file: os.Stat(%s) = %v; want no such file: a new key opens none of the factors", defaultKey, err)
+		os.Remove(defaultKey)
+	}
+	if err := secret.Write(defaultKey, a); err != nil {
+		t.Fatal(err)
+	}
+	check("the default key file, the one that sealed them", true, nil)
+}
+
+// serveRefusal returns the error serve stops with at start, given args;
+// it fails t if serve starts.
+func serveRefusal(t *testing.T, env map[string]string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := run(ctx, append([]string{"authsvc", "serve", "--addr", "127.0.0.1:0"}, args...), func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, io.Discard)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("serve %s = %v, started; want it refused", strings.Join(args, " "), err)
+	}
+	return err.Error()
+}
+
+// TestNoCommandReplacesAKeyFile (issue 28, point 9): a key file that is
+// there, good or not, is never replaced: serve, user import, user rekey
+// and user check use the key it holds or stop, and leave its bytes as they
+// were. A replaced key would lose every factor sealed under it.
+func TestNoCommandReplacesAKeyFile(t *testing.T) {
+	for _, content := range []string{"", "good", "not a key\n"} {
+		dir := t.TempDir()
+		usersPath := filepath.Join(dir, "users.json")
+		if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+			t.Fatal(err)
+		}
+		keyPath := filepath.Join(dir, defaultKeyFile)
+		if content == "good" {
+			newKeyFile(t, dir, defaultKeyFile)
+		} else if err := os.WriteFile(keyPath, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		before, err := os.ReadFile(keyPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unchanged := func(what string) {
+			t.Helper()
+			if after, err := os.ReadFile(keyPath); err != nil || !bytes.Equal(after, before) {
+				t.Errorf("key file %q after %s = %q, %v; want it as it was", content, what, after, err)
+			}
+		}
+		if content == "good" {
+			_, _, stop := startServer(t, nil, "--users", usersPath)
+			stop()
+		} else if err := run(context.Background(), []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", usersPath}, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard); err == nil {
+			t.Errorf("serve over key file %q started; want it refused", content)
+		}
+		unchanged("serve")
+		runCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", djangoFixture)
+		unchanged("user import --from django")
+		runCLI(t, "", nil, "user", "rekey", "--users", usersPath, "--secret-key-file", keyPath)
+		unchanged("user rekey")
+		runCLI(t, "", nil, "user", "check", "--users", usersPath)
+		unchanged("user check")
 	}
 }

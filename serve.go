@@ -117,7 +117,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := bootstrap(ctx, cfg.usersPath, cfg.hashPolicy, stderr); err != nil {
 		return err
 	}
-	keys, err := loadSecretKeys(cfg, log)
+	keys, missing, err := loadSecretKeys(cfg.keyFiles())
 	if err != nil {
 		return err
 	}
@@ -128,6 +128,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	if err := checkSecretKeys(ctx, deps.Users, keys); err != nil {
 		return err
+	}
+	if missing != "" {
+		// Only now: a new key would open none of the factors the
+		// directory may hold, and would stand in the way of the one that
+		// does.
+		deps.MFA.Keys = createSecretKey(missing, log)
 	}
 	// Audit lines skip the batching: each is written before its reply.
 	deps.Guard.Log = httpapi.NewLogger(cfg.logFormat, logOut.synced())
@@ -151,51 +157,73 @@ func bootstrap(ctx context.Context, spec string, policy password.HashPolicy, std
 	return users.BootstrapAdmin(ctx, dir, policy, stderr)
 }
 
+// secretKeyFiles are the secret key files serve is given, which user
+// check checks as serve would.
+type secretKeyFiles struct {
+	cmd       string   // the command, for a usage error
+	usersPath string   // --users: the default key file is beside a users file
+	current   string   // --secret-key-file; "" for the default
+	old       []string // --old-secret-key-file
+}
+
+// keyFiles returns serve's secret key files.
+func (c serveConfig) keyFiles() secretKeyFiles {
+	return secretKeyFiles{cmd: "serve", usersPath: c.usersPath, current: c.secretKeyFile, old: c.oldSecretKeyFile}
+}
+
 // loadSecretKeys returns the keyring of --secret-key-file and
 // --old-secret-key-file. With a users file and no --secret-key-file, the
-// key is authsvc.key beside it, created (mode 0600) when missing; with
+// key is authsvc.key beside it; when that file does not exist, the ring is
+// empty and missing names it, for serve to create once checkSecretKeys has
+// found no second factor that needs another key (createSecretKey). With
 // PostgreSQL and none given, the ring is empty: enrolment answers 503, and
-// checkSecretKeys stops a start over a database that holds secrets.
-func loadSecretKeys(cfg serveConfig, log *slog.Logger) (secret.Keyring, error) {
-	path := cfg.secretKeyFile
-	if path == "" && len(cfg.oldSecretKeyFile) > 0 {
-		return secret.Keyring{}, usagef("serve: --old-secret-key-file needs --secret-key-file, the key that replaced it")
+// checkSecretKeys stops a start over a database that holds secrets. It
+// never writes a file: user check runs it too.
+func loadSecretKeys(files secretKeyFiles) (ring secret.Keyring, missing string, err error) {
+	path := files.current
+	if path == "" && len(files.old) > 0 {
+		return secret.Keyring{}, "", usagef("%s: --old-secret-key-file needs --secret-key-file, the key that replaced it", files.cmd)
 	}
-	if path == "" && isPostgresURL(cfg.usersPath) {
-		return secret.Keyring{}, nil
+	if path == "" && isPostgresURL(files.usersPath) {
+		return secret.Keyring{}, "", nil
 	}
-	var key secret.Key
-	var err error
-	if path == "" {
-		path = filepath.Join(filepath.Dir(cfg.usersPath), defaultKeyFile)
-		_, statErr := os.Stat(path)
-		var created bool
-		key, created, err = secret.LoadOrCreate(path)
-		switch {
-		case err != nil && errors.Is(statErr, fs.ErrNotExist):
-			// A key that cannot be made (a full disk, a read-only folder)
-			// costs enrolment only: it answers 503, and checkSecretKeys
-			// still stops a start over factors no key opens.
-			log.Warn("cannot create the secret key file; second-factor enrolment answers 503 until it can be", "path", path, "err", err)
-			return secret.Keyring{}, nil
-		case err == nil && created:
-			log.Info("created the secret key file; every instance reading these users needs the same key", "path", path, "key_id", key.ID())
-		}
-	} else {
-		key, err = secret.Load(path)
+	byDefault := path == ""
+	if byDefault {
+		path = filepath.Join(filepath.Dir(files.usersPath), defaultKeyFile)
+	}
+	key, err := secret.Load(path)
+	if byDefault && errors.Is(err, fs.ErrNotExist) {
+		return secret.Keyring{}, path, nil
 	}
 	if err != nil {
-		return secret.Keyring{}, fmt.Errorf("--secret-key-file: %w", err)
+		return secret.Keyring{}, "", fmt.Errorf("--secret-key-file: %w", err)
 	}
 	var old []secret.Key
-	for _, p := range cfg.oldSecretKeyFile {
+	for _, p := range files.old {
 		k, err := secret.Load(p)
 		if err != nil {
-			return secret.Keyring{}, fmt.Errorf("--old-secret-key-file: %w", err)
+			return secret.Keyring{}, "", fmt.Errorf("--old-secret-key-file: %w", err)
 		}
 		old = append(old, k)
 	}
-	return secret.NewKeyring(key, old...), nil
+	return secret.NewKeyring(key, old...), "", nil
+}
+
+// createSecretKey creates the default key file at path (mode 0600), or
+// loads the one another instance starting at the same moment created, and
+// returns its ring. A key that cannot be made (a full disk, a read-only
+// folder) costs enrolment only: it answers 503, and the ring is empty. It
+// never replaces a file (secret.Write).
+func createSecretKey(path string, log *slog.Logger) secret.Keyring {
+	key, created, err := secret.LoadOrCreate(path)
+	if err != nil {
+		log.Warn("cannot create the secret key file; second-factor enrolment answers 503 until it can be", "path", path, "err", err)
+		return secret.Keyring{}
+	}
+	if created {
+		log.Info("created the secret key file; every instance reading these users needs the same key", "path", path, "key_id", key.ID())
+	}
+	return secret.NewKeyring(key)
 }
 
 // checkSecretKeys stops serve, with one line, over a directory whose second
