@@ -149,7 +149,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		from = fs.String("from", "", "what `KIND` of file to import: django (a dumpdata file) or file (a users file)")
 		dryRun = fs.Bool("dry-run", false, "write nothing: print what the import would do, and exit as it would")
 		update = fs.Bool("update", false, "bring users that exist already up to date with the dump (--from django): profile, flags, second factors and a hash changed in Django")
-		keyPath = fs.String("secret-key-file", "", "the secret key `FILE` that fingerprints Django hashes and seals their second factors; default authsvc.key beside a users file (created when missing), required with PostgreSQL")
+		keyPath = fs.String("secret-key-file", "", "the secret key `FILE` serve is given over --users: --from django fingerprints Django hashes and seals their second factors under it (created when missing; required with PostgreSQL); --from file copies second factors only when it opens them (never created); default authsvc.key beside a users file")
 		store = fs.String("store", "memory", "the token `STORE` the dump's DRF keys go to: redis://… or redis+sentinel://… as serve's (memory cannot keep them)")
 		storePrefix = fs.String("store-prefix", redisstore.DefaultPrefix, "key `PREFIX` in a shared Redis, as serve's")
 		// Not from AUTHSVC_TOKEN_TTL: that is serve's lifetime of its own
@@ -223,11 +223,11 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if *update && *from != "django" {
 			return usagef("user import: --update works with --from django")
 		}
-		if *keyPath == "" && *from == "django" {
-			if isPostgresURL(*usersPath) {
-				return usagef("user import: --secret-key-file is needed with PostgreSQL: the key that fingerprints the Django hashes and seals their second factors, the same file for every import")
-			}
-			*keyPath = filepath.Join(filepath.Dir(*usersPath), defaultKeyFile)
+		if *keyPath == "" && *from == "django" && isPostgresURL(*usersPath) {
+			return usagef("user import: --secret-key-file is needed with PostgreSQL: the key that fingerprints the Django hashes and seals their second factors, the same file for every import")
+		}
+		if *keyPath == "" && !isPostgresURL(*usersPath) {
+			*keyPath = filepath.Join(filepath.Dir(*usersPath), defaultKeyFile) // serve's
 		}
 		return importUsers(ctx, target, importOptions{
 			from: *from, path: fs.Arg(0), dryRun: *dryRun, update: *update, keyPath: *keyPath,

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,7 +60,7 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 	for _, u := range held {
 		byName[u.Username] = u
 	}
-	dump, key, err := readImport(opt, held, now, stderr)
+	dump, key, err := readImport(opt, held, dir, now, stderr)
 	if err != nil {
 		return err
 	}
@@ -134,10 +135,19 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 		fmt.Fprintf(stderr, "authsvc: user import: skipped %s\n", printable(s.String()))
 	}
 	// Factors count per django-otp device: a TOTP device and a static
-	// device count one each.
+	// device count one each. A users file's count alike: an authenticator
+	// and a user's recovery codes, one each.
 	factorTally := importTally{skipped: countSkips(dump.Skipped, "second factor")}
+	factorsOf := func(name string) int { return dump.Factors[name].Devices() }
+	if opt.from == "file" {
+		copied := make(map[string]*users.Factors, len(dump.Users))
+		for _, u := range dump.Users {
+			copied[u.Username] = u.MFA
+		}
+		factorsOf = func(name string) int { return countFactors(copied[name]) }
+	}
 	skipFactors := func(name, why string) {
-		if n := dump.Factors[name].Devices(); n > 0 {
+		if n := factorsOf(name); n > 0 {
 			factorTally.skipped += n
 			fmt.Fprintf(stderr, "authsvc: user import: skipped %s of %q: %s\n", fmt.Sprintf("%d %s", n, plural(n, "second factor", "second factors")), name, why)
 		}
@@ -161,7 +171,7 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 	}
 	for _, u := range added {
 		if !isRaced[u.Username] {
-			factorTally.imported += dump.Factors[u.Username].Devices()
+			factorTally.imported += factorsOf(u.Username)
 		}
 	}
 	isNotOurs := make(map[string]bool, len(notOurs))
@@ -191,7 +201,7 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 			}
 		default: // deleted meanwhile, or refused by the directory
 			userTally.skipped++
-			factorTally.skipped += dump.Factors[name].Devices()
+			factorTally.skipped += factorsOf(name)
 			fmt.Fprintf(stderr, "authsvc: user import: skipped the update of user %q: %v\n", name, err)
 		}
 	}
@@ -234,11 +244,14 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 // hashes it fingerprints and whose second factors it seals or hashes,
 // under the secret key it returns (importKey), and whose legacy fast
 // hashes it leaves for WrapLegacy. The key is zero for a users file.
-func readImport(opt importOptions, held []users.User, now time.Time, stderr io.Writer) (*users.DjangoDump, secret.Key, error) {
+func readImport(opt importOptions, held []users.User, dest fmt.Stringer, now time.Time, stderr io.Writer) (*users.DjangoDump, secret.Key, error) {
 	if opt.from == "file" {
 		list, err := users.ReadFile(opt.path)
 		if err != nil {
 			return nil, secret.Key{}, fmt.Errorf("user import: %w", err)
+		}
+		if err := checkCopiedFactors(opt, list, dest); err != nil {
+			return nil, secret.Key{}, err
 		}
 		return &users.DjangoDump{Users: list}, secret.Key{}, nil
 	}
@@ -259,6 +272,44 @@ func readImport(opt importOptions, held []users.User, now time.Time, stderr io.W
 		return nil, secret.Key{}, fmt.Errorf("user import: %w", err)
 	}
 	return dump, key, nil
+}
+
+// checkCopiedFactors refuses, in one line naming both key IDs, a users
+// file whose second factors the destination's key cannot open: serve
+// would refuse the destination then (checkSecretKeys), and only the
+// source's key would mend it. The destination's key is opt.keyPath, the
+// --secret-key-file serve there is given (by default authsvc.key beside a
+// users file; none with PostgreSQL unless given). It reads the key file
+// and never creates one: a new key opens nothing already sealed.
+func checkCopiedFactors(opt importOptions, list []users.User, dest fmt.Stringer) error {
+	need := make(map[string]int)
+	for _, u := range list {
+		users.TallyKeyIDs(need, u.MFA)
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	var keys secret.Keyring
+	if opt.keyPath != "" {
+		key, err := secret.Load(opt.keyPath)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return fmt.Errorf("user import: %w", err)
+		default:
+			keys = secret.NewKeyring(key)
+		}
+	}
+	missing, n := keysMissing(need, keys)
+	switch {
+	case len(missing) == 0:
+		return nil
+	case opt.keyPath == "":
+		return fmt.Errorf("user import: %s holds second factors of %d users sealed under key %s, and %s has no secret key to open them: give that key's file with --secret-key-file; nothing written", opt.path, n, strings.Join(missing, ", "), dest)
+	case keys.Current().IsZero():
+		return fmt.Errorf("user import: %s holds second factors of %d users sealed under key %s, and the secret key file %s of %s does not exist: put that key's file there, or give it with --secret-key-file; nothing written", opt.path, n, strings.Join(missing, ", "), opt.keyPath, dest)
+	}
+	return fmt.Errorf("user import: %s holds second factors of %d users sealed under key %s, which the secret key of %s (key %s, %s) cannot open: give that key's file with --secret-key-file, or run user rekey on the source first; nothing written", opt.path, n, strings.Join(missing, ", "), dest, keys.Current().ID(), opt.keyPath)
 }
 
 // importKey returns the secret key that fingerprints Django hashes and
@@ -389,6 +440,19 @@ func usersByName(ctx context.Context, dir importTarget) (map[string]users.User, 
 		byName[u.Username] = u
 	}
 	return byName, nil
+}
+
+// countFactors counts f's second factors as the import's summary does:
+// an authenticator and a set of recovery codes, one each.
+func countFactors(f *users.Factors) int {
+	n := 0
+	if f != nil && f.TOTP != nil {
+		n++
+	}
+	if f != nil && len(f.RecoveryCodes) > 0 {
+		n++
+	}
+	return n
 }
 
 // countSkips counts the skips of records of model.

@@ -234,22 +234,28 @@ func checkSecretKeys(ctx context.Context, dir users.Directory, keys secret.Keyri
 	if err != nil {
 		return fmt.Errorf("cannot read the second factors of %s: %w", dir, err)
 	}
-	var missing []string
-	n := 0
-	for id, users := range need {
-		if _, ok := keys.Key(id); !ok {
-			missing = append(missing, id)
-			n += users
-		}
-	}
+	missing, n := keysMissing(need, keys)
 	if len(missing) == 0 {
 		return nil
 	}
-	slices.Sort(missing)
 	if keys.Current().IsZero() {
 		return fmt.Errorf("%s holds second factors of %d users, sealed under key %s, and serve has no secret key: give it with --secret-key-file", dir, n, strings.Join(missing, ", "))
 	}
 	return fmt.Errorf("%s holds second factors of %d users sealed under key %s, which --secret-key-file (key %s) and --old-secret-key-file do not hold", dir, n, strings.Join(missing, ", "), keys.Current().ID())
+}
+
+// keysMissing returns the IDs of the keys in need (key ID → users, as
+// Directory.FactorKeys counts them) that keys does not hold, sorted, and
+// how many users need them.
+func keysMissing(need map[string]int, keys secret.Keyring) (missing []string, users int) {
+	for id, n := range need {
+		if _, ok := keys.Key(id); !ok {
+			missing = append(missing, id)
+			users += n
+		}
+	}
+	slices.Sort(missing)
+	return missing, users
 }
 
 // checkStore stops serve on a token store that refuses its configuration
