@@ -70,11 +70,15 @@ totp+codes(N), or - for none (an enrolment not yet confirmed is none).`},
 users file (--from file, to move it into PostgreSQL). Users whose names are
 taken are left alone, or with --update brought up to date with the dump.
 A dump's DRF keys go to the token store --store names, and keep working as
-tokens; its confirmed django-otp devices become the users' authenticators
-and recovery codes, sealed and hashed under --secret-key-file's key. One
-summary line counts what was done; every record left out is reported on
-stderr, and the command then exits 1. See the README's "Moving from Django
-REST Framework".`},
+tokens, never expiring unless --token-ttl says so; its confirmed
+django-otp devices become the users' authenticators and recovery codes,
+sealed and hashed under --secret-key-file's key. The keys and devices of
+a Django user left out are left out with it. A users file's second
+factors are copied only when --secret-key-file's key, the one serve is
+given over --users, opens them; otherwise nothing is written. One summary
+line counts what was done; every record left out is reported on stderr,
+and the command then exits 1. See the README's "Moving from Django REST
+Framework".`},
 	{"check", "", "validate the users file or database", `Validates the users file or database as the server would load it: exit 0
 or 1. Second factors that the secret key serve is given cannot open
 (--secret-key-file, and --old-secret-key-file during a rotation), or that
@@ -150,7 +154,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		dryRun = fs.Bool("dry-run", false, "write nothing: print what the import would do, and exit as it would")
 		update = fs.Bool("update", false, "bring users that exist already up to date with the dump (--from django): profile, flags, second factors and a hash changed in Django")
 		keyPath = fs.String("secret-key-file", "", "the secret key `FILE` serve is given over --users: --from django fingerprints Django hashes and seals their second factors under it (created when missing; required with PostgreSQL); --from file copies second factors only when it opens them (never created); default authsvc.key beside a users file")
-		store = fs.String("store", "memory", "the token `STORE` the dump's DRF keys go to: redis://… or redis+sentinel://… as serve's (memory cannot keep them)")
+		store = fs.String("store", "memory", "the token `STORE` the dump's DRF keys go to, as serve's: "+storeForms+" (memory cannot keep them past the import: they are reported skipped)")
 		storePrefix = fs.String("store-prefix", redisstore.DefaultPrefix, "key `PREFIX` in a shared Redis, as serve's")
 		// Not from AUTHSVC_TOKEN_TTL: that is serve's lifetime of its own
 		// tokens, and DRF keys never expire unless the import says so.

@@ -15,6 +15,7 @@ import (
 
 	"authsvc/internal/password"
 	"authsvc/internal/secret"
+	"authsvc/internal/throttle"
 	"authsvc/internal/users"
 
 	"golang.org/x/crypto/bcrypt"
@@ -268,6 +269,7 @@ func TestCLIHelp(t *testing.T) {
 		{"user disable --help", "user-disable-help.golden"},
 		{"user enable --help", "user-enable-help.golden"},
 		{"user logout --help", "user-logout-help.golden"},
+		{"user unlock --help", "user-unlock-help.golden"},
 		{"user reset-mfa --help", "user-reset-mfa-help.golden"},
 		{"user reset-mfa ada -h", "user-reset-mfa-help.golden"},
 		{"user list --help", "user-list-help.golden"},
@@ -636,6 +638,43 @@ func TestCLIConcurrentAdd(t *testing.T) {
 	for _, name := range dirNames(t, dir) {
 		if strings.HasSuffix(name, ".tmp") {
 			t.Errorf("temporary file %s left behind", name)
+		}
+	}
+}
+
+// TestHelpNamesEveryStore (issue 28, point 9): serve --help and user
+// import --help name every --store form that works, and each form they
+// name opens a store (openStore, which connects to nothing yet).
+func TestHelpNamesEveryStore(t *testing.T) {
+	forms := map[string]string{ // the form → a URL of it
+		"memory":             "memory",
+		"redis://":           "redis://127.0.0.1:1/0",
+		"rediss://":          "rediss://127.0.0.1:1/0",
+		"redis+sentinel://":  "redis+sentinel://127.0.0.1:1,127.0.0.1:2/mymaster",
+		"rediss+sentinel://": "rediss+sentinel://127.0.0.1:1/mymaster/0",
+		"redis+cluster://":   "redis+cluster://127.0.0.1:1,127.0.0.1:2",
+		"rediss+cluster://":  "rediss+cluster://127.0.0.1:1",
+	}
+	for form, url := range forms {
+		_, _, closeStore, err := openStore("test", url, "", throttle.DefaultConfig())
+		if err != nil {
+			t.Errorf("openStore(%s) = %v; want a store of the form %s", url, err, form)
+			continue
+		}
+		closeStore()
+	}
+	for _, cmd := range []string{"serve --help", "user import --help"} {
+		_, stdout, _ := runCLI(t, "", nil, strings.Fields(cmd)...)
+		var store string
+		for _, line := range strings.Split(stdout, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "--store ") {
+				store = line
+			}
+		}
+		for form := range forms {
+			if !strings.Contains(store, " "+form) && !strings.Contains(store, "("+form) {
+				t.Errorf("authsvc %s: --store line %q does not name %s", cmd, store, form)
+			}
 		}
 	}
 }

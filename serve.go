@@ -45,6 +45,10 @@ const (
 	logFlushInterval  = 100 * time.Millisecond // how late a log line may be written
 )
 
+// storeForms are the --store forms openStore takes, as serve's and user
+// import's --help name them.
+const storeForms = "memory, redis://[user:pass@]host:port/db, redis+sentinel://[user:pass@]host:port,…/master[/db], redis+cluster://[user:pass@]host:port,…, or each of the three Redis forms over TLS: rediss://…, rediss+sentinel://…, rediss+cluster://…"
+
 // openStore returns the token store that spec names and the login throttle
 // that goes with it. With Redis, the throttle's counters are shared too: a
 // fleet allows as many guesses as one instance. The function returned
