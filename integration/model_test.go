@@ -42,14 +42,13 @@ type userModel struct {
 	old     []string // passwords the user had, oldest first
 	// pending is the secret of an enrolment not yet confirmed ("" none),
 	// with the instance that made it and when.
-	pending      string
-	pendingBy    int
-	pendingAt    time.Time
-	codes        []recoveryCode // of every factor set, spent or not
-	lastCounter  int64          // the highest TOTP counter ever sent for the user
-	weak         bool           // the stored hash is below serve's policy (the CLI wrote it)
-	incarnations int            // how many times the user was added: passwords differ by it
-	changes      int            // how many passwords were made for the user
+	pending     string
+	pendingBy   int
+	pendingAt   time.Time
+	codes       []recoveryCode // of every factor set, spent or not
+	lastCounter int64          // the highest TOTP counter ever sent for the user
+	weak        bool           // the stored hash is below serve's policy (the CLI wrote it)
+	changes     int            // how many passwords were made for the user
 }
 
 // A recoveryCode is one of the codes a confirm handed out.
@@ -126,7 +125,6 @@ func newModel(n int, sharedStore bool, start time.Time) *model {
 		u := &userModel{}
 		st := userState{}
 		if name != spareUser {
-			u.incarnations = 1
 			st = userState{exists: true, password: u.newPassword(name)}
 			u.weak = true
 		}

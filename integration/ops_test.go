@@ -495,15 +495,16 @@ func cliOp(sub string) func(*walker, step) error {
 		u := w.m.users[s.user]
 		st := u.cur()
 		var stdin string
-		kills := true // the tokens of the versions before are not live
+		endsTokens := true // the command ends the user's tokens
+		record := true     // the command makes a version of the user
+		kills := true      // tokens issued on the versions before it are not live
 		switch sub {
 		case "add":
 			if st.exists {
 				return errSkip
 			}
-			u.incarnations++
 			st = userState{exists: true, password: u.newPassword(s.user), factors: st.factors + 1}
-			stdin = st.password
+			stdin, endsTokens = st.password, false
 		case "passwd":
 			if !st.exists {
 				return errSkip
@@ -519,7 +520,7 @@ func cliOp(sub string) func(*walker, step) error {
 			if !st.exists || !st.disabled {
 				return errSkip
 			}
-			st.disabled, kills = false, false
+			st.disabled, endsTokens, kills = false, false, false
 		case "del":
 			if !st.exists {
 				return errSkip
@@ -529,13 +530,24 @@ func cliOp(sub string) func(*walker, step) error {
 			if !st.exists {
 				return errSkip
 			}
+			if st.totp == "" && u.pending == "" {
+				// Nothing to remove: the command changes nothing and ends
+				// no token (cli.go's resetMFA, on purpose: a reset run
+				// twice, or on the wrong user, ends no one's sessions).
+				endsTokens, record = false, false
+			}
 			st.totp, st.factors = "", st.factors+1
-		case "logout", "unlock":
+		case "logout":
 			if !st.exists {
 				return errSkip
 			}
-			// A token issued after the cut-off, wherever, is live.
-			kills = false
+			// A token issued after the cut-off, on any instance, is live.
+			record = false
+		case "unlock":
+			if !st.exists {
+				return errSkip
+			}
+			endsTokens, record = false, false
 		}
 		res := w.f.cli(stdin, sub, s.user)
 		now := time.Now()
@@ -548,10 +560,10 @@ func cliOp(sub string) func(*walker, step) error {
 		case "del", "reset-mfa":
 			u.pending = ""
 		}
-		if sub != "enable" && sub != "unlock" && sub != "add" {
+		if endsTokens {
 			w.m.killUser(s.user, now, -1, nil)
 		}
-		if sub != "unlock" && sub != "logout" {
+		if record {
 			w.m.change(s.user, st, now, true, kills, -1)
 		}
 		return nil
