@@ -1,4 +1,4 @@
-# authsvc: make build | run | test | cover | fuzz | e2e | bench
+# authsvc: make build | run | test | cover | fuzz | e2e | bench | model
 GO       ?= go
 FUZZTIME ?= 20s
 # package:target, each target beside the parser it guards
@@ -8,7 +8,7 @@ FUZZ_TARGETS = internal/tokens:FuzzParseCredentials internal/httpapi:FuzzDecodeL
 	internal/password:FuzzParsePasswordHash internal/password:FuzzDecodeHashJob \
 	internal/secret:FuzzParseKeyFile internal/mfa:FuzzCheck internal/mfa:FuzzNormalizeRecoveryCode
 
-.PHONY: build run test cover fuzz clean bench e2e
+.PHONY: build run test cover fuzz clean bench e2e model
 
 build:
 	$(GO) build -buildvcs=auto -o authsvc .
@@ -23,6 +23,17 @@ test:
 # e2e: a page from another origin logs in through headless Chromium (CORS); needs /usr/bin/chromium.
 e2e:
 	AUTHSVC_REQUIRE_E2E=1 $(GO) test -tags e2e -run Browser -count=1 -v .
+
+# model: longer model-based walks of real fleets than make test's budget (integration/walk_test.go):
+# SEEDS walks of STEPS steps per topology from seed SEED (a new one each run unless given);
+# TOPOLOGY=single|file+redis|postgres+redis|file+cluster runs one topology.
+SEED     ?= $(shell date +%s)
+SEEDS    ?= 3
+STEPS    ?= 200
+TOPOLOGY ?=
+model:
+	AUTHSVC_MODEL_SEED=$(SEED) AUTHSVC_MODEL_SEEDS=$(SEEDS) AUTHSVC_MODEL_STEPS=$(STEPS) AUTHSVC_MODEL_TOPOLOGY=$(TOPOLOGY) \
+		AUTHSVC_MODEL_SHRINK=5m $(GO) test -count=1 -timeout 2h -run TestModelFleet -v ./integration
 
 cover:
 	$(GO) test -coverprofile=cover.out $$($(GO) list ./... | grep -v /bench/)  # the service; bench/ is tooling

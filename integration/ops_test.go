@@ -340,6 +340,7 @@ func (w *walker) opSessionDelete(s step) error {
 	if by == nil {
 		return errSkip
 	}
+	w.note("ending #%d", target.id)
 	r, err := w.call(s.inst, "GET", "/api/auth/sessions/", target.value, "")
 	if err != nil {
 		return err

@@ -27,7 +27,7 @@ import (
 // per topology; default 2), AUTHSVC_MODEL_STEPS (steps per walk; default
 // 25), AUTHSVC_MODEL_TOPOLOGY (one topology's name), AUTHSVC_MODEL_REPLAY
 // (a step list, one step per line or ';'-separated, replayed instead of a
-// walk), AUTHSVC_MODEL_SHRINK (how long shrinking may take; default 60s)
+// walk), AUTHSVC_MODEL_SHRINK (how long shrinking may take; default 30s)
 // and AUTHSVC_MODEL_WITHOUT (operations never drawn, comma-separated: to
 // look past a known bug).
 func TestModelFleet(t *testing.T) {
@@ -77,7 +77,7 @@ type config struct {
 }
 
 func readConfig(t *testing.T) config {
-	cfg := config{seed: 1, seeds: 2, steps: 25, shrinkFor: time.Minute}
+	cfg := config{seed: 1, seeds: 2, steps: 25, shrinkFor: 30 * time.Second}
 	env := func(name string, parse func(string) error) {
 		if v := os.Getenv(name); v != "" {
 			if err := parse(v); err != nil {
@@ -202,6 +202,7 @@ func walk(t *testing.T, topo topology, makeDir func(*testing.T, string) (string,
 			}
 		} else {
 			for range 100 {
+				w.notes = nil
 				s = draw(rng, len(f.insts), m.names)
 				if err = opByName(s.op).run(w, s); err != errSkip {
 					break
