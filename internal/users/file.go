@@ -343,7 +343,15 @@ func (s *FileDirectory) edit(create bool, ed streamEdit) error {
 	if s.cur.Load() == nil {
 		return nil
 	}
-	if err := s.Reload(context.Background()); err != nil && s.log != nil {
+	// Watch's hooks are told this load's cuts as any other's: it may bring
+	// in other processes' changes too (a user passwd the watcher had not
+	// seen yet), and once it is loaded no later check finds the file
+	// changed. Untold, such a change never reached the token store, which
+	// went on refusing the new password's logins on the older stamp.
+	s.mu.Lock()
+	hooks := s.hooks
+	s.mu.Unlock()
+	if _, err := s.load(hooks.Cut); err != nil && s.log != nil {
 		s.log.Error("users file written but refused at its reload; previous users stay in force", "err", err)
 	}
 	return nil
