@@ -486,6 +486,9 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFa
 			if req.OTP == "" {
 				attempt.release()
 				err = sf.challenge(r.Context(), u, stamp)
+				if errors.Is(err, tokens.ErrSuperseded) && tc.retell(r.Context(), u.Username(), stamp) {
+					err = sf.challenge(r.Context(), u, stamp)
+				}
 				if e, ok := err.(*apiError); ok && e.code == "mfa_required" {
 					tc.metrics.secondFactorStep("required", nil)
 				}
@@ -523,6 +526,9 @@ func (a *loginAttempt) grant(log *slog.Logger, tc tokenCheck, u *users.Account, 
 		// would be born dead.
 		now := users.Later(tc.now(), u.TokensAfter())
 		reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, u, stamp, now, a.client, a.r.UserAgent())
+		if errors.Is(err, tokens.ErrSuperseded) && tc.retell(a.r.Context(), u.Username(), stamp) {
+			reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, u, stamp, now, a.client, a.r.UserAgent())
+		}
 		if errors.Is(err, tokens.ErrSuperseded) && a.event == "password change" {
 			// The change has just told the store this stamp; only a
 			// later change, or another instance's reload that read the

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -51,6 +52,25 @@ func (p TokenPolicy) Supersession(username string, stamp uint64, before, now tim
 		sup.Until = now.Add(p.TTL)
 	}
 	return sup
+}
+
+// retell reports whether the store's refusal of a session or challenge of
+// username on stamp (tokens.ErrSuperseded) came from a stamp older than
+// the directory's, and if so tells the store the directory's state, so
+// that the caller may try once more. The directory decides
+// (docs/design/tokens.md); the store's stamp only keeps out logins on a
+// password already superseded, and a change the store was never told of
+// (a reload whose Supersede failed while Redis was away) must not refuse
+// the right password until the stamp expires. A directory that, read
+// afresh, has username on another stamp, or disabled, or cannot be read,
+// confirms the refusal.
+func (c tokenCheck) retell(ctx context.Context, username string, stamp uint64) bool {
+	u, err := c.users.Recheck(ctx, username)
+	if err != nil || u.Disabled() || u.SessionGeneration() != stamp {
+		return false
+	}
+	_, err = c.store.Supersede(ctx, c.policy.Supersession(username, stamp, u.TokensAfter(), c.now()))
+	return err == nil
 }
 
 // A principal is who a request's token speaks for.
