@@ -292,7 +292,13 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	case "reset-mfa":
 		return resetMFA(ctx, dir, username, stdout)
 	default: // enable
-		return changeUser(ctx, dir, sub, username, stdout, "enabled", func(u *users.User) { u.Disabled = false })
+		// A cut-off too: a token an instance issued while the user was
+		// disabled, before it had reloaded, dies with the enable rather
+		// than living on (docs/design/tokens.md); no token is live at an
+		// enable, so none is lost.
+		return changeUser(ctx, dir, sub, username, stdout, "enabled", func(u *users.User) {
+			u.Disabled, u.TokensAfter = false, users.Later(u.TokensAfter, time.Now().UTC())
+		})
 	}
 }
 

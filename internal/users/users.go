@@ -62,9 +62,11 @@ type User struct {
 	Admin        bool     `json:"admin"`
 	Disabled     bool     `json:"disabled"`
 	// TokensAfter is the user's cut-off: tokens issued before it are dead
-	// for good. add, disable, passwd and logout set it to the moment they
-	// run, so that no later change (enable, a re-add, an older file put
-	// back) brings a dead token back. Absent in older files: no cut-off.
+	// for good. add, disable, enable, passwd, logout and reset-mfa set it
+	// to the moment they run, so that no later change (a re-add, an older
+	// file put back) brings a dead token back, and an enable ends the
+	// tokens a lagging instance issued while the user was disabled.
+	// Absent in older files: no cut-off.
 	TokensAfter time.Time `json:"tokens_after,omitzero"`
 	// PasswordGeneration counts the user's password changes: user passwd
 	// and POST /api/auth/password/ add one, a rehash on login does not. A
