@@ -172,3 +172,44 @@ func TestStoreStampFollowsDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestLaggingInstanceLogsIn: after a second factor is confirmed and removed
+// on one instance (the password generation moves twice, the password and
+// the factors end as they were), the right password logs in on an instance
+// that has not reloaded yet: the store refuses the stamp of its copy, and
+// the instance answers from the directory as it is now instead of 401
+// invalid_credentials, which neither the old state nor the new one gives.
+func TestLaggingInstanceLogsIn(t *testing.T) {
+	redisURL, _, _ := testservers.Redis(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.json")
+	if err := users.WriteFile(path, testUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+	args := []string{"--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4",
+		"--secret-key-file", filepath.Join(dir, "fleet.key")}
+	baseA, _, stopA := startServer(t, nil, append(args, "--reload-interval", "100ms")...)
+	defer stopA()
+	baseB, _, stopB := startServer(t, nil, append(args, "--reload-interval", "1h")...)
+	defer stopB()
+
+	token := tokenOf(t, "alice on A", miLogin(t, baseA, "alice"))
+	status, body := mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`)
+	if status != 200 {
+		t.Fatalf("enrol on A = %d %v", status, body)
+	}
+	secret32 := body["secret"].(string)
+	if status, body = mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+totpCode(t, secret32, time.Now())+`"}`); status != 200 {
+		t.Fatalf("confirm on A = %d %v", status, body)
+	}
+	recovery := body["recovery_codes"].([]any)
+	if status, body = mfaCall(t, "DELETE", baseA+"/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"`+recovery[0].(string)+`"}`); status != 204 {
+		t.Fatalf("removal on A = %d %v", status, body)
+	}
+	// B has not reloaded (1h): its copy has alice's first generation.
+	fresh := tokenOf(t, "alice on B, behind two factor changes", miLogin(t, baseB, "alice"))
+	wantInfo(t, "B's token, on A", baseA, fresh, aliceInfo)
+	wantInfo(t, "B's token, on B", baseB, fresh, aliceInfo)
+	wantInfo(t, "the re-bound token, on B", baseB, token, aliceInfo)
+}

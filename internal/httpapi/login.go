@@ -486,8 +486,11 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFa
 			if req.OTP == "" {
 				attempt.release()
 				err = sf.challenge(r.Context(), u, stamp)
-				if errors.Is(err, tokens.ErrSuperseded) && tc.retell(r.Context(), u.Username(), stamp) {
-					err = sf.challenge(r.Context(), u, stamp)
+				if errors.Is(err, tokens.ErrSuperseded) {
+					if fresh, now, ok := tc.afresh(r.Context(), u, stamp); ok {
+						u, stamp = fresh, now
+						err = sf.challenge(r.Context(), u, stamp)
+					}
 				}
 				if e, ok := err.(*apiError); ok && e.code == "mfa_required" {
 					tc.metrics.secondFactorStep("required", nil)
@@ -526,8 +529,11 @@ func (a *loginAttempt) grant(log *slog.Logger, tc tokenCheck, u *users.Account, 
 		// would be born dead.
 		now := users.Later(tc.now(), u.TokensAfter())
 		reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, u, stamp, now, a.client, a.r.UserAgent())
-		if errors.Is(err, tokens.ErrSuperseded) && tc.retell(a.r.Context(), u.Username(), stamp) {
-			reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, u, stamp, now, a.client, a.r.UserAgent())
+		if errors.Is(err, tokens.ErrSuperseded) {
+			if fresh, freshStamp, ok := tc.afresh(a.r.Context(), u, stamp); ok {
+				now = users.Later(tc.now(), fresh.TokensAfter())
+				reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, fresh, freshStamp, now, a.client, a.r.UserAgent())
+			}
 		}
 		if errors.Is(err, tokens.ErrSuperseded) && a.event == "password change" {
 			// The change has just told the store this stamp; only a

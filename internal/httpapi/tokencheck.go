@@ -54,23 +54,31 @@ func (p TokenPolicy) Supersession(username string, stamp uint64, before, now tim
 	return sup
 }
 
-// retell reports whether the store's refusal of a session or challenge of
-// username on stamp (tokens.ErrSuperseded) came from a stamp older than
-// the directory's, and if so tells the store the directory's state, so
-// that the caller may try once more. The directory decides
-// (docs/design/tokens.md); the store's stamp only keeps out logins on a
-// password already superseded, and a change the store was never told of
-// (a reload whose Supersede failed while Redis was away) must not refuse
-// the right password until the stamp expires. A directory that, read
-// afresh, has username on another stamp, or disabled, or cannot be read,
-// confirms the refusal.
-func (c tokenCheck) retell(ctx context.Context, username string, stamp uint64) bool {
-	u, err := c.users.Recheck(ctx, username)
-	if err != nil || u.Disabled() || u.SessionGeneration() != stamp {
-		return false
+// afresh answers the store's refusal (tokens.ErrSuperseded) of a session
+// or challenge of u issued on stamp by the directory as it is now
+// (Recheck): it returns the user as the directory has them and the stamp a
+// session of theirs carries now, and ok when the login's verdict stands on
+// that copy (enabled, the same password hash, a second factor or not as
+// u), so that the caller may issue once more on them. The directory
+// decides (docs/design/tokens.md): the refusal came either from this
+// instance's copy being behind (a factor change on another instance moved
+// the stamp, the password unchanged) or from the store's stamp being
+// behind (a change it was never told of, say while Redis was away); the
+// latter is told the directory's state. Otherwise (another password, the
+// user disabled, factors that appeared or went, a directory that cannot
+// say) the refusal stands.
+func (c tokenCheck) afresh(ctx context.Context, u *users.Account, stamp uint64) (*users.Account, uint64, bool) {
+	fresh, err := c.users.Recheck(ctx, u.Username())
+	if err != nil || fresh.Disabled() || fresh.StoredHash() != u.StoredHash() || fresh.HasSecondFactor() != u.HasSecondFactor() {
+		return nil, 0, false
 	}
-	_, err = c.store.Supersede(ctx, c.policy.Supersession(username, stamp, u.TokensAfter(), c.now()))
-	return err == nil
+	now := fresh.SessionGeneration()
+	if now == stamp {
+		if _, err := c.store.Supersede(ctx, c.policy.Supersession(u.Username(), now, fresh.TokensAfter(), c.now())); err != nil {
+			return nil, 0, false
+		}
+	}
+	return fresh, now, true
 }
 
 // A principal is who a request's token speaks for.
