@@ -213,3 +213,57 @@ func TestLaggingInstanceLogsIn(t *testing.T) {
 	wantInfo(t, "B's token, on B", baseB, fresh, aliceInfo)
 	wantInfo(t, "the re-bound token, on B", baseB, token, aliceInfo)
 }
+
+// TestLaggingInstanceFollowsFactors: a login on an instance that has not
+// seen a second factor come or go answers as the directory now has the
+// user: mfa_required after a confirm on another instance, a token after a
+// `user reset-mfa`, never 401 invalid_credentials for the right password
+// (found by the model-based test: reset-mfa, then a login on a lagging
+// instance).
+func TestLaggingInstanceFollowsFactors(t *testing.T) {
+	redisURL, _, _ := testservers.Redis(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.json")
+	if err := users.WriteFile(path, testUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "fleet.key")
+	writeKeyFile(t, key)
+	args := []string{"--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--secret-key-file", key}
+	baseA, _, stopA := startServer(t, nil, append(args, "--reload-interval", "100ms")...)
+	defer stopA()
+	baseB, _, stopB := startServer(t, nil, append(args, "--reload-interval", "1h")...)
+	defer stopB()
+	confirm := func(base, user string) {
+		t.Helper()
+		token := tokenOf(t, user+" on "+base, miLogin(t, base, user))
+		status, body := mfaCall(t, "POST", base+"/api/auth/mfa/totp/", token, `{"password":"`+user+`-pw"}`)
+		if status != 200 {
+			t.Fatalf("enrol %s = %d %v", user, status, body)
+		}
+		if status, body = mfaCall(t, "POST", base+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+totpCode(t, body["secret"].(string), time.Now())+`"}`); status != 200 {
+			t.Fatalf("confirm %s = %d %v", user, status, body)
+		}
+	}
+
+	// alice confirms an authenticator on A; B, behind, still has none for her.
+	confirm(baseA, "alice")
+	if r := miLogin(t, baseB, "alice"); r.status != 401 || r.code() != "mfa_required" {
+		t.Errorf("alice's password on B after a confirm on A = %v; want 401 mfa_required", r)
+	}
+	// bob confirms on B (B knows his factor), then user reset-mfa removes it.
+	confirm(baseB, "bob")
+	mustRunCLI(t, "", "user", "reset-mfa", "--users", path, "bob")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		// A reloads within 100 ms and tells the store; B never reloads.
+		r := miLogin(t, baseB, "bob")
+		if r.status == 200 {
+			break
+		}
+		if r.code() != "mfa_required" || time.Now().After(deadline) {
+			t.Fatalf("bob's password on B after user reset-mfa = %v; want mfa_required until the store hears of it, then 200", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -480,33 +480,46 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFa
 			// meanwhile: the store refuses it once a change superseded it.
 			stamp = u.SessionGeneration()
 		}
-		if err == nil && attempt.held {
-			// A second factor: the code sent beside the password, or the
-			// mfa_token of a second step.
-			if req.OTP == "" {
-				attempt.release()
-				err = sf.challenge(r.Context(), u, stamp)
-				if errors.Is(err, tokens.ErrSuperseded) {
-					if fresh, now, ok := tc.afresh(r.Context(), u, stamp); ok {
-						u, stamp = fresh, now
-						err = sf.challenge(r.Context(), u, stamp)
-					}
-				}
-				if e, ok := err.(*apiError); ok && e.code == "mfa_required" {
-					tc.metrics.secondFactorStep("required", nil)
-				}
-			} else {
-				attempt.codeLock = true
-				err = attempt.verifyCode(func() (bool, error) { return sf.check(r.Context(), u.Username(), req.OTP) })
-				tc.metrics.secondFactorStep("code", err)
-				if errors.Is(err, errInvalidCredentials) {
-					// As long as a wrong password takes: the time must not
-					// tell that the password was right.
-					holdFor(time.Duration(tc.users.Slowest().Took.Load()), time.Since(started))
+		var reply LoginReply
+		codeSent := attempt.held && req.OTP != "" // a code is checked, and spent if right
+		switch {
+		case err != nil:
+		case attempt.held && req.OTP == "":
+			attempt.release()
+			err = sf.challenge(r.Context(), u, stamp)
+		case codeSent:
+			// A second factor: the code sent beside the password.
+			attempt.codeLock = true
+			err = attempt.verifyCode(func() (bool, error) { return sf.check(r.Context(), u.Username(), req.OTP) })
+			tc.metrics.secondFactorStep("code", err)
+			if errors.Is(err, errInvalidCredentials) {
+				// As long as a wrong password takes: the time must not
+				// tell that the password was right.
+				holdFor(time.Duration(tc.users.Slowest().Took.Load()), time.Since(started))
+			}
+			if err == nil {
+				reply, err = attempt.issue(tc, u, stamp, true)
+			}
+		default:
+			reply, err = attempt.issue(tc, u, stamp, false)
+		}
+		if errors.Is(err, tokens.ErrSuperseded) && !codeSent {
+			// This instance's copy of the user is behind, or the store's
+			// stamp is (tokenCheck.afresh). Nothing was spent: the login
+			// is decided again on the user as the directory has them
+			// now, a second factor that came or went included.
+			if fresh, freshStamp, ok := tc.afresh(r.Context(), u, stamp); ok {
+				if fresh.HasSecondFactor() {
+					err = sf.challenge(r.Context(), fresh, freshStamp)
+				} else {
+					reply, err = attempt.issue(tc, fresh, freshStamp, false)
 				}
 			}
 		}
-		attempt.grant(log, tc, u, stamp, err)
+		if e, ok := err.(*apiError); ok && e.code == "mfa_required" {
+			tc.metrics.secondFactorStep("required", nil)
+		}
+		attempt.finish(log, reply, err)
 	})
 }
 
@@ -519,31 +532,43 @@ func holdFor(target, took time.Duration) {
 
 // grant ends an attempt: unless err stopped it, a new token of u bound to
 // the password generation stamp (503 when the store cannot keep it); the
-// audit line; then the login reply, or err's. A login and a password
-// change end alike.
+// audit line; then the login reply, or err's. A password change and a
+// login's second step end so.
 func (a *loginAttempt) grant(log *slog.Logger, tc tokenCheck, u *users.Account, stamp uint64, err error) {
 	var reply LoginReply
 	if err == nil {
-		// Never before the user's cut-off, which another instance's clock
-		// may have set ahead of this one's (users.NextCutoff): the token
-		// would be born dead.
-		now := users.Later(tc.now(), u.TokensAfter())
-		reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, u, stamp, now, a.client, a.r.UserAgent())
-		if errors.Is(err, tokens.ErrSuperseded) {
-			if fresh, freshStamp, ok := tc.afresh(a.r.Context(), u, stamp); ok {
-				now = users.Later(tc.now(), fresh.TokensAfter())
-				reply, err = issueToken(a.r.Context(), tc.store, tc.policy, tc.metrics, fresh, freshStamp, now, a.client, a.r.UserAgent())
-			}
-		}
+		reply, err = a.issue(tc, u, stamp, true)
 		if errors.Is(err, tokens.ErrSuperseded) && a.event == "password change" {
 			// The change has just told the store this stamp; only a
-			// later change, or another instance's reload that read the
-			// users before this one, can have moved it on since. The
-			// password did change: never 401, as if current_password
-			// were wrong.
+			// later change can have moved it on since. The password did
+			// change: never 401, as if current_password were wrong.
 			err = errUnavailable
 		}
 	}
+	a.finish(log, reply, err)
+}
+
+// issue stores a new token of u bound to the password generation stamp.
+// Never before the user's cut-off, which another instance's clock may have
+// set ahead of this one's (users.NextCutoff): the token would be born
+// dead. A refusal of the stamp (tokens.ErrSuperseded) is settled by the
+// directory as it is now (tokenCheck.afresh) when the user there has the
+// same password, and, if withFactors (a code was checked against the
+// factors as they were), a second factor as before.
+func (a *loginAttempt) issue(tc tokenCheck, u *users.Account, stamp uint64, withFactors bool) (LoginReply, error) {
+	ctx := a.r.Context()
+	reply, err := issueToken(ctx, tc.store, tc.policy, tc.metrics, u, stamp, users.Later(tc.now(), u.TokensAfter()), a.client, a.r.UserAgent())
+	if !errors.Is(err, tokens.ErrSuperseded) || !withFactors {
+		return reply, err
+	}
+	if fresh, freshStamp, ok := tc.afresh(ctx, u, stamp); ok && fresh.HasSecondFactor() == u.HasSecondFactor() {
+		return issueToken(ctx, tc.store, tc.policy, tc.metrics, fresh, freshStamp, users.Later(tc.now(), fresh.TokensAfter()), a.client, a.r.UserAgent())
+	}
+	return reply, err
+}
+
+// finish ends an attempt: the audit line, then the login reply, or err's.
+func (a *loginAttempt) finish(log *slog.Logger, reply LoginReply, err error) {
 	a.audit(err)
 	if err != nil {
 		writeError(a.w, a.r, log, err)

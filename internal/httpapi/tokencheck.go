@@ -57,19 +57,18 @@ func (p TokenPolicy) Supersession(username string, stamp uint64, before, now tim
 // afresh answers the store's refusal (tokens.ErrSuperseded) of a session
 // or challenge of u issued on stamp by the directory as it is now
 // (Recheck): it returns the user as the directory has them and the stamp a
-// session of theirs carries now, and ok when the login's verdict stands on
-// that copy (enabled, the same password hash, a second factor or not as
-// u), so that the caller may issue once more on them. The directory
-// decides (docs/design/tokens.md): the refusal came either from this
-// instance's copy being behind (a factor change on another instance moved
-// the stamp, the password unchanged) or from the store's stamp being
-// behind (a change it was never told of, say while Redis was away); the
-// latter is told the directory's state. Otherwise (another password, the
-// user disabled, factors that appeared or went, a directory that cannot
-// say) the refusal stands.
+// session of theirs carries now, and ok when the password checked is
+// still theirs there (enabled, the same hash), so that the caller may
+// decide once more on them. The directory decides
+// (docs/design/tokens.md): the refusal came either from this instance's
+// copy being behind (a factor change on another instance moved the stamp,
+// the password unchanged) or from the store's stamp being behind (a
+// change it was never told of, say while Redis was away); the latter is
+// told the directory's state. Otherwise (another password, the user
+// disabled, a directory that cannot say) the refusal stands.
 func (c tokenCheck) afresh(ctx context.Context, u *users.Account, stamp uint64) (*users.Account, uint64, bool) {
 	fresh, err := c.users.Recheck(ctx, u.Username())
-	if err != nil || fresh.Disabled() || fresh.StoredHash() != u.StoredHash() || fresh.HasSecondFactor() != u.HasSecondFactor() {
+	if err != nil || fresh.Disabled() || fresh.StoredHash() != u.StoredHash() {
 		return nil, 0, false
 	}
 	now := fresh.SessionGeneration()
