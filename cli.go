@@ -273,10 +273,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		if err != nil {
 			return err
 		}
-		return changeUser(ctx, dir, sub, username, stdout, "changed the password of", func(u *users.User) {
-			u.PasswordHash, u.TokensAfter = hash, time.Now().UTC()
-			u.PasswordGeneration++ // the sessions of the old password die with it, however recent
-		})
+		return userChanged(users.SetPassword(ctx, dir, username, hash), dir, sub, username, "changed the password of", stdout)
 	case "del":
 		if err := dir.Delete(ctx, username); err != nil {
 			return userError(sub, username, err)
@@ -284,21 +281,15 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 		fmt.Fprintf(stdout, "deleted user %q from %s\n", username, dir)
 		return nil
 	case "disable":
-		return changeUser(ctx, dir, sub, username, stdout, "disabled", func(u *users.User) { u.Disabled, u.TokensAfter = true, time.Now().UTC() })
+		return userChanged(users.Disable(ctx, dir, username), dir, sub, username, "disabled", stdout)
 	case "logout":
-		return changeUser(ctx, dir, sub, username, stdout, "ended every token of", func(u *users.User) { u.TokensAfter = time.Now().UTC() })
+		return userChanged(users.Logout(ctx, dir, username), dir, sub, username, "ended every token of", stdout)
 	case "unlock":
-		return changeUser(ctx, dir, sub, username, stdout, "lifted the lockout of", func(u *users.User) { u.FailuresAfter = time.Now().UTC() })
+		return userChanged(users.Unlock(ctx, dir, username), dir, sub, username, "lifted the lockout of", stdout)
 	case "reset-mfa":
 		return resetMFA(ctx, dir, username, stdout)
 	default: // enable
-		// A cut-off too: a token an instance issued while the user was
-		// disabled, before it had reloaded, dies with the enable rather
-		// than living on (docs/design/tokens.md); no token is live at an
-		// enable, so none is lost.
-		return changeUser(ctx, dir, sub, username, stdout, "enabled", func(u *users.User) {
-			u.Disabled, u.TokensAfter = false, users.Later(u.TokensAfter, time.Now().UTC())
-		})
+		return userChanged(users.Enable(ctx, dir, username), dir, sub, username, "enabled", stdout)
 	}
 }
 
@@ -354,12 +345,9 @@ func warnSlowHashes(cmd string, list []users.User, stderr io.Writer) {
 	}
 }
 
-// changeUser applies change to username's entry in dir.
-func changeUser(ctx context.Context, dir users.Directory, sub, username string, stdout io.Writer, done string, change func(*users.User)) error {
-	err := dir.Update(ctx, username, func(u *users.User) error {
-		change(u)
-		return nil
-	})
+// userChanged reports the outcome err of "user sub username" on dir: done
+// (what was done to the user) on stdout, or the error in one line.
+func userChanged(err error, dir users.Directory, sub, username, done string, stdout io.Writer) error {
 	if err != nil {
 		return userError(sub, username, err)
 	}
@@ -367,37 +355,20 @@ func changeUser(ctx context.Context, dir users.Directory, sub, username string, 
 	return nil
 }
 
-// errNoFactors: user reset-mfa found no second factor to remove.
-var errNoFactors = errors.New("no second factor")
-
-// resetMFA removes username's second factors and ends its tokens with the
-// reach of user passwd: whoever held a token may have been the one who
-// enrolled the authenticator being removed, so none of them survives it.
-// A user without factors is left as it was, cut-off included: a reset
-// run twice, or on the wrong user, ends no one's sessions.
+// resetMFA runs "user reset-mfa" (users.ResetFactors) and says what it
+// removed.
 func resetMFA(ctx context.Context, dir users.Directory, username string, stdout io.Writer) error {
-	var pendingOnly bool
-	err := dir.Update(ctx, username, func(u *users.User) error {
-		f := u.MFA
-		if f == nil || f.TOTP == nil && f.PendingTOTP == nil && len(f.RecoveryCodes) == 0 {
-			return errNoFactors
-		}
-		pendingOnly = !u.HasSecondFactor()
-		u.MFA, u.TokensAfter = nil, time.Now().UTC()
-		u.PasswordGeneration++ // a session of a login in flight dies too, as with a new password
-		return nil
-	})
+	removed, pendingOnly, err := users.ResetFactors(ctx, dir, username)
 	switch {
-	case errors.Is(err, errNoFactors):
-		fmt.Fprintf(stdout, "user %q has no second factor in %s; nothing changed\n", username, dir)
-		return nil
 	case err != nil:
 		return userError("reset-mfa", username, err)
+	case !removed:
+		fmt.Fprintf(stdout, "user %q has no second factor in %s; nothing changed\n", username, dir)
 	case pendingOnly:
 		fmt.Fprintf(stdout, "removed the unconfirmed enrolment of user %q in %s, and ended its tokens\n", username, dir)
-		return nil
+	default:
+		fmt.Fprintf(stdout, "removed the second factors of user %q in %s, and ended its tokens\n", username, dir)
 	}
-	fmt.Fprintf(stdout, "removed the second factors of user %q in %s, and ended its tokens\n", username, dir)
 	return nil
 }
 
