@@ -642,6 +642,8 @@ func Run(t *testing.T, factory Factory) {
 		}
 	})
 
+	t.Run("operations on a user", func(t *testing.T) { runOps(t, factory) })
+
 	t.Run("authenticate through the directory", func(t *testing.T) {
 		d := factory(t)()
 		if err := d.Add(ctx, alice); err != nil {
