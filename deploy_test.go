@@ -515,3 +515,39 @@ func TestCompose(t *testing.T) {
 		t.Errorf("the two instances do not share their users and store: %q %q vs %q %q", fleet[0].usersPath, fleet[0].store, fleet[1].usersPath, fleet[1].store)
 	}
 }
+
+// TestComposeHeader: the commands in docker-compose.yml's header comment
+// work as pasted. A "$VAR" in a command run in a container expands in the
+// host's shell, where the service's environment is not; the admin's
+// password is printed by whichever instance sets up the database first, so
+// the logs command asks every instance.
+func TestComposeHeader(t *testing.T) {
+	data, err := os.ReadFile("docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	services := readCompose(t)
+	sawLogs := false
+	for _, line := range strings.Split(string(data), "\n") {
+		text, ok := strings.CutPrefix(line, "#")
+		if !ok {
+			break // the header ends at the first line that is no comment
+		}
+		text = strings.TrimSpace(text)
+		if strings.HasPrefix(text, "docker compose exec") && strings.Contains(text, "$") {
+			t.Errorf("docker-compose.yml header: %q: the $ expands on the host, not in the container", text)
+		}
+		if strings.HasPrefix(text, "docker compose logs") && strings.Contains(text, "password") {
+			sawLogs = true
+			words := strings.Fields(text)
+			for name := range services {
+				if strings.HasPrefix(name, "authsvc") && !slices.Contains(words, name) {
+					t.Errorf("docker-compose.yml header: %q does not ask %s, which may be the instance that prints the admin's password", text, name)
+				}
+			}
+		}
+	}
+	if !sawLogs {
+		t.Error("docker-compose.yml header: no 'docker compose logs … password' line: how is the admin's password found?")
+	}
+}
