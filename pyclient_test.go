@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -24,8 +25,33 @@ func requirePython() bool {
 	return os.Getenv("AUTHSVC_REQUIRE_PYTHON") == "1" || (ci != "" && ci != "0" && ci != "false")
 }
 
-// TestPythonDjangoClient installs clients/django as its README says (pip,
-// offline, Debian's setuptools) into a temporary directory and runs its
+// The install the READMEs show: a virtual environment that sees Debian's
+// Django and DRF (Debian's own site-packages refuse pip, PEP 668), and pip
+// offline with Debian's setuptools. TestPythonDjangoClient runs these
+// commands, with the folders moved to its own.
+const (
+	readmeVenv = "python3 -m venv --system-site-packages .venv"
+	readmePip  = ".venv/bin/pip install --no-build-isolation --no-deps ./clients/django"
+)
+
+// TestPythonDjangoClientREADME: README.md and clients/django/README.md show
+// the install TestPythonDjangoClient runs.
+func TestPythonDjangoClientREADME(t *testing.T) {
+	for _, name := range []string{"README.md", "clients/django/README.md"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{readmeVenv, readmePip} {
+			if !strings.Contains(string(data), cmd) {
+				t.Errorf("%s does not show %q, the install TestPythonDjangoClient tests", name, cmd)
+			}
+		}
+	}
+}
+
+// TestPythonDjangoClient installs clients/django as the READMEs say
+// (readmeVenv, readmePip) into a temporary virtual environment and runs its
 // Python tests against that installed copy and a freshly built authsvc.
 func TestPythonDjangoClient(t *testing.T) {
 	required := requirePython()
@@ -39,8 +65,8 @@ func TestPythonDjangoClient(t *testing.T) {
 	if testing.Short() && !required {
 		t.Skip("builds the binary and runs the Python suite")
 	}
-	if out, err := exec.Command(debianPython, "-c", "import django, rest_framework, setuptools, pip").CombinedOutput(); err != nil {
-		skip("%s lacks Django, DRF, setuptools or pip (apt-get install python3-django python3-djangorestframework python3-setuptools python3-pip): %v\n%s", debianPython, err, out)
+	if out, err := exec.Command(debianPython, "-c", "import django, rest_framework, setuptools, pip, venv, ensurepip").CombinedOutput(); err != nil {
+		skip("%s lacks Django, DRF, setuptools, pip or venv (apt-get install python3-django python3-djangorestframework python3-setuptools python3-pip python3-venv): %v\n%s", debianPython, err, out)
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -53,18 +79,26 @@ func TestPythonDjangoClient(t *testing.T) {
 
 	// The install and the build take seconds each: side by side.
 	// pip builds in the source tree (build/, *.egg-info): it gets a copy.
-	src, site := filepath.Join(dir, "src"), filepath.Join(dir, "site")
+	src, venv := filepath.Join(dir, "src"), filepath.Join(dir, ".venv")
 	copyPackage(t, "clients/django", src)
 	pipDone := make(chan error, 1)
 	var pipOut bytes.Buffer
-	pip := exec.CommandContext(ctx, debianPython, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index", "--target", site, src)
-	pip.Env = env
-	pip.Stdout, pip.Stderr = &pipOut, &pipOut
 	start := time.Now()
-	if err := pip.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { pipDone <- pip.Wait() }()
+	go func() {
+		for _, args := range [][]string{
+			{debianPython, "-m", "venv", "--system-site-packages", venv},                             // readmeVenv
+			{filepath.Join(venv, "bin", "pip"), "install", "--no-build-isolation", "--no-deps", src}, // readmePip
+		} {
+			cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+			cmd.Env = env
+			cmd.Stdout, cmd.Stderr = &pipOut, &pipOut
+			if err := cmd.Run(); err != nil {
+				pipDone <- fmt.Errorf("%s: %w", strings.Join(args, " "), err)
+				return
+			}
+		}
+		pipDone <- nil
+	}()
 	bin := filepath.Join(dir, "authsvc")
 	buildOut, buildErr := exec.CommandContext(ctx, goTool, "build", "-buildvcs=false", "-o", bin, ".").CombinedOutput()
 	pipErr := <-pipDone
@@ -72,18 +106,17 @@ func TestPythonDjangoClient(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", buildErr, buildOut)
 	}
 	if pipErr != nil {
-		t.Fatalf("pip install --no-build-isolation --no-deps clients/django: %v\n%s", pipErr, pipOut.String())
+		t.Fatalf("%v\n%s", pipErr, pipOut.String())
 	}
-	t.Logf("go build and pip install: %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("go build, venv and pip install: %v", time.Since(start).Round(time.Millisecond))
 
 	tests, err := filepath.Abs("clients/django/tests")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, debianPython, "-m", "unittest", "discover", "-v", "-s", tests)
+	cmd := exec.CommandContext(ctx, filepath.Join(venv, "bin", "python"), "-m", "unittest", "discover", "-v", "-s", tests)
 	cmd.Dir = dir // not the source folder: the installed copy is the one under test
 	cmd.Env = append(env,
-		"PYTHONPATH="+site,
 		"AUTHSVC_DJANGO_INSTALLED=1",
 		"AUTHSVC_BIN="+bin,
 		"AUTHSVC_REQUIRE_PYTHON=1", // nothing in the suite may skip
