@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -284,6 +285,26 @@ func TestCLIHelp(t *testing.T) {
 			t.Errorf("authsvc %s = exit %d, stdout %.40q…, stderr %q; want exit 0, a usage, nothing on stderr", tt.args, code, stdout, stderr)
 		}
 		checkGolden(t, tt.golden, stdout)
+	}
+}
+
+// TestREADMEHelp: every --help the README pastes (a console block whose
+// first line is "$ authsvc … --help") is what the command prints today.
+func TestREADMEHelp(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?s)```console\n\\$ authsvc ([^\n]*--help)\n(.*?)```")
+	blocks := block.FindAllStringSubmatch(string(readme), -1)
+	if len(blocks) == 0 {
+		t.Fatal("README.md pastes no --help; the pattern is stale")
+	}
+	for _, m := range blocks {
+		_, stdout, _ := runCLI(t, "", nil, strings.Fields(m[1])...)
+		if stdout != m[2] {
+			t.Errorf("README's 'authsvc %s' differs from the command's (paste its output):\ngot:\n%s\nREADME:\n%s", m[1], stdout, m[2])
+		}
 	}
 }
 
