@@ -104,7 +104,7 @@ func userHelp() string {
 
 // userCommand runs "authsvc user SUBCOMMAND ...": each subcommand has its
 // own flags and its own --help.
-func userCommand(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+func userCommand(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	var names []string
 	for _, c := range userSubcommands {
 		names = append(names, c.name)
@@ -121,6 +121,7 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	if i < 0 {
 		return usagef("user: unknown subcommand %q (%s)", sub, strings.Join(names, ", "))
 	}
+	defer func() { err = inCommand("user "+sub, err) }()
 	h := help{synopsis: "authsvc user " + sub + " [flags]", about: userSubcommands[i].about}
 	if a := userSubcommands[i].args; a != "" {
 		h.synopsis += " " + a
@@ -190,6 +191,17 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 			return usagef("user rekey: --secret-key-file is required: the FILE of the new secret key")
 		}
 	}
+	if sub == "import" {
+		// Checked before the directory is opened, as rekey's flags are.
+		const kinds = "want --from django (a Django dumpdata file) or --from file (a users file)"
+		switch *from {
+		case "django", "file":
+		case "":
+			return usagef("user import: --from is missing: %s", kinds)
+		default:
+			return usagef("user import: --from %q: %s", *from, kinds)
+		}
+	}
 	ctx := context.Background()
 	dryRunning := dryRun != nil && *dryRun
 	dir, done, err := openCLIDirectory(ctx, *usersPath, sub == "list" || sub == "check" || dryRunning)
@@ -215,9 +227,6 @@ func userCommand(args []string, getenv func(string) string, stdin io.Reader, std
 	case "rekey":
 		return rekeyUsers(ctx, dir, rekeyOptions{newKeyPath: *keyPath, oldKeyPaths: oldKeyPaths, dryRun: *dryRun}, stdout, stderr)
 	case "import":
-		if *from != "django" && *from != "file" {
-			return usagef("user import: --from %q: want django or file", *from)
-		}
 		if fs.NArg() != 1 {
 			return usagef("user import: want exactly one file to import")
 		}

@@ -699,3 +699,66 @@ func TestHelpNamesEveryStore(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIMessages: the messages a newcomer met say what was wrong and what
+// is wanted, and every command's errors have one form, "authsvc: COMMAND:
+// message" (COMMAND as typed: serve, hash, user add, …).
+func TestCLIMessages(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.json")
+	addUser(t, path, "alice", "pw")
+	missing := filepath.Join(dir, "nonexistent")
+	type call struct {
+		args  []string
+		env   map[string]string
+		stdin string
+		want  string // the whole of stderr when it ends in a newline, else in stderr
+	}
+	calls := []call{
+		{args: []string{"serve", "--token-ttl", "forever"},
+			want: "authsvc: serve: invalid value \"forever\" for --token-ttl: want a duration such as 24h, 90m or 1.5s (0 = never expires)\n"},
+		{args: []string{"--token-ttl", "forever"},
+			want: "authsvc: serve: invalid value \"forever\" for --token-ttl: want a duration such as 24h, 90m or 1.5s (0 = never expires)\n"},
+		{args: []string{"serve"}, env: map[string]string{"AUTHSVC_TOKEN_TTL": "forever"},
+			want: "authsvc: serve: invalid value \"forever\" for AUTHSVC_TOKEN_TTL: want a duration such as 24h, 90m or 1.5s (0 = never expires)\n"},
+		{args: []string{"serve", "--bcrypt-wait", "soon"},
+			want: "authsvc: serve: invalid value \"soon\" for --bcrypt-wait: want a duration such as 24h, 90m or 1.5s\n"},
+		{args: []string{"user", "import", "--users", path, "--from", "django", "--token-ttl", "forever", "dump.json"},
+			want: "authsvc: user import: invalid value \"forever\" for --token-ttl: want a duration such as 24h, 90m or 1.5s (0 = never)\n"},
+		{args: []string{"user", "import", "--users", path, "dump.json"},
+			want: "authsvc: user import: --from is missing: want --from django (a Django dumpdata file) or --from file (a users file)\n"},
+		{args: []string{"user", "import", "--users", path, "--from", "csv", "dump.json"},
+			want: "authsvc: user import: --from \"csv\": want --from django (a Django dumpdata file) or --from file (a users file)\n"},
+		{args: []string{"user", "add", "--users", path, "--cost", "99", "bob"}, stdin: "pw\n", want: "authsvc: user add: --cost 99: want 4 to 14\n"},
+		{args: []string{"hash", "--cost", "99"}, stdin: "pw\n", want: "authsvc: hash: --cost 99: want 4 to 14\n"},
+		{args: []string{"user", "add", "--users", path, "bob"}, env: map[string]string{"AUTHSVC_PASSWORD_MIN_LENGTH": "x"}, stdin: "pw\n",
+			want: "authsvc: user add: invalid value \"x\" for AUTHSVC_PASSWORD_MIN_LENGTH: "},
+		{args: []string{"user", "list", "--users", filepath.Join(missing, "users.json")}, want: "authsvc: user list: "},
+		{args: []string{"user", "passwd", "--users", path, "alice"}, stdin: "\n", want: "authsvc: user passwd: "},
+		{args: []string{"user", "import", "--users", path, "--from", "django", filepath.Join(missing, "dump.json")}, want: "authsvc: user import: "},
+		{args: []string{"user", "bogus"}, want: "authsvc: user: unknown subcommand"},
+		{args: []string{"version", "--bogus"}, want: "authsvc: version: "},
+	}
+	for _, s := range serveSettings() {
+		if _, ok := s.def.(time.Duration); ok {
+			calls = append(calls, call{args: []string{"serve", "--" + s.name, "forever"},
+				want: "authsvc: serve: invalid value \"forever\" for --" + s.name + ": want a duration such as 24h, 90m or 1.5s"})
+		}
+	}
+	form := regexp.MustCompile(`^authsvc: (serve|hash|version|user|user [a-z-]+): \S`)
+	for _, tt := range calls {
+		code, stdout, stderr := runCLI(t, tt.stdin, tt.env, tt.args...)
+		c := fmt.Sprintf("authsvc %s (env %v)", strings.Join(tt.args, " "), tt.env)
+		switch {
+		case code == 0 || stdout != "":
+			t.Errorf("%s = exit %d, stdout %q; want a failure, nothing on stdout", c, code, stdout)
+		case strings.HasSuffix(tt.want, "\n") && stderr != tt.want:
+			t.Errorf("%s: stderr = %q; want %q", c, stderr, tt.want)
+		case !strings.Contains(stderr, tt.want):
+			t.Errorf("%s: stderr = %q; want it to contain %q", c, stderr, tt.want)
+		}
+		if !form.MatchString(stderr) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%s: stderr = %q; want one line \"authsvc: COMMAND: message\"", c, stderr)
+		}
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"authsvc/internal/password"
 )
@@ -86,6 +88,7 @@ func (h help) write(w io.Writer, fs *flag.FlagSet, fromEnv []string) {
 func parseFlags(fs *flag.FlagSet, h help, args []string, getenv func(string) string, fromEnv []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	explainDurations(fs)
 	if err := parseArgs(fs, args, func() { h.write(stdout, fs, fromEnv) }); err != nil {
 		return err
 	}
@@ -97,7 +100,7 @@ func parseFlags(fs *flag.FlagSet, h help, args []string, getenv func(string) str
 			continue
 		}
 		if err := fs.Set(name, v); err != nil {
-			return usagef("%s=%q: %v", envName(name), v, err)
+			return usagef("%s: invalid value %q for %s: %v", fs.Name(), v, envName(name), err)
 		}
 	}
 	return nil
@@ -113,7 +116,9 @@ func parseArgs(fs *flag.FlagSet, args []string, showHelp func()) error {
 				showHelp()
 				return errHelpShown
 			}
-			return usagef("%s: %v", fs.Name(), err)
+			// The flag package names flags -x; the help and the README say --x.
+			msg := invalidFlagValue.ReplaceAllString(err.Error(), "${1}for --${2}:")
+			return usagef("%s: %s", fs.Name(), msg)
 		}
 		rest := fs.Args()
 		if endedByTerminator(fs, args[:len(args)-len(rest)]) {
@@ -128,6 +133,49 @@ func parseArgs(fs *flag.FlagSet, args []string, showHelp func()) error {
 	}
 	// Parse again with only the positional arguments so fs.Args returns them.
 	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// invalidFlagValue matches the flag package's `invalid value "v" for flag -name:`.
+var invalidFlagValue = regexp.MustCompile(`^(invalid value ".*" )for flag -([A-Za-z0-9-]+):`)
+
+// A durationValue is a duration flag whose mistakes say what a duration
+// looks like, rather than the flag package's "parse error".
+type durationValue struct {
+	flag.Value
+	zero string // what 0 means, from the flag's help ("0 = never"); "" when nothing special
+}
+
+func (d *durationValue) Set(v string) error {
+	if _, err := time.ParseDuration(v); err != nil {
+		msg := "want a duration such as 24h, 90m or 1.5s"
+		if d.zero != "" {
+			msg += " (0 = " + d.zero + ")"
+		}
+		return errors.New(msg)
+	}
+	return d.Value.Set(v)
+}
+
+func (d *durationValue) Get() any { return d.Value.(flag.Getter).Get() }
+
+// explainDurations makes every duration flag of fs a durationValue. What 0
+// means comes from the flag's help: the text after "0 = ", to a comma.
+func explainDurations(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if _, isDuration := g.(*durationValue); !ok || isDuration {
+			return
+		}
+		if _, ok := g.Get().(time.Duration); !ok {
+			return
+		}
+		zero := ""
+		if _, after, ok := strings.Cut(f.Usage, "0 = "); ok {
+			zero, _, _ = strings.Cut(after, ",")
+			zero = strings.TrimSpace(zero)
+		}
+		f.Value = &durationValue{Value: f.Value, zero: zero}
+	})
 }
 
 // endedByTerminator reports whether the flags fs.Parse consumed end with the

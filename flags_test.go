@@ -116,11 +116,11 @@ func TestParseFlagsUsageErrors(t *testing.T) {
 		env  map[string]string
 		want string // in the message
 	}{
-		{nil, map[string]string{"AUTHSVC_TTL": "forever"}, `AUTHSVC_TTL="forever"`},
+		{nil, map[string]string{"AUTHSVC_TTL": "forever"}, `test: invalid value "forever" for AUTHSVC_TTL: want a duration such as 24h, 90m or 1.5s`},
 		{[]string{"--bogus"}, nil, "test: flag provided but not defined: -bogus"},
 		{[]string{"alice", "--bogus"}, nil, "flag provided but not defined: -bogus"},
 		{[]string{"--users"}, nil, "flag needs an argument: -users"},
-		{[]string{"--ttl", "soon"}, nil, `invalid value "soon" for flag -ttl`},
+		{[]string{"--ttl", "soon"}, nil, `test: invalid value "soon" for --ttl: want a duration such as 24h, 90m or 1.5s`},
 		{[]string{"--admin=maybe"}, nil, `invalid boolean value "maybe" for -admin`},
 	} {
 		_, stdout, err := parseTestFlags(tt.args, tt.env)

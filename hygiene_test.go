@@ -177,7 +177,11 @@ func TestHashCostMaximum(t *testing.T) {
 		{"serve", "--users", path, "--cost", "15"},
 	} {
 		code, stdout, stderr := runCLI(t, "pw\n", nil, args...)
-		if want := "authsvc: --cost 15: want 4 to 14\n"; code != 2 || stderr != want || stdout != "" {
+		cmd := args[0]
+		if cmd == "user" {
+			cmd += " " + args[1]
+		}
+		if want := "authsvc: " + cmd + ": --cost 15: want 4 to 14\n"; code != 2 || stderr != want || stdout != "" {
 			t.Errorf("authsvc %s = exit %d, stdout %q, stderr %q; want exit 2, stderr %q", strings.Join(args, " "), code, stdout, stderr, want)
 		}
 	}
@@ -417,7 +421,7 @@ func TestUsersFieldNamesExact(t *testing.T) {
 		t.Errorf("users.ReadFile(%q) = %v; want %q", path, err, want)
 	}
 	code, stdout, stderr := runCLI(t, "", nil, "user", "list", "--users", path)
-	if code != 1 || stdout != "" || stderr != "authsvc: "+want+"\n" {
+	if code != 1 || stdout != "" || stderr != "authsvc: user list: "+want+"\n" {
 		t.Errorf("user list of a file with \"ADMIN\" = exit %d, stdout %q, stderr %q; want exit 1, %q", code, stdout, stderr, want)
 	}
 }

@@ -60,6 +60,26 @@ func exitStatus(err error, stderr io.Writer) int {
 	return 1
 }
 
+// A commandError is an error of a command, which its message names: every
+// command's errors read "authsvc: COMMAND: message", whichever part of the
+// program they come from.
+type commandError struct {
+	cmd string // as typed: "serve", "user add"
+	err error
+}
+
+func (e *commandError) Error() string { return e.cmd + ": " + e.err.Error() }
+func (e *commandError) Unwrap() error { return e.err }
+
+// inCommand returns err as an error of cmd, unless it is nil, help or
+// names cmd already.
+func inCommand(cmd string, err error) error {
+	if err == nil || errors.Is(err, errHelpShown) || strings.HasPrefix(err.Error(), cmd+": ") {
+		return err
+	}
+	return &commandError{cmd: cmd, err: err}
+}
+
 // isHelp reports whether arg asks for help rather than naming a command.
 func isHelp(arg string) bool {
 	switch arg {
@@ -80,18 +100,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return nil
 	}
 	if len(args) == 0 || (len(args[0]) > 0 && args[0][0] == '-') {
-		return serve(ctx, args, getenv, stdout, stderr)
+		return inCommand("serve", serve(ctx, args, getenv, stdout, stderr))
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "serve":
-		return serve(ctx, rest, getenv, stdout, stderr)
+		return inCommand("serve", serve(ctx, rest, getenv, stdout, stderr))
 	case "user":
-		return userCommand(rest, getenv, stdin, stdout, stderr)
+		return userCommand(rest, getenv, stdin, stdout, stderr) // "user SUBCOMMAND: …", by itself
 	case "hash":
-		return hashCommand(rest, getenv, stdin, stdout, stderr)
+		return inCommand("hash", hashCommand(rest, getenv, stdin, stdout, stderr))
 	case "version":
-		return versionCommand(rest, getenv, stdout)
+		return inCommand("version", versionCommand(rest, getenv, stdout))
 	case password.WorkerCommand: // started by the server itself (internal/password/pool.go); not in --help
 		return password.RunWorker(stdin, stdout)
 	case "help":

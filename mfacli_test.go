@@ -520,7 +520,12 @@ func testUserCheckSecretKey(t *testing.T, spec, defaultKey string) {
 			}
 			return
 		}
-		want := "authsvc: " + serveRefusal(t, env, append([]string{"--users", spec}, args...)...) + "\n"
+		// Serve's message, each under its own command's name.
+		refusal, ok := strings.CutPrefix(serveRefusal(t, env, append([]string{"--users", spec}, args...)...), "serve: ")
+		if !ok {
+			t.Fatalf("serve's refusal %q does not open with \"serve: \"", refusal)
+		}
+		want := "authsvc: user check: " + refusal + "\n"
 		if code != 1 || stdout != "" || stderr != want {
 			t.Errorf("user check with %s = exit %d, stdout %q, stderr %q; want exit 1 and serve's one line %q", what, code, stdout, stderr, want)
 		}

@@ -237,6 +237,14 @@ type deprecatedFlag struct {
 	set       bool // given on the command line: the new name's variable does not override it
 }
 
+// Get returns the setting's value, so that the flag's type is the setting's.
+func (f *deprecatedFlag) Get() any {
+	if g, ok := f.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return nil
+}
+
 func (f *deprecatedFlag) Set(v string) error {
 	f.set = true
 	f.c.deprecated = append(f.c.deprecated, fmt.Sprintf("--%s is deprecated; use --%s", f.was, f.name))
