@@ -2,9 +2,11 @@ package integration
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -37,4 +39,26 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// requireBinary fails t unless the binary under test is there. It also
+// stats every Go source of the module and go.mod/go.sum, so that go test's
+// cache, which does not know that the binary is built from them, runs the
+// test again when one changes.
+func requireBinary(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(binary); err != nil {
+		t.Fatalf("the binary under test: %v", err)
+	}
+	filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "clients"):
+			return filepath.SkipDir
+		case strings.HasSuffix(path, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum":
+			os.Stat(path)
+		}
+		return nil
+	})
 }
