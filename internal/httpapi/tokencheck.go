@@ -63,19 +63,21 @@ func (p TokenPolicy) Supersession(username string, stamp uint64, before, now tim
 // (docs/design/tokens.md): the refusal came either from this instance's
 // copy being behind (a factor change on another instance moved the stamp,
 // the password unchanged) or from the store's stamp being behind (a
-// change it was never told of, say while Redis was away); the latter is
-// told the directory's state. Otherwise (another password, the user
+// change it was never told of, say while Redis was away); either way the
+// store is told the directory's state. Otherwise (another password, the user
 // disabled, a directory that cannot say) the refusal stands.
 func (c tokenCheck) afresh(ctx context.Context, u *users.Account, stamp uint64) (*users.Account, uint64, bool) {
 	fresh, err := c.users.Recheck(ctx, u.Username())
 	if err != nil || fresh.Disabled() || fresh.StoredHash() != u.StoredHash() {
 		return nil, 0, false
 	}
+	// The store is told the directory's state whatever stamp it holds: a
+	// stamp that is neither the login's nor the directory's is one the
+	// directory has left (a change the store missed), and a Supersede
+	// older than one the store was told is ignored by it.
 	now := fresh.SessionGeneration()
-	if now == stamp {
-		if _, err := c.store.Supersede(ctx, c.policy.Supersession(u.Username(), now, fresh.TokensAfter(), c.now())); err != nil {
-			return nil, 0, false
-		}
+	if _, err := c.store.Supersede(ctx, c.policy.Supersession(u.Username(), now, fresh.TokensAfter(), c.now())); err != nil {
+		return nil, 0, false
 	}
 	return fresh, now, true
 }
