@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,10 +96,17 @@ func setDefault[T int | float64 | time.Duration](v *T, def T) {
 // MaxCodeFailures) when Admitted. Keys are usernames as the directory
 // spells them, never the names Reserve counts under after an unlock.
 //
+// Explain reports which limits would refuse an attempt of username from
+// addr at now: the pair's or the user's settled failures, the client's
+// bucket. It is for the audit line of a refused attempt, so that an
+// operator can tell whether user unlock helps; it reserves nothing and
+// takes no token, and attempts in flight (Wait) count for nothing in it.
+//
 // An error means the throttle could not decide: the caller fails closed
-// (503).
+// (503), but for Explain, whose error costs only the audit line its limit.
 type Throttle interface {
 	Reserve(ctx context.Context, username, addr string, now time.Time) (v Verdict, retryAfter time.Duration, err error)
+	Explain(ctx context.Context, username, addr string, now time.Time) (Limits, error)
 	Failure(ctx context.Context, username, addr string, now time.Time) error
 	Success(ctx context.Context, username, addr string, now time.Time) error
 	Release(ctx context.Context, username, addr string) error
@@ -149,6 +157,36 @@ func (v Verdict) String() string {
 	return fmt.Sprintf("Verdict(%d)", int(v))
 }
 
+// Limits is a set of the throttle's limits: Explain's answer.
+type Limits uint8
+
+// The limits, as bits of Limits. The Redis throttle's explain scripts
+// return the same bits.
+const (
+	LimitPair   Limits = 1 << iota // the (username, client address) pair's failures: PairFailures, then backoff
+	LimitUser                      // the username's failures over all addresses: UserFailures a Window
+	LimitClient                    // the client address's bucket: AddrRate failures a second over all usernames
+)
+
+// String names the limits in l, comma-separated in the order pair, user,
+// client ("pair,user"); "" for none. user unlock lifts pair and user, not
+// client.
+func (l Limits) String() string {
+	var names []string
+	for _, n := range []struct {
+		bit  Limits
+		name string
+	}{{LimitPair, "pair"}, {LimitUser, "user"}, {LimitClient, "client"}} {
+		if l&n.bit != 0 {
+			names = append(names, n.name)
+		}
+	}
+	if rest := l &^ (LimitPair | LimitUser | LimitClient); rest != 0 {
+		names = append(names, fmt.Sprintf("Limits(%d)", uint8(rest)))
+	}
+	return strings.Join(names, ",")
+}
+
 // ErrUnavailable: the throttle could not decide (its backing did
 // not answer). The caller fails closed and answers 503 unavailable.
 var ErrUnavailable = errors.New("login throttle unavailable")
@@ -165,6 +203,10 @@ var _ Throttle = Memory{}
 func (m Memory) Reserve(_ context.Context, username, addr string, now time.Time) (Verdict, time.Duration, error) {
 	v, retryAfter := m.throttle.reserve(username, addr, now)
 	return v, retryAfter, nil
+}
+
+func (m Memory) Explain(_ context.Context, username, addr string, now time.Time) (Limits, error) {
+	return m.throttle.explain(username, addr, now), nil
 }
 
 func (m Memory) Failure(_ context.Context, username, addr string, now time.Time) error {
@@ -341,32 +383,23 @@ func (t *throttle) reserve(username, addr string, now time.Time) (v Verdict, ret
 
 	// Report the longest of the waits, so a client that honours
 	// Retry-After is not refused again at once for another reason.
-	var wait time.Duration
 	inFlight := false // over a limit only by the attempts in flight
 	pk := pairKey{username, addr}
 	pair, _ := liveStreak(t.pairs, pk, now, t.cfg.Window)
+	pairWait := t.pairWait(pair, now)
 	switch {
 	case pair.n >= t.cfg.PairFailures:
-		if w := pair.last.Add(t.backoff(pair.n)).Sub(now); w > 0 {
-			wait = max(wait, w)
-		} else if pair.pending > 0 { // after the backoff, one attempt at a time
+		if pairWait == 0 && pair.pending > 0 { // after the backoff, one attempt at a time
 			inFlight = true
 		}
 	case pair.n+pair.pending >= t.cfg.PairFailures:
 		inFlight = true
 	}
 	user, _ := liveStreak(t.users, username, now, t.cfg.Window)
-	switch {
-	case user.n >= t.cfg.UserFailures:
-		wait = max(wait, user.last.Add(t.cfg.Window).Sub(now))
-	case user.n+user.pending >= t.cfg.UserFailures:
+	if user.n < t.cfg.UserFailures && user.n+user.pending >= t.cfg.UserFailures {
 		inFlight = true
 	}
-	if lim, ok := t.addrs.Get(addr); ok {
-		if tokens := lim.TokensAt(now); tokens < 1 {
-			wait = max(wait, time.Duration(math.Ceil((1-tokens)/t.cfg.AddrRate*float64(time.Second))))
-		}
-	}
+	wait := max(pairWait, t.userWait(user, now), t.addrWait(addr, now))
 	switch {
 	case wait > 0:
 		return Refused, ceilSecond(wait)
@@ -378,6 +411,57 @@ func (t *throttle) reserve(username, addr string, now time.Time) (v Verdict, ret
 	user.pending++
 	t.users.Put(username, user)
 	return Admitted, 0
+}
+
+// explain reports which limits refuse an attempt of username from addr at
+// now, as reserve decides them on settled failures and the address's
+// bucket; it changes nothing, not even an expired streak.
+func (t *throttle) explain(username, addr string, now time.Time) Limits {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var l Limits
+	if t.pairWait(peekStreak(t.pairs, pairKey{username, addr}, now, t.cfg.Window), now) > 0 {
+		l |= LimitPair
+	}
+	if t.userWait(peekStreak(t.users, username, now, t.cfg.Window), now) > 0 {
+		l |= LimitUser
+	}
+	if t.addrWait(addr, now) > 0 {
+		l |= LimitClient
+	}
+	return l
+}
+
+// pairWait returns how long the pair's settled failures in s refuse
+// attempts after now: 0 when they do not.
+func (t *throttle) pairWait(s streak, now time.Time) time.Duration {
+	if s.n < t.cfg.PairFailures {
+		return 0
+	}
+	return max(0, s.last.Add(t.backoff(s.n)).Sub(now))
+}
+
+// userWait returns how long the user's settled failures in s refuse
+// attempts from every address after now: 0 when they do not.
+func (t *throttle) userWait(s streak, now time.Time) time.Duration {
+	if s.n < t.cfg.UserFailures {
+		return 0
+	}
+	return max(0, s.last.Add(t.cfg.Window).Sub(now))
+}
+
+// addrWait returns how long addr's bucket refuses attempts after now: 0
+// while it holds a token.
+func (t *throttle) addrWait(addr string, now time.Time) time.Duration {
+	lim, ok := t.addrs.Get(addr)
+	if !ok {
+		return 0
+	}
+	tokens := lim.TokensAt(now)
+	if tokens >= 1 {
+		return 0
+	}
+	return time.Duration(math.Ceil((1 - tokens) / t.cfg.AddrRate * float64(time.Second)))
 }
 
 // failure settles a reserved attempt that failed at now: a wrong password,
@@ -458,6 +542,16 @@ func liveStreak[K comparable](l *lru.Cache[K, streak], k K, now time.Time, windo
 		s.n = 0 // the failures are forgotten; the attempts in flight still count
 	}
 	return s, ok
+}
+
+// peekStreak returns k's streak at now, as liveStreak does, but leaves an
+// expired one in place: its failures count for nothing.
+func peekStreak[K comparable](l *lru.Cache[K, streak], k K, now time.Time, window time.Duration) streak {
+	s, _ := l.Get(k)
+	if s.n > 0 && now.Sub(s.last) >= window {
+		s.n = 0
+	}
+	return s
 }
 
 // unreserve ends one of k's pending attempts, if it still has one (a full

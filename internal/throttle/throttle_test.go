@@ -435,3 +435,23 @@ func TestThrottleReserveBeforeCompare(t *testing.T) {
 		}
 	})
 }
+
+func TestLimitsString(t *testing.T) {
+	for _, tt := range []struct {
+		l    Limits
+		want string
+	}{
+		{0, ""},
+		{LimitPair, "pair"},
+		{LimitUser, "user"},
+		{LimitClient, "client"},
+		{LimitPair | LimitUser, "pair,user"},
+		{LimitUser | LimitClient, "user,client"},
+		{LimitPair | LimitUser | LimitClient, "pair,user,client"},
+		{LimitPair | 1<<6, "pair,Limits(64)"},
+	} {
+		if got := tt.l.String(); got != tt.want {
+			t.Errorf("Limits(%d).String() = %q; want %q", uint8(tt.l), got, tt.want)
+		}
+	}
+}

@@ -187,6 +187,33 @@ func (r *Throttle) Reserve(ctx context.Context, username, addr string, now time.
 	return throttle.Admitted, 0, nil
 }
 
+// Explain is throttle's Explain, in Redis: read-only scripts over the
+// keys Reserve's use, with its arithmetic (throttleLib), which write
+// nothing, not even an expired streak's deletion. On one Redis it is one
+// script; on a cluster the address's bucket is read apart
+// (throttleAddrWaitScript, as Reserve reads it), and the pair's and the
+// user's streaks in the user's slot.
+func (r *Throttle) Explain(ctx context.Context, username, addr string, now time.Time) (throttle.Limits, error) {
+	pairUser, addrKey := r.keys(username, addr)
+	args := r.args(now)
+	if !r.split {
+		l, err := r.run(ctx, "throttle explain", throttleExplainScript, append(pairUser, addrKey), args)
+		return throttle.Limits(l), err
+	}
+	addrWait, err := r.run(ctx, "throttle explain", throttleAddrWaitScript, []string{addrKey}, args)
+	if err != nil {
+		return 0, err
+	}
+	l, err := r.run(ctx, "throttle explain", throttleExplainUserScript, pairUser, args)
+	if err != nil {
+		return 0, err
+	}
+	if addrWait > 0 {
+		l |= int64(throttle.LimitClient)
+	}
+	return throttle.Limits(l), nil
+}
+
 // reserveWait is what throttleReserveScript returns for throttle.Wait.
 const reserveWait = -1
 
@@ -493,6 +520,47 @@ return wait
 var throttleReserveUserScript = redis.NewScript(throttleLib + throttleNow + `
 local wait = tonumber(ARGV[10])
 ` + throttleReserveUser)
+
+// throttleExplainUser sets limits to the bits of throttle.Limits for the
+// pair's and the user's settled failures that refuse an attempt at now, as
+// throttleReserveUser decides them, and writes nothing: a streak a Window
+// old counts for nothing but is left in place.
+var throttleExplainUser = `
+local function peek(key)
+  local f = redis.call('HMGET', key, 'n', 'last')
+  local n, last = num(f[1]), num(f[2])
+  if n > 0 and now - last >= window then
+    n = 0
+  end
+  return n, last
+end
+local limits = 0
+local n, last = peek(KEYS[1])
+if n >= pf and last + backoff(n, pf, base, maxb) - now > 0 then
+  limits = limits + ` + strconv.Itoa(int(throttle.LimitPair)) + `
+end
+local un, ulast = peek(KEYS[2])
+if un >= uf and ulast + window - now > 0 then
+  limits = limits + ` + strconv.Itoa(int(throttle.LimitUser)) + `
+end
+`
+
+// throttleExplainScript is throttle.explain on one Redis: it returns the
+// limits that refuse an attempt at now and changes nothing.
+var throttleExplainScript = redis.NewScript(throttleLib + throttleNow + `
+local wait, akey = 0, KEYS[3]
+` + throttleAddrWait + throttleExplainUser + `
+if wait > 0 then
+  limits = limits + ` + strconv.Itoa(int(throttle.LimitClient)) + `
+end
+return limits
+`)
+
+// throttleExplainUserScript is the cluster's explain in the user's slot:
+// the pair's and the user's limits, without the client's.
+var throttleExplainUserScript = redis.NewScript(throttleLib + throttleNow + throttleExplainUser + `
+return limits
+`)
 
 // throttleFailureUser extends the pair's and the user's streaks, settling
 // one of their pending attempts.

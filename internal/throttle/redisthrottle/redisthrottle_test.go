@@ -416,6 +416,10 @@ func (a *alternating) Reserve(ctx context.Context, username, addr string, now ti
 	return a.pick().Reserve(ctx, username, addr, now)
 }
 
+func (a *alternating) Explain(ctx context.Context, username, addr string, now time.Time) (throttle.Limits, error) {
+	return a.pick().Explain(ctx, username, addr, now)
+}
+
 func (a *alternating) Failure(ctx context.Context, username, addr string, now time.Time) error {
 	return a.pick().Failure(ctx, username, addr, now)
 }
@@ -562,4 +566,55 @@ func TestRedisThrottleSentinelConformance(t *testing.T) {
 	throttletest.Run(t, func(t *testing.T, cfg throttle.Config) throttle.Throttle {
 		return New(client, testservers.UniquePrefix(), cfg)
 	})
+}
+
+// TestRedisThrottleExplainWritesNothing: Explain, in one script or two,
+// leaves every key as it found it: no place, no token, no expiry moved,
+// and an expired streak, which Reserve would delete, left in place.
+func TestRedisThrottleExplainWritesNothing(t *testing.T) {
+	url, _, _ := testservers.Redis(t)
+	client := throttleRedisClient(t, url)
+	ctx := context.Background()
+	const w = 15 * time.Minute
+	for _, split := range []bool{false, true} {
+		t.Run(fmt.Sprint("split=", split), func(t *testing.T) {
+			prefix := testservers.UniquePrefix()
+			th := New(client, prefix, throttle.Config{UserFailures: 6})
+			th.split = split
+			d := throttletest.Driver{T: t, Throttle: th}
+			d.Fail("carol", "198.51.100.1", 0) // expired by the time of the calls below
+			for range 6 {
+				d.Fail("alice", "192.0.2.1", w)
+			}
+			d.Reserve("bob", "192.0.2.2", w, 0, true) // in flight
+			snapshot := func() map[string]string {
+				t.Helper()
+				keys, err := client.Keys(ctx, prefix+"*").Result()
+				if err != nil || len(keys) != 8 { // carol's, alice's and bob's pairs and users, two buckets
+					t.Fatalf("KEYS %s* = %q, %v; want 8 keys", prefix, keys, err)
+				}
+				s := make(map[string]string)
+				for _, key := range keys {
+					fields, err := client.HGetAll(ctx, key).Result()
+					if err != nil {
+						t.Fatalf("HGETALL %s = %v", key, err)
+					}
+					ttl, err := client.PTTL(ctx, key).Result()
+					if err != nil {
+						t.Fatalf("PTTL %s = %v", key, err)
+					}
+					s[key] = fmt.Sprint(fields, " ttl ", ttl.Round(time.Minute))
+				}
+				return s
+			}
+			before := snapshot()
+			d.Explain("alice", "192.0.2.1", w, throttle.LimitPair|throttle.LimitUser)
+			d.Explain("bob", "192.0.2.2", w, 0)
+			d.Explain("carol", "198.51.100.1", w+time.Second, 0)
+			d.Explain("alice", "198.51.100.1", w+time.Second, throttle.LimitUser)
+			if after := snapshot(); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("keys after Explain = %v; want as before, %v", after, before)
+			}
+		})
+	}
 }

@@ -51,6 +51,14 @@ func (d Driver) reserve(username, addr string, at time.Duration, want throttle.V
 	}
 }
 
+// Explain fails the test unless Explain(username, addr, t0+at) is want.
+func (d Driver) Explain(username, addr string, at time.Duration, want throttle.Limits) {
+	d.T.Helper()
+	if got, err := d.Throttle.Explain(context.Background(), username, addr, T0.Add(at)); err != nil || got != want {
+		d.T.Errorf("Explain(%q, %q, t0+%v) = %q, %v; want %q, nil", username, addr, at, got, err, want)
+	}
+}
+
 // Fail records a failure of username from addr at t0+at.
 func (d Driver) Fail(username, addr string, at time.Duration) {
 	d.T.Helper()
@@ -596,6 +604,68 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			d.Reserve("bob", home, 0, 0, true)
 			d.Fail("bob", home, 0)                        // the address's bucket is empty
 			d.Reserve(alice, home, 0, time.Second, false) // refused by the bucket, not told to wait
+		}},
+
+		// Explain: which limits refuse, for the audit line; it changes nothing.
+		{"explain names the pair", fast, func(d Driver) {
+			for range 4 {
+				d.Fail(alice, home, 0)
+			}
+			d.Explain(alice, home, 0, 0) // one below the limit
+			d.Fail(alice, home, 0)
+			d.Explain(alice, home, 0, throttle.LimitPair)
+			d.Explain(alice, home, 999*time.Millisecond, throttle.LimitPair)
+			d.Explain(alice, attacker, 0, 0) // pairs are apart
+			d.Explain("bob", home, 0, 0)
+			d.Reserve(alice, home, 0, time.Second, false) // as without Explain
+			d.Explain(alice, home, time.Second, 0)        // the backoff is over
+			d.Reserve(alice, home, time.Second, 0, true)
+		}},
+		{"explain names the pair and the user", with(throttle.Config{UserFailures: 5}), func(d Driver) {
+			for range 5 {
+				d.Fail(alice, home, 0)
+			}
+			d.Explain(alice, home, 0, throttle.LimitPair|throttle.LimitUser)
+			d.Explain(alice, attacker, 0, throttle.LimitUser)
+			d.Explain(alice, home, time.Second, throttle.LimitUser) // the pair's backoff is over, the user's window is not
+			d.Reserve(alice, home, time.Second, w-time.Second, false)
+			d.Explain(alice, home, w, 0)
+			d.Reserve(alice, home, w, 0, true)
+		}},
+		{"explain names the client", throttle.Config{AddrRate: 1, AddrBurst: 2}, func(d Driver) {
+			d.Fail(alice, home, 0)
+			d.Explain("carol", home, 0, 0) // a token left
+			d.Fail("bob", home, 0)
+			d.Explain("carol", home, 0, throttle.LimitClient) // the bucket is dry, over all usernames
+			d.Explain(alice, home, 0, throttle.LimitClient)
+			d.Explain("carol", attacker, 0, 0)
+			d.Reserve("carol", home, 0, time.Second, false)
+			d.Explain("carol", home, time.Second, 0) // a token came back
+		}},
+		{"explain takes no token and reserves no place", throttle.Config{PairFailures: 2, AddrRate: 1, AddrBurst: 2}, func(d Driver) {
+			d.Fail("bob", home, 0) // one token left
+			d.Reserve(alice, home, 0, 0, true)
+			for range 5 {
+				d.Explain(alice, home, 0, 0) // the attempt in flight counts for nothing
+			}
+			d.Reserve(alice, home, 0, 0, true) // the second place, and the bucket's last token, still there
+			d.Wait(alice, home, 0)
+			d.Fail(alice, home, 0)
+			d.Fail(alice, home, 0)
+			for range 5 {
+				d.Explain(alice, home, 0, throttle.LimitPair|throttle.LimitClient)
+			}
+			d.Reserve(alice, home, 0, 2*time.Second, false) // the bucket's wait (-1 token: 2s), not more
+		}},
+		{"explain after an unlock names only the client", throttle.Config{UserFailures: 5, AddrRate: 1, AddrBurst: 5}, func(d Driver) {
+			for range 5 {
+				d.Fail(alice, home, 0)
+			}
+			d.Explain(alice, home, 0, throttle.LimitPair|throttle.LimitUser|throttle.LimitClient)
+			// user unlock moves the user's counts to a new key
+			// (httpapi's throttleKey); the client's bucket stays.
+			d.Explain(alice+"\x00unlocked 1767225600000000000", home, 0, throttle.LimitClient)
+			d.Explain(alice+"\x00unlocked 1767225600000000000", attacker, 0, 0)
 		}},
 		{"parallel wrong passwords: no more checks than the limit", fast, func(d Driver) {
 			if checked, refused := d.Guesses(20, alice, OneAddr, 0); checked != 5 || refused != 15 {
