@@ -1,11 +1,20 @@
 package main
 
 import (
+	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/secret"
+	"authsvc/internal/testservers"
+	"authsvc/internal/users"
 )
 
 // TestAuditLines: every password check writes one audit line naming its
@@ -60,7 +69,7 @@ func TestAuditLines(t *testing.T) {
 				login("bob", "wrong")()
 			}
 		}, login("bob", "bob-pw"),
-			[]string{`level=INFO msg=login outcome=throttled username=bob client=192.0.2.1 request_id={id}`}},
+			[]string{`level=INFO msg=login outcome=throttled username=bob client=192.0.2.1 request_id={id} limit=pair`}},
 		{"password change, wrong current password", nil, change("wrong"),
 			[]string{`level=INFO msg="password change" outcome=invalid_credentials username=alice client=192.0.2.1 request_id={id}`}},
 		{"admin ends another user's session", nil, func() *httptest.ResponseRecorder {
@@ -93,5 +102,112 @@ func TestAuditLines(t *testing.T) {
 	}
 	if strings.Contains(all.String(), typedPassword) {
 		t.Errorf("the log holds %q, a username that names no user", typedPassword)
+	}
+}
+
+// TestAuditThrottleLimit: the audit line of a throttled attempt names the
+// limits that refused it (limit=), so that an operator can tell whether
+// user unlock helps: it lifts the pair's and the user's, not the client's.
+// Every request comes from 192.0.2.1.
+func TestAuditThrottleLimit(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		change func(c *serveConfig)
+		before func(e *testEnv, logged *syncBuffer, login func(username, password string) int)
+		want   string // the throttled line's limit attribute; "" for none
+	}{
+		{"pair", nil, func(e *testEnv, logged *syncBuffer, login func(string, string) int) {
+			for range 5 {
+				login("alice", "wrong")
+			}
+		}, "limit=pair"},
+		{"pair and user", func(c *serveConfig) { c.throttle.UserFailures = 5 }, func(e *testEnv, logged *syncBuffer, login func(string, string) int) {
+			for range 5 {
+				login("alice", "wrong")
+			}
+		}, "limit=pair,user"},
+		{"user", func(c *serveConfig) { c.throttle.PairFailures, c.throttle.UserFailures = 10, 5 }, func(e *testEnv, logged *syncBuffer, login func(string, string) int) {
+			for range 5 {
+				login("alice", "wrong")
+			}
+		}, "limit=user"},
+		{"client, over all usernames", func(c *serveConfig) { c.throttle.AddrRate, c.throttle.AddrBurst = 0.01, 3 }, func(e *testEnv, logged *syncBuffer, login func(string, string) int) {
+			login("bob", "wrong")
+			login("carol", "wrong")
+			login("nobody", "wrong")
+		}, "limit=client"},
+		{"unlock lifts all but the client", func(c *serveConfig) { c.throttle.AddrRate, c.throttle.AddrBurst = 0.01, 5 }, func(e *testEnv, logged *syncBuffer, login func(string, string) int) {
+			for range 5 {
+				login("alice", "wrong")
+			}
+			if code := login("alice", "alice-pw"); code != http.StatusTooManyRequests {
+				t.Fatalf("login after 5 wrong passwords = %d; want 429", code)
+			}
+			if line := regexp.MustCompile(`outcome=throttled .*`).FindString(logged.take()); !strings.HasSuffix(line, " limit=pair,client") {
+				t.Errorf("audit line before the unlock = %q; want it to end limit=pair,client", line)
+			}
+			if err := users.Unlock(context.Background(), e.users, "alice"); err != nil {
+				t.Fatal(err)
+			}
+		}, "limit=client"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logged syncBuffer
+			e := newTestEnvConfig(t, slog.New(slog.NewTextHandler(&logged, nil)), tt.change)
+			login := func(username, password string) int {
+				return e.do("POST", "/api/auth/login/", `{"username":"`+username+`","password":"`+password+`"}`, jsonCT).Code
+			}
+			tt.before(e, &logged, login)
+			logged.take()
+			w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT)
+			if w.Code != http.StatusTooManyRequests {
+				t.Fatalf("login = %d %s; want 429", w.Code, w.Body)
+			}
+			line := regexp.MustCompile(`msg=login outcome=throttled .*`).FindString(logged.take())
+			if got := regexp.MustCompile(` limit=\S*`).FindString(line); strings.TrimSpace(got) != tt.want {
+				t.Errorf("audit line %q has %q; want %q", line, strings.TrimSpace(got), tt.want)
+			}
+		})
+	}
+}
+
+// TestAuditThrottleLimitRedis: with the throttle in Redis, the audit line
+// of a throttled attempt names every limit that refused it.
+func TestAuditThrottleLimitRedis(t *testing.T) {
+	redisURL, _, _ := testservers.Redis(t)
+	path := filepath.Join(t.TempDir(), "users.json")
+	if err := users.WriteFile(path, testUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(path)
+	cfg.store, cfg.storePrefix = redisURL, testservers.UniquePrefix()
+	cfg.throttle.UserFailures, cfg.throttle.AddrRate, cfg.throttle.AddrBurst = 5, 0.01, 5
+	var logged syncBuffer
+	key, err := secret.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(&logged, nil)), withSecretKeys(secret.NewKeyring(key)))
+	t.Cleanup(closeDeps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := httpapi.NewServer(d)
+	login := func(password string) int {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/api/auth/login/", strings.NewReader(`{"username":"alice","password":"`+password+`"}`))
+		r.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for range 5 {
+		login("wrong")
+	}
+	logged.take()
+	if code := login("alice-pw"); code != http.StatusTooManyRequests {
+		t.Fatalf("login after 5 wrong passwords = %d; want 429", code)
+	}
+	if line := regexp.MustCompile(`msg=login outcome=throttled .*`).FindString(logged.take()); !strings.HasSuffix(line, " limit=pair,user,client") {
+		t.Errorf("audit line = %q; want it to end limit=pair,user,client", line)
 	}
 }

@@ -306,11 +306,24 @@ func (a *loginAttempt) reserve(ctx context.Context) error {
 	case v == throttle.Admitted:
 		return nil
 	case v == throttle.Refused:
+		limits := a.explain(ctx)
 		g.Tarpit.hold(ctx)
-		return throttled(int(retryAfter / time.Second))
+		return throttled(int(retryAfter/time.Second), limits)
 	}
 	g.Tarpit.hold(ctx)
 	return errUnavailable // still Wait: no decision in time
+}
+
+// explain names the limits that refuse the attempt, for its audit line:
+// the throttle's Explain, asked only of a refused attempt, so its cost is
+// off the path of the others. "" when the throttle cannot say: a refusal
+// is never failed over its audit line's detail.
+func (a *loginAttempt) explain(ctx context.Context) string {
+	l, err := a.g.Throttle.Explain(ctx, a.counted, a.client, a.g.Now())
+	if err != nil {
+		return ""
+	}
+	return l.String()
 }
 
 // awaitSettled asks the throttle again, with a growing pause, while it
@@ -356,8 +369,13 @@ func (a *loginAttempt) audit(err error) {
 	}
 	attrs := []slog.Attr{slog.String("outcome", outcomeName(err)), slog.String("username", username),
 		slog.String("client", a.client), slog.String("request_id", requestID(a.w))}
-	if e, ok := err.(*apiError); ok && e.note != "" {
-		attrs = append(attrs, slog.String("note", e.note))
+	if e, ok := err.(*apiError); ok {
+		if e.limit != "" {
+			attrs = append(attrs, slog.String("limit", e.limit))
+		}
+		if e.note != "" {
+			attrs = append(attrs, slog.String("note", e.note))
+		}
 	}
 	a.g.Log.LogAttrs(a.r.Context(), slog.LevelInfo, a.event, attrs...)
 }

@@ -159,7 +159,7 @@ func errorStatuses(t *testing.T) map[string]int {
 	all := []error{
 		invalidRequest("x"), errInvalidCredentials, errNotAuthenticated, errInvalidToken,
 		errPermissionDenied, errNotFound, methodNotAllowed("GET"), errTooLarge,
-		errUnsupportedMedia, throttled(1), errUnavailable, errInternal, weakPasswordReply(nil),
+		errUnsupportedMedia, throttled(1, "pair"), errUnavailable, errInternal, weakPasswordReply(nil),
 		errMFAEnrolled, mfaRequired("x"),
 	}
 	statuses := make(map[string]int)

@@ -24,6 +24,10 @@ type apiError struct {
 	// mfaToken is mfa_required's second-step token, sent as mfa_token in
 	// the body; never in Error(), so never in a log line.
 	mfaToken string
+	// limit names, for the audit line alone (limit=…), the throttle's
+	// limits that refused a 429: throttle.Limits' names, or "code" for
+	// the code lock; "" when unknown. Never in the reply.
+	limit string
 	// note is for the audit line alone (note=…): what an operator must
 	// know of the refusal; never in the reply.
 	note string
@@ -82,10 +86,14 @@ func weakPasswordReply(err error) error {
 var errCodeLocked = &apiError{status: http.StatusTooManyRequests, code: "throttled",
 	detail:     "Too many wrong second-factor codes; an administrator must unlock the account.",
 	retryAfter: int(throttle.CodeLockRetryAfter / time.Second),
+	limit:      "code",
 	note:       "100 consecutive wrong second-factor codes; lifted only by authsvc user unlock"}
 
-func throttled(retryAfter int) error {
-	return &apiError{status: http.StatusTooManyRequests, code: "throttled", detail: "Too many failed login attempts; try again later.", retryAfter: retryAfter}
+// throttled is the 429 of an attempt the throttle refused for retryAfter
+// seconds; limits names the limits that refused it ("" when unknown), for
+// the audit line.
+func throttled(retryAfter int, limits string) error {
+	return &apiError{status: http.StatusTooManyRequests, code: "throttled", detail: "Too many failed login attempts; try again later.", retryAfter: retryAfter, limit: limits}
 }
 
 // errorBody is the JSON of every error reply.
