@@ -267,3 +267,25 @@ func TestLaggingInstanceFollowsFactors(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestTokenNotBornDead: a login on an instance whose clock is behind the
+// user's cut-off (written by another instance, or user logout, with a
+// clock ahead) gets a token that lives: it is issued at the cut-off, not
+// before it.
+func TestTokenNotBornDead(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
+	ahead := e.clock.Now().Add(5 * time.Second)
+	if err := users.NewFile(e.usersPath, nil).Update(context.Background(), "alice", func(u *users.User) error {
+		u.TokensAfter = ahead
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.users.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	token := e.login("alice")
+	if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+token); w.Code != 200 {
+		t.Errorf("info with a token issued while this clock is behind alice's cut-off = %d %s; want 200", w.Code, w.Body)
+	}
+}
