@@ -1,251 +1,36 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
-	"authsvc/internal/password"
-	"authsvc/internal/users"
-
-	"golang.org/x/crypto/bcrypt"
+	"authsvc/internal/cli"
 )
 
-// TestMain lets the test binary be the hasher pool's worker, as the server
-// binary is: buildDeps starts "os.Executable() hash-worker".
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == password.WorkerCommand {
-		os.Exit(exitStatus(password.RunWorker(os.Stdin, os.Stdout), os.Stderr))
-	}
-	os.Exit(m.Run())
-}
-
-// lineLog is a stderr that keeps every line and can wait for one.
-type lineLog struct {
-	mu    sync.Mutex // guards buf, lines and waits
-	buf   []byte
-	lines []string
-	wake  chan struct{}
-}
-
-func newLineLog() *lineLog { return &lineLog{wake: make(chan struct{})} }
-
-func (l *lineLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := strings.IndexByte(string(l.buf), '\n')
-		if i < 0 {
-			break
+// TestRun runs the program as main does, through run and the exit status:
+// help succeeds, a usage error exits 2, any other error 1.
+func TestRun(t *testing.T) {
+	getenv := func(string) string { return "" }
+	for _, tc := range []struct {
+		args   []string
+		status int
+		stdout string // a part of it
+		stderr string // a part of it
+	}{
+		{args: []string{"authsvc", "--help"}, status: 0, stdout: "usage: authsvc [COMMAND]"},
+		{args: []string{"authsvc", "version"}, status: 0, stdout: "authsvc"},
+		{args: []string{"authsvc", "bogus"}, status: 2, stderr: `authsvc: unknown command "bogus"`},
+		{args: []string{"authsvc", "user", "list", "--users", t.TempDir()}, status: 1, stderr: "authsvc: user list: "},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), tc.args, getenv, strings.NewReader(""), &stdout, &stderr)
+		if got := cli.ExitStatus(err, &stderr); got != tc.status {
+			t.Errorf("%q: exit status = %d; want %d (stderr %q)", tc.args, got, tc.status, stderr.String())
 		}
-		l.lines = append(l.lines, string(l.buf[:i]))
-		l.buf = l.buf[i+1:]
-	}
-	close(l.wake)
-	l.wake = make(chan struct{})
-	return len(p), nil
-}
-
-func (l *lineLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
-// waitFor returns the submatches of the first line matching re, waiting up to 10 s.
-func (l *lineLog) waitFor(t *testing.T, re *regexp.Regexp) []string {
-	t.Helper()
-	deadline := time.After(60 * time.Second)
-	seen := 0
-	for {
-		l.mu.Lock()
-		for ; seen < len(l.lines); seen++ {
-			if m := re.FindStringSubmatch(l.lines[seen]); m != nil {
-				l.mu.Unlock()
-				return m
-			}
+		if !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("%q: stdout %q, stderr %q; want them to hold %q and %q", tc.args, stdout.String(), stderr.String(), tc.stdout, tc.stderr)
 		}
-		wake := l.wake
-		l.mu.Unlock()
-		select {
-		case <-wake:
-		case <-deadline:
-			t.Fatalf("no log line matching %s within 60s; log:\n%s", re, l)
-		}
-	}
-}
-
-// startServer runs the whole program in-process on 127.0.0.1:0 and returns
-// its base URL, its log and a function that stops it and returns run's error.
-func startServer(t *testing.T, env map[string]string, args ...string) (string, *lineLog, func() error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	stderr := newLineLog()
-	done := make(chan error, 1)
-	getenv := func(k string) string { return env[k] }
-	go func() {
-		done <- run(ctx, append([]string{"authsvc", "serve", "--addr", "127.0.0.1:0"}, args...), getenv, strings.NewReader(""), io.Discard, stderr)
-	}()
-	m := stderr.waitFor(t, regexp.MustCompile(`msg=listening addr=(\S+)`))
-	stop := func() error {
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(15 * time.Second):
-			t.Fatal("run did not return within 15s of cancel")
-			return nil
-		}
-	}
-	t.Cleanup(func() { cancel() })
-	return "http://" + m[1], stderr, stop
-}
-
-func postJSON(t *testing.T, url, body string) (*http.Response, string) {
-	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
-
-func getInfo(t *testing.T, base, token, query string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", base+"/api/auth/info"+query, nil)
-	req.Header.Set("authorization", "TOKEN "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func loginToken(t *testing.T, base, username, password string) string {
-	t.Helper()
-	resp, body := postJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, username, password))
-	if resp.StatusCode != 200 {
-		t.Fatalf("login(%s) = %d %s; want 200", username, resp.StatusCode, body)
-	}
-	var reply struct{ Token string }
-	json.Unmarshal([]byte(body), &reply)
-	return reply.Token
-}
-
-// TestEndToEnd drives the real program over HTTP: bootstrap, login, info,
-// reload on file change and on SIGHUP, graceful shutdown.
-func TestEndToEnd(t *testing.T) {
-	dir := t.TempDir()
-	usersPath := filepath.Join(dir, "users.json")
-	base, log, stop := startServer(t, map[string]string{"AUTHSVC_USERS": usersPath, "AUTHSVC_RELOAD_INTERVAL": "50ms"})
-
-	// First start: the bootstrap admin and its password, once, on stderr.
-	m := log.waitFor(t, regexp.MustCompile(`password: (\S+)$`))
-	adminPassword := m[1]
-	if info, err := os.Stat(usersPath); err != nil || info.Mode().Perm() != 0o600 {
-		t.Fatalf("users file after bootstrap: %v, mode %v; want mode 0600", err, info.Mode().Perm())
-	}
-	admin := loginToken(t, base, "admin", adminPassword)
-	if code, body := getInfo(t, base, admin, "?username=admin"); code != 200 || !strings.Contains(body, `"admin":true`) {
-		t.Fatalf("info(admin) = %d %s; want 200 admin", code, body)
-	}
-
-	// A user added by the CLI is picked up by polling.
-	if code, stdout, stderr := runCLIProgram(t, "dave-is-back-in-town\n", "user", "add", "--users", usersPath, "--cost", "4", "dave"); code != 0 {
-		t.Fatalf("user add = %d %s %s", code, stdout, stderr)
-	}
-	log.waitFor(t, regexp.MustCompile(`users file reloaded.*reason="file changed" users=2`))
-	dave := loginToken(t, base, "dave", "dave-is-back-in-town")
-	if code, _ := getInfo(t, base, dave, ""); code != 200 {
-		t.Fatalf("info(dave) = %d; want 200", code)
-	}
-
-	// A broken file is refused and the old users stay; SIGHUP reloads.
-	if err := os.WriteFile(usersPath, []byte(`{"users": [}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	log.waitFor(t, regexp.MustCompile(`users file refused`))
-	if code, _ := getInfo(t, base, dave, ""); code != 200 {
-		t.Errorf("info(dave) after a broken file = %d; want 200", code)
-	}
-	list := testUsers(t)
-	if err := users.WriteFile(usersPath, list); err != nil {
-		t.Fatal(err)
-	}
-	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	log.waitFor(t, regexp.MustCompile(`users file reloaded.*users=3`))
-	if code, _ := getInfo(t, base, dave, ""); code != 401 {
-		t.Errorf("info(dave) after dave was deleted = %d; want 401", code)
-	}
-	alice := loginToken(t, base, "alice", "alice-pw")
-
-	// Shutdown waits for a request in flight: send half a login, stop, send the rest.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	body := `{"username":"alice","password":"alice-pw"}`
-	fmt.Fprintf(conn, "POST /api/auth/login/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:10])
-	time.Sleep(100 * time.Millisecond) // let the server start reading the request
-	stopped := make(chan error, 1)
-	go func() { stopped <- stop() }()
-	log.waitFor(t, regexp.MustCompile(`shutting down`))
-	fmt.Fprint(conn, body[10:])
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("in-flight login during shutdown: %v", err)
-	}
-	if resp.StatusCode != 200 {
-		t.Errorf("in-flight login during shutdown = %d; want 200", resp.StatusCode)
-	}
-	if err := <-stopped; err != nil {
-		t.Errorf("run after shutdown = %v; want nil", err)
-	}
-
-	// No token or password reached the log.
-	for _, secret := range []string{adminPassword, admin, dave, alice, "dave-pw", "alice-pw"} {
-		for _, line := range strings.Split(log.String(), "\n") {
-			if strings.Contains(line, secret) && !strings.HasSuffix(line, "password: "+adminPassword) {
-				t.Errorf("log line %q contains a secret", line)
-			}
-		}
-	}
-}
-
-// runCLIProgram runs one CLI command in-process as main would.
-func runCLIProgram(t testing.TB, stdin string, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr strings.Builder
-	err := run(context.Background(), append([]string{"authsvc"}, args...), func(string) string { return "" }, strings.NewReader(stdin), &stdout, &stderr)
-	return exitStatus(err, &stderr), stdout.String(), stderr.String()
-}
-
-// TestServeRefusesBrokenUsersFile: a file that fails to validate stops start-up with its reason.
-func TestServeRefusesBrokenUsersFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "users.json")
-	hash, _ := bcrypt.GenerateFromPassword([]byte("x"), testCost)
-	doc := fmt.Sprintf(`{"users":[{"username":"ok","password_hash":%q},{"username":"bad","password_hash":"plain"}]}`, hash)
-	os.WriteFile(path, []byte(doc), 0o600)
-	err := run(context.Background(), []string{"authsvc", "--addr", "127.0.0.1:0", "--users", path}, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), `users[1] ("bad"): password_hash`) {
-		t.Errorf("serve with a broken users file = %v; want an error naming users[1] and password_hash", err)
 	}
 }

@@ -71,7 +71,7 @@ say "building authsvc, the baseline, bcryptrate, bigusers, the driver and authsv
 "$GO" build -o "$OUT/bcryptrate" ./bench/bcryptrate
 "$GO" build -o "$OUT/bigusers" ./bench/bigusers
 "$GO" build -o "$OUT/driver" ./bench/driver
-"$GO" test -c -o "$OUT/authsvc.test" .
+"$GO" test -c -o "$OUT/authsvc.test" ./internal/cli
 
 # --- helpers -------------------------------------------------------------------
 # free_port prints a loopback port nothing listens on.

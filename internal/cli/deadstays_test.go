@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/users"
+)
+
+// TestTokenCheckRemovesDeadToken: a token refused because its user died is
+// removed from the store on the spot, so that an older users file put back
+// afterwards (the user enabled again, no cut-off) does not revive it, even
+// on a server whose reload has not ended it in the store.
+func TestTokenCheckRemovesDeadToken(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
+	tok := e.login("alice")
+	older, err := os.ReadFile(e.usersPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := testUsers(t)
+	list[0].Disabled, list[0].TokensAfter = true, e.clock.Now().Add(time.Second)
+	if err := users.WriteFile(e.usersPath, list); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.users.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+tok); w.Code != 401 {
+		t.Fatalf("info with alice disabled = %d; want 401", w.Code)
+	}
+	if err := os.WriteFile(e.usersPath, older, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.users.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+tok); w.Code != 401 || errorCode(t, w) != "invalid_token" {
+		t.Errorf("info with a token refused once, after the older users file is put back = %d %s; want 401 invalid_token (dead stays dead)", w.Code, w.Body)
+	}
+}
+
+// TestCopyBackAfterUserDel: `user del alice`, then an older users file
+// copied back before the server reloads, does not bring alice's token back:
+// the deletion's cut-off is kept outside the file, and the reload applies it
+// (issue 19, point 7).
+func TestCopyBackAfterUserDel(t *testing.T) {
+	for _, cmd := range []string{"del", "disable", "logout"} {
+		t.Run(cmd, func(t *testing.T) {
+			path := writeTestUsers(t)
+			// No reload but the one this test asks for: the server never sees the file without alice.
+			base, log, stop := startServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
+			defer stop()
+			token := loginToken(t, base, "alice", "alice-pw")
+			older, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustRunCLI(t, "", "user", cmd, "--users", path, "alice")
+			if err := os.WriteFile(path, older, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			reloads := strings.Count(log.String(), "users file reloaded")
+			syscall.Kill(os.Getpid(), syscall.SIGHUP)
+			for deadline := time.Now().Add(10 * time.Second); strings.Count(log.String(), "users file reloaded") == reloads; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no reload within 10 s of SIGHUP; log:\n%s", log)
+				}
+			}
+			if code, body := getInfo(t, base, token, ""); code != http.StatusUnauthorized {
+				t.Errorf("info with alice's token after `user %s alice` and the older file put back = %d %s; want 401 (dead stays dead)", cmd, code, body)
+			}
+			if code, _ := getInfo(t, base, loginToken(t, base, "bob", "bob-pw"), ""); code != http.StatusOK {
+				t.Errorf("info with a new token of bob's = %d; want 200", code)
+			}
+		})
+	}
+}
+
+// TestCLICheckReadsCutoffs: `user check` validates the cut-offs file as
+// the server loads it: a line that is not a record is exit 1, naming it,
+// on one line; a record cut short at the end is not an error.
+func TestCLICheckReadsCutoffs(t *testing.T) {
+	path := writeTestUsers(t)
+	mustRunCLI(t, "", "user", "logout", "--users", path, "alice")
+	cuts := users.CutoffsPath(path)
+	good, err := os.ReadFile(cuts)
+	if err != nil {
+		t.Fatalf("`user logout` left no cut-offs file: %v", err)
+	}
+	if err := os.WriteFile(cuts, append(good, `{"username":"bo`...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runCLI(t, "", nil, "user", "check", "--users", path); code != 0 || !strings.Contains(stdout, "valid") {
+		t.Errorf("user check with a record cut short at the end = exit %d, %q, %q; want 0, valid", code, stdout, stderr)
+	}
+	if err := os.WriteFile(cuts, append([]byte("{}\n"), good...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "", nil, "user", "check", "--users", path)
+	if code != 1 || !strings.Contains(stderr, "users.json.cutoffs: line 1") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("user check with a bad line in the cut-offs file = exit %d, %q; want 1 and one line naming line 1", code, stderr)
+	}
+}
+
+// TestCopyBackKeepsDeletionsAndDisables: `user disable alice` and `user
+// del bob`, then the users file from before them copied back: neither logs
+// in, on the running server after its reload nor on one started on that
+// file, and `user check` counts the file's users without bob. `user
+// enable alice` and `user add bob` then work, and survive another copy of
+// the older file: alice stays enabled, the old bob stays deleted, and the
+// file that holds the new bob brings him (issue 28, point 8; API.md,
+// Tokens: deletions and disables are kept outside the users file too).
+// Before, the copy brought both logins back: only the cut-off was applied.
+func TestCopyBackKeepsDeletionsAndDisables(t *testing.T) {
+	path := writeTestUsers(t)
+	base, log, stop := startServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
+	defer stop()
+	login := func(base, user, pw string) int {
+		t.Helper()
+		resp, _ := postJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, user, pw))
+		return resp.StatusCode
+	}
+	want := func(when, base string, logins map[[2]string]int) {
+		t.Helper()
+		for up, code := range logins {
+			if got := login(base, up[0], up[1]); got != code {
+				t.Errorf("%s: login of %s with %q = %d; want %d", when, up[0], up[1], got, code)
+			}
+		}
+	}
+	older, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putBack := func(data []byte) {
+		t.Helper()
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		hupAndWait(t, log)
+	}
+	want("before", base, map[[2]string]int{{"alice", "alice-pw"}: 200, {"bob", "bob-pw"}: 200})
+
+	mustRunCLI(t, "", "user", "disable", "--users", path, "alice")
+	mustRunCLI(t, "", "user", "del", "--users", path, "bob")
+	putBack(older)
+	gone := map[[2]string]int{{"alice", "alice-pw"}: 401, {"bob", "bob-pw"}: 401}
+	want("the older file put back, reloaded", base, gone)
+	if out := mustRunCLI(t, "", "user", "check", "--users", path); !strings.Contains(out, ": 2 users, valid") {
+		t.Errorf("user check of the older file put back = %q; want 2 users (alice and carol), valid", out)
+	}
+	other, _, stopOther := startServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
+	want("a server started on the older file", other, gone)
+	stopOther()
+
+	mustRunCLI(t, "", "user", "enable", "--users", path, "alice")
+	addUser(t, path, "bob", "bob-new-pw")
+	hupAndWait(t, log)
+	back := map[[2]string]int{{"alice", "alice-pw"}: 200, {"bob", "bob-new-pw"}: 200, {"bob", "bob-pw"}: 401}
+	want("`user enable alice` and `user add bob`", base, back)
+	newer, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	putBack(older)
+	want("the older file put back once more", base, map[[2]string]int{{"alice", "alice-pw"}: 200, {"bob", "bob-new-pw"}: 401, {"bob", "bob-pw"}: 401})
+	putBack(newer)
+	want("the file with the new bob put back", base, back)
+}

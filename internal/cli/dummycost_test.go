@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/users"
+)
+
+// TestUnknownUserHoldsNoSlotForTheSlowestHash: with one check slot and no
+// queue, a login of an unknown user, checked against the hash policy's
+// dummy, gives the slot back long before the directory's slowest hash
+// would, so a real login sent just after it is served, not refused at
+// capacity; its failure is still held to the slowest check's time.
+func TestUnknownUserHoldsNoSlotForTheSlowestHash(t *testing.T) {
+	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+		c.passwordSlots, c.passwordQueue = 1, 0
+	})
+	list := append(testUsers(t), users.User{Username: "slow", PasswordHash: passwordtest.MustHash(t, "slow-pw", 12), Groups: []string{}})
+	if err := users.WriteFile(e.usersPath, list); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.users.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.login("bob") // starts the hash worker, and makes the policy's dummy hash
+	unknown := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		e.do("POST", "/api/auth/login/", `{"username":"nobody","password":"whatever"}`, jsonCT)
+		unknown <- time.Since(start)
+	}()
+	time.Sleep(100 * time.Millisecond) // the unknown user's dummy check (cost 4) is over; a cost-12 check would not be
+	if w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT); w.Code != http.StatusOK {
+		t.Errorf("login of alice while an unknown user's failure is held = %d %s; want 200 (the dummy check holds the slot only at the policy's cost)", w.Code, w.Body)
+	}
+	slowest := time.Duration(e.users.Slowest().Took.Load())
+	if took := <-unknown; took < slowest/2 {
+		t.Errorf("unknown user's login took %v; want it held near the slowest check's %v", took, slowest)
+	}
+}

@@ -1,0 +1,291 @@
+package cli
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"authsvc/internal/httpapi"
+	"authsvc/internal/testservers"
+	"authsvc/internal/users"
+)
+
+// freshTokenFleet is one topology of TestFreshTokenLivesEverywhere: the
+// flags of two instances sharing a directory and a token store, and how a
+// user gets into that directory.
+type freshTokenFleet struct {
+	name  string
+	start func(t *testing.T) (args []string)
+}
+
+// freshTokenFleets are API.md's shared-store topologies: a users file and
+// one Redis, PostgreSQL and one Redis, a users file and a Redis Cluster.
+// Each instance reloads the directory at the default interval, as users
+// run it: the second instance is behind the first for about a second
+// after every change.
+func freshTokenFleets() []freshTokenFleet {
+	fileUsers := func(t *testing.T, dir string) string {
+		path := filepath.Join(dir, "users.json")
+		if err := users.WriteFile(path, testUsers(t)); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	return []freshTokenFleet{
+		{"file+redis", func(t *testing.T) []string {
+			dir := t.TempDir()
+			redisURL, _, _ := testservers.Redis(t)
+			writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+			return []string{"--users", fileUsers(t, dir), "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
+				"--secret-key-file", filepath.Join(dir, "fleet.key")}
+		}},
+		{"postgres+redis", func(t *testing.T) []string {
+			dir := t.TempDir()
+			pgURL, _, _ := testservers.Postgres(t)
+			dbURL := testservers.NewDatabase(t, pgURL)
+			redisURL, _, _ := testservers.Redis(t)
+			writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+			if code, _, stderr := runCLI(t, "alice-pw\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "alice"); code != 0 {
+				t.Fatalf("user add alice = exit %d, %s", code, stderr)
+			}
+			return []string{"--users", dbURL, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
+				"--secret-key-file", filepath.Join(dir, "fleet.key")}
+		}},
+		{"file+cluster", func(t *testing.T) []string {
+			dir := t.TempDir()
+			addrs, _ := testservers.RedisCluster(t)
+			writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+			return []string{"--users", fileUsers(t, dir), "--store", "redis+cluster://" + strings.Join(addrs, ","),
+				"--store-prefix", testservers.UniquePrefix(), "--secret-key-file", filepath.Join(dir, "fleet.key")}
+		}},
+	}
+}
+
+// TestFreshTokenLivesEverywhere: a token that one instance hands out on
+// the user's newest state (a password change's reply, the token re-bound
+// by a second-factor confirm or removal) answers 200 on the other
+// instance before and after that one has seen the change, and on the first
+// too (API.md, Tokens: a live token is live on every instance). Before
+// the rule, the lagging instance took the newer stamp for a dead one and
+// revoked the token for the whole fleet.
+func TestFreshTokenLivesEverywhere(t *testing.T) {
+	for _, fleet := range freshTokenFleets() {
+		t.Run(fleet.name, func(t *testing.T) {
+			args := append(fleet.start(t), "--cost", "4", "--login-failures", "100", "--user-failures", "100")
+			baseA, logA, stopA := startServer(t, nil, args...)
+			baseB, logB, stopB := startServer(t, nil, args...)
+			defer func() {
+				stopA()
+				stopB()
+				if t.Failed() {
+					t.Logf("A:\n%s\nB:\n%s", logA, logB)
+				}
+			}()
+			// liveEverywhere asks both instances, the lagging one first, for
+			// about two reload intervals: every answer must be 200.
+			liveEverywhere := func(what, token string) {
+				t.Helper()
+				for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); {
+					for _, b := range []struct{ name, base string }{{"B", baseB}, {"A", baseA}} {
+						if r := miDo(t, "GET", b.base+"/api/auth/info", token, ""); r.status != 200 {
+							t.Fatalf("%s: info on %s = %v; want 200 on every instance", what, b.name, r)
+						}
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+
+			// Both instances know alice's first password.
+			waitLogin(t, baseB, "alice", "alice-pw")
+			token := tokenOf(t, "login on A", miLogin(t, baseA, "alice"))
+			r := miDo(t, "POST", baseA+"/api/auth/password/", token, changeBody("alice-pw", "a brand new passphrase"))
+			fresh := tokenOf(t, "password change on A", r)
+			liveEverywhere("the password change's token", fresh)
+
+			// A second factor confirmed on A: the presenting token is re-bound.
+			status, body := mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/", fresh, `{"password":"a brand new passphrase"}`)
+			if status != 200 {
+				t.Fatalf("enrol on A = %d %v", status, body)
+			}
+			secret32 := body["secret"].(string)
+			confirmedAt := time.Now()
+			if status, body = mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/confirm/", fresh, `{"code":"`+totpCode(t, secret32, confirmedAt)+`"}`); status != 200 {
+				t.Fatalf("confirm on A = %d %v", status, body)
+			}
+			recovery := body["recovery_codes"].([]any)
+			liveEverywhere("the token that confirmed an authenticator", fresh)
+
+			// Removed on A, with a recovery code: the token is re-bound again.
+			if status, body = mfaCall(t, "DELETE", baseA+"/api/auth/mfa/totp/", fresh, `{"password":"a brand new passphrase","code":"`+recovery[0].(string)+`"}`); status != 204 {
+				t.Fatalf("removal on A = %d %v", status, body)
+			}
+			liveEverywhere("the token that removed the authenticator", fresh)
+		})
+	}
+}
+
+// TestStoreStampFollowsDirectory: a password change the token store was
+// never told of (the reload that would have told it failed while Redis was
+// away, say) leaves the store holding an older password stamp. The
+// directory decides: the right password of the directory logs in, and the
+// password the store's stamp came from does not. Before, the store refused
+// every login on the directory's password until its stamp expired (a day).
+func TestStoreStampFollowsDirectory(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
+	token := e.login("alice")
+	if w := e.do("POST", "/api/auth/password/", changeBody("alice-pw", "a second passphrase"), "Content-Type: application/json", "Authorization: Token "+token); w.Code != 200 {
+		t.Fatalf("password change = %d %s; want 200", w.Code, w.Body)
+	}
+	// Another process (user passwd) changes it again; this instance loads
+	// the file without telling the store (no Watch runs here).
+	hash, err := bcrypt.GenerateFromPassword([]byte("a third passphrase"), testCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := users.NewFile(e.usersPath, nil).Update(context.Background(), "alice", func(u *users.User) error {
+		u.PasswordHash, u.TokensAfter = string(hash), e.clock.Now().Add(time.Second)
+		u.PasswordGeneration++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.users.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Second)
+	for _, tt := range []struct {
+		password string
+		status   int
+	}{
+		{"a third passphrase", 200},
+		{"a second passphrase", 401},
+		{"a third passphrase", 200},
+		{"alice-pw", 401},
+	} {
+		w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"`+tt.password+`"}`, "Content-Type: application/json")
+		if w.Code != tt.status {
+			t.Errorf("login of alice with %q after a change the store was not told of = %d %s; want %d", tt.password, w.Code, w.Body, tt.status)
+		}
+	}
+}
+
+// TestLaggingInstanceLogsIn: after a second factor is confirmed and removed
+// on one instance (the password generation moves twice, the password and
+// the factors end as they were), the right password logs in on an instance
+// that has not reloaded yet: the store refuses the stamp of its copy, and
+// the instance answers from the directory as it is now instead of 401
+// invalid_credentials, which neither the old state nor the new one gives.
+func TestLaggingInstanceLogsIn(t *testing.T) {
+	redisURL, _, _ := testservers.Redis(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.json")
+	if err := users.WriteFile(path, testUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+	args := []string{"--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4",
+		"--secret-key-file", filepath.Join(dir, "fleet.key")}
+	baseA, _, stopA := startServer(t, nil, append(args, "--reload-interval", "100ms")...)
+	defer stopA()
+	baseB, _, stopB := startServer(t, nil, append(args, "--reload-interval", "1h")...)
+	defer stopB()
+
+	token := tokenOf(t, "alice on A", miLogin(t, baseA, "alice"))
+	status, body := mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`)
+	if status != 200 {
+		t.Fatalf("enrol on A = %d %v", status, body)
+	}
+	secret32 := body["secret"].(string)
+	if status, body = mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+totpCode(t, secret32, time.Now())+`"}`); status != 200 {
+		t.Fatalf("confirm on A = %d %v", status, body)
+	}
+	recovery := body["recovery_codes"].([]any)
+	if status, body = mfaCall(t, "DELETE", baseA+"/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"`+recovery[0].(string)+`"}`); status != 204 {
+		t.Fatalf("removal on A = %d %v", status, body)
+	}
+	// B has not reloaded (1h): its copy has alice's first generation.
+	fresh := tokenOf(t, "alice on B, behind two factor changes", miLogin(t, baseB, "alice"))
+	wantInfo(t, "B's token, on A", baseA, fresh, aliceInfo)
+	wantInfo(t, "B's token, on B", baseB, fresh, aliceInfo)
+	wantInfo(t, "the re-bound token, on B", baseB, token, aliceInfo)
+}
+
+// TestLaggingInstanceFollowsFactors: a login on an instance that has not
+// seen a second factor come or go answers as the directory now has the
+// user: mfa_required after a confirm on another instance, a token after a
+// `user reset-mfa`, never 401 invalid_credentials for the right password
+// (found by the model-based test: reset-mfa, then a login on a lagging
+// instance).
+func TestLaggingInstanceFollowsFactors(t *testing.T) {
+	redisURL, _, _ := testservers.Redis(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.json")
+	if err := users.WriteFile(path, testUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "fleet.key")
+	writeKeyFile(t, key)
+	args := []string{"--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--secret-key-file", key}
+	baseA, _, stopA := startServer(t, nil, append(args, "--reload-interval", "100ms")...)
+	defer stopA()
+	baseB, _, stopB := startServer(t, nil, append(args, "--reload-interval", "1h")...)
+	defer stopB()
+	confirm := func(base, user string) {
+		t.Helper()
+		token := tokenOf(t, user+" on "+base, miLogin(t, base, user))
+		status, body := mfaCall(t, "POST", base+"/api/auth/mfa/totp/", token, `{"password":"`+user+`-pw"}`)
+		if status != 200 {
+			t.Fatalf("enrol %s = %d %v", user, status, body)
+		}
+		if status, body = mfaCall(t, "POST", base+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+totpCode(t, body["secret"].(string), time.Now())+`"}`); status != 200 {
+			t.Fatalf("confirm %s = %d %v", user, status, body)
+		}
+	}
+
+	// alice confirms an authenticator on A; B, behind, still has none for her.
+	confirm(baseA, "alice")
+	if r := miLogin(t, baseB, "alice"); r.status != 401 || r.code() != "mfa_required" {
+		t.Errorf("alice's password on B after a confirm on A = %v; want 401 mfa_required", r)
+	}
+	// bob confirms on B (B knows his factor), then user reset-mfa removes it.
+	confirm(baseB, "bob")
+	mustRunCLI(t, "", "user", "reset-mfa", "--users", path, "bob")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		// A reloads within 100 ms and tells the store; B never reloads.
+		r := miLogin(t, baseB, "bob")
+		if r.status == 200 {
+			break
+		}
+		if r.code() != "mfa_required" || time.Now().After(deadline) {
+			t.Fatalf("bob's password on B after user reset-mfa = %v; want mfa_required until the store hears of it, then 200", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTokenNotBornDead: a login on an instance whose clock is behind the
+// user's cut-off (written by another instance, or user logout, with a
+// clock ahead) gets a token that lives: it is issued at the cut-off, not
+// before it.
+func TestTokenNotBornDead(t *testing.T) {
+	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
+	ahead := e.clock.Now().Add(5 * time.Second)
+	if err := users.NewFile(e.usersPath, nil).Update(context.Background(), "alice", func(u *users.User) error {
+		u.TokensAfter = ahead
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.users.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	token := e.login("alice")
+	if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+token); w.Code != 200 {
+		t.Errorf("info with a token issued while this clock is behind alice's cut-off = %d %s; want 200", w.Code, w.Body)
+	}
+}

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSIGHUPStorm: a hundred SIGHUPs a second while logins and token
+// checks go on give no error reply: every reload swaps the users whole,
+// and no request sees a half-loaded directory (issue 19, point 11, one of
+// the fault cases).
+func TestSIGHUPStorm(t *testing.T) {
+	path := writeTestUsers(t)
+	base, log, stop := startServer(t, nil, "--users", path, "--cost", "4", "--login-rate", "1000", "--login-burst", "1000")
+	defer stop()
+	token := loginToken(t, base, "alice", "alice-pw")
+
+	done := make(chan struct{})
+	var hups atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				syscall.Kill(os.Getpid(), syscall.SIGHUP)
+				hups.Add(1)
+			}
+		}
+	})
+	var (
+		mu       sync.Mutex // guards statuses
+		statuses = map[string]map[int]int{"info": {}, "login": {}}
+	)
+	count := func(kind string, code int) {
+		mu.Lock()
+		statuses[kind][code]++
+		mu.Unlock()
+	}
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				code, _ := getInfo(t, base, token, "")
+				count("info", code)
+				resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"bob","password":"bob-pw"}`)
+				var reply struct{ Token string }
+				if resp.StatusCode == http.StatusOK && json.Unmarshal([]byte(body), &reply) != nil {
+					t.Errorf("login reply %q is not JSON", body)
+				}
+				count("login", resp.StatusCode)
+			}
+		})
+	}
+	time.Sleep(3 * time.Second)
+	close(done)
+	wg.Wait()
+	log.waitFor(t, regexp.MustCompile(`users file reloaded`))
+	t.Logf("%d SIGHUPs; replies %v", hups.Load(), statuses)
+	for kind, byStatus := range statuses {
+		for code, n := range byStatus {
+			if code != http.StatusOK {
+				t.Errorf("%s during the SIGHUP storm: %d × %d; want only 200s", kind, n, code)
+			}
+		}
+		if byStatus[http.StatusOK] == 0 {
+			t.Errorf("%s during the SIGHUP storm: no 200 at all", kind)
+		}
+	}
+}
