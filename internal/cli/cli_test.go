@@ -291,7 +291,7 @@ func TestCLIHelp(t *testing.T) {
 // TestREADMEHelp: every --help the README pastes (a console block whose
 // first line is "$ authsvc … --help") is what the command prints today.
 func TestREADMEHelp(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}

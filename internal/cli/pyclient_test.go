@@ -37,7 +37,7 @@ const (
 // TestPythonDjangoClientREADME: README.md and clients/django/README.md show
 // the install TestPythonDjangoClient runs.
 func TestPythonDjangoClientREADME(t *testing.T) {
-	for _, name := range []string{"README.md", "clients/django/README.md"} {
+	for _, name := range []string{"docs/django.md", "clients/django/README.md"} {
 		data, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

@@ -46,7 +46,7 @@ func TestUsageListsEveryServeFlag(t *testing.T) {
 // TestREADMEFlagTable keeps the README's table of server flags and
 // serveSettings in step: every row's flag, default and variable, both ways.
 func TestREADMEFlagTable(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
