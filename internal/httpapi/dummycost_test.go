@@ -1,4 +1,4 @@
-package cli
+package httpapi_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // would, so a real login sent just after it is served, not refused at
 // capacity; its failure is still held to the slowest check's time.
 func TestUnknownUserHoldsNoSlotForTheSlowestHash(t *testing.T) {
-	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.passwordSlots, c.passwordQueue = 1, 0
 	})
 	list := append(testUsers(t), users.User{Username: "slow", PasswordHash: passwordtest.MustHash(t, "slow-pw", 12), Groups: []string{}})

@@ -1,4 +1,4 @@
-package cli
+package httpapi_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // password checks (401) before the 429s begin: the five that find the
 // places taken wait for those checks, and are refused once they failed.
 func TestLoginParallelGuesses(t *testing.T) {
-	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
 		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 16, 5*time.Second
 	})
@@ -34,9 +34,9 @@ func TestLoginParallelGuesses(t *testing.T) {
 // client's limit, so many people behind one address (a NAT, or a proxy
 // without --trusted-proxy) log in at once, at the default limits.
 func TestLoginNATNotThrottled(t *testing.T) {
-	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
-		c.throttle = defaultServeConfig().throttle
+		c.throttle = throttle.DefaultConfig()
 	})
 	for i := range 30 {
 		w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT)
@@ -123,9 +123,9 @@ func parallelLogins(t *testing.T, e *testEnv, slots, n, admitted int, body strin
 // five checks.
 func TestLoginParallelRightPasswords(t *testing.T) {
 	const slots = 2
-	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
-		c.throttle = defaultServeConfig().throttle
+		c.throttle = throttle.DefaultConfig()
 		c.throttle.AddrRate, c.throttle.AddrBurst = 1000, 1000 // the pair's and the user's limits at their defaults
 		c.passwordSlots, c.passwordQueue, c.passwordWait = slots, 32, 10*time.Second
 	})
@@ -147,7 +147,7 @@ func TestLoginParallelRightPasswords(t *testing.T) {
 // settle within --password-wait.
 func TestLoginWaitsForChecksInFlight(t *testing.T) {
 	const wait = 300 * time.Millisecond
-	e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
 		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 4, wait
 	})
@@ -232,7 +232,7 @@ func TestBusyRefusalsLeaveNoReservation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// One slot and one queue place: with the slot held, a check is
 			// admitted to wait (no 503 before the throttle) and gets 503 after 10ms.
-			e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+			e := newTestEnvConfig(t, nil, func(c *envConfig) {
 				c.tokenTTL = time.Hour
 				c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 1, 10*time.Millisecond
 			})
@@ -335,7 +335,7 @@ func TestRefusalsHeldInTarpit(t *testing.T) {
 		}, http.StatusServiceUnavailable, wait + delay},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newTestEnvConfig(t, nil, func(c *serveConfig) {
+			e := newTestEnvConfig(t, nil, func(c *envConfig) {
 				c.tokenTTL = time.Hour
 				c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 1, wait
 				c.refusalDelay = delay
