@@ -1,4 +1,4 @@
-package cli
+package httpapi_test
 
 import (
 	"testing"
