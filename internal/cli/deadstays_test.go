@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,42 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"authsvc/internal/httpapi"
 	"authsvc/internal/users"
 )
-
-// TestTokenCheckRemovesDeadToken: a token refused because its user died is
-// removed from the store on the spot, so that an older users file put back
-// afterwards (the user enabled again, no cut-off) does not revive it, even
-// on a server whose reload has not ended it in the store.
-func TestTokenCheckRemovesDeadToken(t *testing.T) {
-	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
-	tok := e.login("alice")
-	older, err := os.ReadFile(e.usersPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list := testUsers(t)
-	list[0].Disabled, list[0].TokensAfter = true, e.clock.Now().Add(time.Second)
-	if err := users.WriteFile(e.usersPath, list); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.users.Reload(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+tok); w.Code != 401 {
-		t.Fatalf("info with alice disabled = %d; want 401", w.Code)
-	}
-	if err := os.WriteFile(e.usersPath, older, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.users.Reload(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if w := e.do("GET", "/api/auth/info", "", "Authorization: Token "+tok); w.Code != 401 || errorCode(t, w) != "invalid_token" {
-		t.Errorf("info with a token refused once, after the older users file is put back = %d %s; want 401 invalid_token (dead stays dead)", w.Code, w.Body)
-	}
-}
 
 // TestCopyBackAfterUserDel: `user del alice`, then an older users file
 // copied back before the server reloads, does not bring alice's token back:
