@@ -3,19 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
-	"authsvc/internal/secret"
-	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 
 	"golang.org/x/crypto/bcrypt"
@@ -24,37 +18,11 @@ import (
 // testCost keeps bcrypt fast in tests.
 const testCost = bcrypt.MinCost
 
-// testClock is a settable clock.
-type testClock struct {
-	mu  sync.Mutex // guards now
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// testEnv is a server on the real handler and the real memory store.
+// testEnv is a handler that buildDeps wired, to send requests to. The
+// handler tests, on a test env of their own, are in internal/httpapi.
 type testEnv struct {
-	t         *testing.T
-	usersPath string
-	users     *users.FileDirectory
-	store     *tokens.MemoryStore
-	clock     *testClock
-	metrics   *httpapi.Metrics
-	handler   http.Handler
-	deps      httpapi.Deps
-	keys      secret.Keyring // seals the second factors
-
-	corsOrigins []string // set through newTestEnvCORS
+	t       *testing.T
+	handler http.Handler
 }
 
 // testUsers: alice (dev), bob (admin), carol (disabled). Each password is
@@ -75,13 +43,6 @@ func testUsers(t testing.TB) []users.User {
 	}
 }
 
-func newTestEnv(t *testing.T, policy httpapi.TokenPolicy) *testEnv {
-	t.Helper()
-	return newTestEnvConfig(t, nil, func(c *serveConfig) {
-		c.tokenTTL, c.maxPerUser = policy.TTL, policy.MaxPerUser
-	})
-}
-
 // testConfig is serve's default configuration for a test, with the users
 // file at usersPath, generous per-address limits (every test request comes
 // from 192.0.2.1), two hasher slots and refusals answered at once.
@@ -94,46 +55,6 @@ func testConfig(usersPath string) serveConfig {
 	// New hashes as cheap as testUsers' own: no rehash on login, fast password changes.
 	c.hashPolicy.Scheme, c.hashPolicy.BcryptCost = password.SchemeBcrypt, testCost
 	return c
-}
-
-// newTestEnvConfig is a server wired by buildDeps, as serve wires it, from
-// testConfig with change applied, on testUsers and the test's clock. A nil
-// log discards its lines.
-func newTestEnvConfig(t *testing.T, log *slog.Logger, change func(c *serveConfig)) *testEnv {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(path, testUsers(t)); err != nil {
-		t.Fatal(err)
-	}
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	cfg := testConfig(path)
-	if change != nil {
-		change(&cfg)
-	}
-	e := &testEnv{
-		t:           t,
-		usersPath:   path,
-		clock:       &testClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)},
-		corsOrigins: cfg.corsOrigins,
-	}
-	key, err := secret.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.keys = secret.NewKeyring(key)
-	d, closeDeps, err := buildDeps(cfg, log, withClock(e.clock.Now), withSecretKeys(e.keys))
-	t.Cleanup(closeDeps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.deps = d
-	e.users = d.Users.(*users.FileDirectory)
-	e.store = d.Store.(*tokens.MemoryStore)
-	e.metrics = d.Metrics
-	e.handler = httpapi.NewServer(d)
-	return e
 }
 
 // do sends a request through the handler; header is "Name: value" lines.
