@@ -23,6 +23,7 @@ import (
 // request whose credentials were never read writes none; an admin ending
 // another user's session is audited too.
 func TestAuditLines(t *testing.T) {
+	t.Parallel()
 	var logged syncBuffer
 	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
@@ -110,6 +111,7 @@ func TestAuditLines(t *testing.T) {
 // user unlock helps: it lifts the pair's and the user's, not the client's.
 // Every request comes from 192.0.2.1.
 func TestAuditThrottleLimit(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name   string
 		change func(c *envConfig)
@@ -214,6 +216,7 @@ func newFailingEnv(t *testing.T) (e *testEnv, dir *failingDirectory, d httpapi.D
 // the reply's code; it said internal_error, so an alert on internal errors
 // fired for a database outage (issue 19, point 8).
 func TestAuditOutcomeDirectoryDown(t *testing.T) {
+	t.Parallel()
 	e, dir, _, logged := newFailingEnv(t)
 	dir.failAfter(0)
 	w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT)
@@ -231,6 +234,7 @@ func TestAuditOutcomeDirectoryDown(t *testing.T) {
 // reply's code; a login's username is not logged before it is known to
 // name a user (issue 19, point 8). Before, these requests had none.
 func TestAuditEveryRequest(t *testing.T) {
+	t.Parallel()
 	var logged syncBuffer
 	e := newTestEnvConfig(t, slog.New(slog.NewTextHandler(&logged, nil)), func(c *envConfig) {
 		c.tokenTTL = time.Hour

@@ -10,6 +10,7 @@ import (
 // JSON, never the mux's 307 to the cleaned path; clean paths, with or
 // without the trailing slash, still reach their routes.
 func TestUncleanPathsNotFound(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{})
 	tok := e.login("alice")
 	for _, tt := range []struct{ method, path string }{

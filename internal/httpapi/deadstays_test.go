@@ -15,6 +15,7 @@ import (
 // afterwards (the user enabled again, no cut-off) does not revive it, even
 // on a server whose reload has not ended it in the store.
 func TestTokenCheckRemovesDeadToken(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	older, err := os.ReadFile(e.usersPath)

@@ -16,6 +16,8 @@ import (
 // would, so a real login sent just after it is served, not refused at
 // capacity; its failure is still held to the slowest check's time.
 func TestUnknownUserHoldsNoSlotForTheSlowestHash(t *testing.T) {
+	// Not parallel: it gives a cost-4 check 100ms to end, which other
+	// tests' hashing would stretch.
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.passwordSlots, c.passwordQueue = 1, 0
 	})

@@ -18,6 +18,7 @@ import (
 // password the store's stamp came from does not. Before, the store refused
 // every login on the directory's password until its stamp expired (a day).
 func TestStoreStampFollowsDirectory(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	token := e.login("alice")
 	if w := e.do("POST", "/api/auth/password/", changeBody("alice-pw", "a second passphrase"), "Content-Type: application/json", "Authorization: Token "+token); w.Code != 200 {
@@ -61,6 +62,7 @@ func TestStoreStampFollowsDirectory(t *testing.T) {
 // clock ahead) gets a token that lives: it is issued at the cut-off, not
 // before it.
 func TestTokenNotBornDead(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	ahead := e.clock.Now().Add(5 * time.Second)
 	if err := users.NewFile(e.usersPath, nil).Update(context.Background(), "alice", func(u *users.User) error {

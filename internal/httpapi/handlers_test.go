@@ -18,6 +18,7 @@ import (
 )
 
 func TestLoginErrors(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	long := strings.Repeat("x", 151)
 	tests := []struct {
@@ -73,6 +74,7 @@ func TestLoginErrors(t *testing.T) {
 // TestLoginFailuresIdentical: unknown user, disabled user and wrong password
 // give byte-identical replies (no enumeration by message).
 func TestLoginFailuresIdentical(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	var first *httptest.ResponseRecorder
 	for _, body := range []string{
@@ -97,6 +99,7 @@ func TestLoginFailuresIdentical(t *testing.T) {
 }
 
 func TestLoginSuccess(t *testing.T) {
+	t.Parallel()
 	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON"} {
 		e := newTestEnv(t, httpapi.TokenPolicy{TTL: 2 * time.Hour})
 		w := e.do("POST", "/api/auth/login", `{"username":"alice","password":"alice-pw","extra":1}`+" \n", "Content-Type: "+ct)
@@ -131,6 +134,7 @@ func TestLoginSuccess(t *testing.T) {
 }
 
 func TestLoginIssuesDistinctTokens(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{})
 	a, b := e.login("alice"), e.login("alice")
 	if a == b {
@@ -148,6 +152,7 @@ func TestLoginIssuesDistinctTokens(t *testing.T) {
 }
 
 func TestTokenStoredOnlyAsDigest(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	d, _ := tokens.DigestOf(tok)
@@ -166,6 +171,7 @@ func TestTokenStoredOnlyAsDigest(t *testing.T) {
 }
 
 func TestInfo(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	alice, bob := e.login("alice"), e.login("bob")
 	const aliceInfo = `{"username":"alice","name":"Alice","email":"alice@example.com","groups":["dev"],"admin":false}` + "\n"
@@ -232,6 +238,7 @@ func TestInfo(t *testing.T) {
 }
 
 func TestInfoHead(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	srv := httptest.NewServer(e.handler)
@@ -250,6 +257,7 @@ func TestInfoHead(t *testing.T) {
 }
 
 func TestTokenExpiry(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	e.clock.Advance(time.Hour - time.Second)
@@ -267,6 +275,7 @@ func TestTokenExpiry(t *testing.T) {
 }
 
 func TestLogout(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	a1, a2, b := e.login("alice"), e.login("alice"), e.login("bob")
 	info := func(tok string) int { return e.do("GET", "/api/auth/info", "", "Authorization: Token "+tok).Code }
@@ -301,6 +310,7 @@ func TestLogout(t *testing.T) {
 }
 
 func TestTokenLimit(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 2})
 	first, second, third := e.login("alice"), e.login("alice"), e.login("alice")
 	for tok, want := range map[string]int{first: 401, second: 200, third: 200} {
@@ -316,6 +326,7 @@ func TestTokenLimit(t *testing.T) {
 // TestTokensDieWithUser: deleting, disabling or re-passwording a user
 // kills their tokens from the next reload on.
 func TestTokensDieWithUser(t *testing.T) {
+	t.Parallel()
 	newHash, _ := bcrypt.GenerateFromPassword([]byte("new-pw"), testCost)
 	tests := []struct {
 		name   string
@@ -355,6 +366,7 @@ func TestTokensDieWithUser(t *testing.T) {
 }
 
 func TestRouting(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tests := []struct {
 		method, path string
@@ -391,6 +403,7 @@ func TestRouting(t *testing.T) {
 }
 
 func TestHealth(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{})
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if w := e.do("GET", path, ""); w.Code != 200 || w.Header().Get("Content-Type") != "application/json" {
@@ -402,6 +415,7 @@ func TestHealth(t *testing.T) {
 // TestLoginThrottled: after five failures the pair is refused with 429 and
 // a growing Retry-After, the right password included, before any bcrypt work.
 func TestLoginThrottled(t *testing.T) {
+	t.Parallel()
 	// One slot, one queue place, a short wait: with the slot held, a request
 	// that reached admission would wait 50ms and get 503.
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
@@ -453,6 +467,7 @@ func TestLoginThrottled(t *testing.T) {
 // refused with 503 before its body is decoded — even a malformed one — and
 // the tarpit holds the refusal for its delay.
 func TestLoginAtCapacity(t *testing.T) {
+	t.Parallel()
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
 		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 0, time.Second

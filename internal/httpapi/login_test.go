@@ -20,6 +20,7 @@ import (
 // password checks (401) before the 429s begin: the five that find the
 // places taken wait for those checks, and are refused once they failed.
 func TestLoginParallelGuesses(t *testing.T) {
+	t.Parallel()
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
 		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 16, 5*time.Second
@@ -34,6 +35,7 @@ func TestLoginParallelGuesses(t *testing.T) {
 // client's limit, so many people behind one address (a NAT, or a proxy
 // without --trusted-proxy) log in at once, at the default limits.
 func TestLoginNATNotThrottled(t *testing.T) {
+	t.Parallel()
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
 		c.throttle = throttle.DefaultConfig()
@@ -122,6 +124,7 @@ func parallelLogins(t *testing.T, e *testEnv, slots, n, admitted int, body strin
 // (issue 19, point 4). Wrong passwords sent alike still get no more than
 // five checks.
 func TestLoginParallelRightPasswords(t *testing.T) {
+	t.Parallel()
 	const slots = 2
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
@@ -146,6 +149,7 @@ func TestLoginParallelRightPasswords(t *testing.T) {
 // limit, is 429 if they reach it, and is 503 (not 429) if they do not
 // settle within --password-wait.
 func TestLoginWaitsForChecksInFlight(t *testing.T) {
+	t.Parallel()
 	const wait = 300 * time.Millisecond
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
@@ -218,6 +222,7 @@ func TestLoginWaitsForChecksInFlight(t *testing.T) {
 // user out: once a slot is free the right password is taken, at login and
 // at a password change alike.
 func TestBusyRefusalsLeaveNoReservation(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		send func(e *testEnv, token string) *httptest.ResponseRecorder
@@ -287,6 +292,7 @@ func (f faultyThrottle) Success(ctx context.Context, username, addr string, now 
 // record, the login fails closed with 503: no 401 that tells a guess was
 // wrong without counting it, and no token.
 func TestThrottleErrorsFailClosed(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		fail, password string
 	}{
@@ -311,6 +317,7 @@ func TestThrottleErrorsFailClosed(t *testing.T) {
 // want of a hasher slot after its wait (503), is held for the refusal delay
 // before its reply, so that a flooding client idles instead of cycling.
 func TestRefusalsHeldInTarpit(t *testing.T) {
+	t.Parallel()
 	const delay, wait = 100 * time.Millisecond, 10 * time.Millisecond
 	for _, tt := range []struct {
 		name   string
@@ -359,6 +366,7 @@ func TestRefusalsHeldInTarpit(t *testing.T) {
 // form: "ａｌｉｃｅ" typed fullwidth logs in as alice, and its failures
 // count against alice's own.
 func TestLoginUsernameNFKC(t *testing.T) {
+	t.Parallel()
 	const fullwidth = "ａｌｉｃｅ"
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	w := e.do("POST", "/api/auth/login/", `{"username":"`+fullwidth+`","password":"alice-pw"}`, jsonCT)

@@ -114,6 +114,7 @@ func recoveryFactors(t *testing.T, key secret.Key, n int) (*users.Factors, []str
 // handler, store and users file: enrolment, confirmation, both kinds of
 // login, one-use codes, replacing the codes and removal.
 func TestTwoFactorJourney(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT, "User-Agent: journey/1")
 	token, _ := reply(t, w)["token"].(string)
@@ -277,6 +278,7 @@ func TestTwoFactorJourney(t *testing.T) {
 // TestMFATokenAttempts: 30 codes sent at once for one mfa_token are
 // checked at most 5 times; the rest are refused unchecked.
 func TestMFATokenAttempts(t *testing.T) {
+	t.Parallel()
 	e := newTestEnvConfig(t, nil, func(c *envConfig) { c.throttle.PairFailures, c.throttle.UserFailures = 100, 100 })
 	e.enrol("alice", e.login("alice"))
 	mfaTok := e.mfaToken("alice")
@@ -304,6 +306,7 @@ func TestMFATokenAttempts(t *testing.T) {
 // TestMFATokenEnds: an mfa_token dies with its 5 minutes, and with the
 // user's password change and logoutall, on this instance.
 func TestMFATokenEnds(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	secret32, _ := e.enrol("alice", e.login("alice"))
 	second := func(what, tok string, want int) {
@@ -368,6 +371,7 @@ func TestMFATokenEnds(t *testing.T) {
 // TestMFACodesThrottled: wrong codes count as failed logins, per pair:
 // after the limit the right code is refused too (429).
 func TestMFACodesThrottled(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	secret32, _ := e.enrol("alice", e.login("alice"))
 	for i := range 5 {
@@ -389,6 +393,7 @@ func TestMFACodesThrottled(t *testing.T) {
 // TestMFARequestErrors: the second-factor endpoints' refusals, in the
 // order API.md gives, read like its Errors table.
 func TestMFARequestErrors(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	token := e.login("alice")
 	big := `{"password":"` + strings.Repeat("x", 17<<10) + `"}`
@@ -434,6 +439,7 @@ func TestMFARequestErrors(t *testing.T) {
 // TestEnrolWithoutKey: with no secret key (PostgreSQL and no
 // --secret-key-file), enrolment answers 503 and stores nothing.
 func TestEnrolWithoutKey(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	d := e.deps
 	d.MFA.Keys = secret.Keyring{}
@@ -457,6 +463,7 @@ func TestEnrolWithoutKey(t *testing.T) {
 // refusals before any check included; authsvc_mfa_total counts the steps;
 // and no line holds a secret, a code or an mfa_token.
 func TestMFAAuditAndMetrics(t *testing.T) {
+	t.Parallel()
 	logged := new(syncBuffer)
 	e := newTestEnvConfig(t, slog.New(slog.NewTextHandler(logged, nil)), nil)
 	token := e.login("alice")
@@ -541,6 +548,7 @@ func TestMFAAuditAndMetrics(t *testing.T) {
 // (issue 28, point 6). A wrong code is a failure on the throttle like a
 // wrong password.
 func TestEnrolNeedsCode(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	token := e.login("alice")
 	f, codes := recoveryFactors(t, e.keys.Current(), 3)
@@ -609,6 +617,7 @@ func TestEnrolNeedsCode(t *testing.T) {
 // one process give one token; the others are 401 invalid_token and their
 // recovery codes stay unused (issue 28, point 8).
 func TestMFATokenSpentOnce(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	token := e.login("alice")
 	secret32, codes := e.enrol("alice", token)
@@ -662,6 +671,7 @@ func TestMFATokenSpentOnce(t *testing.T) {
 // 429, with earlier mfa_tokens and the right code alike, for good, until
 // user unlock (issue 28, point 7). One process, memory throttle.
 func TestMFACodeLock(t *testing.T) {
+	t.Parallel()
 	logged := new(syncBuffer)
 	e := newTestEnvConfig(t, slog.New(slog.NewTextHandler(logged, nil)), func(c *envConfig) {
 		c.tokenTTL = time.Hour

@@ -14,6 +14,7 @@ import (
 )
 
 func TestRequestID(t *testing.T) {
+	t.Parallel()
 	var logBuf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logBuf, nil))
 	e := newTestEnvConfig(t, log, func(c *envConfig) {
@@ -63,6 +64,7 @@ func TestRequestID(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	e.do("POST", "/api/auth/login/", `{"username":"alice","password":"wrong"}`, jsonCT)
@@ -127,6 +129,7 @@ func newTestEnvCORS(t *testing.T, origins ...string) *testEnv {
 }
 
 func TestCORS(t *testing.T) {
+	t.Parallel()
 	const app = "http://127.0.0.1:3000"
 	e := newTestEnvCORS(t, app)
 	tok := e.login("alice")

@@ -34,6 +34,7 @@ func changeBody(current, next string) string {
 }
 
 func TestPasswordChange(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	presented, other := e.login("alice"), e.login("alice")
 	bob := e.login("bob")
@@ -79,6 +80,7 @@ func TestPasswordChange(t *testing.T) {
 // TestPasswordChangeErrors: API.md's order of checks, each answer as the
 // contract's error table says.
 func TestPasswordChangeErrors(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	auth := "Authorization: Token " + tok
@@ -117,6 +119,7 @@ func TestPasswordChangeErrors(t *testing.T) {
 // TestPasswordChangeThrottled: a wrong current password counts as a failed
 // login of that user from that client.
 func TestPasswordChangeThrottled(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	for i := range 5 {
@@ -136,6 +139,7 @@ func TestPasswordChangeThrottled(t *testing.T) {
 // TestRehashOnLogin: a Django hash is rehashed under the policy on the
 // first successful login, and tokens issued before and after stay valid.
 func TestRehashOnLogin(t *testing.T) {
+	t.Parallel()
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
 		c.hashPolicy = password.DefaultHashPolicy() // argon2id
@@ -175,6 +179,7 @@ func TestRehashOnLogin(t *testing.T) {
 // TestRehashLosesToConcurrentPasswd: a rehash writes only if the stored
 // hash is still the one just verified.
 func TestRehashLosesToConcurrentPasswd(t *testing.T) {
+	t.Parallel()
 	e := newTestEnvConfig(t, nil, func(c *envConfig) { c.hashPolicy = password.DefaultHashPolicy() })
 	u, err := e.users.Lookup(context.Background(), "alice")
 	if err != nil {
@@ -194,6 +199,7 @@ func TestRehashLosesToConcurrentPasswd(t *testing.T) {
 // TestRehashBcryptLongPassword: under a bcrypt policy a password over 72
 // bytes is never rehashed into bcrypt, which would cut it: the old hash stays.
 func TestRehashBcryptLongPassword(t *testing.T) {
+	t.Parallel()
 	e := newTestEnvConfig(t, nil, nil) // bcrypt policy at the test cost
 	long := strings.Repeat("ł", 50)    // 100 bytes
 	if err := e.users.Update(context.Background(), "alice", func(u *users.User) error {

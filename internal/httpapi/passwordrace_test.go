@@ -21,6 +21,7 @@ import (
 // compare-and-swap on the hash current_password was checked against).
 // Before, all of them answered 200 and the last write won.
 func TestPasswordChangeRace(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	const n = 4 // under the throttle's five attempts in flight
@@ -72,6 +73,7 @@ func (revokeFailingStore) Supersede(context.Context, tokens.Supersession) (int, 
 // that would tell the client its old password still stands; the old tokens
 // are refused anyway, by the cut-off written with the hash.
 func TestPasswordChangeAnswersOnceWritten(t *testing.T) {
+	t.Parallel()
 	store := revokeFailingStore{tokens.NewMemoryStore()}
 	e := newTestEnvConfig(t, nil, func(c *envConfig) { c.store, c.realTime = store, true })
 	old := e.login("alice")
@@ -113,6 +115,7 @@ func (s staleAfterSupersedeStore) Supersede(ctx context.Context, sup tokens.Supe
 // the store refuses as superseded answers 503, not 401: the password did
 // change, and a 401 invalid_credentials would say current_password was wrong.
 func TestPasswordChangeReplySuperseded(t *testing.T) {
+	t.Parallel()
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.store, c.realTime = staleAfterSupersedeStore{tokens.NewMemoryStore()}, true
 	})
@@ -133,6 +136,7 @@ func TestPasswordChangeReplySuperseded(t *testing.T) {
 // had checked the old password but issued its token after the change's
 // cut-off kept a live token.
 func TestPasswordChangeEndsRacingLogins(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	owner := e.login("alice")
 	var (
@@ -205,6 +209,7 @@ func waitIssued(t *testing.T, mu *sync.Mutex, issued *[]string) {
 // refuses to issue it; and should a store have lost the stamp (a Redis
 // restarted without persistence), the directory refuses it too.
 func TestStaleGenerationRefused(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	w := e.do("POST", "/api/auth/password/", changeBody("alice-pw", newPassphrase), jsonCT, "Authorization: Token "+e.login("alice"))
 	if w.Code != http.StatusOK {

@@ -17,6 +17,7 @@ import (
 // 200 and no new token, and nothing ends: the presented token and the old
 // password still work.
 func TestPasswordChangeNotWritten(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	lock := e.usersPath + ".lock"

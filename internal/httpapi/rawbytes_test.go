@@ -12,6 +12,7 @@ import (
 // bytes \xff\xfe became U+FFFD U+FFFD, so that \xc0\xc1 then matched the
 // same password.
 func TestRawBytesRefused(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	tok := e.login("alice")
 	const newPassword = "\xff\xfe-and-long-enough"

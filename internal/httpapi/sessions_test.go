@@ -29,6 +29,7 @@ func (e *testEnv) listSessions(token, query string) []httpapi.SessionReply {
 }
 
 func TestSessionsList(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	first := e.login("alice")
 	e.clock.Advance(time.Minute)
@@ -75,6 +76,7 @@ func TestSessionsList(t *testing.T) {
 }
 
 func TestSessionsUsernameRules(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	alice, bob := e.login("alice"), e.login("bob") // bob is an admin
 	aliceID := e.listSessions(alice, "")[0].ID.String()
@@ -111,6 +113,7 @@ func TestSessionsUsernameRules(t *testing.T) {
 }
 
 func TestSessionsRevoke(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	keep, kill := e.login("alice"), e.login("alice")
 	var killID string
@@ -152,6 +155,7 @@ func TestSessionsRevoke(t *testing.T) {
 }
 
 func TestSessionsUserAgentCut(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 	ua := strings.Repeat("a", 255) + "é" + "tail" // é straddles byte 256
 	w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT, "User-Agent: "+ua)
@@ -166,6 +170,7 @@ func TestSessionsUserAgentCut(t *testing.T) {
 // TestTokenIdle: a token unused for --token-idle dies and stays dead; one
 // used within the limit never does.
 func TestTokenIdle(t *testing.T) {
+	t.Parallel()
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL, c.tokenIdle = 24*time.Hour, 40*time.Minute
 	})
@@ -204,6 +209,7 @@ func TestTokenIdle(t *testing.T) {
 // from the store (issued before its user's cut-off, or unused past the idle
 // limit) is not listed; the live ones are.
 func TestSessionsListOmitsDead(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		kill func(e *testEnv) // kills every session of alice's issued so far

@@ -17,6 +17,7 @@ import (
 // Transfer-Encoding and Content-Length) or over HTTP/1.0, where net/http
 // drops Transfer-Encoding unseen and keeps the connection alive.
 func TestSmuggledRequestNotAnswered(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{})
 	srv := httptest.NewServer(e.handler)
 	defer srv.Close()

@@ -18,6 +18,8 @@ import (
 // check's time holds no hasher slot while it waits, so with one slot
 // another login goes through meanwhile.
 func TestLoginPaddingHoldsNoSlot(t *testing.T) {
+	// Not parallel: it gives a cost-4 check 100ms to end, which other
+	// tests' hashing would stretch.
 	const pad = time.Second
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
@@ -47,6 +49,7 @@ func TestLoginPaddingHoldsNoSlot(t *testing.T) {
 // users failed in a median of 29 ms, wrong passwords in 38 ms). The kinds
 // take turns, so that the machine's changing load weighs on them alike.
 func TestLoginFailureTiming(t *testing.T) {
+	// Not parallel: other tests' hashing would weigh on the medians.
 	if testing.Short() {
 		t.Skip("times 160 logins")
 	}
