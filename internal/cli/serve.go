@@ -20,6 +20,7 @@ import (
 	"authsvc/internal/connlimit"
 	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
+	"authsvc/internal/redisurl"
 	"authsvc/internal/secret"
 	"authsvc/internal/throttle"
 	"authsvc/internal/throttle/redisthrottle"
@@ -59,7 +60,7 @@ func openStore(cmd, spec, prefix string, th throttle.Config) (tokens.Store, thro
 	switch {
 	case spec == "memory":
 		return tokens.NewMemoryStore(), throttle.NewMemory(th), func() error { return nil }, nil
-	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"), redisstore.IsSentinelURL(spec):
+	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"), redisurl.IsSentinel(spec):
 		// A Sentinel URL's client follows the primary through failover;
 		// the store and the throttle use it as they would one Redis's.
 		client, err := redisstore.Dial(spec)
@@ -76,7 +77,7 @@ func openStore(cmd, spec, prefix string, th throttle.Config) (tokens.Store, thro
 		}
 		return s, redisthrottle.New(client, prefix, th), closeBoth, nil
 	}
-	if redisstore.IsClusterURL(spec) {
+	if redisurl.IsCluster(spec) {
 		// A cluster's store has its own key layout (redisstore's
 		// cluster.go); the throttle shares the client, as it shares one
 		// Redis's, since its scripts are cluster-ready (redisthrottle).

@@ -121,3 +121,132 @@ func ParseCluster(rawURL string) (*redis.ClusterOptions, error) {
 	}
 	return opt, nil
 }
+
+// IsCluster reports whether rawURL names a Redis Cluster
+// (redis+cluster:// or rediss+cluster://, any case).
+func IsCluster(rawURL string) bool {
+	u := strings.ToLower(rawURL)
+	return strings.HasPrefix(u, "redis+cluster://") || strings.HasPrefix(u, "rediss+cluster://")
+}
+
+// Sentinel URL schemes (API.md, Operations): a primary that Redis
+// Sentinel manages, found through the sentinels and followed through
+// failover; the rediss form speaks TLS to the sentinels and the data nodes.
+const (
+	sentinelScheme    = "redis+sentinel://"
+	sentinelTLSScheme = "rediss+sentinel://"
+)
+
+// IsSentinel reports whether rawURL names a Sentinel-managed primary
+// (redis+sentinel:// or rediss+sentinel://).
+func IsSentinel(rawURL string) bool {
+	return strings.HasPrefix(rawURL, sentinelScheme) || strings.HasPrefix(rawURL, sentinelTLSScheme)
+}
+
+// ParseSentinel reads
+//
+//	redis+sentinel://[user:pass@]s1:p1,s2:p2,…/MASTER[/DB][?sentinel_password=…]
+//
+// (or rediss+sentinel://) into failover options, without timeouts (Dial
+// adds them). The user and password are the data nodes' (what AUTH on the
+// primary wants); sentinel_password is the sentinels' own requirepass.
+//
+// It is hand-written rather than url.Parse's or go-redis's
+// ParseFailoverURL: a host list is no URL host, and go-redis's form names
+// one sentinel and the master in a query. Its errors name the part that is
+// wrong and never quote a password, since they reach the operator's
+// terminal and CI logs.
+func ParseSentinel(rawURL string) (*redis.FailoverOptions, error) {
+	var rest string
+	opt := &redis.FailoverOptions{}
+	switch {
+	case strings.HasPrefix(rawURL, sentinelScheme):
+		rest = rawURL[len(sentinelScheme):]
+	case strings.HasPrefix(rawURL, sentinelTLSScheme):
+		rest = rawURL[len(sentinelTLSScheme):]
+		// No ServerName: crypto/tls takes it from each address dialled, a
+		// sentinel's or the primary's (the sentinels report IP addresses,
+		// so the data nodes' certificates need IP SANs).
+		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	default:
+		return nil, errors.New("want redis+sentinel:// or rediss+sentinel://")
+	}
+	if i := strings.IndexByte(rest, '#'); i >= 0 {
+		return nil, errors.New("a fragment (#…) has no meaning here")
+	}
+	rest, rawQuery, _ := strings.Cut(rest, "?")
+	authority, path, _ := strings.Cut(rest, "/")
+	// A password holding an unescaped '/' or '?' would end up, '@' and
+	// all, in the path or the query, and the error about it would quote a
+	// piece of it. Refused here, every part quoted below is password-free.
+	if strings.Contains(path, "@") || strings.Contains(rawQuery, "@") {
+		return nil, errors.New("'@' after the sentinel addresses: %-escape '@', '/', '?' and '#' in the user name and passwords (%40, %2F, %3F, %23)")
+	}
+
+	// Userinfo ends at the last '@': a password may hold one, escaped or not.
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		userinfo := authority[:at]
+		authority = authority[at+1:]
+		rawUser, rawPass, hasPass := strings.Cut(userinfo, ":")
+		user, err := url.PathUnescape(rawUser)
+		if err != nil {
+			return nil, errors.New("the user name is not validly %-escaped")
+		}
+		pass, err := url.PathUnescape(rawPass)
+		if err != nil {
+			return nil, errors.New("the password is not validly %-escaped")
+		}
+		if !hasPass || pass == "" {
+			return nil, errors.New("user info without a password (want user:pass@ or :pass@)")
+		}
+		opt.Username, opt.Password = user, pass
+	}
+
+	if authority == "" {
+		return nil, errors.New("no sentinel addresses (want host:port,host:port,… before the master name)")
+	}
+	for _, addr := range strings.Split(authority, ",") {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("sentinel address %q: want host:port", addr)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("sentinel address %q: port %q is not a number from 1 to 65535", addr, port)
+		}
+		opt.SentinelAddrs = append(opt.SentinelAddrs, net.JoinHostPort(host, port))
+	}
+
+	segments := strings.Split(path, "/")
+	master, err := url.PathUnescape(segments[0])
+	switch {
+	case err != nil:
+		return nil, errors.New("the master name is not validly %-escaped")
+	case master == "":
+		return nil, errors.New("no master name (want …/MASTER[/DB] after the sentinel addresses)")
+	case len(segments) > 2:
+		return nil, fmt.Errorf("path /%s: want /MASTER or /MASTER/DB", path)
+	}
+	opt.MasterName = master
+	if len(segments) == 2 && segments[1] != "" { // "/MASTER/" is "/MASTER"
+		db, err := strconv.Atoi(segments[1])
+		if err != nil || db < 0 || segments[1] != strconv.Itoa(db) {
+			return nil, fmt.Errorf("database %q is not a number (want /MASTER/DB, DB from 0)", segments[1])
+		}
+		opt.DB = db
+	}
+
+	query, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, errors.New("the query is not validly %-escaped")
+	}
+	for name, values := range query {
+		switch {
+		case name != "sentinel_password":
+			return nil, fmt.Errorf("unknown query parameter %q (the only one is sentinel_password)", name)
+		case len(values) != 1 || values[0] == "":
+			return nil, errors.New("sentinel_password: want it once, not empty")
+		}
+		opt.SentinelPassword = values[0]
+	}
+	return opt, nil
+}

@@ -906,10 +906,3 @@ func DialCluster(rawURL string) (*redis.ClusterClient, error) {
 	redis.SetLogger(quietRedisLog{})
 	return redis.NewClusterClient(opt), nil
 }
-
-// IsClusterURL reports whether rawURL names a Redis Cluster
-// (redis+cluster:// or rediss+cluster://, any case).
-func IsClusterURL(rawURL string) bool {
-	u := strings.ToLower(rawURL)
-	return strings.HasPrefix(u, "redis+cluster://") || strings.HasPrefix(u, "rediss+cluster://")
-}

@@ -167,11 +167,11 @@ var _ tokens.Store = (*Store)(nil)
 // the first call does. Timeouts given in the URL (dial_timeout=,
 // read_timeout=, ...) win. Its errors never quote the URL's password.
 //
-// A redis+sentinel:// or rediss+sentinel:// URL (see parseSentinelURL)
+// A redis+sentinel:// or rediss+sentinel:// URL (redisurl.ParseSentinel)
 // gives a client that follows a Sentinel-managed primary through
 // failover, with the same timeouts.
 func Dial(rawURL string) (*redis.Client, error) {
-	if IsSentinelURL(rawURL) {
+	if redisurl.IsSentinel(rawURL) {
 		return dialSentinel(rawURL)
 	}
 	opt, err := redis.ParseURL(rawURL)
