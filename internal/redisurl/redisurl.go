@@ -1,7 +1,10 @@
-// Package redisurl parses the --store URL of a Redis Cluster into go-redis
-// options, with the timeouts a login can afford. It is apart from the
-// token store and the throttle so that both, and serve, can share one
-// parser.
+// Package redisurl parses every Redis form of the --store URL into
+// go-redis options, with the timeouts a login can afford: one Redis
+// (redis://, rediss://; Parse), a primary that Redis Sentinel manages
+// (redis+sentinel://, rediss+sentinel://; ParseSentinel) and a Redis
+// Cluster (redis+cluster://, rediss+cluster://; ParseCluster). It is
+// apart from the token store and the throttle so that both, and serve,
+// share one parser.
 package redisurl
 
 import (
@@ -17,16 +20,53 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The client bounds redisstore.Dial gives a single Redis, so that a call to
-// a node that is down or stuck fails well inside API.md's 503-within-5-s:
-// a dial may take 1 s, a read or a write 500 ms, a wait for a pooled
-// connection 1 s, and a failed command is tried once more.
+// The client bounds every form gets, so that a call to a node that is
+// down or stuck fails well inside API.md's 503-within-5-s: a dial may take
+// 1 s, a read or a write 500 ms, a wait for a pooled connection 1 s, and a
+// failed command is tried once more.
 const (
 	DialTimeout = 1 * time.Second
 	IOTimeout   = 500 * time.Millisecond
 	PoolTimeout = 1 * time.Second
 	MaxRetries  = 1
 )
+
+// Parse parses the URL of one Redis, redis:// or, for TLS, rediss://, as
+// go-redis reads it, into client options with the bounds above; timeouts
+// the URL gives (dial_timeout=, read_timeout=, ...) win. Its errors never
+// quote the URL's password.
+func Parse(rawURL string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		// A *url.Error quotes the whole URL, password included: keep only its reason.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
+		return nil, fmt.Errorf("redis store URL: %w", err)
+	}
+	if opt.DialTimeout == 0 {
+		opt.DialTimeout = DialTimeout
+	}
+	if opt.ReadTimeout == 0 {
+		opt.ReadTimeout = IOTimeout
+	}
+	if opt.WriteTimeout == 0 {
+		opt.WriteTimeout = IOTimeout
+	}
+	if opt.PoolTimeout == 0 {
+		opt.PoolTimeout = PoolTimeout
+	}
+	if opt.MaxRetries == 0 {
+		opt.MaxRetries = MaxRetries
+	}
+	// One dial attempt per try: go-redis's default 5 would outlast a
+	// call's bound.
+	opt.DialerRetries = 1
+	// Let the caller's context bound every call.
+	opt.ContextTimeoutEnabled = true
+	return opt, nil
+}
 
 // ParseCluster parses redis+cluster://[user:pass@]h1:p1,h2:p2,… (rediss+cluster://
 // for TLS) into the options of a Redis Cluster client: the nodes to learn
@@ -147,9 +187,10 @@ func IsSentinel(rawURL string) bool {
 //
 //	redis+sentinel://[user:pass@]s1:p1,s2:p2,…/MASTER[/DB][?sentinel_password=…]
 //
-// (or rediss+sentinel://) into failover options, without timeouts (Dial
-// adds them). The user and password are the data nodes' (what AUTH on the
-// primary wants); sentinel_password is the sentinels' own requirepass.
+// (or rediss+sentinel://) into failover options, with the bounds Parse
+// gives one Redis. The user and password are the data nodes'
+// (what AUTH on the primary wants); sentinel_password is the sentinels'
+// own requirepass.
 //
 // It is hand-written rather than url.Parse's or go-redis's
 // ParseFailoverURL: a host list is no URL host, and go-redis's form names
@@ -157,6 +198,23 @@ func IsSentinel(rawURL string) bool {
 // wrong and never quote a password, since they reach the operator's
 // terminal and CI logs.
 func ParseSentinel(rawURL string) (*redis.FailoverOptions, error) {
+	opt, err := parseSentinel(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis store URL: %w", err)
+	}
+	opt.DialTimeout = DialTimeout
+	opt.ReadTimeout = IOTimeout
+	opt.WriteTimeout = IOTimeout
+	opt.PoolTimeout = PoolTimeout
+	opt.MaxRetries = MaxRetries
+	opt.DialerRetries = 1
+	opt.ContextTimeoutEnabled = true
+	return opt, nil
+}
+
+// parseSentinel is ParseSentinel without the bounds: the URL cut into its
+// scheme, user info, sentinel addresses, master and database, and query.
+func parseSentinel(rawURL string) (*redis.FailoverOptions, error) {
 	var rest string
 	opt := &redis.FailoverOptions{}
 	switch {
@@ -182,71 +240,102 @@ func ParseSentinel(rawURL string) (*redis.FailoverOptions, error) {
 	if strings.Contains(path, "@") || strings.Contains(rawQuery, "@") {
 		return nil, errors.New("'@' after the sentinel addresses: %-escape '@', '/', '?' and '#' in the user name and passwords (%40, %2F, %3F, %23)")
 	}
-
 	// Userinfo ends at the last '@': a password may hold one, escaped or not.
 	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-		userinfo := authority[:at]
+		if err := sentinelUserinfo(opt, authority[:at]); err != nil {
+			return nil, err
+		}
 		authority = authority[at+1:]
-		rawUser, rawPass, hasPass := strings.Cut(userinfo, ":")
-		user, err := url.PathUnescape(rawUser)
-		if err != nil {
-			return nil, errors.New("the user name is not validly %-escaped")
-		}
-		pass, err := url.PathUnescape(rawPass)
-		if err != nil {
-			return nil, errors.New("the password is not validly %-escaped")
-		}
-		if !hasPass || pass == "" {
-			return nil, errors.New("user info without a password (want user:pass@ or :pass@)")
-		}
-		opt.Username, opt.Password = user, pass
 	}
+	if err := sentinelAddrs(opt, authority); err != nil {
+		return nil, err
+	}
+	if err := sentinelMaster(opt, path); err != nil {
+		return nil, err
+	}
+	if err := sentinelQuery(opt, rawQuery); err != nil {
+		return nil, err
+	}
+	return opt, nil
+}
 
+// sentinelUserinfo sets opt's user name and password, the data nodes',
+// from the user info (before the '@', not included).
+func sentinelUserinfo(opt *redis.FailoverOptions, userinfo string) error {
+	rawUser, rawPass, hasPass := strings.Cut(userinfo, ":")
+	user, err := url.PathUnescape(rawUser)
+	if err != nil {
+		return errors.New("the user name is not validly %-escaped")
+	}
+	pass, err := url.PathUnescape(rawPass)
+	if err != nil {
+		return errors.New("the password is not validly %-escaped")
+	}
+	if !hasPass || pass == "" {
+		return errors.New("user info without a password (want user:pass@ or :pass@)")
+	}
+	opt.Username, opt.Password = user, pass
+	return nil
+}
+
+// sentinelAddrs sets opt's sentinel addresses from the comma-separated
+// host:port list between the user info and the path.
+func sentinelAddrs(opt *redis.FailoverOptions, authority string) error {
 	if authority == "" {
-		return nil, errors.New("no sentinel addresses (want host:port,host:port,… before the master name)")
+		return errors.New("no sentinel addresses (want host:port,host:port,… before the master name)")
 	}
 	for _, addr := range strings.Split(authority, ",") {
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil || host == "" {
-			return nil, fmt.Errorf("sentinel address %q: want host:port", addr)
+			return fmt.Errorf("sentinel address %q: want host:port", addr)
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("sentinel address %q: port %q is not a number from 1 to 65535", addr, port)
+			return fmt.Errorf("sentinel address %q: port %q is not a number from 1 to 65535", addr, port)
 		}
 		opt.SentinelAddrs = append(opt.SentinelAddrs, net.JoinHostPort(host, port))
 	}
+	return nil
+}
 
+// sentinelMaster sets opt's master name and database from the path,
+// MASTER or MASTER/DB (no leading '/').
+func sentinelMaster(opt *redis.FailoverOptions, path string) error {
 	segments := strings.Split(path, "/")
 	master, err := url.PathUnescape(segments[0])
 	switch {
 	case err != nil:
-		return nil, errors.New("the master name is not validly %-escaped")
+		return errors.New("the master name is not validly %-escaped")
 	case master == "":
-		return nil, errors.New("no master name (want …/MASTER[/DB] after the sentinel addresses)")
+		return errors.New("no master name (want …/MASTER[/DB] after the sentinel addresses)")
 	case len(segments) > 2:
-		return nil, fmt.Errorf("path /%s: want /MASTER or /MASTER/DB", path)
+		return fmt.Errorf("path /%s: want /MASTER or /MASTER/DB", path)
 	}
 	opt.MasterName = master
 	if len(segments) == 2 && segments[1] != "" { // "/MASTER/" is "/MASTER"
 		db, err := strconv.Atoi(segments[1])
 		if err != nil || db < 0 || segments[1] != strconv.Itoa(db) {
-			return nil, fmt.Errorf("database %q is not a number (want /MASTER/DB, DB from 0)", segments[1])
+			return fmt.Errorf("database %q is not a number (want /MASTER/DB, DB from 0)", segments[1])
 		}
 		opt.DB = db
 	}
+	return nil
+}
 
+// sentinelQuery sets opt's sentinel password from the query, its only
+// parameter.
+func sentinelQuery(opt *redis.FailoverOptions, rawQuery string) error {
 	query, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return nil, errors.New("the query is not validly %-escaped")
+		return errors.New("the query is not validly %-escaped")
 	}
 	for name, values := range query {
 		switch {
 		case name != "sentinel_password":
-			return nil, fmt.Errorf("unknown query parameter %q (the only one is sentinel_password)", name)
+			return fmt.Errorf("unknown query parameter %q (the only one is sentinel_password)", name)
 		case len(values) != 1 || values[0] == "":
-			return nil, errors.New("sentinel_password: want it once, not empty")
+			return errors.New("sentinel_password: want it once, not empty")
 		}
 		opt.SentinelPassword = values[0]
 	}
-	return opt, nil
+	return nil
 }

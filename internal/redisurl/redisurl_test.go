@@ -43,27 +43,64 @@ func TestParseCluster(t *testing.T) {
 	}
 }
 
-// TestParseClusterBounds: a cluster client gets the bounds redisstore.Dial
-// gives a single Redis.
-func TestParseClusterBounds(t *testing.T) {
-	opt, err := ParseCluster("redis+cluster://h1:7000")
-	if err != nil {
-		t.Fatalf("ParseCluster = %v", err)
+// TestParseBounds: every form's client gets the same bounds, so that a
+// call to a node that is down or stuck fails inside API.md's 5 s.
+func TestParseBounds(t *testing.T) {
+	type bounds struct {
+		dial, read, write, pool time.Duration
+		retries, dialerRetries  int
+		ctxTimeout              bool
 	}
-	for _, c := range []struct {
-		name      string
-		got, want any
-	}{
-		{"DialTimeout", opt.DialTimeout, time.Second},
-		{"ReadTimeout", opt.ReadTimeout, 500 * time.Millisecond},
-		{"WriteTimeout", opt.WriteTimeout, 500 * time.Millisecond},
-		{"PoolTimeout", opt.PoolTimeout, time.Second},
-		{"MaxRetries", opt.MaxRetries, 1},
-		{"DialerRetries", opt.DialerRetries, 1},
-		{"ContextTimeoutEnabled", opt.ContextTimeoutEnabled, true},
-	} {
-		if c.got != c.want {
-			t.Errorf("ParseCluster(...).%s = %v; want %v", c.name, c.got, c.want)
+	want := bounds{time.Second, 500 * time.Millisecond, 500 * time.Millisecond, time.Second, 1, 1, true}
+	forms := map[string]func() (bounds, error){
+		"redis://h1:6379/0": func() (bounds, error) {
+			o, err := Parse("redis://h1:6379/0")
+			if err != nil {
+				return bounds{}, err
+			}
+			return bounds{o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled}, nil
+		},
+		"redis+sentinel://s1:26379/m": func() (bounds, error) {
+			o, err := ParseSentinel("redis+sentinel://s1:26379/m")
+			if err != nil {
+				return bounds{}, err
+			}
+			return bounds{o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled}, nil
+		},
+		"redis+cluster://h1:7000": func() (bounds, error) {
+			o, err := ParseCluster("redis+cluster://h1:7000")
+			if err != nil {
+				return bounds{}, err
+			}
+			return bounds{o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled}, nil
+		},
+	}
+	for url, parse := range forms {
+		got, err := parse()
+		if got != want || err != nil {
+			t.Errorf("parsing %s: bounds %+v, %v; want %+v, nil", url, got, err, want)
+		}
+	}
+}
+
+// TestParseURLTimeoutsWin: timeouts a redis:// URL gives are kept.
+func TestParseURLTimeoutsWin(t *testing.T) {
+	o, err := Parse("redis://h1:6379/0?dial_timeout=3s&read_timeout=2s")
+	if err != nil {
+		t.Fatalf("Parse(dial_timeout=3s, read_timeout=2s) = %v", err)
+	}
+	if o.DialTimeout != 3*time.Second || o.ReadTimeout != 2*time.Second || o.WriteTimeout != 500*time.Millisecond {
+		t.Errorf("Parse(dial_timeout=3s, read_timeout=2s) = dial %v, read %v, write %v; want 3s, 2s, 500ms", o.DialTimeout, o.ReadTimeout, o.WriteTimeout)
+	}
+}
+
+// TestParseErrorHidesPassword: a bad redis:// URL is refused without
+// quoting its password.
+func TestParseErrorHidesPassword(t *testing.T) {
+	for _, raw := range []string{"redis://:s3cret@127.0.0.1:xx/0", "redis://user:s3cret@127.0.0.1:6379/abc", "rediss://:s3cret@[::1/0"} {
+		_, err := Parse(raw)
+		if err == nil || !strings.HasPrefix(err.Error(), "redis store URL: ") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Parse(%q) = %v; want a \"redis store URL: \" error without the password", raw, err)
 		}
 	}
 }

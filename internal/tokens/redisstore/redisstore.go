@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -54,14 +53,10 @@ import (
 // plain commands beside them.
 const DefaultPrefix = "authsvc:"
 
-// Client bounds: a call to a Redis that is down or stuck fails within
-// redisCallTimeout, well inside API.md's 503-within-5-s.
-// The dial and I/O bounds are redisurl's, which a cluster client gets too.
-const (
-	redisCallTimeout = 2 * time.Second
-	redisDialTimeout = redisurl.DialTimeout
-	redisIOTimeout   = redisurl.IOTimeout
-)
+// redisCallTimeout bounds a call to a Redis that is down or stuck, well
+// inside API.md's 503-within-5-s. The dial and I/O bounds are redisurl's,
+// which every form's client gets.
+const redisCallTimeout = 2 * time.Second
 
 // Store is the Store kept in Redis, shared by every server pointed at
 // the same Redis and prefix.
@@ -174,34 +169,10 @@ func Dial(rawURL string) (*redis.Client, error) {
 	if redisurl.IsSentinel(rawURL) {
 		return dialSentinel(rawURL)
 	}
-	opt, err := redis.ParseURL(rawURL)
+	opt, err := redisurl.Parse(rawURL)
 	if err != nil {
-		// A *url.Error quotes the whole URL, password included: keep only its reason.
-		var urlErr *url.Error
-		if errors.As(err, &urlErr) {
-			err = urlErr.Err
-		}
-		return nil, fmt.Errorf("redis store URL: %w", err)
+		return nil, err
 	}
-	if opt.DialTimeout == 0 {
-		opt.DialTimeout = redisDialTimeout
-	}
-	if opt.ReadTimeout == 0 {
-		opt.ReadTimeout = redisIOTimeout
-	}
-	if opt.WriteTimeout == 0 {
-		opt.WriteTimeout = redisIOTimeout
-	}
-	if opt.PoolTimeout == 0 {
-		opt.PoolTimeout = redisurl.PoolTimeout
-	}
-	if opt.MaxRetries == 0 {
-		opt.MaxRetries = redisurl.MaxRetries
-	}
-	// One dial attempt per try: the default 5 would outlast redisCallTimeout.
-	opt.DialerRetries = 1
-	// Let redisCallTimeout (and the caller's ctx) bound every call.
-	opt.ContextTimeoutEnabled = true
 	// go-redis logs every failed dial to the process's stderr, outside this
 	// service's log; the failures reach the operator as "token store
 	// unavailable" warnings instead. (SetLogger stores atomically.)

@@ -16,8 +16,9 @@ import (
 // its connections to a primary they replaced (go-redis's failover client).
 //
 // Options, and why:
-//   - the timeouts, retries and context bound are Dial's, for the same
-//     reason (503 within API.md's 5 s); a dial to a primary that was
+//   - the timeouts, retries and context bound (redisurl.ParseSentinel's)
+//     are one Redis's, for the same reason (503 within API.md's 5 s); a
+//     dial to a primary that was
 //     killed is refused at once on a live host, and DialTimeout bounds it
 //     on a dead one, so each call fails fast while there is no primary;
 //   - every command goes to the primary (ReplicaOnly off, the default;
@@ -40,15 +41,8 @@ import (
 func dialSentinel(rawURL string) (*redis.Client, error) {
 	opt, err := redisurl.ParseSentinel(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis store URL: %w", err)
+		return nil, err
 	}
-	opt.DialTimeout = redisDialTimeout
-	opt.ReadTimeout = redisIOTimeout
-	opt.WriteTimeout = redisIOTimeout
-	opt.PoolTimeout = redisurl.PoolTimeout
-	opt.MaxRetries = redisurl.MaxRetries
-	opt.DialerRetries = 1
-	opt.ContextTimeoutEnabled = true
 	redis.SetLogger(quietRedisLog{})
 	client := redis.NewFailoverClient(opt)
 	client.AddHook(unknownMasterHook{master: opt.MasterName})
