@@ -302,7 +302,7 @@ func (c *tokenCache) len() int {
 }
 
 // invChannel is the channel the scripts publish invalidations on.
-func (s *Store) invChannel() string { return s.prefix + "inv" }
+func (s *Store) invChannel() string { return s.keys.prefix + "inv" }
 
 // SetCacheSize makes the store keep at most n looked-up sessions in memory
 // (n = 0: none; every Lookup reads Redis), dropping what it kept. New
@@ -428,7 +428,7 @@ func (s *Store) followLink(evicted string) {
 func (s *Store) applyInvalidation(channel, payload string) {
 	if channel != s.invChannel() {
 		// A keyspace event: payload is the key Redis evicted.
-		rest, ok := strings.CutPrefix(payload, s.prefix)
+		rest, ok := strings.CutPrefix(payload, s.keys.prefix)
 		if !ok {
 			return
 		}

@@ -164,7 +164,7 @@ func TestCacheLinkBreak(t *testing.T) {
 	now := time.Now()
 	d := storetest.MustIssue(t, a, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 0, now)
 	mustCache(t, b, d, now)
-	if err := raw.client.Del(ctx, b.tokenKey(d)).Err(); err != nil {
+	if err := raw.client.Del(ctx, b.keys.token(d)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// The test means something only if the cache answers past Redis.
@@ -213,7 +213,7 @@ func TestCacheSilentLink(t *testing.T) {
 	now := time.Now()
 	d := storetest.MustIssue(t, b, tokens.Session{Username: "alice", Stamp: 1}, 0, now)
 	mustCache(t, b, d, now)
-	if err := raw.client.Del(ctx, b.tokenKey(d)).Err(); err != nil {
+	if err := raw.client.Del(ctx, b.keys.token(d)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Lookup(ctx, d, now); err != nil {

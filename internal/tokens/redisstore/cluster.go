@@ -17,28 +17,11 @@ import (
 )
 
 // Cluster mode (issue 22, point 3): the same Store on a Redis Cluster,
-// made by NewCluster. The standalone layout above cannot be spread over
-// slots: its scripts reach token keys they compute from the index. So a
-// cluster store has a key layout and scripts of its own (the standalone
-// ones, and the keys existing deployments hold, are untouched), where
-// every key carries a hash tag and every script touches only keys it
-// declares, all of one slot:
-//
-//	{prefix}t:{<digest hex>}  the session, as the standalone t: key
-//	{prefix}c:{<digest hex>}  a challenge's username, as the standalone c: key
-//	{prefix}u:{<username>}    the user's index, as the standalone u: key; the
-//	                          source of truth for which sessions live
-//	{prefix}g:{<username>}    stamp, as g:
-//	{prefix}b:{<username>}    latest Supersede's cut-off, as b:
-//	{prefix}m:{<username>}    imported digests, as m:
-//	{prefix}w:{<username>}    challenges, as w:
-//	{prefix}o:{<username>}    TOTP counter, as o:
-//	{prefix}x:{<username>}    the index's companion: hash of digest hex →
-//	                          "expiry stamp id" (expiry Unix ms, "" for
-//	                          never), what the user-slot scripts need to
-//	                          prune, evict, supersede and revoke by id
-//	                          without reading token keys; expires with
-//	                          the index
+// made by NewCluster. The standalone layout cannot be spread over slots:
+// its scripts reach token keys they compute from the index. So a cluster
+// store's keys carry hash tags, and it keeps a companion beside each index
+// (keys.go), where every script touches only keys it declares, all of one
+// slot.
 //
 // An operation that needs both a user's keys and a token key is split: a
 // script in the user's slot, which decides (the index is the source of
@@ -62,7 +45,7 @@ import (
 
 // NewCluster returns a store on a Redis Cluster (redisurl.ParseCluster,
 // redis.NewClusterClient), with keys under prefix ("" means
-// DefaultPrefix) in the cluster layout above. A prefix holding "{" or "}"
+// DefaultPrefix) in the cluster layout (keys.go). A prefix holding "{" or "}"
 // is refused: it would move the hash tags and spread a user's keys over
 // slots. Close leaves client open: the throttle may share it.
 func NewCluster(client *redis.ClusterClient, prefix string) (*Store, error) {
@@ -73,15 +56,14 @@ func NewCluster(client *redis.ClusterClient, prefix string) (*Store, error) {
 		prefix = DefaultPrefix
 	}
 	s := &Store{
-		cc:         client,
-		rdb:        client,
-		prefix:     prefix,
-		userPrefix: prefix + "u:",
-		channel:    prefix + "inv",
-		lookups:    make(chan lookupRequest),
-		stop:       make(chan struct{}),
-		pending:    make(map[string]int64),
-		touchWake:  make(chan struct{}, 1),
+		cc:        client,
+		rdb:       client,
+		keys:      keyNamer{prefix: prefix, open: "{", close: "}"},
+		channel:   prefix + "inv",
+		lookups:   make(chan lookupRequest),
+		stop:      make(chan struct{}),
+		pending:   make(map[string]int64),
+		touchWake: make(chan struct{}, 1),
 	}
 	s.cache.resize(DefaultCacheSize)
 	for range lookupLoops {
@@ -91,19 +73,6 @@ func NewCluster(client *redis.ClusterClient, prefix string) (*Store, error) {
 	s.loops.Add(1)
 	go s.touchLoop()
 	return s, nil
-}
-
-// clusterKey is prefix + kind + ":{" + id + "}": id is the hash tag, so
-// every key of one user (or one digest) lies in one slot. The prefix holds
-// no brace (NewCluster), so the tag starts right after kind; it ends at
-// the first "}" after it, the same for every key of the user.
-func (s *Store) clusterKey(kind, id string) string {
-	return s.prefix + kind + ":{" + id + "}"
-}
-
-// clusterDigestKey is clusterKey for a digest.
-func (s *Store) clusterDigestKey(kind string, d tokens.Digest) string {
-	return s.clusterKey(kind, hex.EncodeToString(d[:]))
 }
 
 // errClusterUsername reports a username whose keys would not share a slot:
@@ -218,7 +187,7 @@ func (s *Store) clusterIssue(ctx context.Context, d tokens.Digest, sess tokens.S
 	stamp := strconv.FormatUint(sess.Stamp, 10)
 	u := sess.Username
 	res, err := clusterIssueScript.Run(ctx, s.cc,
-		[]string{s.clusterKey("u", u), s.clusterKey("g", u), s.clusterKey("x", u)},
+		[]string{s.keys.index(u), s.keys.stamp(u), s.keys.companion(u)},
 		dhex, stamp, max(limit, 0), now.UnixMilli(), expiry, sess.ID.String(), s.channel).Slice()
 	if err != nil {
 		return 0, unavailable("issue", err)
@@ -230,7 +199,7 @@ func (s *Store) clusterIssue(ctx context.Context, d tokens.Digest, sess tokens.S
 	if n < 0 {
 		return 0, tokens.ErrSuperseded
 	}
-	tkey := s.clusterKey("t", dhex)
+	tkey := s.keys.key("t", dhex)
 	ms := strconv.FormatInt(now.UnixMilli(), 10)
 	_, err = s.cc.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		if expiry == "" {
@@ -262,7 +231,7 @@ func (s *Store) delTokens(ctx context.Context, digests []any) (int, error) {
 	cmds, err := s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, m := range digests {
 			h, _ := m.(string)
-			p.Del(ctx, s.clusterKey("t", h))
+			p.Del(ctx, s.keys.key("t", h))
 		}
 		return nil
 	})
@@ -308,9 +277,8 @@ func (s *Store) clusterLookupBatch(ctx context.Context, batch []lookupRequest) [
 			if !ok {
 				continue
 			}
-			k := req.key
-			digests[i] = k[len(k)-65 : len(k)-1] // t:{<64 hex>}
-			scores[i] = p.ZScore(ctx, s.clusterKey("u", u), digests[i])
+			digests[i] = s.keys.digestOf(req.key)
+			scores[i] = p.ZScore(ctx, s.keys.index(u), digests[i])
 		}
 		return nil
 	})
@@ -342,7 +310,7 @@ func (s *Store) clusterLookupBatch(ctx context.Context, batch []lookupRequest) [
 	if len(orphans) > 0 {
 		s.cc.Pipelined(ctx, func(p redis.Pipeliner) error { // best effort: refused either way
 			for _, h := range orphans {
-				p.Del(ctx, s.clusterKey("t", h))
+				p.Del(ctx, s.keys.key("t", h))
 				p.Publish(ctx, s.channel.(string), "t:"+h)
 			}
 			return nil
@@ -382,7 +350,7 @@ func (s *Store) clusterRevoke(ctx context.Context, d tokens.Digest) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	dhex := hex.EncodeToString(d[:])
-	tkey := s.clusterKey("t", dhex)
+	tkey := s.keys.key("t", dhex)
 	u, err := s.cc.HGet(ctx, tkey, "u").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable("revoke", err)
@@ -390,8 +358,8 @@ func (s *Store) clusterRevoke(ctx context.Context, d tokens.Digest) error {
 	found := err == nil
 	if found && checkClusterUser(u) == nil {
 		_, err := s.cc.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.ZRem(ctx, s.clusterKey("u", u), dhex)
-			p.HDel(ctx, s.clusterKey("x", u), dhex)
+			p.ZRem(ctx, s.keys.index(u), dhex)
+			p.HDel(ctx, s.keys.companion(u), dhex)
 			return nil
 		})
 		if err != nil {
@@ -437,7 +405,7 @@ func (s *Store) clusterRevokeUser(ctx context.Context, username string) (int, er
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	all, err := clusterRevokeUserScript.Run(ctx, s.cc,
-		[]string{s.clusterKey("u", username), s.clusterKey("w", username), s.clusterKey("x", username)},
+		[]string{s.keys.index(username), s.keys.challenges(username), s.keys.companion(username)},
 		s.channel, username).Slice()
 	s.cache.forgetUser(username) // refused here at once, whatever the reply
 	if err != nil {
@@ -533,7 +501,7 @@ func (s *Store) clusterSupersede(ctx context.Context, sup tokens.Supersession) (
 		until = strconv.FormatInt(sup.Until.UnixMilli(), 10)
 	}
 	u := sup.Username
-	keys := []string{s.clusterKey("u", u), s.clusterKey("g", u), s.clusterKey("w", u), s.clusterKey("o", u), s.clusterKey("x", u), s.clusterKey("b", u)}
+	keys := []string{s.keys.index(u), s.keys.stamp(u), s.keys.challenges(u), s.keys.counter(u), s.keys.companion(u), s.keys.cutoff(u)}
 	dead, err := clusterSupersedeScript.Run(ctx, s.cc, keys, cutoff,
 		strconv.FormatUint(sup.Stamp, 10), strconv.FormatUint(sup.MaxStamp, 10), until, s.channel, u).Slice()
 	s.cache.forgetUser(u) // refused here at once, whatever the reply
@@ -579,7 +547,7 @@ func (s *Store) clusterRevokeID(ctx context.Context, username string, id tokens.
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	m, err := clusterRevokeIDScript.Run(ctx, s.cc,
-		[]string{s.clusterKey("u", username), s.clusterKey("x", username)}, id.String(), s.channel).Text()
+		[]string{s.keys.index(username), s.keys.companion(username)}, id.String(), s.channel).Text()
 	s.cache.forgetUser(username)
 	if errors.Is(err, redis.Nil) {
 		return false, nil
@@ -601,7 +569,7 @@ func (s *Store) clusterList(ctx context.Context, username string, now time.Time)
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	all, err := s.cc.ZRevRangeWithScores(ctx, s.clusterKey("u", username), 0, -1).Result()
+	all, err := s.cc.ZRevRangeWithScores(ctx, s.keys.index(username), 0, -1).Result()
 	if err != nil {
 		return nil, unavailable("list", err)
 	}
@@ -612,7 +580,7 @@ func (s *Store) clusterList(ctx context.Context, username string, now time.Time)
 	_, err = s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, z := range all {
 			h, _ := z.Member.(string)
-			cmds[i] = p.HMGet(ctx, s.clusterKey("t", h), "u", "s", "e", "l", "i", "a", "g")
+			cmds[i] = p.HMGet(ctx, s.keys.key("t", h), "u", "s", "e", "l", "i", "a", "g")
 		}
 		return nil
 	})
@@ -787,7 +755,7 @@ func (s *Store) clusterImportChunk(ctx context.Context, chunk []tokens.Imported,
 	reads := make([]*redis.SliceCmd, len(chunk))
 	if _, err := s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, im := range chunk {
-			reads[i] = p.HMGet(ctx, s.clusterDigestKey("t", im.Digest), "u", "e")
+			reads[i] = p.HMGet(ctx, s.keys.token(im.Digest), "u", "e")
 		}
 		return nil
 	}); err != nil {
@@ -803,7 +771,7 @@ func (s *Store) clusterImportChunk(ctx context.Context, chunk []tokens.Imported,
 			f := reads[i].Val()
 			tu, _ := f[0].(string)
 			te, _ := f[1].(string)
-			keys := []string{s.clusterKey("u", u), s.clusterKey("g", u), s.clusterKey("m", u), s.clusterKey("x", u)}
+			keys := []string{s.keys.index(u), s.keys.stamp(u), s.keys.imported(u), s.keys.companion(u)}
 			clusterImportScript.EvalSha(ctx, p, keys, hex.EncodeToString(im.Digest[:]), u,
 				strconv.FormatUint(sess.Stamp, 10), sess.IssuedAt.UnixMilli(), now.UnixMilli(),
 				expiries[i], dry, sess.ID.String(), tu, te)
@@ -828,7 +796,7 @@ func (s *Store) clusterImportChunk(ctx context.Context, chunk []tokens.Imported,
 	_, err = s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, im := range chunk {
 			dhex := hex.EncodeToString(im.Digest[:])
-			tkey := s.clusterKey("t", dhex)
+			tkey := s.keys.key("t", dhex)
 			switch outcomes[i] {
 			case tokens.ImportAdded:
 				sess := im.Session

@@ -72,14 +72,14 @@ func TestRedisClusterStoreOrphan(t *testing.T) {
 	d := storetest.MustIssue(t, s, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}, 0, now)
 	// Take the entry out of the index behind the store's back, as the
 	// user-slot script of a RevokeUser would between an Issue's two steps.
-	if err := s.cc.ZRem(ctx, s.clusterKey("u", "alice"), hex.EncodeToString(d[:])).Err(); err != nil {
+	if err := s.cc.ZRem(ctx, s.keys.index("alice"), hex.EncodeToString(d[:])).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.Lookup(ctx, d, now); !errors.Is(err, tokens.ErrNotFound) {
 		t.Errorf("Lookup(orphan) = %+v, %v; want ErrNotFound", got, err)
 	}
-	if n, err := s.cc.Exists(ctx, s.tokenKey(d)).Result(); n != 0 || err != nil {
-		t.Errorf("EXISTS %s after Lookup = %d, %v; want 0 (deleted), nil", s.tokenKey(d), n, err)
+	if n, err := s.cc.Exists(ctx, s.keys.token(d)).Result(); n != 0 || err != nil {
+		t.Errorf("EXISTS %s after Lookup = %d, %v; want 0 (deleted), nil", s.keys.token(d), n, err)
 	}
 }
 
@@ -91,8 +91,8 @@ func TestRedisClusterStoreKeys(t *testing.T) {
 	ctx := context.Background()
 	var d tokens.Digest
 	for _, group := range [][]string{
-		{s.userKey("alice"), s.stampKey("alice"), s.importedKey("alice"), s.challengesKey("alice"), s.counterKey("alice"), s.clusterKey("x", "alice")},
-		{s.tokenKey(d), s.challengeKey(d)},
+		{s.keys.index("alice"), s.keys.stamp("alice"), s.keys.imported("alice"), s.keys.challenges("alice"), s.keys.counter("alice"), s.keys.companion("alice")},
+		{s.keys.token(d), s.keys.challenge(d)},
 	} {
 		want, err := s.cc.ClusterKeySlot(ctx, group[0]).Result()
 		if err != nil {
@@ -104,7 +104,7 @@ func TestRedisClusterStoreKeys(t *testing.T) {
 			}
 		}
 	}
-	if got, want := s.userKey("alice"), s.prefix+"u:{alice}"; got != want {
+	if got, want := s.keys.index("alice"), s.keys.prefix+"u:{alice}"; got != want {
 		t.Errorf("userKey(alice) = %q; want %q", got, want)
 	}
 }
@@ -127,7 +127,7 @@ func TestRedisClusterStoreImportFinishes(t *testing.T) {
 	if got, err := s.Import(ctx, batch, now, false); err != nil || !slices.Equal(got, []tokens.ImportOutcome{tokens.ImportAdded, tokens.ImportAdded}) {
 		t.Fatalf("Import = %v, %v; want [added added], nil", got, err)
 	}
-	if err := s.cc.Del(ctx, s.tokenKey(d)).Err(); err != nil { // the token write that failed
+	if err := s.cc.Del(ctx, s.keys.token(d)).Err(); err != nil { // the token write that failed
 		t.Fatal(err)
 	}
 	if err := s.Revoke(ctx, revoked); err != nil {

@@ -16,43 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Key layout, under a prefix (default "authsvc:"); only digests and session
-// fields are stored, never a usable token:
-//
-//	{prefix}t:{digest hex}  hash u=username s=stamp [e=expiry Unix ms],
-//	                        PEXPIREAT e (no e, no expiry)
-//	{prefix}u:{username}    sorted set of digest hex, scored by issue time in
-//	                        Unix ms, strictly increasing per user; expires
-//	                        with the user's last session
-//	{prefix}g:{username}    the user's current password stamp, as the last
-//	                        Supersede gave it (decimal); PEXPIREAT its
-//	                        Until (none, no expiry)
-//	{prefix}b:{username}    the cut-off (Unix ms) of the user's latest
-//	                        Supersede, which a stale one may not undo;
-//	                        PEXPIREAT its Until (none, no expiry)
-//	{prefix}m:{username}    hash of the digest hex Import stored for the
-//	                        user (value "1"), kept for ever, so that an
-//	                        import never brings a dead one back
-//	{prefix}c:{digest hex}  a challenge's (mfa_token's) username, nothing
-//	                        else; PEXPIREAT its expiry. It only leads to the
-//	                        user's challenges: without its field there the
-//	                        challenge is gone
-//	{prefix}w:{username}    hash of the user's pending challenges, digest
-//	                        hex → "stamp issued expiry attempts-left",
-//	                        with " c" after it while claimed
-//	                        (ClaimChallenge; times in Unix ms);
-//	                        PEXPIREAT the latest expiry
-//	{prefix}o:{username}    the user's last accepted TOTP counter, "counter"
-//	                        or "counter until" (Unix ms), PEXPIREAT until
-//
-// Scripts compute token keys from the index, so the store needs a
-// standalone Redis (or one where all keys share a slot), not a Cluster.
-// For a Cluster, NewCluster (cluster.go) keeps a layout of its own.
-// The challenge and TOTP counter scripts touch only keys named by the
-// username they are given, declared in KEYS; a challenge's c: key is read and written by
-// plain commands beside them.
-const DefaultPrefix = "authsvc:"
-
 // redisCallTimeout bounds a call to a Redis that is down or stuck, well
 // inside API.md's 503-within-5-s. The dial and I/O bounds are redisurl's,
 // which every form's client gets.
@@ -65,9 +28,12 @@ type Store struct {
 	// cc is the cluster client in cluster mode (NewCluster, cluster.go),
 	// nil in standalone mode; rdb is whichever of client and cc is set,
 	// for the commands and scripts both modes send alike.
-	cc     *redis.ClusterClient
-	rdb    redis.Cmdable
-	prefix string
+	cc   *redis.ClusterClient
+	rdb  redis.Cmdable
+	keys keyNamer
+	// tokenPrefix is the standalone scripts' token key prefix
+	// (keyNamer.kindPrefix), which they put before a digest.
+	tokenPrefix string
 	// userPrefix and channel are lookupScript's ARGV[1] and ARGV[2], as
 	// any so that no batch allocates them again.
 	userPrefix, channel any
@@ -190,16 +156,16 @@ func New(client *redis.Client, prefix string) *Store {
 		prefix = DefaultPrefix
 	}
 	s := &Store{
-		client:     client,
-		rdb:        client,
-		prefix:     prefix,
-		userPrefix: prefix + "u:",
-		channel:    prefix + "inv",
-		lookups:    make(chan lookupRequest),
-		stop:       make(chan struct{}),
-		pending:    make(map[string]int64),
-		touchWake:  make(chan struct{}, 1),
+		client:    client,
+		rdb:       client,
+		keys:      keyNamer{prefix: prefix},
+		channel:   prefix + "inv",
+		lookups:   make(chan lookupRequest),
+		stop:      make(chan struct{}),
+		pending:   make(map[string]int64),
+		touchWake: make(chan struct{}, 1),
 	}
+	s.tokenPrefix, s.userPrefix = s.keys.kindPrefix("t"), s.keys.kindPrefix("u")
 	s.cache.resize(DefaultCacheSize)
 	for range lookupLoops {
 		s.loops.Add(1)
@@ -305,62 +271,6 @@ func later(a, b time.Time) time.Time {
 type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
-
-func (s *Store) tokenKey(d tokens.Digest) string {
-	if s.cc != nil {
-		return s.clusterDigestKey("t", d)
-	}
-	return s.prefix + "t:" + hex.EncodeToString(d[:])
-}
-
-func (s *Store) userKey(username string) string {
-	if s.cc != nil {
-		return s.clusterKey("u", username)
-	}
-	return s.prefix + "u:" + username
-}
-
-func (s *Store) stampKey(username string) string {
-	if s.cc != nil {
-		return s.clusterKey("g", username)
-	}
-	return s.prefix + "g:" + username
-}
-
-func (s *Store) beforeKey(username string) string {
-	if s.cc != nil {
-		return s.clusterKey("b", username)
-	}
-	return s.prefix + "b:" + username
-}
-
-func (s *Store) importedKey(username string) string {
-	if s.cc != nil {
-		return s.clusterKey("m", username)
-	}
-	return s.prefix + "m:" + username
-}
-
-func (s *Store) challengeKey(d tokens.Digest) string {
-	if s.cc != nil {
-		return s.clusterDigestKey("c", d)
-	}
-	return s.prefix + "c:" + hex.EncodeToString(d[:])
-}
-
-func (s *Store) challengesKey(username string) string {
-	if s.cc != nil {
-		return s.clusterKey("w", username)
-	}
-	return s.prefix + "w:" + username
-}
-
-func (s *Store) counterKey(username string) string {
-	if s.cc != nil {
-		return s.clusterKey("o", username)
-	}
-	return s.prefix + "o:" + username
-}
 
 // unavailable wraps err from Redis so that errors.Is(err, ErrUnavailable)
 // holds and the caller's context error stays visible. Only digests ever reach
@@ -615,10 +525,10 @@ func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session,
 	if !sess.ExpiresAt.IsZero() {
 		expiry = strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10)
 	}
-	keys := []string{s.tokenKey(d), s.userKey(sess.Username), s.stampKey(sess.Username)}
+	keys := []string{s.keys.token(d), s.keys.index(sess.Username), s.keys.stamp(sess.Username)}
 	evicted, err = issueScript.Run(ctx, s.client, keys,
 		hex.EncodeToString(d[:]), sess.Username, strconv.FormatUint(sess.Stamp, 10),
-		max(limit, 0), now.UnixMilli(), s.prefix+"t:", expiry,
+		max(limit, 0), now.UnixMilli(), s.tokenPrefix, expiry,
 		sess.ID.String(), sess.Client, sess.UserAgent, s.channel).Int()
 	if err != nil {
 		return 0, unavailable("issue", err)
@@ -679,7 +589,7 @@ func (s *Store) Lookup(ctx context.Context, d tokens.Digest, now time.Time) (tok
 
 // lookupRedis reads the session under d from Redis, expired or not.
 func (s *Store) lookupRedis(ctx context.Context, d tokens.Digest) (cachedSession, error) {
-	ans := s.lookup(ctx, s.tokenKey(d))
+	ans := s.lookup(ctx, s.keys.token(d))
 	if ans.err != nil {
 		return cachedSession{}, unavailable("lookup", ans.err)
 	}
@@ -784,8 +694,8 @@ func (s *Store) Revoke(ctx context.Context, d tokens.Digest) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	err := revokeScript.Run(ctx, s.client, []string{s.tokenKey(d)},
-		hex.EncodeToString(d[:]), s.prefix+"u:", s.channel).Err()
+	err := revokeScript.Run(ctx, s.client, []string{s.keys.token(d)},
+		hex.EncodeToString(d[:]), s.userPrefix, s.channel).Err()
 	// Refused here at once, whatever the reply: dropping is always safe.
 	s.cache.forget(d)
 	if err != nil {
@@ -803,7 +713,7 @@ func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	n, err := revokeUserScript.Run(ctx, s.client, []string{s.userKey(username), s.challengesKey(username)}, s.prefix+"t:", s.channel, username).Int()
+	n, err := revokeUserScript.Run(ctx, s.client, []string{s.keys.index(username), s.keys.challenges(username)}, s.tokenPrefix, s.channel, username).Int()
 	s.cache.forgetUser(username) // refused here at once, whatever the reply
 	if err != nil {
 		return 0, unavailable("revoke user", err)
@@ -832,8 +742,8 @@ func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, er
 	if !sup.Until.IsZero() {
 		until = strconv.FormatInt(sup.Until.UnixMilli(), 10)
 	}
-	keys := []string{s.userKey(sup.Username), s.stampKey(sup.Username), s.challengesKey(sup.Username), s.counterKey(sup.Username), s.beforeKey(sup.Username)}
-	n, err := supersedeScript.Run(ctx, s.client, keys, s.prefix+"t:", cutoff,
+	keys := []string{s.keys.index(sup.Username), s.keys.stamp(sup.Username), s.keys.challenges(sup.Username), s.keys.counter(sup.Username), s.keys.cutoff(sup.Username)}
+	n, err := supersedeScript.Run(ctx, s.client, keys, s.tokenPrefix, cutoff,
 		strconv.FormatUint(sup.Stamp, 10), strconv.FormatUint(sup.MaxStamp, 10), until, s.channel, sup.Username).Int()
 	s.cache.forgetUser(sup.Username) // refused here at once, whatever the reply
 	if err != nil {
@@ -949,7 +859,7 @@ func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Ti
 				if !sess.ExpiresAt.IsZero() {
 					expiry = strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10)
 				}
-				keys := []string{s.tokenKey(d), s.userKey(sess.Username), s.stampKey(sess.Username), s.importedKey(sess.Username)}
+				keys := []string{s.keys.token(d), s.keys.index(sess.Username), s.keys.stamp(sess.Username), s.keys.imported(sess.Username)}
 				importScript.EvalSha(cctx, p, keys, hex.EncodeToString(d[:]), sess.Username,
 					strconv.FormatUint(sess.Stamp, 10), sess.IssuedAt.UnixMilli(), now.UnixMilli(),
 					expiry, sess.ID.String(), dry, s.channel)
@@ -1096,7 +1006,7 @@ func (s *Store) PutChallenge(ctx context.Context, d tokens.Digest, c tokens.Chal
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	expiry := c.ExpiresAt.UnixMilli()
-	keys := []string{s.challengesKey(c.Username), s.stampKey(c.Username)}
+	keys := []string{s.keys.challenges(c.Username), s.keys.stamp(c.Username)}
 	n, err := putChallengeScript.Run(ctx, s.rdb, keys, hex.EncodeToString(d[:]),
 		strconv.FormatUint(c.Stamp, 10), now.UnixMilli(), expiry, c.Attempts).Int()
 	if err != nil {
@@ -1105,7 +1015,7 @@ func (s *Store) PutChallenge(ctx context.Context, d tokens.Digest, c tokens.Chal
 	if n < 0 {
 		return tokens.ErrSuperseded
 	}
-	if err := s.rdb.SetArgs(ctx, s.challengeKey(d), c.Username, redis.SetArgs{ExpireAt: time.UnixMilli(expiry)}).Err(); err != nil {
+	if err := s.rdb.SetArgs(ctx, s.keys.challenge(d), c.Username, redis.SetArgs{ExpireAt: time.UnixMilli(expiry)}).Err(); err != nil {
 		return unavailable("put challenge", err)
 	}
 	return nil
@@ -1118,14 +1028,14 @@ func (s *Store) PutChallenge(ctx context.Context, d tokens.Digest, c tokens.Chal
 func (s *Store) TryChallenge(ctx context.Context, d tokens.Digest, now time.Time) (tokens.Challenge, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	username, err := s.rdb.Get(ctx, s.challengeKey(d)).Result()
+	username, err := s.rdb.Get(ctx, s.keys.challenge(d)).Result()
 	if errors.Is(err, redis.Nil) {
 		return tokens.Challenge{}, tokens.ErrNotFound
 	}
 	if err != nil {
 		return tokens.Challenge{}, unavailable("try challenge", err)
 	}
-	res, err := tryChallengeScript.Run(ctx, s.rdb, []string{s.challengesKey(username)},
+	res, err := tryChallengeScript.Run(ctx, s.rdb, []string{s.keys.challenges(username)},
 		hex.EncodeToString(d[:]), now.UnixMilli()).Slice()
 	if errors.Is(err, redis.Nil) {
 		return tokens.Challenge{}, tokens.ErrNotFound
@@ -1143,7 +1053,7 @@ func (s *Store) TryChallenge(ctx context.Context, d tokens.Digest, now time.Time
 // challengeOwner returns the username d's c: key names, or "" when there
 // is none (spent, expired or never put).
 func (s *Store) challengeOwner(ctx context.Context, op string, d tokens.Digest) (string, error) {
-	username, err := s.rdb.Get(ctx, s.challengeKey(d)).Result()
+	username, err := s.rdb.Get(ctx, s.keys.challenge(d)).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return "", nil
@@ -1163,7 +1073,7 @@ func (s *Store) ClaimChallenge(ctx context.Context, d tokens.Digest, now time.Ti
 	if err != nil || username == "" {
 		return false, err
 	}
-	n, err := claimChallengeScript.Run(ctx, s.rdb, []string{s.challengesKey(username)}, hex.EncodeToString(d[:]), now.UnixMilli()).Int()
+	n, err := claimChallengeScript.Run(ctx, s.rdb, []string{s.keys.challenges(username)}, hex.EncodeToString(d[:]), now.UnixMilli()).Int()
 	if err != nil {
 		return false, unavailable("claim challenge", err)
 	}
@@ -1179,7 +1089,7 @@ func (s *Store) UnclaimChallenge(ctx context.Context, d tokens.Digest) error {
 	if err != nil || username == "" {
 		return err
 	}
-	if err := unclaimChallengeScript.Run(ctx, s.rdb, []string{s.challengesKey(username)}, hex.EncodeToString(d[:])).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if err := unclaimChallengeScript.Run(ctx, s.rdb, []string{s.keys.challenges(username)}, hex.EncodeToString(d[:])).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable("unclaim challenge", err)
 	}
 	return nil
@@ -1215,17 +1125,17 @@ func parseChallenge(username string, res []any) (tokens.Challenge, bool) {
 func (s *Store) SpendChallenge(ctx context.Context, d tokens.Digest) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	username, err := s.rdb.Get(ctx, s.challengeKey(d)).Result()
+	username, err := s.rdb.Get(ctx, s.keys.challenge(d)).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil // spent, expired or never put: no key leads to it
 	}
 	if err != nil {
 		return unavailable("spend challenge", err)
 	}
-	if err := s.rdb.HDel(ctx, s.challengesKey(username), hex.EncodeToString(d[:])).Err(); err != nil {
+	if err := s.rdb.HDel(ctx, s.keys.challenges(username), hex.EncodeToString(d[:])).Err(); err != nil {
 		return unavailable("spend challenge", err)
 	}
-	if err := s.rdb.Del(ctx, s.challengeKey(d)).Err(); err != nil {
+	if err := s.rdb.Del(ctx, s.keys.challenge(d)).Err(); err != nil {
 		return unavailable("spend challenge", err)
 	}
 	return nil
@@ -1277,7 +1187,7 @@ func (s *Store) UseTOTPCounter(ctx context.Context, username string, counter, fl
 	if !until.IsZero() {
 		keep = strconv.FormatInt(until.UnixMilli(), 10)
 	}
-	n, err := useCounterScript.Run(ctx, s.rdb, []string{s.counterKey(username)},
+	n, err := useCounterScript.Run(ctx, s.rdb, []string{s.keys.counter(username)},
 		counter, floor, now.UnixMilli(), keep).Int()
 	if err != nil {
 		return false, unavailable("use TOTP counter", err)
@@ -1303,7 +1213,7 @@ return 0
 // Touch records a use of d at now for touchLoop; it never blocks on Redis.
 func (s *Store) Touch(_ context.Context, d tokens.Digest, now time.Time) {
 	s.cache.touch(d, now.UnixMilli())
-	s.touchLater(s.tokenKey(d), now.UnixMilli())
+	s.touchLater(s.keys.token(d), now.UnixMilli())
 	select {
 	case s.touchWake <- struct{}{}:
 	default: // a wake-up is pending already
@@ -1402,7 +1312,7 @@ func (s *Store) List(ctx context.Context, username string, now time.Time) ([]tok
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	rows, err := listScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:").Slice()
+	rows, err := listScript.Run(ctx, s.client, []string{s.keys.index(username)}, s.tokenPrefix).Slice()
 	if err != nil {
 		return nil, unavailable("list", err)
 	}
@@ -1477,7 +1387,7 @@ func (s *Store) RevokeID(ctx context.Context, username string, id tokens.Session
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	n, err := revokeIDScript.Run(ctx, s.client, []string{s.userKey(username)}, s.prefix+"t:", id.String(), s.channel).Int()
+	n, err := revokeIDScript.Run(ctx, s.client, []string{s.keys.index(username)}, s.tokenPrefix, id.String(), s.channel).Int()
 	// Refused here at once: the id does not tell which digest, so every
 	// cached session of the user is read again.
 	s.cache.forgetUser(username)

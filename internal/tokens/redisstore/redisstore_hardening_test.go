@@ -155,7 +155,7 @@ func TestRedisStoreIssueAtMaxmemory(t *testing.T) {
 			t.Errorf("after a refused Issue, Lookup = %+v, %v; want %v", got, lerr, tokens.ErrNotFound)
 		}
 		if err != nil {
-			if n, err := s.client.Exists(ctx, s.tokenKey(d)).Result(); n != 0 || err != nil {
+			if n, err := s.client.Exists(ctx, s.keys.token(d)).Result(); n != 0 || err != nil {
 				t.Errorf("after a refused Issue, EXISTS token key = %d, %v; want 0 (nothing half-stored)", n, err)
 			}
 		}
@@ -191,7 +191,7 @@ func TestRedisStoreRevokeUserEvictedIndex(t *testing.T) {
 	}
 
 	// Eviction, simulated.
-	if err := s.client.Del(ctx, s.userKey("alice")).Err(); err != nil {
+	if err := s.client.Del(ctx, s.keys.index("alice")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	n, err := s.RevokeUser(ctx, "alice")
@@ -208,7 +208,7 @@ func TestRedisStoreRevokeUserEvictedIndex(t *testing.T) {
 
 	// Found dead, they are deleted: nothing else would find them.
 	for i, d := range alices {
-		if n, err := s.client.Exists(ctx, s.tokenKey(d)).Result(); n != 0 || err != nil {
+		if n, err := s.client.Exists(ctx, s.keys.token(d)).Result(); n != 0 || err != nil {
 			t.Errorf("EXISTS alice's token key %d after a refused Lookup = %d, %v; want 0", i, n, err)
 		}
 	}
@@ -255,14 +255,14 @@ func TestRedisStoreLookupWrongType(t *testing.T) {
 	alice := tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour)}
 	good := storetest.MustIssue(t, s, alice, 100, now)
 	bad := storetest.RandomDigest()
-	if err := s.client.Set(ctx, s.tokenKey(bad), "x", 0).Err(); err != nil {
+	if err := s.client.Set(ctx, s.keys.token(bad), "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	badIndex := storetest.RandomDigest()
-	if err := s.client.HSet(ctx, s.tokenKey(badIndex), "u", "mallory", "s", "1").Err(); err != nil {
+	if err := s.client.HSet(ctx, s.keys.token(badIndex), "u", "mallory", "s", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.client.Set(ctx, s.userKey("mallory"), "x", 0).Err(); err != nil {
+	if err := s.client.Set(ctx, s.keys.index("mallory"), "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup

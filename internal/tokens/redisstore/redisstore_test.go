@@ -56,7 +56,7 @@ func TestRedisStoreKeys(t *testing.T) {
 
 	expiresAt := now.Add(time.Hour)
 	d := storetest.MustIssue(t, s, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: expiresAt}, 0, now)
-	for _, key := range []string{s.tokenKey(d), s.userKey("alice")} {
+	for _, key := range []string{s.keys.token(d), s.keys.index("alice")} {
 		got, err := s.client.PExpireTime(ctx, key).Result()
 		if want := time.Duration(expiresAt.UnixMilli()) * time.Millisecond; got != want || err != nil {
 			t.Errorf("PEXPIRETIME %s = %v, %v; want %v, nil", key, got, err, want)
@@ -65,7 +65,7 @@ func TestRedisStoreKeys(t *testing.T) {
 
 	// A session that never expires keeps the index from expiring.
 	never := storetest.MustIssue(t, s, tokens.Session{Username: "alice", Stamp: 1}, 0, now)
-	for _, key := range []string{s.tokenKey(never), s.userKey("alice")} {
+	for _, key := range []string{s.keys.token(never), s.keys.index("alice")} {
 		if got, err := s.client.PTTL(ctx, key).Result(); got != -1 || err != nil {
 			t.Errorf("PTTL %s = %v, %v; want -1 (no expiry), nil", key, got, err)
 		}
@@ -82,7 +82,7 @@ func TestRedisStoreStampKey(t *testing.T) {
 	if _, err := s.Supersede(ctx, tokens.Supersession{Username: "alice", Stamp: 3, MaxStamp: 1 << 16, Before: time.Now(), Until: until}); err != nil {
 		t.Fatal(err)
 	}
-	key := s.stampKey("alice")
+	key := s.keys.stamp("alice")
 	if got, err := s.client.Get(ctx, key).Result(); got != "3" || err != nil {
 		t.Errorf("GET %s = %q, %v; want \"3\"", key, got, err)
 	}
@@ -115,25 +115,25 @@ func TestRedisStoreChallengeKeys(t *testing.T) {
 	soon, later := now.Add(time.Minute), now.Add(5*time.Minute)
 	d1 := storetest.MustPutChallenge(t, s, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: later, Attempts: 5}, now)
 	d2 := storetest.MustPutChallenge(t, s, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: soon, Attempts: 5}, now)
-	for key, want := range map[string]time.Time{s.challengeKey(d1): later, s.challengeKey(d2): soon, s.challengesKey("alice"): later} {
+	for key, want := range map[string]time.Time{s.keys.challenge(d1): later, s.keys.challenge(d2): soon, s.keys.challenges("alice"): later} {
 		got, err := s.client.PExpireTime(ctx, key).Result()
 		if want := time.Duration(want.UnixMilli()) * time.Millisecond; got != want || err != nil {
 			t.Errorf("PEXPIRETIME %s = %v, %v; want %v, nil", key, got, err, want)
 		}
 	}
-	if got, err := s.client.Get(ctx, s.challengeKey(d1)).Result(); got != "alice" || err != nil {
-		t.Errorf("GET %s = %q, %v; want \"alice\"", s.challengeKey(d1), got, err)
+	if got, err := s.client.Get(ctx, s.keys.challenge(d1)).Result(); got != "alice" || err != nil {
+		t.Errorf("GET %s = %q, %v; want \"alice\"", s.keys.challenge(d1), got, err)
 	}
 	// A PutChallenge after d1 expired drops it.
 	d3 := storetest.MustPutChallenge(t, s, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: later.Add(time.Minute), Attempts: 5}, later)
-	fields, err := s.client.HKeys(ctx, s.challengesKey("alice")).Result()
+	fields, err := s.client.HKeys(ctx, s.keys.challenges("alice")).Result()
 	if err != nil || len(fields) != 1 || fields[0] != hex.EncodeToString(d3[:]) {
-		t.Errorf("HKEYS %s = %q, %v; want only the challenge put last", s.challengesKey("alice"), fields, err)
+		t.Errorf("HKEYS %s = %q, %v; want only the challenge put last", s.keys.challenges("alice"), fields, err)
 	}
 	if err := s.SpendChallenge(ctx, d3); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{s.challengeKey(d3), s.challengesKey("alice")} {
+	for _, key := range []string{s.keys.challenge(d3), s.keys.challenges("alice")} {
 		if n, err := s.client.Exists(ctx, key).Result(); n != 0 || err != nil {
 			t.Errorf("EXISTS %s after its last challenge was spent = %d, %v; want 0", key, n, err)
 		}
@@ -149,7 +149,7 @@ func TestRedisStoreCounterKey(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	until := now.Add(90 * time.Second)
-	key := s.counterKey("alice")
+	key := s.keys.counter("alice")
 	if ok, err := s.UseTOTPCounter(ctx, "alice", 7, -1, now, until); !ok || err != nil {
 		t.Fatalf("UseTOTPCounter(alice, 7) = %v, %v; want true", ok, err)
 	}
@@ -166,8 +166,8 @@ func TestRedisStoreCounterKey(t *testing.T) {
 	if ok, err := s.UseTOTPCounter(ctx, "bob", 8, -1, now, now.Add(-time.Second)); !ok || err != nil {
 		t.Fatalf("UseTOTPCounter(bob, 8, until passed) = %v, %v; want true", ok, err)
 	}
-	if n, err := s.client.Exists(ctx, s.counterKey("bob")).Result(); n != 0 || err != nil {
-		t.Errorf("EXISTS %s kept until a past time = %d, %v; want 0", s.counterKey("bob"), n, err)
+	if n, err := s.client.Exists(ctx, s.keys.counter("bob")).Result(); n != 0 || err != nil {
+		t.Errorf("EXISTS %s kept until a past time = %d, %v; want 0", s.keys.counter("bob"), n, err)
 	}
 	if _, err := s.Supersede(ctx, tokens.Supersession{Username: "alice", MaxStamp: 1 << 16, Before: now}); err != nil {
 		t.Fatal(err)
@@ -195,13 +195,13 @@ func TestRedisStoreExpiredIndex(t *testing.T) {
 	short := storetest.MustIssue(t, s, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: time.Now().Add(300 * time.Millisecond)}, 0, time.Now())
 	time.Sleep(400 * time.Millisecond)
 	storetest.MustIssue(t, s, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: time.Now().Add(300 * time.Millisecond)}, 0, time.Now())
-	members, err := s.client.ZRange(ctx, s.userKey("alice"), 0, -1).Result()
+	members, err := s.client.ZRange(ctx, s.keys.index("alice"), 0, -1).Result()
 	if err != nil || len(members) != 1 || members[0] == hex.EncodeToString(short[:]) {
 		t.Fatalf("ZRANGE index = %q, %v; want only the second session", members, err)
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		n, err := s.client.Exists(ctx, s.userKey("alice")).Result()
+		n, err := s.client.Exists(ctx, s.keys.index("alice")).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,17 +222,17 @@ func TestRedisStoreCorrupt(t *testing.T) {
 	s := newTestRedisStore(t, url)
 	ctx := context.Background()
 	d := storetest.RandomDigest()
-	if err := s.client.HSet(ctx, s.tokenKey(d), "u", "alice", "s", "not a number").Err(); err != nil {
+	if err := s.client.HSet(ctx, s.keys.token(d), "u", "alice", "s", "not a number").Err(); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Lookup(ctx, d, time.Now())
 	if !errors.Is(err, tokens.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt session") {
 		t.Fatalf("Lookup(corrupt) = %+v, %v; want a corrupt session error wrapping %v", got, err, tokens.ErrUnavailable)
 	}
-	if err := s.client.Set(ctx, s.challengeKey(d), "alice", 0).Err(); err != nil {
+	if err := s.client.Set(ctx, s.keys.challenge(d), "alice", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.client.HSet(ctx, s.challengesKey("alice"), hex.EncodeToString(d[:]), "1 2 x 4").Err(); err != nil {
+	if err := s.client.HSet(ctx, s.keys.challenges("alice"), hex.EncodeToString(d[:]), "1 2 x 4").Err(); err != nil {
 		t.Fatal(err)
 	}
 	c, err := s.TryChallenge(ctx, d, time.Now())
@@ -258,7 +258,7 @@ func TestRedisStoreKeysHoldNoToken(t *testing.T) {
 	}
 
 	var dump strings.Builder // every key and value under the prefix
-	iter := s.client.Scan(ctx, 0, s.prefix+"*", 100).Iterator()
+	iter := s.client.Scan(ctx, 0, s.keys.prefix+"*", 100).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
 		typ, err := s.client.Type(ctx, key).Result()
