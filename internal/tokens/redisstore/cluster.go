@@ -88,81 +88,6 @@ func checkClusterUser(username string) error {
 	return nil
 }
 
-// clusterNowLua sets rnow to Redis's clock in Unix ms: the clock by which
-// Redis expires token keys, so that a companion entry counts as live
-// exactly while its token key would exist (the standalone scripts ask the
-// token key itself).
-const clusterNowLua = `
-local t = redis.call('TIME')
-local rnow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-`
-
-// clusterIssueScript is issueScript's user-slot half: the stamp check, the
-// index entry and its companion, pruning of expired entries, eviction
-// beyond the limit, and the expiry of index and companion. It writes
-// nothing when it refuses the stamp. Evicted entries are removed and
-// published here; their token keys are deleted by the caller after.
-//
-// KEYS[1] index, KEYS[2] stamp, KEYS[3] companion.
-// ARGV[1] digest hex, ARGV[2] stamp, ARGV[3] limit (0 = none), ARGV[4] now
-// (Unix ms), ARGV[5] expiry (Unix ms; "" = never), ARGV[6] session id hex,
-// ARGV[7] invalidation channel.
-// It returns {-1} for a superseded stamp, else {evicted, digest hex…}.
-var clusterIssueScript = redis.NewScript(clusterNowLua + `
-local ukey, xkey = KEYS[1], KEYS[3]
-local digest, limit, now = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
-local current = redis.call('GET', KEYS[2])
-if current and current ~= ARGV[2] then
-  return {-1}
-end
-redis.call('HSET', xkey, digest, ARGV[5] .. ' ' .. ARGV[2] .. ' ' .. ARGV[6])
-local score = now
-local newest = redis.call('ZRANGE', ukey, -1, -1, 'WITHSCORES')
-if newest[2] and tonumber(newest[2]) >= score then
-  score = tonumber(newest[2]) + 1
-end
-redis.call('ZADD', ukey, score, digest)
-
-local live = {}
-for _, m in ipairs(redis.call('ZRANGE', ukey, 0, -1)) do
-  local v = redis.call('HGET', xkey, m)
-  local e = v and string.match(v, '^(%d*) ')
-  if e and (e == '' or tonumber(e) > rnow) then
-    live[#live + 1] = {m, e}
-  else
-    redis.call('ZREM', ukey, m)
-    redis.call('HDEL', xkey, m)
-  end
-end
-
-local evict = 0
-if limit > 0 and #live > limit then
-  evict = #live - limit
-end
-local out = {evict}
-local last, never = 0, false
-for i, x in ipairs(live) do
-  if i <= evict then
-    redis.call('ZREM', ukey, x[1])
-    redis.call('HDEL', xkey, x[1])
-    redis.call('PUBLISH', ARGV[7], 't:' .. x[1])
-    out[#out + 1] = x[1]
-  elseif x[2] == '' then
-    never = true
-  elseif tonumber(x[2]) > last then
-    last = tonumber(x[2])
-  end
-end
-for _, k in ipairs({ukey, xkey}) do
-  if never then
-    redis.call('PERSIST', k)
-  elseif last > 0 then
-    redis.call('PEXPIREAT', k, last)
-  end
-end
-return out
-`)
-
 // clusterIssue is Issue in cluster mode. The split: first the user-slot
 // script (stamp check, index, eviction), then the token key, then the
 // evicted token keys. If the stamp is refused nothing is written. Between
@@ -179,47 +104,38 @@ func (s *Store) clusterIssue(ctx context.Context, d tokens.Digest, sess tokens.S
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	expiry := ""
-	if !sess.ExpiresAt.IsZero() {
-		expiry = strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10)
-	}
-	dhex := hex.EncodeToString(d[:])
-	stamp := strconv.FormatUint(sess.Stamp, 10)
-	u := sess.Username
-	res, err := clusterIssueScript.Run(ctx, s.cc,
-		[]string{s.keys.index(u), s.keys.stamp(u), s.keys.companion(u)},
-		dhex, stamp, max(limit, 0), now.UnixMilli(), expiry, sess.ID.String(), s.channel).Slice()
+	keys, args := s.issueArgs(d, sess, limit, now)
+	res, err := s.runCluster(ctx, clusterScripts.issue, sess.Username, keys, args).Slice()
+	n, dropped, err := s.issued(sess.Username, res, err)
 	if err != nil {
-		return 0, unavailable("issue", err)
+		return 0, err
 	}
-	n, ok := res[0].(int64)
-	if !ok {
-		return 0, unavailable("issue", fmt.Errorf("reply %v", res))
-	}
-	if n < 0 {
-		return 0, tokens.ErrSuperseded
-	}
-	tkey := s.keys.key("t", dhex)
-	ms := strconv.FormatInt(now.UnixMilli(), 10)
 	_, err = s.cc.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		if expiry == "" {
-			p.HSet(ctx, tkey, "u", u, "s", stamp, "l", ms, "i", sess.ID.String(), "a", sess.Client, "g", sess.UserAgent)
-			p.HDel(ctx, tkey, "e")
-			p.Persist(ctx, tkey)
-		} else {
-			p.HSet(ctx, tkey, "u", u, "s", stamp, "e", expiry, "l", ms, "i", sess.ID.String(), "a", sess.Client, "g", sess.UserAgent)
-			p.PExpireAt(ctx, tkey, time.UnixMilli(sess.ExpiresAt.UnixMilli()))
-		}
+		writeToken(ctx, p, s.keys.token(d), sess, strconv.FormatInt(now.UnixMilli(), 10), sess.Client, sess.UserAgent)
 		return nil
 	})
 	if err != nil {
 		return 0, unavailable("issue", err)
 	}
-	if n > 0 {
-		s.cache.forgetUser(u)
-		s.delTokens(ctx, res[1:])
+	if evicted, _ := dropped.([]any); n > 0 {
+		s.delTokens(ctx, evicted)
 	}
-	return int(n), nil
+	return n, nil
+}
+
+// writeToken queues on p the writes of sess's token key tkey, last used
+// at used (Unix ms), with client and agent: the token half of an Issue or
+// an Import, what storeSession writes on one Redis.
+func writeToken(ctx context.Context, p redis.Pipeliner, tkey string, sess tokens.Session, used, client, agent string) {
+	p.HSet(ctx, tkey, "u", sess.Username, "s", strconv.FormatUint(sess.Stamp, 10), "l", used, "i", sess.ID.String(), "a", client, "g", agent)
+	if sess.ExpiresAt.IsZero() {
+		// No stale expiry survives (a digest is not expected to come twice).
+		p.HDel(ctx, tkey, "e")
+		p.Persist(ctx, tkey)
+	} else {
+		p.HSet(ctx, tkey, "e", strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10))
+		p.PExpireAt(ctx, tkey, time.UnixMilli(sess.ExpiresAt.UnixMilli()))
+	}
 }
 
 // delTokens deletes the token keys of the digests (hex) given, and reports
@@ -344,13 +260,13 @@ func isReplyError(cmds []*redis.SliceCmd) bool {
 // is gone (Lookup confirms the index); a token key left if the DEL fails
 // is an orphan, dead to Lookup, which deletes it. The entry goes first so
 // that "listed, but no token key" only ever means a token write that
-// failed, which a second Import may finish (clusterImportScript), never a
+// failed, which a second Import may finish (importLua, lostWrite), never a
 // token revoked.
 func (s *Store) clusterRevoke(ctx context.Context, d tokens.Digest) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	dhex := hex.EncodeToString(d[:])
-	tkey := s.keys.key("t", dhex)
+	tkey := s.keys.token(d)
 	u, err := s.cc.HGet(ctx, tkey, "u").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable("revoke", err)
@@ -379,19 +295,6 @@ func (s *Store) clusterRevoke(ctx context.Context, d tokens.Digest) error {
 	return nil
 }
 
-// clusterRevokeUserScript is revokeUserScript's user-slot half: it deletes
-// the index, its companion and the challenges, publishes the username,
-// and returns the digests the index listed.
-//
-// KEYS[1] index, KEYS[2] challenges, KEYS[3] companion. ARGV[1]
-// invalidation channel, ARGV[2] username.
-var clusterRevokeUserScript = redis.NewScript(`
-local all = redis.call('ZRANGE', KEYS[1], 0, -1)
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-redis.call('PUBLISH', ARGV[1], 'u:' .. ARGV[2])
-return all
-`)
-
 // clusterRevokeUser is RevokeUser in cluster mode: the script empties the
 // user's index (from then on every session of theirs is dead to Lookup,
 // and the publish tells the caches), then the token keys go, counted as
@@ -404,9 +307,8 @@ func (s *Store) clusterRevokeUser(ctx context.Context, username string) (int, er
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	all, err := clusterRevokeUserScript.Run(ctx, s.cc,
-		[]string{s.keys.index(username), s.keys.challenges(username), s.keys.companion(username)},
-		s.channel, username).Slice()
+	keys, args := s.revokeUserArgs(username)
+	all, err := s.runCluster(ctx, clusterScripts.revokeUser, username, keys, args).Slice()
 	s.cache.forgetUser(username) // refused here at once, whatever the reply
 	if err != nil {
 		return 0, unavailable("revoke user", err)
@@ -418,93 +320,23 @@ func (s *Store) clusterRevokeUser(ctx context.Context, username string) (int, er
 	return n, nil
 }
 
-// clusterSupersedeScript is supersedeScript's user-slot half: it judges
-// each index entry by its score and its companion's stamp (what
-// supersedeScript reads from the token key), removes the dead ones from
-// index and companion, the challenges and the stamp as supersedeScript
-// does, publishes the username, and returns the dead digests.
-//
-// KEYS[1] index, KEYS[2] stamp, KEYS[3] challenges, KEYS[4] TOTP counter,
-// KEYS[5] companion, KEYS[6] cut-off.
-// ARGV[1] cut-off (Unix ms), ARGV[2] stamp, ARGV[3] largest password
-// stamp, ARGV[4] keep until (Unix ms; "" = ever), ARGV[5] invalidation
-// channel, ARGV[6] username.
-var clusterSupersedeScript = redis.NewScript(`
-local ukey, skey, xkey, cutoff, stamp, maxstamp = KEYS[1], KEYS[2], KEYS[5], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-local out = {}
-local kept = tonumber(redis.call('GET', KEYS[6]))
-if kept and cutoff < kept then
-  return out
-end
-local all = redis.call('ZRANGE', ukey, 0, -1, 'WITHSCORES')
-for j = 1, #all, 2 do
-  local m = all[j]
-  local dead = tonumber(all[j + 1]) < cutoff
-  if not dead and stamp ~= '0' then
-    local v = redis.call('HGET', xkey, m)
-    local s = v and string.match(v, '^%d* (%d+) ')
-    dead = s and s ~= stamp and tonumber(s) <= maxstamp
-  end
-  if dead then
-    redis.call('ZREM', ukey, m)
-    redis.call('HDEL', xkey, m)
-    out[#out + 1] = m
-  end
-end
-local pending = redis.call('HGETALL', KEYS[3])
-for j = 1, #pending, 2 do
-  local s, i = string.match(pending[j + 1], '^(%d+) (%-?%d+) ')
-  local dead = not s or tonumber(i) < cutoff
-  if not dead and stamp ~= '0' then
-    dead = s ~= stamp and tonumber(s) <= maxstamp
-  end
-  if dead then
-    redis.call('HDEL', KEYS[3], pending[j])
-  end
-end
-if stamp == '0' then
-  redis.call('DEL', skey, KEYS[4])
-else
-  redis.call('SET', skey, stamp)
-end
-redis.call('SET', KEYS[6], cutoff)
-if ARGV[4] ~= '' then
-  if stamp ~= '0' then
-    redis.call('PEXPIREAT', skey, ARGV[4])
-  end
-  redis.call('PEXPIREAT', KEYS[6], ARGV[4])
-end
-redis.call('PUBLISH', ARGV[5], 'u:' .. ARGV[6])
-return out
-`)
-
 // clusterSupersede is Supersede in cluster mode. Issue's stamp check and
 // this script's stamp rule both run in the user's slot, so they are atomic
 // with respect to each other as in standalone mode: a login either ran
 // its script before (its entry is here, judged by its companion's stamp,
 // and removed) or after (refused by the new stamp). Its token key, written
 // after its script, may land after this call's DELs: then it is an orphan,
-// dead to Lookup. Then the superseded token keys go, counted as
-// supersedeScript counts them.
+// dead to Lookup. Then the superseded token keys go, counted as one
+// Redis's script counts them.
 func (s *Store) clusterSupersede(ctx context.Context, sup tokens.Supersession) (int, error) {
 	if err := checkClusterUser(sup.Username); err != nil {
 		return 0, fmt.Errorf("redis supersede: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	cutoff := sup.Before.UnixMilli()
-	if sup.Before.Sub(time.UnixMilli(cutoff)) > 0 {
-		cutoff++ // a session issued in before's millisecond may be older than before
-	}
-	until := ""
-	if !sup.Until.IsZero() {
-		until = strconv.FormatInt(sup.Until.UnixMilli(), 10)
-	}
-	u := sup.Username
-	keys := []string{s.keys.index(u), s.keys.stamp(u), s.keys.challenges(u), s.keys.counter(u), s.keys.companion(u), s.keys.cutoff(u)}
-	dead, err := clusterSupersedeScript.Run(ctx, s.cc, keys, cutoff,
-		strconv.FormatUint(sup.Stamp, 10), strconv.FormatUint(sup.MaxStamp, 10), until, s.channel, u).Slice()
-	s.cache.forgetUser(u) // refused here at once, whatever the reply
+	keys, args := s.supersedeArgs(sup)
+	dead, err := s.runCluster(ctx, clusterScripts.supersede, sup.Username, keys, args).Slice()
+	s.cache.forgetUser(sup.Username) // refused here at once, whatever the reply
 	if err != nil {
 		return 0, unavailable("supersede", err)
 	}
@@ -515,29 +347,6 @@ func (s *Store) clusterSupersede(ctx context.Context, sup tokens.Supersession) (
 	return n, nil
 }
 
-// clusterRevokeIDScript is revokeIDScript's user-slot half: it finds the
-// user's live entry whose companion holds the id, removes it from index
-// and companion, publishes its digest and returns it (false: none).
-//
-// KEYS[1] index, KEYS[2] companion. ARGV[1] session id hex, ARGV[2]
-// invalidation channel.
-var clusterRevokeIDScript = redis.NewScript(clusterNowLua + `
-for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local v = redis.call('HGET', KEYS[2], m)
-  local e, id = nil, nil
-  if v then
-    e, id = string.match(v, '^(%d*) %d+ (%x*)$')
-  end
-  if id == ARGV[1] and (e == '' or tonumber(e) > rnow) then
-    redis.call('ZREM', KEYS[1], m)
-    redis.call('HDEL', KEYS[2], m)
-    redis.call('PUBLISH', ARGV[2], 't:' .. m)
-    return m
-  end
-end
-return false
-`)
-
 // clusterRevokeID is RevokeID in cluster mode: the script removes the
 // entry (dead from then on), then its token key goes.
 func (s *Store) clusterRevokeID(ctx context.Context, username string, id tokens.SessionID) (bool, error) {
@@ -546,16 +355,16 @@ func (s *Store) clusterRevokeID(ctx context.Context, username string, id tokens.
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	m, err := clusterRevokeIDScript.Run(ctx, s.cc,
-		[]string{s.keys.index(username), s.keys.companion(username)}, id.String(), s.channel).Text()
+	keys, args := s.revokeIDArgs(username, id)
+	found, err := s.runCluster(ctx, clusterScripts.revokeID, username, keys, args).Slice()
 	s.cache.forgetUser(username)
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
 	if err != nil {
 		return false, unavailable("revoke session", err)
 	}
-	if _, err := s.delTokens(ctx, []any{m}); err != nil {
+	if len(found) == 0 {
+		return false, nil
+	}
+	if _, err := s.delTokens(ctx, found); err != nil {
 		return true, unavailable("revoke session", err)
 	}
 	return true, nil
@@ -605,102 +414,15 @@ func (s *Store) clusterList(ctx context.Context, username string, now time.Time)
 	return out, nil
 }
 
-// clusterImportScript is importScript's user-slot half. What importScript
-// reads from the token key (its username and expiry) the caller reads
-// first and passes in; the rest is judged here as there: a remembered
-// digest is refreshed (companion, index expiry) while the index lists it
-// and its expiry has not passed, else dead; a digest stored but not
-// imported is dead; a stamp other than the current one is refused; else
-// the entry, its companion and the imported mark are written. With
-// ARGV[7] "1" it writes nothing.
-//
-// KEYS[1] index, KEYS[2] stamp, KEYS[3] imported set, KEYS[4] companion.
-// ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] issued
-// (Unix ms), ARGV[5] now (Unix ms), ARGV[6] expiry (Unix ms; "" = never),
-// ARGV[7] dry run, ARGV[8] session id hex, ARGV[9] the token key's
-// username ("" = no token key), ARGV[10] its expiry ("" = none).
-// It returns a tokens.ImportOutcome.
-var clusterImportScript = redis.NewScript(clusterNowLua + `
-local ukey, xkey = KEYS[1], KEYS[4]
-local digest, user, now, expiry, dry = ARGV[1], ARGV[2], tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1'
-local function extend(k)
-  local pttl = redis.call('PTTL', k)
-  if expiry == '' then
-    redis.call('PERSIST', k)
-  elseif pttl == -2 or (pttl >= 0 and now + pttl < tonumber(expiry)) then
-    redis.call('PEXPIREAT', k, expiry)
-  end
-end
-local function add(k, f)
-  if redis.call('EXISTS', k) == 0 then
-    f()
-    if expiry ~= '' then
-      redis.call('PEXPIREAT', k, expiry)
-    end
-  else
-    extend(k)
-    f()
-  end
-end
-if redis.call('HEXISTS', KEYS[3], digest) == 1 then
-  local listed = redis.call('ZSCORE', ukey, digest)
-  if ARGV[9] == '' and listed then
-    -- Imported and listed, but no token key: an import whose token write
-    -- failed (every path that kills a session removes the entry first).
-    -- Finish it, unless its entry has expired by Redis's clock.
-    local v = redis.call('HGET', xkey, digest)
-    local e = v and string.match(v, '^(%d*) ')
-    if not e or (e ~= '' and tonumber(e) <= rnow) then
-      return 3
-    end
-    if not dry then
-      add(xkey, function() redis.call('HSET', xkey, digest, expiry .. ' ' .. ARGV[3] .. ' ' .. ARGV[8]) end)
-      extend(ukey)
-    end
-    return 1
-  end
-  if ARGV[9] ~= user or not listed or (ARGV[10] ~= '' and tonumber(ARGV[10]) <= now) then
-    return 3
-  end
-  if not dry then
-    local v = redis.call('HGET', xkey, digest) or (' ' .. ARGV[3] .. ' ' .. ARGV[8])
-    local rest = string.match(v, '^%d* (.*)$') or (ARGV[3] .. ' ' .. ARGV[8])
-    add(xkey, function() redis.call('HSET', xkey, digest, expiry .. ' ' .. rest) end)
-    extend(ukey)
-  end
-  return 2
-end
-if ARGV[9] ~= '' then
-  return 3
-end
-local current = redis.call('GET', KEYS[2])
-if current and current ~= ARGV[3] then
-  return 4
-end
-if dry then
-  return 1
-end
-add(xkey, function() redis.call('HSET', xkey, digest, expiry .. ' ' .. ARGV[3] .. ' ' .. ARGV[8]) end)
-add(ukey, function() redis.call('ZADD', ukey, ARGV[4], digest) end)
-redis.call('HSET', KEYS[3], digest, '1')
-return 1
-`)
-
 // clusterRefreshScript sets an existing token key's expiry: never creates
 // one, so a refresh racing a Revoke cannot leave a key without a user.
 //
 // KEYS[1] token key. ARGV[1] expiry (Unix ms; "" = never).
-var clusterRefreshScript = redis.NewScript(`
+var clusterRefreshScript = redis.NewScript(setExpiryLua + `
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
-if ARGV[1] == '' then
-  redis.call('HDEL', KEYS[1], 'e')
-  redis.call('PERSIST', KEYS[1])
-else
-  redis.call('HSET', KEYS[1], 'e', ARGV[1])
-  redis.call('PEXPIREAT', KEYS[1], ARGV[1])
-end
+setExpiry(KEYS[1], ARGV[1])
 return 1
 `)
 
@@ -725,19 +447,15 @@ func (s *Store) clusterImport(ctx context.Context, batch []tokens.Imported, now 
 			return nil, fmt.Errorf("redis import: %w", err)
 		}
 	}
-	if err := clusterImportScript.Load(ctx, s.cc).Err(); err != nil {
+	if err := clusterScripts.importOne.Load(ctx, s.cc).Err(); err != nil {
 		return nil, unavailable("import", err)
 	}
 	if err := clusterRefreshScript.Load(ctx, s.cc).Err(); err != nil {
 		return nil, unavailable("import", err)
 	}
-	dry := "0"
-	if dryRun {
-		dry = "1"
-	}
 	outcomes := make([]tokens.ImportOutcome, 0, len(batch))
 	for chunk := range slices.Chunk(batch, importBatch) {
-		out, err := s.clusterImportChunk(ctx, chunk, now, dry)
+		out, err := s.clusterImportChunk(ctx, chunk, now, dryRun)
 		for _, im := range chunk {
 			s.cache.forget(im.Digest)
 		}
@@ -749,7 +467,7 @@ func (s *Store) clusterImport(ctx context.Context, batch []tokens.Imported, now 
 	return outcomes, nil
 }
 
-func (s *Store) clusterImportChunk(ctx context.Context, chunk []tokens.Imported, now time.Time, dry string) ([]tokens.ImportOutcome, error) {
+func (s *Store) clusterImportChunk(ctx context.Context, chunk []tokens.Imported, now time.Time, dryRun bool) ([]tokens.ImportOutcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	reads := make([]*redis.SliceCmd, len(chunk))
@@ -761,54 +479,37 @@ func (s *Store) clusterImportChunk(ctx context.Context, chunk []tokens.Imported,
 	}); err != nil {
 		return nil, err
 	}
-	expiries := make([]string, len(chunk))
 	cmds, err := s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, im := range chunk {
-			sess, u := im.Session, im.Session.Username
-			if !sess.ExpiresAt.IsZero() {
-				expiries[i] = strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10)
-			}
 			f := reads[i].Val()
 			tu, _ := f[0].(string)
 			te, _ := f[1].(string)
-			keys := []string{s.keys.index(u), s.keys.stamp(u), s.keys.imported(u), s.keys.companion(u)}
-			clusterImportScript.EvalSha(ctx, p, keys, hex.EncodeToString(im.Digest[:]), u,
-				strconv.FormatUint(sess.Stamp, 10), sess.IssuedAt.UnixMilli(), now.UnixMilli(),
-				expiries[i], dry, sess.ID.String(), tu, te)
+			keys, args := s.importArgs(im, now, dryRun, tu, te)
+			clusterScripts.importOne.EvalSha(ctx, p, append(keys, s.keys.companion(im.Session.Username)), args...)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	outcomes := make([]tokens.ImportOutcome, 0, len(chunk))
-	for _, c := range cmds {
-		n, err := c.(*redis.Cmd).Int()
-		if err != nil || n < 1 || n > 4 {
-			return nil, fmt.Errorf("reply %v, %v", n, err)
-		}
-		outcomes = append(outcomes, tokens.ImportOutcome(n))
+	outcomes, err := importOutcomes(cmds)
+	if err != nil {
+		return nil, err
 	}
-	if dry == "1" {
+	if dryRun {
 		return outcomes, nil
 	}
 	ms := strconv.FormatInt(now.UnixMilli(), 10)
 	_, err = s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, im := range chunk {
-			dhex := hex.EncodeToString(im.Digest[:])
-			tkey := s.keys.key("t", dhex)
+			tkey := s.keys.token(im.Digest)
 			switch outcomes[i] {
 			case tokens.ImportAdded:
-				sess := im.Session
-				p.HSet(ctx, tkey, "u", sess.Username, "s", strconv.FormatUint(sess.Stamp, 10), "l", ms, "i", sess.ID.String(), "a", "", "g", "")
-				if expiries[i] != "" {
-					p.HSet(ctx, tkey, "e", expiries[i])
-					p.PExpireAt(ctx, tkey, sess.ExpiresAt)
-				}
+				writeToken(ctx, p, tkey, im.Session, ms, "", "")
 			case tokens.ImportRefreshed:
-				clusterRefreshScript.EvalSha(ctx, p, []string{tkey}, expiries[i])
+				clusterRefreshScript.EvalSha(ctx, p, []string{tkey}, unixMsOrNever(im.Session.ExpiresAt))
 				// Cached copies hold the old expiry.
-				p.Publish(ctx, s.channel.(string), "t:"+dhex)
+				p.Publish(ctx, s.channel.(string), "t:"+hex.EncodeToString(im.Digest[:]))
 			}
 		}
 		return nil

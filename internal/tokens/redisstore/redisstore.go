@@ -279,86 +279,6 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("redis %s: %w: %w", op, tokens.ErrUnavailable, err)
 }
 
-// issueScript stores a session and indexes it under its user, then drops
-// index entries whose session expired, evicts the oldest sessions beyond
-// the limit, and makes the index expire with its last session.
-// It costs O(user's sessions), which the limit bounds. A Redis at its
-// maxmemory under noeviction refuses it whole (an OOM error), so Issue never
-// reports a session stored that is not. A session whose stamp is not the
-// user's current one (supersedeScript) is refused before anything is
-// written.
-//
-// KEYS[1] token key, KEYS[2] user index key, KEYS[3] user stamp key.
-// ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] limit (0 = none),
-// ARGV[5] now (Unix ms), ARGV[6] token key prefix, ARGV[7] expiry (Unix ms; "" = never),
-// ARGV[8] session id hex, ARGV[9] client, ARGV[10] user agent,
-// ARGV[11] invalidation channel (each evicted digest is published there).
-// It returns how many sessions the limit evicted, or -1 for a superseded stamp.
-var issueScript = redis.NewScript(`
-local tkey, ukey = KEYS[1], KEYS[2]
-local digest, limit, now, tprefix = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
--- Stamps are compared as the decimal strings both sides write: equality only.
-local current = redis.call('GET', KEYS[3])
-if current and current ~= ARGV[3] then
-  return -1
-end
--- At maxmemory Redis refuses a script's first write if that write is one
--- that can grow memory, and lets every later write through. So the first
--- write is HSET: at the limit the script stops here, having written nothing,
--- instead of storing the session past the limit.
-if ARGV[7] == '' then
-  redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3], 'l', ARGV[5], 'i', ARGV[8], 'a', ARGV[9], 'g', ARGV[10])
-  -- No stale expiry survives (a digest is not expected to come twice).
-  redis.call('HDEL', tkey, 'e')
-  redis.call('PERSIST', tkey)
-else
-  redis.call('HSET', tkey, 'u', ARGV[2], 's', ARGV[3], 'e', ARGV[7], 'l', ARGV[5], 'i', ARGV[8], 'a', ARGV[9], 'g', ARGV[10])
-  redis.call('PEXPIREAT', tkey, ARGV[7])
-end
-
--- Issue time, bumped past the newest entry so the order is total.
-local score = now
-local newest = redis.call('ZRANGE', ukey, -1, -1, 'WITHSCORES')
-if newest[2] and tonumber(newest[2]) >= score then
-  score = tonumber(newest[2]) + 1
-end
-redis.call('ZADD', ukey, score, digest)
-
--- Live entries, oldest first; entries whose session expired go.
-local live = {}
-for _, m in ipairs(redis.call('ZRANGE', ukey, 0, -1)) do
-  local f = redis.call('HMGET', tprefix .. m, 'u', 'e')
-  if f[1] then
-    live[#live + 1] = {m, f[2]}
-  else
-    redis.call('ZREM', ukey, m)
-  end
-end
-
-local evict = 0
-if limit > 0 and #live > limit then
-  evict = #live - limit
-end
-local last, never = 0, false
-for i, x in ipairs(live) do
-  if i <= evict then
-    redis.call('DEL', tprefix .. x[1])
-    redis.call('ZREM', ukey, x[1])
-    redis.call('PUBLISH', ARGV[11], 't:' .. x[1])
-  elseif not x[2] then
-    never = true
-  elseif tonumber(x[2]) > last then
-    last = tonumber(x[2])
-  end
-end
-if never then
-  redis.call('PERSIST', ukey)
-elseif last > 0 then
-  redis.call('PEXPIREAT', ukey, last)
-end
-return evict
-`)
-
 // lookupScript looks up a batch of token keys. For each it returns the
 // HMGET u s e l reply and then the digest's score in the user's index (its
 // issue time in Unix ms) if the index still lists it, else 0; for a key or an index of the wrong type, 0, so that one corrupt
@@ -420,99 +340,6 @@ redis.call('PUBLISH', ARGV[3], 't:' .. ARGV[1])
 return 0
 `)
 
-// revokeUserScript deletes a user's token keys and index, and returns how
-// many sessions were live. Sessions missing from the index (evicted with
-// it) stay stored, but lookupScript refuses them. It deletes the user's
-// challenges too; their c: keys lead nowhere since, and expire.
-//
-// It publishes the username: every instance drops the user's cached
-// sessions.
-//
-// KEYS[1] user index key, KEYS[2] user challenges key. ARGV[1] token key
-// prefix, ARGV[2] invalidation channel, ARGV[3] username.
-var revokeUserScript = redis.NewScript(`
-local n = 0
-for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  n = n + redis.call('DEL', ARGV[1] .. m)
-end
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('PUBLISH', ARGV[2], 'u:' .. ARGV[3])
-return n
-`)
-
-// supersedeScript deletes a user's sessions whose index score (issue time,
-// Unix ms) is below ARGV[2] or, unless ARGV[3] is "0", whose stamp is at
-// most ARGV[4] and is not ARGV[3]; then keeps ARGV[3] as the user's
-// current stamp until ARGV[5] (or forgets it for "0"). It returns how many
-// sessions it deleted. (At maxmemory under noeviction Redis refuses a
-// script whose first write may grow memory: the SET of the stamp when there
-// is nothing to delete, and the call fails as unavailable.) One script, as
-// issueScript's check is, so a login racing it is either deleted here or
-// refused there. The user's challenges go by the same rule, judged by the
-// issue time and stamp their value holds, uncounted, and a challenge
-// racing it is deleted here or refused by putChallengeScript.
-//
-// A Supersede whose cut-off is earlier than the one KEYS[5] keeps is stale
-// and changes nothing (tokens.Store's contract); any other keeps its
-// cut-off there as long as its stamp.
-//
-// A stamp of "0" (a deleted user) also forgets the user's TOTP counter.
-// It publishes the username whether or not it deleted a session, so that
-// every instance drops the user's cached sessions (it may have kept one
-// whose index entry Redis evicted: the cheap way is the safe way).
-//
-// KEYS[1] user index key, KEYS[2] user stamp key, KEYS[3] user challenges
-// key, KEYS[4] user TOTP counter key, KEYS[5] user cut-off key.
-// ARGV[1] token key prefix, ARGV[2] cut-off (Unix ms), ARGV[3] stamp,
-// ARGV[4] largest password stamp, ARGV[5] keep until (Unix ms; "" = ever),
-// ARGV[6] invalidation channel, ARGV[7] username.
-var supersedeScript = redis.NewScript(`
-local ukey, skey, tprefix, cutoff, stamp, maxstamp = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-local kept = tonumber(redis.call('GET', KEYS[5]))
-if kept and cutoff < kept then
-  return 0
-end
-local n = 0
-local all = redis.call('ZRANGE', ukey, 0, -1, 'WITHSCORES')
-for j = 1, #all, 2 do
-  local m = all[j]
-  local dead = tonumber(all[j + 1]) < cutoff
-  if not dead and stamp ~= '0' then
-    local s = redis.call('HGET', tprefix .. m, 's')
-    dead = s and s ~= stamp and tonumber(s) <= maxstamp
-  end
-  if dead then
-    n = n + redis.call('DEL', tprefix .. m)
-    redis.call('ZREM', ukey, m)
-  end
-end
-local pending = redis.call('HGETALL', KEYS[3])
-for j = 1, #pending, 2 do
-  local s, i = string.match(pending[j + 1], '^(%d+) (%-?%d+) ')
-  local dead = not s or tonumber(i) < cutoff
-  if not dead and stamp ~= '0' then
-    dead = s ~= stamp and tonumber(s) <= maxstamp
-  end
-  if dead then
-    redis.call('HDEL', KEYS[3], pending[j])
-  end
-end
-if stamp == '0' then
-  redis.call('DEL', skey, KEYS[4])
-else
-  redis.call('SET', skey, stamp)
-end
-redis.call('SET', KEYS[5], cutoff)
-if ARGV[5] ~= '' then
-  if stamp ~= '0' then
-    redis.call('PEXPIREAT', skey, ARGV[5])
-  end
-  redis.call('PEXPIREAT', KEYS[5], ARGV[5])
-end
-redis.call('PUBLISH', ARGV[6], 'u:' .. ARGV[7])
-return n
-`)
-
 // Issue stores sess under d, atomically with the user index, the limit
 // and the check of the user's current password stamp.
 func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session, limit int, now time.Time) (evicted int, err error) {
@@ -521,27 +348,10 @@ func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session,
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	expiry := ""
-	if !sess.ExpiresAt.IsZero() {
-		expiry = strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10)
-	}
-	keys := []string{s.keys.token(d), s.keys.index(sess.Username), s.keys.stamp(sess.Username)}
-	evicted, err = issueScript.Run(ctx, s.client, keys,
-		hex.EncodeToString(d[:]), sess.Username, strconv.FormatUint(sess.Stamp, 10),
-		max(limit, 0), now.UnixMilli(), s.tokenPrefix, expiry,
-		sess.ID.String(), sess.Client, sess.UserAgent, s.channel).Int()
-	if err != nil {
-		return 0, unavailable("issue", err)
-	}
-	if evicted < 0 {
-		return 0, tokens.ErrSuperseded
-	}
-	if evicted > 0 {
-		// Refused here at once, without waiting for the published
-		// digests; the user's other cached sessions are read again.
-		s.cache.forgetUser(sess.Username)
-	}
-	return evicted, nil
+	keys, args := s.issueArgs(d, sess, limit, now)
+	res, err := s.runStandalone(ctx, standaloneScripts.issue, keys, args).Slice()
+	evicted, _, err = s.issued(sess.Username, res, err)
+	return evicted, err
 }
 
 // Lookup returns the session under d. Redis expires it by its own clock and
@@ -713,7 +523,8 @@ func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	n, err := revokeUserScript.Run(ctx, s.client, []string{s.keys.index(username), s.keys.challenges(username)}, s.tokenPrefix, s.channel, username).Int()
+	keys, args := s.revokeUserArgs(username)
+	n, err := s.runStandalone(ctx, standaloneScripts.revokeUser, keys, args).Int()
 	s.cache.forgetUser(username) // refused here at once, whatever the reply
 	if err != nil {
 		return 0, unavailable("revoke user", err)
@@ -723,7 +534,7 @@ func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
 
 // Supersede keeps sup.Stamp as the user's current password stamp and
 // deletes the sessions and challenges it supersedes, in one script
-// (supersedeScript).
+// (supersedeLua).
 // Issue times are kept to the millisecond, rounded down, so a session
 // issued within sup.Before's millisecond but before it is removed too; one
 // issued in that millisecond after it is kept only if its score was bumped
@@ -734,17 +545,8 @@ func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, er
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	cutoff := sup.Before.UnixMilli()
-	if sup.Before.Sub(time.UnixMilli(cutoff)) > 0 {
-		cutoff++ // a session issued in before's millisecond may be older than before
-	}
-	until := ""
-	if !sup.Until.IsZero() {
-		until = strconv.FormatInt(sup.Until.UnixMilli(), 10)
-	}
-	keys := []string{s.keys.index(sup.Username), s.keys.stamp(sup.Username), s.keys.challenges(sup.Username), s.keys.counter(sup.Username), s.keys.cutoff(sup.Username)}
-	n, err := supersedeScript.Run(ctx, s.client, keys, s.tokenPrefix, cutoff,
-		strconv.FormatUint(sup.Stamp, 10), strconv.FormatUint(sup.MaxStamp, 10), until, s.channel, sup.Username).Int()
+	keys, args := s.supersedeArgs(sup)
+	n, err := s.runStandalone(ctx, standaloneScripts.supersede, keys, args).Int()
 	s.cache.forgetUser(sup.Username) // refused here at once, whatever the reply
 	if err != nil {
 		return 0, unavailable("supersede", err)
@@ -752,89 +554,12 @@ func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, er
 	return n, nil
 }
 
-// importScript stores one imported session (tokens.Store's Import): a
-// digest the user's imported set holds is refreshed while its session is
-// live and left dead otherwise; a digest stored but not imported is left
-// alone; a stamp other than the user's current one is refused; anything
-// else is stored as issueScript stores a session, with its issue time as
-// given, no limit, and the digest added to the imported set. With ARGV[8]
-// "1" it writes nothing and returns what it would have done.
-//
-// KEYS[1] token key, KEYS[2] user index key, KEYS[3] user stamp key,
-// KEYS[4] user imported set key.
-// ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] issued
-// (Unix ms), ARGV[5] now (Unix ms), ARGV[6] expiry (Unix ms; "" = never),
-// ARGV[7] session id hex, ARGV[8] dry run ("1" or "0"), ARGV[9]
-// invalidation channel (a refreshed digest is published there: cached
-// copies hold the old expiry).
-// It returns a tokens.ImportOutcome: 1 added, 2 refreshed, 3 dead,
-// 4 superseded.
-var importScript = redis.NewScript(`
-local tkey, ukey = KEYS[1], KEYS[2]
-local digest, user, now, expiry, dry = ARGV[1], ARGV[2], tonumber(ARGV[5]), ARGV[6], ARGV[8] == '1'
--- The index expires with the user's last session: never, if one never does.
-local function extend()
-  local pttl = redis.call('PTTL', ukey)
-  if expiry == '' then
-    redis.call('PERSIST', ukey)
-  elseif pttl == -2 or (pttl >= 0 and now + pttl < tonumber(expiry)) then
-    redis.call('PEXPIREAT', ukey, expiry)
-  end
-end
-local f = redis.call('HMGET', tkey, 'u', 'e')
-if redis.call('HEXISTS', KEYS[4], digest) == 1 then
-  if f[1] ~= user or not redis.call('ZSCORE', ukey, digest) or (f[2] and tonumber(f[2]) <= now) then
-    return 3
-  end
-  if not dry then
-    if expiry == '' then
-      redis.call('HDEL', tkey, 'e')
-      redis.call('PERSIST', tkey)
-    else
-      redis.call('HSET', tkey, 'e', expiry)
-      redis.call('PEXPIREAT', tkey, expiry)
-    end
-    extend()
-    redis.call('PUBLISH', ARGV[9], 't:' .. digest)
-  end
-  return 2
-end
-if f[1] then
-  return 3
-end
-local current = redis.call('GET', KEYS[3])
-if current and current ~= ARGV[3] then
-  return 4
-end
-if dry then
-  return 1
-end
--- The first write may grow memory, so at maxmemory under noeviction the
--- script stops here having written nothing (see issueScript).
-redis.call('HSET', tkey, 'u', user, 's', ARGV[3], 'l', ARGV[5], 'i', ARGV[7], 'a', '', 'g', '')
-if expiry ~= '' then
-  redis.call('HSET', tkey, 'e', expiry)
-  redis.call('PEXPIREAT', tkey, expiry)
-end
-if redis.call('EXISTS', ukey) == 0 then
-  redis.call('ZADD', ukey, ARGV[4], digest)
-  if expiry ~= '' then
-    redis.call('PEXPIREAT', ukey, expiry)
-  end
-else
-  extend()
-  redis.call('ZADD', ukey, ARGV[4], digest)
-end
-redis.call('HSET', KEYS[4], digest, '1')
-return 1
-`)
-
 // importBatch is how many imported sessions Import sends in one round
 // trip: a pipeline of that many script calls.
 const importBatch = 500
 
 // Import stores batch in pipelines of importBatch script calls
-// (importScript), each session atomically on its own.
+// (importLua), each session atomically on its own.
 func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Time, dryRun bool) ([]tokens.ImportOutcome, error) {
 	if s.cc != nil {
 		return s.clusterImport(ctx, batch, now, dryRun)
@@ -842,27 +567,16 @@ func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Ti
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	if err := importScript.Load(ctx, s.client).Err(); err != nil {
+	if err := standaloneScripts.importOne.Load(ctx, s.client).Err(); err != nil {
 		return nil, unavailable("import", err)
-	}
-	dry := "0"
-	if dryRun {
-		dry = "1"
 	}
 	outcomes := make([]tokens.ImportOutcome, 0, len(batch))
 	for chunk := range slices.Chunk(batch, importBatch) {
 		cctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 		cmds, err := s.client.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for _, im := range chunk {
-				d, sess := im.Digest, im.Session
-				expiry := ""
-				if !sess.ExpiresAt.IsZero() {
-					expiry = strconv.FormatInt(sess.ExpiresAt.UnixMilli(), 10)
-				}
-				keys := []string{s.keys.token(d), s.keys.index(sess.Username), s.keys.stamp(sess.Username), s.keys.imported(sess.Username)}
-				importScript.EvalSha(cctx, p, keys, hex.EncodeToString(d[:]), sess.Username,
-					strconv.FormatUint(sess.Stamp, 10), sess.IssuedAt.UnixMilli(), now.UnixMilli(),
-					expiry, sess.ID.String(), dry, s.channel)
+				keys, args := s.importArgs(im, now, dryRun, "", "")
+				standaloneScripts.importOne.EvalSha(cctx, p, keys, append(args, s.tokenPrefix)...)
 			}
 			return nil
 		})
@@ -873,22 +587,20 @@ func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Ti
 		if err != nil {
 			return outcomes, unavailable("import", err)
 		}
-		for _, c := range cmds {
-			n, err := c.(*redis.Cmd).Int()
-			if err != nil || n < 1 || n > 4 {
-				return outcomes, unavailable("import", fmt.Errorf("reply %v, %v", n, err))
-			}
-			outcomes = append(outcomes, tokens.ImportOutcome(n))
+		out, err := importOutcomes(cmds)
+		outcomes = append(outcomes, out...)
+		if err != nil {
+			return outcomes, unavailable("import", err)
 		}
 	}
 	return outcomes, nil
 }
 
 // putChallengeScript stores a challenge in its user's challenges hash,
-// unless its stamp is not the user's current one (supersedeScript), drops
+// unless its stamp is not the user's current one (supersedeLua), drops
 // the user's challenges expired at now, and makes the hash expire with its
 // last challenge. At maxmemory under noeviction its first write, the HSET,
-// is refused and nothing is written (see issueScript).
+// is refused and nothing is written (see issueLua).
 //
 // KEYS[1] user challenges key, KEYS[2] user stamp key.
 // ARGV[1] digest hex, ARGV[2] stamp, ARGV[3] now (Unix ms), ARGV[4] expiry
@@ -1363,23 +1075,6 @@ func parseListedSession(username string, row any) (tokens.ListedSession, bool) {
 	return ls, true
 }
 
-// revokeIDScript deletes the session of a user whose id is ARGV[2],
-// publishes its digest, and returns 1 if there was one.
-//
-// KEYS[1] user index key. ARGV[1] token key prefix, ARGV[2] session id hex,
-// ARGV[3] invalidation channel.
-var revokeIDScript = redis.NewScript(`
-for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  if redis.call('HGET', ARGV[1] .. m, 'i') == ARGV[2] then
-    redis.call('DEL', ARGV[1] .. m)
-    redis.call('ZREM', KEYS[1], m)
-    redis.call('PUBLISH', ARGV[3], 't:' .. m)
-    return 1
-  end
-end
-return 0
-`)
-
 // RevokeID deletes username's session with id, and reports whether there was one.
 func (s *Store) RevokeID(ctx context.Context, username string, id tokens.SessionID) (bool, error) {
 	if s.cc != nil {
@@ -1387,7 +1082,8 @@ func (s *Store) RevokeID(ctx context.Context, username string, id tokens.Session
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	n, err := revokeIDScript.Run(ctx, s.client, []string{s.keys.index(username)}, s.tokenPrefix, id.String(), s.channel).Int()
+	keys, args := s.revokeIDArgs(username, id)
+	n, err := s.runStandalone(ctx, standaloneScripts.revokeID, keys, args).Int()
 	// Refused here at once: the id does not tell which digest, so every
 	// cached session of the user is read again.
 	s.cache.forgetUser(username)
