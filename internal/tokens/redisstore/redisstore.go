@@ -5,12 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
 
-	"authsvc/internal/redisurl"
 	"authsvc/internal/tokens"
 
 	"github.com/redis/go-redis/v9"
@@ -123,59 +121,6 @@ var lookupWaiters = sync.Pool{New: func() any {
 
 var _ tokens.Store = (*Store)(nil)
 
-// Dial returns a client of the Redis at rawURL (redis:// or, for TLS,
-// rediss://), with the timeouts a login can afford. It does not connect:
-// the first call does. Timeouts given in the URL (dial_timeout=,
-// read_timeout=, ...) win. Its errors never quote the URL's password.
-//
-// A redis+sentinel:// or rediss+sentinel:// URL (redisurl.ParseSentinel)
-// gives a client that follows a Sentinel-managed primary through
-// failover, with the same timeouts.
-func Dial(rawURL string) (*redis.Client, error) {
-	if redisurl.IsSentinel(rawURL) {
-		return dialSentinel(rawURL)
-	}
-	opt, err := redisurl.Parse(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	// go-redis logs every failed dial to the process's stderr, outside this
-	// service's log; the failures reach the operator as "token store
-	// unavailable" warnings instead. (SetLogger stores atomically.)
-	redis.SetLogger(quietRedisLog{})
-	return redis.NewClient(opt), nil
-}
-
-// New returns a store on client's Redis (see Dial), with
-// keys under prefix ("" means DefaultPrefix), keeping up to
-// DefaultCacheSize looked-up sessions (SetCacheSize); Ping tells whether Redis
-// answers. Its Close stops the store's loops and leaves client open: the
-// login throttle may share it.
-func New(client *redis.Client, prefix string) *Store {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	s := &Store{
-		client:    client,
-		rdb:       client,
-		keys:      keyNamer{prefix: prefix},
-		channel:   prefix + "inv",
-		lookups:   make(chan lookupRequest),
-		stop:      make(chan struct{}),
-		pending:   make(map[string]int64),
-		touchWake: make(chan struct{}, 1),
-	}
-	s.tokenPrefix, s.userPrefix = s.keys.kindPrefix("t"), s.keys.kindPrefix("u")
-	s.cache.resize(DefaultCacheSize)
-	for range lookupLoops {
-		s.loops.Add(1)
-		go s.lookupLoop()
-	}
-	s.loops.Add(1)
-	go s.touchLoop()
-	return s
-}
-
 // lookupLoop takes a look-up, adds every other one already waiting, and
 // sends them in one call of lookupScript, until the store is closed.
 // Look-ups whose caller has given up are dropped unsent, so a backlog built
@@ -277,81 +222,6 @@ func (quietRedisLog) Printf(context.Context, string, ...any) {}
 // Redis, so err cannot hold a token.
 func unavailable(op string, err error) error {
 	return fmt.Errorf("redis %s: %w: %w", op, tokens.ErrUnavailable, err)
-}
-
-// lookupScript looks up a batch of token keys. For each it returns the
-// HMGET u s e l reply and then the digest's score in the user's index (its
-// issue time in Unix ms) if the index still lists it, else 0; for a key or an index of the wrong type, 0, so that one corrupt
-// key fails only its own look-up. One script per batch, not per
-// look-up, since Redis spends more on starting a script than on the
-// look-up itself.
-//
-// A session its user's index does not list is dead: RevokeUser finds
-// sessions only through the index, so when Redis evicts an index
-// (volatile-lru and allkeys-lru may), its sessions must die with it rather
-// than outlive a logoutall. The script deletes such a session, since nothing
-// else would find it to delete it; Issue writes a session and its index
-// entry in one script, so none is ever seen between the two.
-//
-// KEYS token keys, each ending in its digest's 64 hex characters.
-// ARGV[1] user index key prefix, ARGV[2] invalidation channel (a deleted
-// session's digest is published there, for the instances that cached it).
-const lookupScriptSource = `
-local out = {}
-for i, key in ipairs(KEYS) do
-  local f = redis.pcall('HMGET', key, 'u', 's', 'e', 'l')
-  if f.err then
-    f = 0
-  elseif f[1] then
-    local listed = redis.pcall('ZSCORE', ARGV[1] .. f[1], string.sub(key, -64))
-    if type(listed) == 'table' and listed.err then
-      f = 0
-    elseif listed then
-      f[5] = listed
-    else
-      f[5] = 0
-      redis.pcall('DEL', key) -- best effort: refused either way
-      redis.pcall('PUBLISH', ARGV[2], 't:' .. string.sub(key, -64))
-    end
-  else
-    f[5] = 0
-  end
-  out[i] = f
-end
-return out
-`
-
-// lookupScriptHash is lookupScriptSource's SHA-1, for EVALSHA.
-var lookupScriptHash = redis.NewScript(lookupScriptSource).Hash()
-
-// revokeScript deletes a token key and its index entry, and publishes the
-// digest, found or not: an instance may have cached a session whose key
-// Redis has since dropped on its own.
-//
-// KEYS[1] token key. ARGV[1] digest hex, ARGV[2] user index key prefix,
-// ARGV[3] invalidation channel.
-var revokeScript = redis.NewScript(`
-local u = redis.call('HGET', KEYS[1], 'u')
-if u then
-  redis.call('DEL', KEYS[1])
-  redis.call('ZREM', ARGV[2] .. u, ARGV[1])
-end
-redis.call('PUBLISH', ARGV[3], 't:' .. ARGV[1])
-return 0
-`)
-
-// Issue stores sess under d, atomically with the user index, the limit
-// and the check of the user's current password stamp.
-func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session, limit int, now time.Time) (evicted int, err error) {
-	if s.cc != nil {
-		return s.clusterIssue(ctx, d, sess, limit, now)
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
-	keys, args := s.issueArgs(d, sess, limit, now)
-	res, err := s.runStandalone(ctx, standaloneScripts.issue, keys, args).Slice()
-	evicted, _, err = s.issued(sess.Username, res, err)
-	return evicted, err
 }
 
 // Lookup returns the session under d. Redis expires it by its own clock and
@@ -495,106 +365,9 @@ func parseRedisSession(f []any) (tokens.Session, int64, error) {
 	return sess, ms, nil
 }
 
-// Revoke deletes the session under d and its index entry.
-func (s *Store) Revoke(ctx context.Context, d tokens.Digest) error {
-	if s.cc != nil {
-		err := s.clusterRevoke(ctx, d)
-		s.cache.forget(d)
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
-	err := revokeScript.Run(ctx, s.client, []string{s.keys.token(d)},
-		hex.EncodeToString(d[:]), s.userPrefix, s.channel).Err()
-	// Refused here at once, whatever the reply: dropping is always safe.
-	s.cache.forget(d)
-	if err != nil {
-		return unavailable("revoke", err)
-	}
-	return nil
-}
-
-// RevokeUser deletes every session of username and reports how many were
-// live, and deletes the user's challenges, uncounted. Sessions whose index
-// entry is gone are not counted; they were already dead to Lookup.
-func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
-	if s.cc != nil {
-		return s.clusterRevokeUser(ctx, username)
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
-	keys, args := s.revokeUserArgs(username)
-	n, err := s.runStandalone(ctx, standaloneScripts.revokeUser, keys, args).Int()
-	s.cache.forgetUser(username) // refused here at once, whatever the reply
-	if err != nil {
-		return 0, unavailable("revoke user", err)
-	}
-	return n, nil
-}
-
-// Supersede keeps sup.Stamp as the user's current password stamp and
-// deletes the sessions and challenges it supersedes, in one script
-// (supersedeLua).
-// Issue times are kept to the millisecond, rounded down, so a session
-// issued within sup.Before's millisecond but before it is removed too; one
-// issued in that millisecond after it is kept only if its score was bumped
-// past it (logins of one user in one millisecond).
-func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, error) {
-	if s.cc != nil {
-		return s.clusterSupersede(ctx, sup)
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
-	keys, args := s.supersedeArgs(sup)
-	n, err := s.runStandalone(ctx, standaloneScripts.supersede, keys, args).Int()
-	s.cache.forgetUser(sup.Username) // refused here at once, whatever the reply
-	if err != nil {
-		return 0, unavailable("supersede", err)
-	}
-	return n, nil
-}
-
 // importBatch is how many imported sessions Import sends in one round
 // trip: a pipeline of that many script calls.
 const importBatch = 500
-
-// Import stores batch in pipelines of importBatch script calls
-// (importLua), each session atomically on its own.
-func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Time, dryRun bool) ([]tokens.ImportOutcome, error) {
-	if s.cc != nil {
-		return s.clusterImport(ctx, batch, now, dryRun)
-	}
-	if len(batch) == 0 {
-		return nil, nil
-	}
-	if err := standaloneScripts.importOne.Load(ctx, s.client).Err(); err != nil {
-		return nil, unavailable("import", err)
-	}
-	outcomes := make([]tokens.ImportOutcome, 0, len(batch))
-	for chunk := range slices.Chunk(batch, importBatch) {
-		cctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-		cmds, err := s.client.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for _, im := range chunk {
-				keys, args := s.importArgs(im, now, dryRun, "", "")
-				standaloneScripts.importOne.EvalSha(cctx, p, keys, append(args, s.tokenPrefix)...)
-			}
-			return nil
-		})
-		cancel()
-		for _, im := range chunk {
-			s.cache.forget(im.Digest)
-		}
-		if err != nil {
-			return outcomes, unavailable("import", err)
-		}
-		out, err := importOutcomes(cmds)
-		outcomes = append(outcomes, out...)
-		if err != nil {
-			return outcomes, unavailable("import", err)
-		}
-	}
-	return outcomes, nil
-}
 
 // putChallengeScript stores a challenge in its user's challenges hash,
 // unless its stamp is not the user's current one (supersedeLua), drops
@@ -1001,46 +774,6 @@ func (s *Store) touchLoop() {
 	}
 }
 
-// listScript returns username's sessions, newest first: for each, its
-// digest hex, index score (issue time, Unix ms) and HMGET s e l i a g.
-//
-// KEYS[1] user index key. ARGV[1] token key prefix.
-var listScript = redis.NewScript(`
-local out = {}
-local all = redis.call('ZREVRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-for j = 1, #all, 2 do
-  local f = redis.call('HMGET', ARGV[1] .. all[j], 'u', 's', 'e', 'l', 'i', 'a', 'g')
-  if f[1] then
-    out[#out + 1] = {all[j], all[j + 1], f[2], f[3], f[4], f[5], f[6], f[7]}
-  end
-end
-return out
-`)
-
-// List returns username's live sessions, newest first.
-func (s *Store) List(ctx context.Context, username string, now time.Time) ([]tokens.ListedSession, error) {
-	if s.cc != nil {
-		return s.clusterList(ctx, username, now)
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
-	rows, err := listScript.Run(ctx, s.client, []string{s.keys.index(username)}, s.tokenPrefix).Slice()
-	if err != nil {
-		return nil, unavailable("list", err)
-	}
-	out := make([]tokens.ListedSession, 0, len(rows))
-	for _, row := range rows {
-		ls, ok := parseListedSession(username, row)
-		if !ok {
-			return nil, unavailable("list", errCorruptSession)
-		}
-		if ls.ExpiresAt.IsZero() || ls.ExpiresAt.After(now) {
-			out = append(out, ls)
-		}
-	}
-	return out, nil
-}
-
 // parseListedSession decodes one row of listScript.
 func parseListedSession(username string, row any) (tokens.ListedSession, bool) {
 	f, ok := row.([]any)
@@ -1075,47 +808,11 @@ func parseListedSession(username string, row any) (tokens.ListedSession, bool) {
 	return ls, true
 }
 
-// RevokeID deletes username's session with id, and reports whether there was one.
-func (s *Store) RevokeID(ctx context.Context, username string, id tokens.SessionID) (bool, error) {
-	if s.cc != nil {
-		return s.clusterRevokeID(ctx, username, id)
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
-	keys, args := s.revokeIDArgs(username, id)
-	n, err := s.runStandalone(ctx, standaloneScripts.revokeID, keys, args).Int()
-	// Refused here at once: the id does not tell which digest, so every
-	// cached session of the user is read again.
-	s.cache.forgetUser(username)
-	if err != nil {
-		return false, unavailable("revoke session", err)
-	}
-	return n == 1, nil
-}
-
 // Sweep does nothing: Redis expires sessions on its own.
 func (s *Store) Sweep(time.Time) int { return 0 }
 
 // Len does not count: counting would scan Redis.
 func (s *Store) Len() (int, bool) { return 0, false }
-
-// Ping reports whether Redis answers PING now.
-func (s *Store) Ping(ctx context.Context) error {
-	if s.cc != nil {
-		return s.clusterPing(ctx)
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
-	if err := s.client.Ping(ctx).Err(); err != nil {
-		// An error reply (WRONGPASS, NOAUTH, an out-of-range database) is
-		// Redis refusing this configuration; anything else, Redis out of reach.
-		if re := redis.Error(nil); errors.As(err, &re) {
-			return fmt.Errorf("redis ping: %w: %w", tokens.ErrRefused, err)
-		}
-		return unavailable("ping", err)
-	}
-	return nil
-}
 
 // Close stops the store's loops; the client stays open (New).
 func (s *Store) Close() error {
