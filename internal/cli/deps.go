@@ -103,7 +103,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 			return d, closeDeps, err
 		}
 		closers = append(closers, closerFunc(closeStore))
-		if rs, ok := d.Store.(*redisstore.Store); ok {
+		if rs, ok := d.Store.(redisstore.Cached); ok {
 			rs.SetCacheSize(cfg.storeCache)
 		}
 	} else {

@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The token cache (issue 22, point 1): each Store keeps the sessions its
+// The token cache (issue 22, point 1): each store keeps the sessions its
 // Lookups read, so that a token checked again costs no round trip. What
 // makes it safe is the invalidation stream: every script that kills a
 // session PUBLISHes what it killed on {prefix}inv, in the same atomic
@@ -28,7 +28,7 @@ import (
 //	u:{username}    some or all of that user's sessions died (logoutall,
 //	                a password change): every cached one of theirs goes
 //
-// Each Store runs one subscriber (invalidationLoop) on a connection of
+// Each store runs one subscriber (invalidationLoop) on a connection of
 // its own. The cache answers only while that link is known to be whole:
 //
 //   - a subscription confirmed (SUBSCRIBE's reply) and no error since;
@@ -55,7 +55,7 @@ import (
 // it (notify-keyspace-events containing "Ee"; the README asks for
 // noeviction in the first place).
 
-// DefaultCacheSize is how many sessions a Store keeps unless told
+// DefaultCacheSize is how many sessions a store keeps unless told
 // otherwise (SetCacheSize). An entry costs about 220–280 bytes of heap
 // with its share of the maps (measured: 217 B with 100 tokens a user, 277 B
 // with one), so 100,000 tokens in use take about 22–28 MB.
@@ -96,7 +96,7 @@ func (c cachedSession) session() tokens.Session {
 	return sess
 }
 
-// tokenCache is a Store's cache of looked-up sessions; its zero value is
+// tokenCache is a store's cache of looked-up sessions; its zero value is
 // off. All its methods are safe for concurrent use.
 type tokenCache struct {
 	mu      sync.Mutex
@@ -302,26 +302,26 @@ func (c *tokenCache) len() int {
 }
 
 // invChannel is the channel the scripts publish invalidations on.
-func (s *Store) invChannel() string { return s.keys.prefix + "inv" }
+func (s *core) invChannel() string { return s.keys.prefix + "inv" }
 
 // SetCacheSize makes the store keep at most n looked-up sessions in memory
 // (n = 0: none; every Lookup reads Redis), dropping what it kept. New
 // starts with DefaultCacheSize. The store subscribes to the invalidations
 // at its first Lookup with the cache on, so a store that never looks up
 // (user import) holds no subscription.
-func (s *Store) SetCacheSize(n int) {
+func (s *core) SetCacheSize(n int) {
 	s.cache.resize(max(n, 0))
 }
 
 // CacheStats reports the cache's hits and misses (Lookups answered from it
 // or not, WithFresh ones included among the misses), how many times its
 // invalidation link broke, and how many sessions it holds.
-func (s *Store) CacheStats() (hits, misses, breaks uint64, size int) {
+func (s *core) CacheStats() (hits, misses, breaks uint64, size int) {
 	return s.cache.hits.Load(), s.cache.misses.Load(), s.cache.breaks.Load(), s.cache.len()
 }
 
 // startSubscriber starts invalidationLoop once.
-func (s *Store) startSubscriber() {
+func (s *core) startSubscriber() {
 	s.subscribeOnce.Do(func() {
 		s.loops.Add(1)
 		go s.invalidationLoop()
@@ -331,14 +331,10 @@ func (s *Store) startSubscriber() {
 // invalidationLoop keeps a subscription to the invalidations, applying
 // them to the cache, until the store is closed; each time a link breaks
 // it subscribes again on a new connection.
-func (s *Store) invalidationLoop() {
+func (s *core) invalidationLoop() {
 	defer s.loops.Done()
 	defer s.cache.unlink()
-	db := 0 // a cluster has only database 0
-	if s.cc == nil {
-		db = s.client.Options().DB
-	}
-	evicted := "__keyevent@" + strconv.Itoa(db) + "__:evicted"
+	evicted := "__keyevent@" + strconv.Itoa(s.db) + "__:evicted"
 	for {
 		s.followLink(evicted)
 		s.cache.unlink()
@@ -353,15 +349,10 @@ func (s *Store) invalidationLoop() {
 // followLink subscribes on a connection of its own and applies what it
 // hears until that link breaks, goes silent for linkDead, or the store
 // is closed.
-func (s *Store) followLink(evicted string) {
+func (s *core) followLink(evicted string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var ps *redis.PubSub
-	if s.cc != nil {
-		ps = s.cc.Subscribe(ctx, s.invChannel(), evicted)
-	} else {
-		ps = s.client.Subscribe(ctx, s.invChannel(), evicted)
-	}
+	ps := s.rdb.Subscribe(ctx, s.invChannel(), evicted)
 	defer ps.Close()
 	subscribed := clock() // the SUBSCRIBE was sent before this
 
@@ -425,7 +416,7 @@ func (s *Store) followLink(evicted string) {
 }
 
 // applyInvalidation drops what one message says died.
-func (s *Store) applyInvalidation(channel, payload string) {
+func (s *core) applyInvalidation(channel, payload string) {
 	if channel != s.invChannel() {
 		// A keyspace event: payload is the key Redis evicted.
 		rest, ok := strings.CutPrefix(payload, s.keys.prefix)

@@ -16,12 +16,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Cluster mode (issue 22, point 3): the same Store on a Redis Cluster,
-// made by NewCluster. The standalone layout cannot be spread over slots:
-// its scripts reach token keys they compute from the index. So a cluster
-// store's keys carry hash tags, and it keeps a companion beside each index
-// (keys.go), where every script touches only keys it declares, all of one
-// slot.
+// Cluster mode (issue 22, point 3): the token store on a Redis Cluster,
+// ClusterStore, made by NewCluster. One Redis's layout cannot be spread
+// over slots: its scripts reach token keys they compute from the index.
+// So a cluster store's keys carry hash tags, and it keeps a companion
+// beside each index (keys.go), where every script touches only keys it
+// declares, all of one slot. The user scripts are one Redis's, over the
+// cluster layout (layout.go).
 //
 // An operation that needs both a user's keys and a token key is split: a
 // script in the user's slot, which decides (the index is the source of
@@ -35,7 +36,7 @@ import (
 // instance, and Lookup deletes it when it meets it. Each split below says
 // why its order is the right one.
 //
-// Invalidations are PUBLISHed as in standalone mode (same channel, same
+// Invalidations are PUBLISHed as on one Redis (same channel, same
 // payloads): a Redis Cluster forwards a PUBLISH to every node, so the
 // subscriber hears it whichever node it is connected to. Each one is
 // sent after the index stopped listing what it names, so a Lookup that
@@ -43,36 +44,40 @@ import (
 // events are local to a node and not heard; the README asks for
 // noeviction.
 
+// ClusterStore is the token store kept in a Redis Cluster, shared by
+// every server pointed at the same cluster and prefix.
+type ClusterStore struct {
+	core
+	cc *redis.ClusterClient
+}
+
+var (
+	_ tokens.Store = (*ClusterStore)(nil)
+	_ Cached       = (*ClusterStore)(nil)
+)
+
 // NewCluster returns a store on a Redis Cluster (redisurl.ParseCluster,
 // redis.NewClusterClient), with keys under prefix ("" means
 // DefaultPrefix) in the cluster layout (keys.go). A prefix holding "{" or "}"
 // is refused: it would move the hash tags and spread a user's keys over
 // slots. Close leaves client open: the throttle may share it.
-func NewCluster(client *redis.ClusterClient, prefix string) (*Store, error) {
+func NewCluster(client *redis.ClusterClient, prefix string) (*ClusterStore, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, fmt.Errorf("redis cluster store: prefix %q holds a brace; the keys' hash tags need a prefix without", prefix)
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	s := &Store{
-		cc:        client,
-		rdb:       client,
-		keys:      keyNamer{prefix: prefix, open: "{", close: "}"},
-		channel:   prefix + "inv",
-		lookups:   make(chan lookupRequest),
-		stop:      make(chan struct{}),
-		pending:   make(map[string]int64),
-		touchWake: make(chan struct{}, 1),
-	}
-	s.cache.resize(DefaultCacheSize)
-	for range lookupLoops {
-		s.loops.Add(1)
-		go s.lookupLoop()
-	}
-	s.loops.Add(1)
-	go s.touchLoop()
+	s := &ClusterStore{cc: client}
+	// A cluster has only database 0.
+	s.start(client, keyNamer{prefix: prefix, open: "{", close: "}"}, 0, s)
 	return s, nil
+}
+
+// run runs a user script of clusterScripts, username's companion after
+// keys.
+func (s *ClusterStore) run(ctx context.Context, script *redis.Script, username string, keys []string, args []any) *redis.Cmd {
+	return script.Run(ctx, s.cc, append(keys, s.keys.companion(username)), args...)
 }
 
 // errClusterUsername reports a username whose keys would not share a slot:
@@ -88,7 +93,7 @@ func checkClusterUser(username string) error {
 	return nil
 }
 
-// clusterIssue is Issue in cluster mode. The split: first the user-slot
+// Issue stores sess under d. The split: first the user-slot
 // script (stamp check, index, eviction), then the token key, then the
 // evicted token keys. If the stamp is refused nothing is written. Between
 // the script and the token write the token is not found, which harms
@@ -98,14 +103,14 @@ func checkClusterUser(username string) error {
 // the token key written after is an orphan, dead to Lookup. An evicted
 // session is dead once the script removed its entry; deleting its token
 // key after only saves memory (Lookup deletes it too).
-func (s *Store) clusterIssue(ctx context.Context, d tokens.Digest, sess tokens.Session, limit int, now time.Time) (int, error) {
+func (s *ClusterStore) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session, limit int, now time.Time) (int, error) {
 	if err := checkClusterUser(sess.Username); err != nil {
 		return 0, fmt.Errorf("redis issue: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	keys, args := s.issueArgs(d, sess, limit, now)
-	res, err := s.runCluster(ctx, clusterScripts.issue, sess.Username, keys, args).Slice()
+	res, err := s.run(ctx, clusterScripts.issue, sess.Username, keys, args).Slice()
 	n, dropped, err := s.issued(sess.Username, res, err)
 	if err != nil {
 		return 0, err
@@ -140,7 +145,7 @@ func writeToken(ctx context.Context, p redis.Pipeliner, tkey string, sess tokens
 
 // delTokens deletes the token keys of the digests (hex) given, and reports
 // how many existed. Each DEL is its own slot's; they go in one pipeline.
-func (s *Store) delTokens(ctx context.Context, digests []any) (int, error) {
+func (s *ClusterStore) delTokens(ctx context.Context, digests []any) (int, error) {
 	if len(digests) == 0 {
 		return 0, nil
 	}
@@ -158,7 +163,15 @@ func (s *Store) delTokens(ctx context.Context, digests []any) (int, error) {
 	return n, err
 }
 
-// clusterLookupBatch is lookupScript in cluster mode: for each token key
+// sendLookups answers a batch of look-ups as lookupScript would.
+func (s *ClusterStore) sendLookups(ctx context.Context, batch []lookupRequest, args []any) []any {
+	for i, ans := range s.lookupBatch(ctx, batch) {
+		batch[i].done <- ans
+	}
+	return args
+}
+
+// lookupBatch is lookupScript on a Cluster: for each token key
 // the HMGET u s e l reply and the digest's score in its user's index (or
 // 0), in two pipelined round trips: the token keys, then the indexes of
 // those found. A token key whose index does not list it is dead (the
@@ -166,7 +179,7 @@ func (s *Store) delTokens(ctx context.Context, digests []any) (int, error) {
 // digest published. The index is read after the token key: a session
 // revoked between the two reads was live at the first, so answering it is
 // a Lookup that came before the Revoke.
-func (s *Store) clusterLookupBatch(ctx context.Context, batch []lookupRequest) []lookupAnswer {
+func (s *ClusterStore) lookupBatch(ctx context.Context, batch []lookupRequest) []lookupAnswer {
 	out := make([]lookupAnswer, len(batch))
 	reads := make([]*redis.SliceCmd, len(batch))
 	_, err := s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -254,7 +267,8 @@ func isReplyError(cmds []*redis.SliceCmd) bool {
 	return true
 }
 
-// clusterRevoke is Revoke in cluster mode: read the token's username (its
+// Revoke deletes the session under d and its index entry: read the
+// token's username (its
 // slot), remove the index entry and its companion (the user's slot),
 // publish, then delete the token key. The session is dead once the entry
 // is gone (Lookup confirms the index); a token key left if the DEL fails
@@ -262,7 +276,9 @@ func isReplyError(cmds []*redis.SliceCmd) bool {
 // that "listed, but no token key" only ever means a token write that
 // failed, which a second Import may finish (importLua, lostWrite), never a
 // token revoked.
-func (s *Store) clusterRevoke(ctx context.Context, d tokens.Digest) error {
+func (s *ClusterStore) Revoke(ctx context.Context, d tokens.Digest) error {
+	// Refused here at once, whatever the reply: dropping is always safe.
+	defer s.cache.forget(d)
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	dhex := hex.EncodeToString(d[:])
@@ -295,84 +311,68 @@ func (s *Store) clusterRevoke(ctx context.Context, d tokens.Digest) error {
 	return nil
 }
 
-// clusterRevokeUser is RevokeUser in cluster mode: the script empties the
-// user's index (from then on every session of theirs is dead to Lookup,
-// and the publish tells the caches), then the token keys go, counted as
-// the standalone script counts them (those that still existed). A
+// RevokeUser deletes every session of username and reports how many were
+// live, and deletes the user's challenges, uncounted: the script empties
+// the user's index (from then on every session of theirs is dead to
+// Lookup, and the publish tells the caches), then the token keys go,
+// counted as one Redis's script counts them (those that still existed). A
 // session issued in between whose index entry came after the script
 // lives: it was issued after the logoutall.
-func (s *Store) clusterRevokeUser(ctx context.Context, username string) (int, error) {
-	if err := checkClusterUser(username); err != nil {
-		return 0, fmt.Errorf("redis revoke user: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
+func (s *ClusterStore) RevokeUser(ctx context.Context, username string) (int, error) {
 	keys, args := s.revokeUserArgs(username)
-	all, err := s.runCluster(ctx, clusterScripts.revokeUser, username, keys, args).Slice()
-	s.cache.forgetUser(username) // refused here at once, whatever the reply
-	if err != nil {
-		return 0, unavailable("revoke user", err)
-	}
-	n, err := s.delTokens(ctx, all)
-	if err != nil {
-		return n, unavailable("revoke user", err)
-	}
-	return n, nil
+	n, _, err := s.dropping(ctx, "revoke user", clusterScripts.revokeUser, username, keys, args)
+	return n, err
 }
 
-// clusterSupersede is Supersede in cluster mode. Issue's stamp check and
-// this script's stamp rule both run in the user's slot, so they are atomic
-// with respect to each other as in standalone mode: a login either ran
-// its script before (its entry is here, judged by its companion's stamp,
-// and removed) or after (refused by the new stamp). Its token key, written
-// after its script, may land after this call's DELs: then it is an orphan,
-// dead to Lookup. Then the superseded token keys go, counted as one
-// Redis's script counts them.
-func (s *Store) clusterSupersede(ctx context.Context, sup tokens.Supersession) (int, error) {
-	if err := checkClusterUser(sup.Username); err != nil {
-		return 0, fmt.Errorf("redis supersede: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
+// Supersede keeps sup.Stamp as the user's current password stamp and
+// deletes the sessions and challenges it supersedes (supersedeLua).
+// Issue's stamp check and this script's stamp rule both run in the user's
+// slot, so they are atomic with respect to each other as on one Redis: a
+// login either ran its script before (its entry is here, judged by its
+// companion's stamp, and removed) or after (refused by the new stamp). Its
+// token key, written after its script, may land after this call's DELs:
+// then it is an orphan, dead to Lookup. Then the superseded token keys
+// go, counted as one Redis's script counts them.
+func (s *ClusterStore) Supersede(ctx context.Context, sup tokens.Supersession) (int, error) {
 	keys, args := s.supersedeArgs(sup)
-	dead, err := s.runCluster(ctx, clusterScripts.supersede, sup.Username, keys, args).Slice()
-	s.cache.forgetUser(sup.Username) // refused here at once, whatever the reply
-	if err != nil {
-		return 0, unavailable("supersede", err)
-	}
-	n, err := s.delTokens(ctx, dead)
-	if err != nil {
-		return n, unavailable("supersede", err)
-	}
-	return n, nil
+	n, _, err := s.dropping(ctx, "supersede", clusterScripts.supersede, sup.Username, keys, args)
+	return n, err
 }
 
-// clusterRevokeID is RevokeID in cluster mode: the script removes the
-// entry (dead from then on), then its token key goes.
-func (s *Store) clusterRevokeID(ctx context.Context, username string, id tokens.SessionID) (bool, error) {
+// RevokeID deletes username's session with id, and reports whether there
+// was one: the script removes the entry (dead from then on), then its
+// token key goes.
+func (s *ClusterStore) RevokeID(ctx context.Context, username string, id tokens.SessionID) (bool, error) {
+	keys, args := s.revokeIDArgs(username, id)
+	_, found, err := s.dropping(ctx, "revoke session", clusterScripts.revokeID, username, keys, args)
+	return found, err
+}
+
+// dropping runs a user script that drops sessions, then deletes the token
+// keys of its dropped; it returns how many of those still existed, and
+// whether it dropped any. The user's cached sessions go whatever the
+// reply: refused here at once, they are read again.
+func (s *ClusterStore) dropping(ctx context.Context, op string, script *redis.Script, username string, keys []string, args []any) (int, bool, error) {
 	if err := checkClusterUser(username); err != nil {
-		return false, fmt.Errorf("redis revoke session: %w", err)
+		return 0, false, fmt.Errorf("redis %s: %w", op, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	keys, args := s.revokeIDArgs(username, id)
-	found, err := s.runCluster(ctx, clusterScripts.revokeID, username, keys, args).Slice()
+	dropped, err := s.run(ctx, script, username, keys, args).Slice()
 	s.cache.forgetUser(username)
 	if err != nil {
-		return false, unavailable("revoke session", err)
+		return 0, false, unavailable(op, err)
 	}
-	if len(found) == 0 {
-		return false, nil
+	n, err := s.delTokens(ctx, dropped)
+	if err != nil {
+		return n, len(dropped) > 0, unavailable(op, err)
 	}
-	if _, err := s.delTokens(ctx, found); err != nil {
-		return true, unavailable("revoke session", err)
-	}
-	return true, nil
+	return n, len(dropped) > 0, nil
 }
 
-// clusterList is List in cluster mode: the index, newest first, then the
-// token keys it lists, in one pipeline, into listScript's rows.
-func (s *Store) clusterList(ctx context.Context, username string, now time.Time) ([]tokens.ListedSession, error) {
+// List returns username's live sessions, newest first: the index, then
+// the token keys it lists, in one pipeline, into listScript's rows.
+func (s *ClusterStore) List(ctx context.Context, username string, now time.Time) ([]tokens.ListedSession, error) {
 	if err := checkClusterUser(username); err != nil {
 		return nil, fmt.Errorf("redis list: %w", err)
 	}
@@ -396,22 +396,15 @@ func (s *Store) clusterList(ctx context.Context, username string, now time.Time)
 	if err != nil {
 		return nil, unavailable("list", err)
 	}
-	out := make([]tokens.ListedSession, 0, len(all))
+	rows := make([]any, 0, len(all))
 	for i, z := range all {
 		f := cmds[i].Val()
 		if len(f) != 7 || f[0] == nil {
 			continue
 		}
-		row := append([]any{z.Member, strconv.FormatFloat(z.Score, 'f', -1, 64)}, f[1:]...)
-		ls, ok := parseListedSession(username, row)
-		if !ok {
-			return nil, unavailable("list", errCorruptSession)
-		}
-		if ls.ExpiresAt.IsZero() || ls.ExpiresAt.After(now) {
-			out = append(out, ls)
-		}
+		rows = append(rows, append([]any{z.Member, strconv.FormatFloat(z.Score, 'f', -1, 64)}, f[1:]...))
 	}
-	return out, nil
+	return liveListed(username, rows, now)
 }
 
 // clusterRefreshScript sets an existing token key's expiry: never creates
@@ -426,7 +419,7 @@ setExpiry(KEYS[1], ARGV[1])
 return 1
 `)
 
-// clusterImport is Import in cluster mode, per chunk three pipelines: the
+// Import stores batch, per chunk in three pipelines: the
 // token keys read, the user-slot scripts, then the token keys written (or
 // refreshed, and their digests published). The split's order is Issue's:
 // the index entry first, so a RevokeUser or Supersede that comes between
@@ -438,7 +431,7 @@ return 1
 // token write leaves (every path that kills a session removes the entry
 // before the key), and writes the key: the second import finishes the job
 // as the contract asks.
-func (s *Store) clusterImport(ctx context.Context, batch []tokens.Imported, now time.Time, dryRun bool) ([]tokens.ImportOutcome, error) {
+func (s *ClusterStore) Import(ctx context.Context, batch []tokens.Imported, now time.Time, dryRun bool) ([]tokens.ImportOutcome, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
@@ -455,7 +448,7 @@ func (s *Store) clusterImport(ctx context.Context, batch []tokens.Imported, now 
 	}
 	outcomes := make([]tokens.ImportOutcome, 0, len(batch))
 	for chunk := range slices.Chunk(batch, importBatch) {
-		out, err := s.clusterImportChunk(ctx, chunk, now, dryRun)
+		out, err := s.importChunk(ctx, chunk, now, dryRun)
 		for _, im := range chunk {
 			s.cache.forget(im.Digest)
 		}
@@ -467,7 +460,7 @@ func (s *Store) clusterImport(ctx context.Context, batch []tokens.Imported, now 
 	return outcomes, nil
 }
 
-func (s *Store) clusterImportChunk(ctx context.Context, chunk []tokens.Imported, now time.Time, dryRun bool) ([]tokens.ImportOutcome, error) {
+func (s *ClusterStore) importChunk(ctx context.Context, chunk []tokens.Imported, now time.Time, dryRun bool) ([]tokens.ImportOutcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	reads := make([]*redis.SliceCmd, len(chunk))
@@ -520,12 +513,12 @@ func (s *Store) clusterImportChunk(ctx context.Context, chunk []tokens.Imported,
 	return outcomes, nil
 }
 
-// clusterTouch is touchScript in cluster mode: the same script, one key
+// sendTouches writes a batch of uses with touchScript, one key
 // per call (keys of a batch lie in many slots), in one pipeline of
 // EVALSHAs; if a node lost its script cache (a restart, SCRIPT FLUSH) the
 // script is loaded on every primary and the batch sent again, which does
 // no harm (the script never moves a use back).
-func (s *Store) clusterTouch(ctx context.Context, keys []string, args []any) error {
+func (s *ClusterStore) sendTouches(ctx context.Context, keys []string, args []any) error {
 	send := func() error {
 		_, err := s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, key := range keys {
@@ -545,21 +538,14 @@ func (s *Store) clusterTouch(ctx context.Context, keys []string, args []any) err
 	return err
 }
 
-// clusterPing is Ping in cluster mode: every primary must answer, since
-// each holds some users' and some tokens' keys.
-func (s *Store) clusterPing(ctx context.Context) error {
+// Ping reports whether every primary answers PING now, since each holds
+// some users' and some tokens' keys.
+func (s *ClusterStore) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	err := s.cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+	return pingError(s.cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 		return c.Ping(ctx).Err()
-	})
-	if err != nil {
-		if re := redis.Error(nil); errors.As(err, &re) {
-			return fmt.Errorf("redis ping: %w: %w", tokens.ErrRefused, err)
-		}
-		return unavailable("ping", err)
-	}
-	return nil
+	}))
 }
 
 // DialCluster returns a client of the Redis Cluster at rawURL

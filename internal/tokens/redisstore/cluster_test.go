@@ -16,7 +16,7 @@ import (
 
 // newTestClusterStore returns a cluster-mode store on the cluster at addrs
 // under a fresh prefix, closed when t ends.
-func newTestClusterStore(t *testing.T, addrs []string) *Store {
+func newTestClusterStore(t *testing.T, addrs []string) *ClusterStore {
 	t.Helper()
 	url := "redis+cluster://" + strings.Join(addrs, ",")
 	client, err := DialCluster(url)

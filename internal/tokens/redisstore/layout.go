@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -456,18 +455,6 @@ var (
 	clusterScripts    = newUserScripts(clusterLua)
 )
 
-// runStandalone runs a user script of standaloneScripts on one Redis, the
-// token key prefix after args.
-func (s *Store) runStandalone(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
-	return script.Run(ctx, s.client, keys, append(args, s.tokenPrefix)...)
-}
-
-// runCluster runs a user script of clusterScripts on a Cluster, username's
-// companion after keys.
-func (s *Store) runCluster(ctx context.Context, script *redis.Script, username string, keys []string, args []any) *redis.Cmd {
-	return script.Run(ctx, s.cc, append(keys, s.keys.companion(username)), args...)
-}
-
 // unixMsOrNever is t in Unix ms, in decimal, or "" for the zero time: an
 // expiry as the scripts take it.
 func unixMsOrNever(t time.Time) string {
@@ -479,7 +466,7 @@ func unixMsOrNever(t time.Time) string {
 
 // issueArgs are issueLua's keys and arguments, the layout's own not
 // included.
-func (s *Store) issueArgs(d tokens.Digest, sess tokens.Session, limit int, now time.Time) ([]string, []any) {
+func (s *core) issueArgs(d tokens.Digest, sess tokens.Session, limit int, now time.Time) ([]string, []any) {
 	u := sess.Username
 	return []string{s.keys.index(u), s.keys.stamp(u)}, []any{
 		hex.EncodeToString(d[:]), u, strconv.FormatUint(sess.Stamp, 10), max(limit, 0),
@@ -491,7 +478,7 @@ func (s *Store) issueArgs(d tokens.Digest, sess tokens.Session, limit int, now t
 // was evicted the user's cached sessions go: refused here at once,
 // without waiting for the published digests, the user's others are read
 // again.
-func (s *Store) issued(username string, res []any, err error) (int, any, error) {
+func (s *core) issued(username string, res []any, err error) (int, any, error) {
 	if err != nil {
 		return 0, nil, unavailable("issue", err)
 	}
@@ -513,7 +500,7 @@ func (s *Store) issued(username string, res []any, err error) (int, any, error) 
 // supersedeArgs are supersedeLua's keys and arguments, the layout's own
 // not included. Issue times are kept to the millisecond, rounded down, so
 // the cut-off is sup.Before rounded up.
-func (s *Store) supersedeArgs(sup tokens.Supersession) ([]string, []any) {
+func (s *core) supersedeArgs(sup tokens.Supersession) ([]string, []any) {
 	cutoff := sup.Before.UnixMilli()
 	if sup.Before.Sub(time.UnixMilli(cutoff)) > 0 {
 		cutoff++ // a session issued in before's millisecond may be older than before
@@ -525,13 +512,13 @@ func (s *Store) supersedeArgs(sup tokens.Supersession) ([]string, []any) {
 
 // revokeUserArgs are revokeUserLua's keys and arguments, the layout's own
 // not included.
-func (s *Store) revokeUserArgs(username string) ([]string, []any) {
+func (s *core) revokeUserArgs(username string) ([]string, []any) {
 	return []string{s.keys.index(username), s.keys.challenges(username)}, []any{s.channel, username}
 }
 
 // revokeIDArgs are revokeIDLua's keys and arguments, the layout's own not
 // included.
-func (s *Store) revokeIDArgs(username string, id tokens.SessionID) ([]string, []any) {
+func (s *core) revokeIDArgs(username string, id tokens.SessionID) ([]string, []any) {
 	return []string{s.keys.index(username)}, []any{id.String(), s.channel}
 }
 
@@ -539,7 +526,7 @@ func (s *Store) revokeIDArgs(username string, id tokens.SessionID) ([]string, []
 // not included; tu and te are the token key's username and expiry as the
 // caller read them ("" for none, and for one Redis, whose script reads
 // them itself).
-func (s *Store) importArgs(im tokens.Imported, now time.Time, dryRun bool, tu, te string) ([]string, []any) {
+func (s *core) importArgs(im tokens.Imported, now time.Time, dryRun bool, tu, te string) ([]string, []any) {
 	sess, u := im.Session, im.Session.Username
 	dry := "0"
 	if dryRun {

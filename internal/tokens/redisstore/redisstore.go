@@ -19,22 +19,25 @@ import (
 // which every form's client gets.
 const redisCallTimeout = 2 * time.Second
 
-// Store is the Store kept in Redis, shared by every server pointed at
-// the same Redis and prefix.
-type Store struct {
-	client *redis.Client
-	// cc is the cluster client in cluster mode (NewCluster, cluster.go),
-	// nil in standalone mode; rdb is whichever of client and cc is set,
-	// for the commands and scripts both modes send alike.
-	cc   *redis.ClusterClient
-	rdb  redis.Cmdable
+// core is what Store (one Redis, standalone.go) and ClusterStore
+// (cluster.go) share: the look-ups, pipelined; the touches, written off
+// the request path; the cache of looked-up sessions and its invalidations
+// (cache.go); the challenges and TOTP counters, whose scripts touch one
+// user's keys and so run alike on both; and the keys and arguments of the
+// user scripts (layout.go). What differs, each store gives: the user
+// scripts' layout, and how a batch of look-ups or touches is sent
+// (batcher).
+type core struct {
+	// rdb is the store's client, for the commands and scripts both stores
+	// send alike.
+	rdb  redis.UniversalClient
 	keys keyNamer
-	// tokenPrefix is the standalone scripts' token key prefix
-	// (keyNamer.kindPrefix), which they put before a digest.
-	tokenPrefix string
-	// userPrefix and channel are lookupScript's ARGV[1] and ARGV[2], as
-	// any so that no batch allocates them again.
-	userPrefix, channel any
+	// channel is the invalidation channel, as any so that no batch
+	// allocates it again.
+	channel any
+	// db is the database whose evicted keys the cache hears of.
+	db      int
+	batches batcher
 
 	// cache keeps looked-up sessions, kept true by the invalidations
 	// invalidationLoop hears (cache.go); subscribeOnce starts that loop
@@ -57,7 +60,7 @@ type Store struct {
 
 	// Touches are written off the request path: Touch records the latest
 	// use of each token key in pending and wakes touchLoop, which writes
-	// them in batches, one script call each. Nothing is dropped: a token
+	// them in batches (sendTouches). Nothing is dropped: a token
 	// used within --token-idle must never be refused for idleness. pending
 	// holds a key once however often it is used, and Touch is called at
 	// most once per token per touch lag, so it stays small.
@@ -66,7 +69,27 @@ type Store struct {
 	touchWake chan struct{}    // has room for one wake-up
 }
 
-// Touches: at most maxTouchBatch per script call; the uses of a batch that
+// A batcher sends a batch of look-ups or of touches as its store's layout
+// allows: one script call on one Redis, a pipeline over a Cluster's
+// slots.
+type batcher interface {
+	// sendLookups answers every look-up of batch on its done channel,
+	// within ctx. args is the calling loop's buffer, returned for its next
+	// batch.
+	sendLookups(ctx context.Context, batch []lookupRequest, args []any) []any
+	// sendTouches writes uses[i], Unix ms, as the last use of token key
+	// keys[i] where it is later than the one stored (touchScript).
+	sendTouches(ctx context.Context, keys []string, uses []any) error
+}
+
+// Cached is what both stores tell of their cache of looked-up sessions
+// (cache.go): serve sizes it, the metrics report it.
+type Cached interface {
+	SetCacheSize(n int)
+	CacheStats() (hits, misses, breaks uint64, size int)
+}
+
+// Touches: at most maxTouchBatch per batch; the uses of a batch that
 // failed (Redis out of reach) are written again touchRetry later.
 const (
 	maxTouchBatch = 256
@@ -119,13 +142,30 @@ var lookupWaiters = sync.Pool{New: func() any {
 	return &lookupWaiter{done: make(chan lookupAnswer, 1), timer: t}
 }}
 
-var _ tokens.Store = (*Store)(nil)
+// start readies the core of a store on rdb, database db, keeping up to
+// DefaultCacheSize looked-up sessions, and starts its loops, which send
+// through b.
+func (s *core) start(rdb redis.UniversalClient, keys keyNamer, db int, b batcher) {
+	s.rdb, s.keys, s.db, s.batches = rdb, keys, db, b
+	s.channel = keys.prefix + "inv"
+	s.lookups = make(chan lookupRequest)
+	s.stop = make(chan struct{})
+	s.pending = make(map[string]int64)
+	s.touchWake = make(chan struct{}, 1)
+	s.cache.resize(DefaultCacheSize)
+	for range lookupLoops {
+		s.loops.Add(1)
+		go s.lookupLoop()
+	}
+	s.loops.Add(1)
+	go s.touchLoop()
+}
 
 // lookupLoop takes a look-up, adds every other one already waiting, and
-// sends them in one call of lookupScript, until the store is closed.
+// sends them in one batch (sendLookups), until the store is closed.
 // Look-ups whose caller has given up are dropped unsent, so a backlog built
 // up while Redis hung drains at once when it answers again.
-func (s *Store) lookupLoop() {
+func (s *core) lookupLoop() {
 	defer s.loops.Done()
 	batch := make([]lookupRequest, 0, maxLookupBatch)
 	args := make([]any, 0, 4+maxLookupBatch)
@@ -160,47 +200,10 @@ func (s *Store) lookupLoop() {
 			continue
 		}
 
-		if s.cc != nil {
-			ctx, cancel := context.WithDeadline(context.Background(), latest)
-			answers := s.clusterLookupBatch(ctx, batch)
-			cancel()
-			for i, req := range batch {
-				req.done <- answers[i]
-			}
-			continue
-		}
-
-		// EVALSHA hash numkeys key... userPrefix; EVAL with the source
-		// if Redis lost its script cache (a restart, SCRIPT FLUSH).
-		args = append(args[:0], "evalsha", lookupScriptHash, len(batch))
-		for _, req := range batch {
-			args = append(args, req.key)
-		}
-		args = append(args, s.userPrefix, s.channel)
 		// The call may take as long as the batch's most patient caller waits.
 		ctx, cancel := context.WithDeadline(context.Background(), latest)
-		res, err := s.client.Do(ctx, args...).Slice()
-		if redis.HasErrorPrefix(err, "NOSCRIPT") {
-			args[0], args[1] = "eval", lookupScriptSource
-			res, err = s.client.Do(ctx, args...).Slice()
-		}
+		args = s.batches.sendLookups(ctx, batch, args)
 		cancel()
-		if err == nil && len(res) != len(batch) {
-			err = errCorruptSession
-		}
-		for i, req := range batch {
-			if err != nil {
-				req.done <- lookupAnswer{err: err}
-				continue
-			}
-			f, ok := res[i].([]any)
-			if !ok {
-				req.done <- lookupAnswer{err: errCorruptSession}
-				continue
-			}
-			req.done <- lookupAnswer{fields: f}
-		}
-		clear(args) // let the keys go
 	}
 }
 
@@ -216,6 +219,19 @@ func later(a, b time.Time) time.Time {
 type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
+
+// pingError is what Ping reports for err, the error of a PING or nil. An
+// error reply (WRONGPASS, NOAUTH, an out-of-range database) is Redis
+// refusing this configuration; anything else, Redis out of reach.
+func pingError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if re := redis.Error(nil); errors.As(err, &re) {
+		return fmt.Errorf("redis ping: %w: %w", tokens.ErrRefused, err)
+	}
+	return unavailable("ping", err)
+}
 
 // unavailable wraps err from Redis so that errors.Is(err, ErrUnavailable)
 // holds and the caller's context error stays visible. Only digests ever reach
@@ -235,7 +251,7 @@ func unavailable(op string, err error) error {
 // A stored value that does not parse is an error wrapping ErrUnavailable,
 // not ErrNotFound: the store is broken, and a 401 would tell the client
 // to log in again rather than report the fault.
-func (s *Store) Lookup(ctx context.Context, d tokens.Digest, now time.Time) (tokens.Session, error) {
+func (s *core) Lookup(ctx context.Context, d tokens.Digest, now time.Time) (tokens.Session, error) {
 	if !tokens.Fresh(ctx) {
 		if cs, ok := s.cache.get(d); ok {
 			if cs.expiresMs != 0 && cs.expiresMs <= now.UnixMilli() {
@@ -268,7 +284,7 @@ func (s *Store) Lookup(ctx context.Context, d tokens.Digest, now time.Time) (tok
 }
 
 // lookupRedis reads the session under d from Redis, expired or not.
-func (s *Store) lookupRedis(ctx context.Context, d tokens.Digest) (cachedSession, error) {
+func (s *core) lookupRedis(ctx context.Context, d tokens.Digest) (cachedSession, error) {
 	ans := s.lookup(ctx, s.keys.token(d))
 	if ans.err != nil {
 		return cachedSession{}, unavailable("lookup", ans.err)
@@ -304,7 +320,7 @@ func (s *Store) lookupRedis(ctx context.Context, d tokens.Digest) (cachedSession
 // lookup hands key to a lookupLoop and waits for its answer for at most
 // lookupBound and while ctx lasts, time in the queue included; if it stops
 // waiting, the answer's error says why.
-func (s *Store) lookup(ctx context.Context, key string) lookupAnswer {
+func (s *core) lookup(ctx context.Context, key string) lookupAnswer {
 	w := lookupWaiters.Get().(*lookupWaiter)
 	w.timer.Reset(lookupBound)
 	deadline := time.Now().Add(lookupBound)
@@ -484,7 +500,7 @@ return 0
 // atomically with the check of the user's current password stamp, and
 // then the c: key that leads a TryChallenge of d to them. Should the second
 // write fail, the challenge stays unreachable until it expires.
-func (s *Store) PutChallenge(ctx context.Context, d tokens.Digest, c tokens.Challenge, now time.Time) error {
+func (s *core) PutChallenge(ctx context.Context, d tokens.Digest, c tokens.Challenge, now time.Time) error {
 	if c.ExpiresAt.IsZero() || c.Attempts < 1 {
 		return tokens.ErrBadChallenge
 	}
@@ -510,7 +526,7 @@ func (s *Store) PutChallenge(ctx context.Context, d tokens.Digest, c tokens.Chal
 // in that user's challenges (tryChallengeScript). Redis expires the c: key
 // by its own clock and the script judges the expiry by now, so the earlier
 // of the two wins.
-func (s *Store) TryChallenge(ctx context.Context, d tokens.Digest, now time.Time) (tokens.Challenge, error) {
+func (s *core) TryChallenge(ctx context.Context, d tokens.Digest, now time.Time) (tokens.Challenge, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	username, err := s.rdb.Get(ctx, s.keys.challenge(d)).Result()
@@ -537,7 +553,7 @@ func (s *Store) TryChallenge(ctx context.Context, d tokens.Digest, now time.Time
 
 // challengeOwner returns the username d's c: key names, or "" when there
 // is none (spent, expired or never put).
-func (s *Store) challengeOwner(ctx context.Context, op string, d tokens.Digest) (string, error) {
+func (s *core) challengeOwner(ctx context.Context, op string, d tokens.Digest) (string, error) {
 	username, err := s.rdb.Get(ctx, s.keys.challenge(d)).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
@@ -551,7 +567,7 @@ func (s *Store) challengeOwner(ctx context.Context, op string, d tokens.Digest) 
 // ClaimChallenge finds whose challenge d is, then claims it in that
 // user's challenges (claimChallengeScript): one script in one slot, on a
 // cluster too.
-func (s *Store) ClaimChallenge(ctx context.Context, d tokens.Digest, now time.Time) (bool, error) {
+func (s *core) ClaimChallenge(ctx context.Context, d tokens.Digest, now time.Time) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	username, err := s.challengeOwner(ctx, "claim challenge", d)
@@ -567,7 +583,7 @@ func (s *Store) ClaimChallenge(ctx context.Context, d tokens.Digest, now time.Ti
 
 // UnclaimChallenge finds whose challenge d is, then takes its claim's mark
 // off (unclaimChallengeScript).
-func (s *Store) UnclaimChallenge(ctx context.Context, d tokens.Digest) error {
+func (s *core) UnclaimChallenge(ctx context.Context, d tokens.Digest) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	username, err := s.challengeOwner(ctx, "unclaim challenge", d)
@@ -607,7 +623,7 @@ func parseChallenge(username string, res []any) (tokens.Challenge, bool) {
 
 // SpendChallenge drops d's challenge from its user's challenges, one HDEL,
 // and then its c: key.
-func (s *Store) SpendChallenge(ctx context.Context, d tokens.Digest) error {
+func (s *core) SpendChallenge(ctx context.Context, d tokens.Digest) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	username, err := s.rdb.Get(ctx, s.keys.challenge(d)).Result()
@@ -662,7 +678,7 @@ const maxExactCounter = 1 << 53
 // UseTOTPCounter compares and keeps the counter in one script
 // (useCounterScript). Redis forgets it at until by its own clock and the
 // script by now, so the earlier of the two wins.
-func (s *Store) UseTOTPCounter(ctx context.Context, username string, counter, floor int64, now, until time.Time) (bool, error) {
+func (s *core) UseTOTPCounter(ctx context.Context, username string, counter, floor int64, now, until time.Time) (bool, error) {
 	if counter <= -maxExactCounter || counter >= maxExactCounter || floor <= -maxExactCounter || floor >= maxExactCounter {
 		return false, fmt.Errorf("redis use TOTP counter: counter %d or floor %d beyond ±2^53", counter, floor)
 	}
@@ -696,7 +712,7 @@ return 0
 `)
 
 // Touch records a use of d at now for touchLoop; it never blocks on Redis.
-func (s *Store) Touch(_ context.Context, d tokens.Digest, now time.Time) {
+func (s *core) Touch(_ context.Context, d tokens.Digest, now time.Time) {
 	s.cache.touch(d, now.UnixMilli())
 	s.touchLater(s.keys.token(d), now.UnixMilli())
 	select {
@@ -706,7 +722,7 @@ func (s *Store) Touch(_ context.Context, d tokens.Digest, now time.Time) {
 }
 
 // touchLater records a use of key at ms unless a later one is pending.
-func (s *Store) touchLater(key string, ms int64) {
+func (s *core) touchLater(key string, ms int64) {
 	s.touchMu.Lock()
 	if ms > s.pending[key] {
 		s.pending[key] = ms
@@ -714,11 +730,11 @@ func (s *Store) touchLater(key string, ms int64) {
 	s.touchMu.Unlock()
 }
 
-// touchLoop writes the pending uses, a batch per script call, until the
+// touchLoop writes the pending uses, a batch at a time, until the
 // store is closed. The uses of a batch that fails stay pending and are
 // written again touchRetry later: the script never moves a use back, so
 // writing one twice does no harm.
-func (s *Store) touchLoop() {
+func (s *core) touchLoop() {
 	defer s.loops.Done()
 	var keys []string
 	var args []any
@@ -743,12 +759,7 @@ func (s *Store) touchLoop() {
 				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), redisCallTimeout)
-			var err error
-			if s.cc != nil {
-				err = s.clusterTouch(ctx, keys, args)
-			} else {
-				err = touchScript.Run(ctx, s.client, keys, args...).Err()
-			}
+			err := s.batches.sendTouches(ctx, keys, args)
 			cancel()
 			if err != nil {
 				failed = true
@@ -772,6 +783,22 @@ func (s *Store) touchLoop() {
 			}
 		}
 	}
+}
+
+// liveListed decodes rows, each as listScript gives it, and keeps the
+// sessions live at now.
+func liveListed(username string, rows []any, now time.Time) ([]tokens.ListedSession, error) {
+	out := make([]tokens.ListedSession, 0, len(rows))
+	for _, row := range rows {
+		ls, ok := parseListedSession(username, row)
+		if !ok {
+			return nil, unavailable("list", errCorruptSession)
+		}
+		if ls.ExpiresAt.IsZero() || ls.ExpiresAt.After(now) {
+			out = append(out, ls)
+		}
+	}
+	return out, nil
 }
 
 // parseListedSession decodes one row of listScript.
@@ -809,13 +836,13 @@ func parseListedSession(username string, row any) (tokens.ListedSession, bool) {
 }
 
 // Sweep does nothing: Redis expires sessions on its own.
-func (s *Store) Sweep(time.Time) int { return 0 }
+func (s *core) Sweep(time.Time) int { return 0 }
 
 // Len does not count: counting would scan Redis.
-func (s *Store) Len() (int, bool) { return 0, false }
+func (s *core) Len() (int, bool) { return 0, false }
 
-// Close stops the store's loops; the client stays open (New).
-func (s *Store) Close() error {
+// Close stops the store's loops; the client stays open (New, NewCluster).
+func (s *core) Close() error {
 	close(s.stop)
 	s.loops.Wait()
 	return nil

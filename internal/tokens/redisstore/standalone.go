@@ -3,8 +3,6 @@ package redisstore
 import (
 	"context"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -12,6 +10,28 @@ import (
 	"authsvc/internal/tokens"
 
 	"github.com/redis/go-redis/v9"
+)
+
+// Store is the token store kept in one Redis, or in a primary that
+// Sentinel manages (Dial), shared by every server pointed at the same
+// Redis and prefix. Its scripts reach token keys they compute from the
+// index, so it needs all its keys on one server (ClusterStore spreads
+// them over a Cluster's slots).
+type Store struct {
+	core
+	client *redis.Client
+	// tokenPrefix is the standalone layout's argument (layout.go): the
+	// token key prefix (keyNamer.kindPrefix), which its scripts put before
+	// a digest.
+	tokenPrefix string
+	// userPrefix is lookupScript's ARGV[1], as any so that no batch
+	// allocates it again.
+	userPrefix any
+}
+
+var (
+	_ tokens.Store = (*Store)(nil)
+	_ Cached       = (*Store)(nil)
 )
 
 // Dial returns a client of the Redis at rawURL (redis:// or, for TLS,
@@ -46,25 +66,16 @@ func New(client *redis.Client, prefix string) *Store {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	s := &Store{
-		client:    client,
-		rdb:       client,
-		keys:      keyNamer{prefix: prefix},
-		channel:   prefix + "inv",
-		lookups:   make(chan lookupRequest),
-		stop:      make(chan struct{}),
-		pending:   make(map[string]int64),
-		touchWake: make(chan struct{}, 1),
-	}
-	s.tokenPrefix, s.userPrefix = s.keys.kindPrefix("t"), s.keys.kindPrefix("u")
-	s.cache.resize(DefaultCacheSize)
-	for range lookupLoops {
-		s.loops.Add(1)
-		go s.lookupLoop()
-	}
-	s.loops.Add(1)
-	go s.touchLoop()
+	keys := keyNamer{prefix: prefix}
+	s := &Store{client: client, tokenPrefix: keys.kindPrefix("t"), userPrefix: keys.kindPrefix("u")}
+	s.start(client, keys, client.Options().DB, s)
 	return s
+}
+
+// run runs a user script of standaloneScripts, the token key prefix after
+// args.
+func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
+	return script.Run(ctx, s.client, keys, append(args, s.tokenPrefix)...)
 }
 
 // lookupScript looks up a batch of token keys. For each it returns the
@@ -112,6 +123,55 @@ return out
 // lookupScriptHash is lookupScriptSource's SHA-1, for EVALSHA.
 var lookupScriptHash = redis.NewScript(lookupScriptSource).Hash()
 
+// sendLookups sends batch in one call of lookupScript.
+func (s *Store) sendLookups(ctx context.Context, batch []lookupRequest, args []any) []any {
+	// EVALSHA hash numkeys key... userPrefix; EVAL with the source
+	// if Redis lost its script cache (a restart, SCRIPT FLUSH).
+	args = append(args[:0], "evalsha", lookupScriptHash, len(batch))
+	for _, req := range batch {
+		args = append(args, req.key)
+	}
+	args = append(args, s.userPrefix, s.channel)
+	res, err := s.client.Do(ctx, args...).Slice()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args[0], args[1] = "eval", lookupScriptSource
+		res, err = s.client.Do(ctx, args...).Slice()
+	}
+	if err == nil && len(res) != len(batch) {
+		err = errCorruptSession
+	}
+	for i, req := range batch {
+		if err != nil {
+			req.done <- lookupAnswer{err: err}
+			continue
+		}
+		f, ok := res[i].([]any)
+		if !ok {
+			req.done <- lookupAnswer{err: errCorruptSession}
+			continue
+		}
+		req.done <- lookupAnswer{fields: f}
+	}
+	clear(args) // let the keys go
+	return args
+}
+
+// sendTouches writes a batch of uses in one call of touchScript.
+func (s *Store) sendTouches(ctx context.Context, keys []string, uses []any) error {
+	return touchScript.Run(ctx, s.client, keys, uses...).Err()
+}
+
+// Issue stores sess under d, atomically with the user index, the limit
+// and the check of the user's current password stamp (issueLua).
+func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session, limit int, now time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	keys, args := s.issueArgs(d, sess, limit, now)
+	res, err := s.run(ctx, standaloneScripts.issue, keys, args).Slice()
+	evicted, _, err := s.issued(sess.Username, res, err)
+	return evicted, err
+}
+
 // revokeScript deletes a token key and its index entry, and publishes the
 // digest, found or not: an instance may have cached a session whose key
 // Redis has since dropped on its own.
@@ -128,27 +188,8 @@ redis.call('PUBLISH', ARGV[3], 't:' .. ARGV[1])
 return 0
 `)
 
-// Issue stores sess under d, atomically with the user index, the limit
-// and the check of the user's current password stamp.
-func (s *Store) Issue(ctx context.Context, d tokens.Digest, sess tokens.Session, limit int, now time.Time) (evicted int, err error) {
-	if s.cc != nil {
-		return s.clusterIssue(ctx, d, sess, limit, now)
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
-	keys, args := s.issueArgs(d, sess, limit, now)
-	res, err := s.runStandalone(ctx, standaloneScripts.issue, keys, args).Slice()
-	evicted, _, err = s.issued(sess.Username, res, err)
-	return evicted, err
-}
-
 // Revoke deletes the session under d and its index entry.
 func (s *Store) Revoke(ctx context.Context, d tokens.Digest) error {
-	if s.cc != nil {
-		err := s.clusterRevoke(ctx, d)
-		s.cache.forget(d)
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	err := revokeScript.Run(ctx, s.client, []string{s.keys.token(d)},
@@ -162,21 +203,12 @@ func (s *Store) Revoke(ctx context.Context, d tokens.Digest) error {
 }
 
 // RevokeUser deletes every session of username and reports how many were
-// live, and deletes the user's challenges, uncounted. Sessions whose index
-// entry is gone are not counted; they were already dead to Lookup.
+// live, and deletes the user's challenges, uncounted (revokeUserLua).
+// Sessions whose index entry is gone are not counted; they were already
+// dead to Lookup.
 func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
-	if s.cc != nil {
-		return s.clusterRevokeUser(ctx, username)
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
 	keys, args := s.revokeUserArgs(username)
-	n, err := s.runStandalone(ctx, standaloneScripts.revokeUser, keys, args).Int()
-	s.cache.forgetUser(username) // refused here at once, whatever the reply
-	if err != nil {
-		return 0, unavailable("revoke user", err)
-	}
-	return n, nil
+	return s.dropping(ctx, "revoke user", standaloneScripts.revokeUser, username, keys, args)
 }
 
 // Supersede keeps sup.Stamp as the user's current password stamp and
@@ -187,16 +219,29 @@ func (s *Store) RevokeUser(ctx context.Context, username string) (int, error) {
 // issued in that millisecond after it is kept only if its score was bumped
 // past it (logins of one user in one millisecond).
 func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, error) {
-	if s.cc != nil {
-		return s.clusterSupersede(ctx, sup)
-	}
+	keys, args := s.supersedeArgs(sup)
+	return s.dropping(ctx, "supersede", standaloneScripts.supersede, sup.Username, keys, args)
+}
+
+// RevokeID deletes username's session with id, and reports whether there
+// was one (revokeIDLua). The id does not tell which digest, so every
+// cached session of the user is read again.
+func (s *Store) RevokeID(ctx context.Context, username string, id tokens.SessionID) (bool, error) {
+	keys, args := s.revokeIDArgs(username, id)
+	n, err := s.dropping(ctx, "revoke session", standaloneScripts.revokeID, username, keys, args)
+	return n == 1, err
+}
+
+// dropping runs a user script that drops sessions and returns how many
+// token keys it deleted (its dropped). The user's cached sessions go
+// whatever the reply: refused here at once, they are read again.
+func (s *Store) dropping(ctx context.Context, op string, script *redis.Script, username string, keys []string, args []any) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	keys, args := s.supersedeArgs(sup)
-	n, err := s.runStandalone(ctx, standaloneScripts.supersede, keys, args).Int()
-	s.cache.forgetUser(sup.Username) // refused here at once, whatever the reply
+	n, err := s.run(ctx, script, keys, args).Int()
+	s.cache.forgetUser(username)
 	if err != nil {
-		return 0, unavailable("supersede", err)
+		return 0, unavailable(op, err)
 	}
 	return n, nil
 }
@@ -204,9 +249,6 @@ func (s *Store) Supersede(ctx context.Context, sup tokens.Supersession) (int, er
 // Import stores batch in pipelines of importBatch script calls
 // (importLua), each session atomically on its own.
 func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Time, dryRun bool) ([]tokens.ImportOutcome, error) {
-	if s.cc != nil {
-		return s.clusterImport(ctx, batch, now, dryRun)
-	}
 	if len(batch) == 0 {
 		return nil, nil
 	}
@@ -257,60 +299,18 @@ return out
 
 // List returns username's live sessions, newest first.
 func (s *Store) List(ctx context.Context, username string, now time.Time) ([]tokens.ListedSession, error) {
-	if s.cc != nil {
-		return s.clusterList(ctx, username, now)
-	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	rows, err := listScript.Run(ctx, s.client, []string{s.keys.index(username)}, s.tokenPrefix).Slice()
 	if err != nil {
 		return nil, unavailable("list", err)
 	}
-	out := make([]tokens.ListedSession, 0, len(rows))
-	for _, row := range rows {
-		ls, ok := parseListedSession(username, row)
-		if !ok {
-			return nil, unavailable("list", errCorruptSession)
-		}
-		if ls.ExpiresAt.IsZero() || ls.ExpiresAt.After(now) {
-			out = append(out, ls)
-		}
-	}
-	return out, nil
-}
-
-// RevokeID deletes username's session with id, and reports whether there was one.
-func (s *Store) RevokeID(ctx context.Context, username string, id tokens.SessionID) (bool, error) {
-	if s.cc != nil {
-		return s.clusterRevokeID(ctx, username, id)
-	}
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
-	keys, args := s.revokeIDArgs(username, id)
-	n, err := s.runStandalone(ctx, standaloneScripts.revokeID, keys, args).Int()
-	// Refused here at once: the id does not tell which digest, so every
-	// cached session of the user is read again.
-	s.cache.forgetUser(username)
-	if err != nil {
-		return false, unavailable("revoke session", err)
-	}
-	return n == 1, nil
+	return liveListed(username, rows, now)
 }
 
 // Ping reports whether Redis answers PING now.
 func (s *Store) Ping(ctx context.Context) error {
-	if s.cc != nil {
-		return s.clusterPing(ctx)
-	}
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	if err := s.client.Ping(ctx).Err(); err != nil {
-		// An error reply (WRONGPASS, NOAUTH, an out-of-range database) is
-		// Redis refusing this configuration; anything else, Redis out of reach.
-		if re := redis.Error(nil); errors.As(err, &re) {
-			return fmt.Errorf("redis ping: %w: %w", tokens.ErrRefused, err)
-		}
-		return unavailable("ping", err)
-	}
-	return nil
+	return pingError(s.client.Ping(ctx).Err())
 }
