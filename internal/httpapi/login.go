@@ -513,7 +513,7 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFa
 			if errors.Is(err, errInvalidCredentials) {
 				// As long as a wrong password takes: the time must not
 				// tell that the password was right.
-				holdFor(time.Duration(tc.users.Slowest().Took.Load()), time.Since(started))
+				users.HoldUntil(time.Duration(tc.users.Slowest().Took.Load()), time.Since(started))
 			}
 			if err == nil {
 				reply, err = attempt.issue(tc, u, stamp, true)
@@ -539,13 +539,6 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFa
 		}
 		attempt.finish(log, reply, err)
 	})
-}
-
-// holdFor sleeps until something that has taken took has taken target.
-func holdFor(target, took time.Duration) {
-	if rest := target - took; rest > 0 {
-		time.Sleep(rest)
-	}
 }
 
 // grant ends an attempt: unless err stopped it, a new token of u bound to

@@ -239,9 +239,11 @@ func (c *SlowestCheck) observe(d time.Duration) {
 	}
 }
 
-// holdUntil sleeps until a check that took d has taken target.
-func holdUntil(target, d time.Duration) {
-	if rest := target - d; rest > 0 {
+// HoldUntil sleeps until something that has taken took has taken target:
+// a failed check is held to what the slowest check costs (SlowestCheck),
+// so that its time does not tell why it failed.
+func HoldUntil(target, took time.Duration) {
+	if rest := target - took; rest > 0 {
 		time.Sleep(rest)
 	}
 }
@@ -496,7 +498,7 @@ func Authenticate(ctx context.Context, d Reader, username, pw string, verify fun
 	if usable && ok {
 		return u, true, nil
 	}
-	holdUntil(target, took)
+	HoldUntil(target, took)
 	return nil, false, nil
 }
 
