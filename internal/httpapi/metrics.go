@@ -134,19 +134,7 @@ func NewMetrics(src MetricsSources) *Metrics {
 		}
 		m.routes[route] = rm
 	}
-	for _, result := range []string{"ok", "skipped", "error"} {
-		m.rehashes.WithLabelValues(result)
-	}
-	for _, kind := range revocationKinds {
-		m.revocations.WithLabelValues(kind)
-	}
-	for _, step := range mfaSteps {
-		for _, o := range mfaOutcomes {
-			m.mfa.WithLabelValues(step, o)
-		}
-	}
-	m.reloads.WithLabelValues("ok")
-	m.reloads.WithLabelValues("error")
+	m.presetSeries()
 	b := buildinfo.Read()
 	reg.MustRegister(
 		m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload,
@@ -197,6 +185,25 @@ func NewMetrics(src MetricsSources) *Metrics {
 		}, func() float64 { n, _ := src.Store.Len(); return float64(n) }))
 	}
 	return m
+}
+
+// presetSeries makes every labelled series of the fixed label sets at
+// zero, once: a scrape shows them before their first event, and a rate
+// over them needs no special case for a series that appears.
+func (m *Metrics) presetSeries() {
+	for _, result := range []string{"ok", "skipped", "error"} {
+		m.rehashes.WithLabelValues(result)
+	}
+	for _, kind := range revocationKinds {
+		m.revocations.WithLabelValues(kind)
+	}
+	for _, step := range mfaSteps {
+		for _, o := range mfaOutcomes {
+			m.mfa.WithLabelValues(step, o)
+		}
+	}
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("error")
 }
 
 // outcomeCounters resolves the counter of every outcome.
@@ -278,17 +285,6 @@ func (m *Metrics) Reloaded(err error, now time.Time) {
 	if err != nil {
 		m.reloads.WithLabelValues("error").Inc()
 		return
-	}
-	for _, result := range []string{"ok", "skipped", "error"} {
-		m.rehashes.WithLabelValues(result)
-	}
-	for _, kind := range revocationKinds {
-		m.revocations.WithLabelValues(kind)
-	}
-	for _, step := range mfaSteps {
-		for _, o := range mfaOutcomes {
-			m.mfa.WithLabelValues(step, o)
-		}
 	}
 	m.reloads.WithLabelValues("ok").Inc()
 	m.lastGoodReload.Set(float64(now.Unix()))
