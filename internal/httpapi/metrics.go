@@ -81,6 +81,8 @@ type MetricsSources struct {
 	Admission *Admission
 }
 
+// NewMetrics makes the service's metrics, their label series at zero, and
+// registers them with the gauges read from src at scrape time.
 func NewMetrics(src MetricsSources) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
@@ -90,37 +92,38 @@ func NewMetrics(src MetricsSources) *Metrics {
 			Help:    "Time to serve a request, by route.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route"}),
-		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsvc_login_total", Help: "Login attempts by outcome.",
-		}, []string{"outcome"}),
-		passwords: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsvc_password_changes_total", Help: "Password changes (POST /api/auth/password/) by outcome.",
-		}, []string{"outcome"}),
-		mfa: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsvc_mfa_total", Help: "Second-factor steps by step (required, code, enrol, confirm, remove, recovery_codes) and outcome.",
-		}, []string{"step", "outcome"}),
-		mfaLockouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "authsvc_mfa_lockouts_total", Help: "Users whose second steps are refused after 100 consecutive wrong codes (each wrong code that made 100); authsvc user unlock lifts it.",
-		}),
-		infos: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsvc_info_total", Help: "Info requests by outcome.",
-		}, []string{"outcome"}),
-		tokensIssued: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "authsvc_tokens_issued_total", Help: "Tokens issued.",
-		}),
-		rehashes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsvc_rehashes_total", Help: "Rehashes on login of a hash outside the hash policy, by result (ok, skipped, error).",
-		}, []string{"result"}),
-		revocations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsvc_sessions_revoked_total", Help: "Sessions ended before their expiry, by kind.",
-		}, []string{"kind"}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsvc_users_reloads_total", Help: "Users file reloads by result.",
-		}, []string{"result"}),
+		logins:       counterVec("authsvc_login_total", "Login attempts by outcome.", "outcome"),
+		passwords:    counterVec("authsvc_password_changes_total", "Password changes (POST /api/auth/password/) by outcome.", "outcome"),
+		mfa:          counterVec("authsvc_mfa_total", "Second-factor steps by step (required, code, enrol, confirm, remove, recovery_codes) and outcome.", "step", "outcome"),
+		mfaLockouts:  counter("authsvc_mfa_lockouts_total", "Users whose second steps are refused after 100 consecutive wrong codes (each wrong code that made 100); authsvc user unlock lifts it."),
+		infos:        counterVec("authsvc_info_total", "Info requests by outcome.", "outcome"),
+		tokensIssued: counter("authsvc_tokens_issued_total", "Tokens issued."),
+		rehashes:     counterVec("authsvc_rehashes_total", "Rehashes on login of a hash outside the hash policy, by result (ok, skipped, error).", "result"),
+		revocations:  counterVec("authsvc_sessions_revoked_total", "Sessions ended before their expiry, by kind.", "kind"),
+		reloads:      counterVec("authsvc_users_reloads_total", "Users file reloads by result.", "result"),
 		lastGoodReload: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "authsvc_users_last_reload_success_timestamp_seconds", Help: "When the users file was last loaded successfully.",
 		}),
 	}
+	m.resolveRoutes()
+	m.presetSeries()
+	reg.MustRegister(m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload)
+	registerGauges(reg, src)
+	return m
+}
+
+// counterVec makes a counter with labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// counter makes a counter without labels.
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// resolveRoutes resolves every known route's series once (m.routes).
+func (m *Metrics) resolveRoutes() {
 	m.routes = make(map[string]*routeMetrics, len(metricRoutes))
 	for _, route := range metricRoutes {
 		rm := &routeMetrics{duration: m.requests.WithLabelValues(route)}
@@ -134,10 +137,13 @@ func NewMetrics(src MetricsSources) *Metrics {
 		}
 		m.routes[route] = rm
 	}
-	m.presetSeries()
+}
+
+// registerGauges registers the metrics read at scrape time: the build, the
+// users, the password checks, the runtime, and what the store can tell.
+func registerGauges(reg *prometheus.Registry, src MetricsSources) {
 	b := buildinfo.Read()
 	reg.MustRegister(
-		m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_build_info", Help: "Build information; always 1.",
 			ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
@@ -165,7 +171,13 @@ func NewMetrics(src MetricsSources) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	if c, ok := src.Store.(tokenCacheStats); ok { // stores that cache looked-up sessions (Redis)
+	registerStoreGauges(reg, src.Store)
+}
+
+// registerStoreGauges registers what store can tell cheaply: its token
+// cache (Redis), and how many sessions it holds (memory).
+func registerStoreGauges(reg *prometheus.Registry, store tokens.Store) {
+	if c, ok := store.(tokenCacheStats); ok { // stores that cache looked-up sessions (Redis)
 		stat := func(i int) func() float64 {
 			return func() float64 {
 				hits, misses, breaks, size := c.CacheStats()
@@ -179,12 +191,11 @@ func NewMetrics(src MetricsSources) *Metrics {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "authsvc_token_cache_entries", Help: "Sessions in this instance's token cache."}, stat(3)),
 		)
 	}
-	if _, ok := src.Store.Len(); ok { // stores that count their sessions cheaply
+	if _, ok := store.Len(); ok { // stores that count their sessions cheaply
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsvc_live_tokens", Help: "Sessions in the memory store, expired ones not yet swept included.",
-		}, func() float64 { n, _ := src.Store.Len(); return float64(n) }))
+		}, func() float64 { n, _ := store.Len(); return float64(n) }))
 	}
-	return m
 }
 
 // presetSeries makes every labelled series of the fixed label sets at
