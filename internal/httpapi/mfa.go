@@ -401,6 +401,21 @@ func (c *mfaCall) end(log *slog.Logger, m *Metrics, step string, err error, stat
 	encode(c.w, status, body)
 }
 
+// mfaStep serves a second-factor endpoint behind a token: startMFACall
+// (event and step name the audit line and the metric; required, the
+// body's fields), then serve, whose status and body (nil: none) or error
+// end the call.
+func mfaStep(log *slog.Logger, tc tokenCheck, guard *LoginGuard, event, step string, required []string, serve func(c *mfaCall) (status int, body any, err error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := startMFACall(w, r, log, tc, guard, event, step, required...)
+		if c == nil {
+			return
+		}
+		status, body, err := serve(c)
+		c.end(log, tc.metrics, step, err, status, body)
+	})
+}
+
 // handleTOTPEnrol starts enrolling an authenticator: the password, then a
 // new pending secret, which does nothing until confirmed and replaces a
 // pending one; 409 while an authenticator is active. A user who has a
@@ -409,13 +424,8 @@ func (c *mfaCall) end(log *slog.Logger, m *Metrics, step string, err error, stat
 // is ever replaced on the strength of the password alone, and confirming
 // replaces the recovery codes and ends the user's other tokens.
 func handleTOTPEnrol(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		const step = "enrol"
-		c := startMFACall(w, r, log, tc, guard, "mfa enrol", step, "password")
-		if c == nil {
-			return
-		}
-		ctx, username := r.Context(), c.p.user.Username()
+	return mfaStep(log, tc, guard, "mfa enrol", "enrol", []string{"password"}, func(c *mfaCall) (int, any, error) {
+		ctx, username := c.r.Context(), c.p.user.Username()
 		var err error
 		if sf.config.Keys.Current().IsZero() {
 			log.WarnContext(ctx, "enrolment refused: serve has no secret key (--secret-key-file)")
@@ -449,7 +459,7 @@ func handleTOTPEnrol(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf seco
 		if err == nil {
 			reply, err = sf.enrol(ctx, username, coded)
 		}
-		c.end(log, tc.metrics, step, err, http.StatusOK, reply)
+		return http.StatusOK, reply, err
 	})
 }
 
@@ -498,13 +508,8 @@ func (sf secondFactors) enrol(ctx context.Context, username string, coded bool) 
 // handleTOTPConfirm activates the pending authenticator with a code of it,
 // gives ten recovery codes, and ends every other token of the user.
 func handleTOTPConfirm(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		const step = "confirm"
-		c := startMFACall(w, r, log, tc, guard, "mfa confirm", step, "code")
-		if c == nil {
-			return
-		}
-		ctx, username := r.Context(), c.p.user.Username()
+	return mfaStep(log, tc, guard, "mfa confirm", "confirm", []string{"code"}, func(c *mfaCall) (int, any, error) {
+		ctx, username := c.r.Context(), c.p.user.Username()
 		f, err := tc.users.Factors(ctx, username)
 		if err == nil && (f == nil || f.PendingTOTP == nil) {
 			err = invalidRequest("No authenticator enrolment is pending; start one with POST /api/auth/mfa/totp/.")
@@ -541,53 +546,43 @@ func handleTOTPConfirm(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf se
 				return x.SetRecoveryCodes(sf.config.Keys.Current(), codes)
 			})
 		}
-		c.end(log, tc.metrics, step, err, http.StatusOK, recoveryCodesReply{RecoveryCodes: codes})
+		return http.StatusOK, recoveryCodesReply{RecoveryCodes: codes}, err
 	})
 }
 
 // handleTOTPRemove removes the authenticator and the recovery codes, with
 // the password and a code, and ends every other token of the user.
 func handleTOTPRemove(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		const step = "remove"
-		c := startMFACall(w, r, log, tc, guard, "mfa remove", step, "password", "code")
-		if c == nil {
-			return
-		}
+	return mfaStep(log, tc, guard, "mfa remove", "remove", []string{"password", "code"}, func(c *mfaCall) (int, any, error) {
 		err := sf.passwordAndCode(c)
 		if err == nil {
-			err = sf.changeFactors(r.Context(), tc, c.p, func(x *users.Factors) error {
+			err = sf.changeFactors(c.r.Context(), tc, c.p, func(x *users.Factors) error {
 				*x = users.Factors{}
 				return nil
 			})
 		}
-		c.end(log, tc.metrics, step, err, http.StatusNoContent, nil)
+		return http.StatusNoContent, nil, err
 	})
 }
 
 // handleRecoveryCodes replaces the recovery codes, with the password and a
 // code: the old ones are dead.
 func handleRecoveryCodes(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		const step = "recovery_codes"
-		c := startMFACall(w, r, log, tc, guard, "mfa recovery codes", step, "password", "code")
-		if c == nil {
-			return
-		}
+	return mfaStep(log, tc, guard, "mfa recovery codes", "recovery_codes", []string{"password", "code"}, func(c *mfaCall) (int, any, error) {
 		err := sf.passwordAndCode(c)
 		var codes []string
 		if err == nil {
 			codes, err = mfa.NewRecoveryCodes(mfa.RecoveryCodes)
 		}
 		if err == nil {
-			err = tc.users.Update(r.Context(), c.p.user.Username(), func(x *users.User) error {
+			err = tc.users.Update(c.r.Context(), c.p.user.Username(), func(x *users.User) error {
 				if !x.HasSecondFactor() {
 					return errNoSecondFactor
 				}
 				return x.MFA.SetRecoveryCodes(sf.config.Keys.Current(), codes)
 			})
 		}
-		c.end(log, tc.metrics, step, err, http.StatusOK, recoveryCodesReply{RecoveryCodes: codes})
+		return http.StatusOK, recoveryCodesReply{RecoveryCodes: codes}, err
 	})
 }
 
