@@ -44,11 +44,7 @@ type sessionsReply struct {
 // admins, of the user ?username= names; current marks the presenting token.
 func handleSessions(log *slog.Logger, tc tokenCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := tc.authenticate(r)
-		var target *users.Account
-		if err == nil {
-			target, err = tc.target(r, p)
-		}
+		p, target, err := tc.authenticateTarget(r)
 		var listed []tokens.ListedSession
 		if err == nil {
 			listed, err = tc.store.List(r.Context(), target.Username(), tc.now())
@@ -86,11 +82,7 @@ func handleSessions(log *slog.Logger, tc tokenCheck) http.Handler {
 // has that id. An admin ending another user's session gets an audit line.
 func handleRevokeSession(log *slog.Logger, tc tokenCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := tc.authenticate(r)
-		var target *users.Account
-		if err == nil {
-			target, err = tc.target(r, p)
-		}
+		p, target, err := tc.authenticateTarget(r)
 		var id tokens.SessionID
 		if err == nil {
 			if id, err = tokens.ParseSessionID(r.PathValue("id")); err != nil {

@@ -151,6 +151,17 @@ func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
 	return principal{digest: digest, session: sess, user: u}, nil
 }
 
+// authenticateTarget authenticates the request's token (authenticate)
+// and returns its principal and the user the request is about (target).
+func (c tokenCheck) authenticateTarget(r *http.Request) (principal, *users.Account, error) {
+	p, err := c.authenticate(r)
+	if err != nil {
+		return p, nil, err
+	}
+	target, err := c.target(r, p)
+	return p, target, err
+}
+
 // target returns the user a request's ?username= names, with info's rules:
 // the principal's own user when absent or their own name; another user for
 // admins (not_found if none); permission_denied for others, whether or not
