@@ -111,21 +111,14 @@ func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
 		return principal{}, errInvalidToken
 	}
 	now := c.now()
-	sess, err := c.store.Lookup(r.Context(), digest, now)
-	switch {
-	case errors.Is(err, tokens.ErrNotFound):
-		return principal{}, errInvalidToken
-	case err != nil:
+	sess, err := c.lookup(r.Context(), digest, now)
+	if err != nil {
 		return principal{}, err
 	}
 	if c.policy.idleExpired(sess, now) {
 		// A store's cache may hold a last use that another instance has
 		// since moved: the token dies only on what the store itself says.
-		sess, err = c.store.Lookup(tokens.WithFresh(r.Context()), digest, now)
-		switch {
-		case errors.Is(err, tokens.ErrNotFound):
-			return principal{}, errInvalidToken
-		case err != nil:
+		if sess, err = c.lookup(tokens.WithFresh(r.Context()), digest, now); err != nil {
 			return principal{}, err
 		}
 		if c.policy.idleExpired(sess, now) {
@@ -149,6 +142,16 @@ func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
 		c.store.Touch(r.Context(), digest, now)
 	}
 	return principal{digest: digest, session: sess, user: u}, nil
+}
+
+// lookup returns the session of digest at now: errInvalidToken when the
+// store has none, a store error when it cannot say.
+func (c tokenCheck) lookup(ctx context.Context, digest tokens.Digest, now time.Time) (tokens.Session, error) {
+	sess, err := c.store.Lookup(ctx, digest, now)
+	if errors.Is(err, tokens.ErrNotFound) {
+		return tokens.Session{}, errInvalidToken
+	}
+	return sess, err
 }
 
 // authenticateTarget authenticates the request's token (authenticate)
