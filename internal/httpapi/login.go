@@ -430,11 +430,10 @@ func decodeLogin(body []byte) (LoginRequest, error) {
 	if err := decodeObject(body, &req); err != nil {
 		return LoginRequest{}, err
 	}
+	if err := missingField(bodyField{"username", req.Username}, bodyField{"password", req.Password}); err != nil {
+		return LoginRequest{}, err
+	}
 	switch {
-	case req.Username == "":
-		return LoginRequest{}, invalidRequest("username is required.")
-	case req.Password == "":
-		return LoginRequest{}, invalidRequest("password is required.")
 	case utf8.RuneCountInString(req.Username) > users.MaxUsernameLen:
 		return LoginRequest{}, invalidRequest("username is longer than 150 characters.")
 	case len(req.Password) > password.MaxLen:
@@ -445,6 +444,31 @@ func decodeLogin(body []byte) (LoginRequest, error) {
 	// API.md: every request's username is matched, and throttled, in its NFKC form.
 	req.Username = users.NormalizeUsername(req.Username)
 	return req, nil
+}
+
+// A bodyField is a string field of a request body, by its JSON name.
+type bodyField struct{ name, value string }
+
+// missingField returns 400 invalid_request naming the first of fields
+// that is empty, or nil.
+func missingField(fields ...bodyField) error {
+	for _, f := range fields {
+		if f.value == "" {
+			return invalidRequest(f.name + " is required.")
+		}
+	}
+	return nil
+}
+
+// passwordTooLong returns 400 invalid_request naming the first of fields
+// longer than a password may be (password.MaxLen bytes), or nil.
+func passwordTooLong(fields ...bodyField) error {
+	for _, f := range fields {
+		if len(f.value) > password.MaxLen {
+			return invalidRequest(f.name + " is longer than 1024 bytes.")
+		}
+	}
+	return nil
 }
 
 // readLoginBody checks the media type and reads the body within its limit.

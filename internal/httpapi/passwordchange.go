@@ -23,15 +23,12 @@ func decodePasswordChange(body []byte) (PasswordRequest, error) {
 	if err := decodeObject(body, &req); err != nil {
 		return PasswordRequest{}, err
 	}
-	switch {
-	case req.CurrentPassword == "":
-		return PasswordRequest{}, invalidRequest("current_password is required.")
-	case req.NewPassword == "":
-		return PasswordRequest{}, invalidRequest("new_password is required.")
-	case len(req.CurrentPassword) > password.MaxLen:
-		return PasswordRequest{}, invalidRequest("current_password is longer than 1024 bytes.")
-	case len(req.NewPassword) > password.MaxLen:
-		return PasswordRequest{}, invalidRequest("new_password is longer than 1024 bytes.")
+	fields := []bodyField{{"current_password", req.CurrentPassword}, {"new_password", req.NewPassword}}
+	if err := missingField(fields...); err != nil {
+		return PasswordRequest{}, err
+	}
+	if err := passwordTooLong(fields...); err != nil {
+		return PasswordRequest{}, err
 	}
 	return req, nil
 }
