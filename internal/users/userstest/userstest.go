@@ -68,6 +68,32 @@ func Run(t *testing.T, factory Factory) {
 	}
 }
 
+// withAlice opens a handle on a fresh backing and adds alice.
+func (fx fixture) withAlice(t *testing.T) users.Directory {
+	t.Helper()
+	d := fx.factory(t)()
+	if err := d.Add(context.Background(), fx.alice); err != nil {
+		t.Fatalf("Add(alice) = %v", err)
+	}
+	return d
+}
+
+// aliceOnTwo opens two handles on a fresh backing, adds alice on a, and
+// reloads b, which then knows her.
+func (fx fixture) aliceOnTwo(t *testing.T) (a, b users.Directory) {
+	t.Helper()
+	open := fx.factory(t)
+	a, b = open(), open()
+	ctx := context.Background()
+	if err := a.Add(ctx, fx.alice); err != nil {
+		t.Fatalf("Add(alice) = %v", err)
+	}
+	if err := b.Reload(ctx); err != nil {
+		t.Fatalf("Reload() = %v", err)
+	}
+	return a, b
+}
+
 // testEmpty: an empty directory finds no one, yet has a hash to compare
 // unknown users against, answers Ping and names its backing.
 func testEmpty(t *testing.T, fx fixture) {
@@ -93,11 +119,8 @@ func testEmpty(t *testing.T, fx fixture) {
 // testBootstrap: Bootstrap adds no admin to a directory that has users.
 func testBootstrap(t *testing.T, fx fixture) {
 	ctx := context.Background()
-	alice, hash := fx.alice, fx.hash
-	d := fx.factory(t)()
-	if err := d.Add(ctx, alice); err != nil {
-		t.Fatalf("Add(alice) = %v", err)
-	}
+	hash := fx.hash
+	d := fx.withAlice(t)
 	admin := users.User{Username: "admin", PasswordHash: hash, Groups: []string{}, Admin: true}
 	if added, err := d.Bootstrap(ctx, admin); added || err != nil {
 		t.Errorf("Bootstrap(admin) of a directory with alice = %v, %v; want false, nil", added, err)
@@ -115,10 +138,7 @@ func testBootstrap(t *testing.T, fx fixture) {
 func testAddLookUpList(t *testing.T, fx fixture) {
 	ctx := context.Background()
 	alice, hash := fx.alice, fx.hash
-	d := fx.factory(t)()
-	if err := d.Add(ctx, alice); err != nil {
-		t.Fatalf("Add(alice) = %v", err)
-	}
+	d := fx.withAlice(t)
 	u, err := d.Lookup(ctx, "alice")
 	if err != nil {
 		t.Fatalf("Lookup(alice) after Add = %v; want the user", err)
@@ -142,10 +162,7 @@ func testAddLookUpList(t *testing.T, fx fixture) {
 func testAddAll(t *testing.T, fx fixture) {
 	ctx := context.Background()
 	alice := fx.alice
-	d := fx.factory(t)()
-	if err := d.Add(ctx, alice); err != nil {
-		t.Fatal(err)
-	}
+	d := fx.withAlice(t)
 	bob, carol := alice, alice
 	bob.Username, carol.Username = "bob", "carol"
 	existing, err := d.AddAll(ctx, []users.User{bob, alice, carol})
@@ -161,11 +178,7 @@ func testAddAll(t *testing.T, fx fixture) {
 // Delete removes the user; neither finds a user who is not there.
 func testUpdateDelete(t *testing.T, fx fixture) {
 	ctx := context.Background()
-	alice := fx.alice
-	d := fx.factory(t)()
-	if err := d.Add(ctx, alice); err != nil {
-		t.Fatal(err)
-	}
+	d := fx.withAlice(t)
 	if err := d.Update(ctx, "alice", func(u *users.User) error { u.Disabled = true; return nil }); err != nil {
 		t.Fatalf("Update(alice) = %v", err)
 	}
@@ -249,11 +262,7 @@ func testUpdateAll(t *testing.T, fx fixture) {
 // UpdateAll of nothing does nothing.
 func testUpdateAllFailing(t *testing.T, fx fixture) {
 	ctx := context.Background()
-	alice := fx.alice
-	d := fx.factory(t)()
-	if err := d.Add(ctx, alice); err != nil {
-		t.Fatal(err)
-	}
+	d := fx.withAlice(t)
 	refused := errors.New("refused")
 	failed, err := d.UpdateAll(ctx, map[string]func(*users.User) error{
 		"alice": func(u *users.User) error { u.Disabled = true; return refused },
@@ -340,11 +349,7 @@ func testUpdateAllKillsTokens(t *testing.T, fx fixture) {
 // testUnlockKept: FailuresAfter, an unlock's time, is kept to the microsecond.
 func testUnlockKept(t *testing.T, fx fixture) {
 	ctx := context.Background()
-	alice := fx.alice
-	d := fx.factory(t)()
-	if err := d.Add(ctx, alice); err != nil {
-		t.Fatal(err)
-	}
+	d := fx.withAlice(t)
 	if u, err := d.Lookup(ctx, "alice"); err != nil || !u.FailuresAfter().IsZero() {
 		t.Fatalf("Lookup(alice).FailuresAfter() of a new user = %v, %v; want zero", u, err)
 	}
@@ -586,10 +591,7 @@ func testFactorKeys(t *testing.T, fx fixture) {
 func testCutoffOutlivesUser(t *testing.T, fx fixture) {
 	ctx := context.Background()
 	alice := fx.alice
-	d := fx.factory(t)()
-	if err := d.Add(ctx, alice); err != nil {
-		t.Fatal(err)
-	}
+	d := fx.withAlice(t)
 	issued := time.Now() // a token of alice's
 	if err := d.Delete(ctx, "alice"); err != nil {
 		t.Fatal(err)
@@ -620,15 +622,7 @@ func testCutoffOutlivesUser(t *testing.T, fx fixture) {
 // testReloadSeesWrites: another handle finds a user added once it reloads.
 func testReloadSeesWrites(t *testing.T, fx fixture) {
 	ctx := context.Background()
-	alice := fx.alice
-	open := fx.factory(t)
-	a, b := open(), open()
-	if err := a.Add(ctx, alice); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Reload(ctx); err != nil {
-		t.Fatalf("Reload() = %v", err)
-	}
+	_, b := fx.aliceOnTwo(t)
 	if _, err := b.Lookup(ctx, "alice"); err != nil {
 		t.Errorf("Lookup(alice) on another handle after Reload = %v; want the user", err)
 	}
@@ -638,15 +632,7 @@ func testReloadSeesWrites(t *testing.T, fx fixture) {
 // write, not its copy.
 func testRecheck(t *testing.T, fx fixture) {
 	ctx := context.Background()
-	alice := fx.alice
-	open := fx.factory(t)
-	a, b := open(), open()
-	if err := a.Add(ctx, alice); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Reload(ctx); err != nil {
-		t.Fatal(err)
-	}
+	a, b := fx.aliceOnTwo(t)
 	if _, err := b.Lookup(ctx, "alice"); err != nil {
 		t.Fatalf("Lookup(alice) on another handle after Reload = %v; want the user", err)
 	}
@@ -750,11 +736,7 @@ func testConcurrentWriters(t *testing.T, fx fixture) {
 // testAuthenticate: users.Authenticate matches a right password only.
 func testAuthenticate(t *testing.T, fx fixture) {
 	ctx := context.Background()
-	alice := fx.alice
-	d := fx.factory(t)()
-	if err := d.Add(ctx, alice); err != nil {
-		t.Fatal(err)
-	}
+	d := fx.withAlice(t)
 	compare := passwordtest.Verify
 	for _, tt := range []struct {
 		username, password string
