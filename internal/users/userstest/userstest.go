@@ -712,13 +712,11 @@ func testConcurrentWriters(t *testing.T, fx fixture) {
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for i := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			u := alice
 			u.Username = fmt.Sprintf("user%d", i)
 			errs <- open().Add(ctx, u)
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
