@@ -208,25 +208,46 @@ func (d Driver) ParallelCodes(n int, username string, at time.Duration) int {
 // OneAddr is an addr function for parallel: always 192.0.2.1.
 func OneAddr(int) string { return "192.0.2.1" }
 
+// Names and addresses the cases use.
+const alice, home, attacker = "alice", "192.0.2.1", "203.0.113.66"
+
+// A throttleCase is one of Run's cases: run drives a throttle made with cfg.
+type throttleCase struct {
+	name string
+	cfg  throttle.Config
+	run  func(d Driver)
+}
+
 // Run checks that the throttles newThrottle makes keep
 // throttle's rules (see the throttle package) with its Retry-After values: every
 // implementation of Throttle runs these cases unchanged.
 func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) throttle.Throttle) {
-	const alice, home, attacker = "alice", "192.0.2.1", "203.0.113.66"
-	const w = 15 * time.Minute
-	fast := throttle.Config{AddrRate: FastAddrs, AddrBurst: FastBurst}
-	with := func(c throttle.Config) throttle.Config { // c with the fast addresses unless it sets its own
-		if c.AddrRate == 0 {
-			c.AddrRate, c.AddrBurst = FastAddrs, FastBurst
+	for _, cases := range [][]throttleCase{
+		lockoutCases(), pairCases(), userCases(), codeLockCases(), windowCases(),
+		addressCases(), reserveCases(), inFlightCases(), explainCases(), guessCases(),
+	} {
+		for _, tt := range cases {
+			t.Run(tt.name, func(t *testing.T) {
+				tt.run(Driver{T: t, Throttle: newLoginThrottle(t, tt.cfg)})
+			})
 		}
-		return c
 	}
-	for _, tt := range []struct {
-		name string
-		cfg  throttle.Config
-		run  func(d Driver)
-	}{
-		// The pair: PairFailures free attempts, then backoff.
+}
+
+// with returns c with the fast addresses (FastAddrs, FastBurst) unless it
+// sets its own.
+func with(c throttle.Config) throttle.Config {
+	if c.AddrRate == 0 {
+		c.AddrRate, c.AddrBurst = FastAddrs, FastBurst
+	}
+	return c
+}
+
+// lockoutCases: the pair: PairFailures free attempts, then a backoff that
+// doubles to its cap.
+func lockoutCases() []throttleCase {
+	fast := with(throttle.Config{})
+	return []throttleCase{
 		{"pair lockout at default 5", fast, func(d Driver) {
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
@@ -263,6 +284,13 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			}
 			d.Reserve(alice, home, 0, time.Minute, false)
 		}},
+	}
+}
+
+// pairCases: the pair: a success clears it, and each pair is apart.
+func pairCases() []throttleCase {
+	fast := with(throttle.Config{})
+	return []throttleCase{
 		{"success clears the pair", fast, func(d Driver) {
 			for range 6 {
 				d.Fail(alice, home, 0)
@@ -298,8 +326,13 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			d.Reserve(alice, home, 0, 0, true)                   // alice from home: below the user ceiling
 			d.Reserve("bob", attacker, 0, 0, true)               // another user from the attacker's address
 		}},
+	}
+}
 
-		// The user: a ceiling over all addresses.
+// userCases: the user: a ceiling over all addresses.
+func userCases() []throttleCase {
+	const w = 15 * time.Minute // the window
+	return []throttleCase{
 		{"user ceiling across addresses", with(throttle.Config{UserFailures: 10}), func(d Driver) {
 			last := 9 * time.Second
 			for i := range 10 {
@@ -325,9 +358,15 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			d.Fail(alice, attacker, time.Second)
 			d.Reserve(alice, home, time.Second, w, false)
 		}},
+	}
+}
 
-		// The code lock: 100 consecutive wrong codes per user, whatever
-		// the limits, until a right code or an unlock; no window.
+// codeLockCases: the code lock: 100 consecutive wrong codes per user,
+// whatever the limits, until a right code or an unlock; no window.
+func codeLockCases() []throttleCase {
+	fast := with(throttle.Config{})
+	const w = 15 * time.Minute // the window
+	return []throttleCase{
 		{"code lock at 100, whatever UserFailures says", with(throttle.Config{UserFailures: 3}), func(d Driver) {
 			var never time.Time
 			d.WrongCodes(throttle.MaxCodeFailures, alice, never, 0, 1)
@@ -373,8 +412,14 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			}
 			d.ReserveCode(alice, time.Time{}, 0, 0, false)
 		}},
+	}
+}
 
-		// The window.
+// windowCases: the window.
+func windowCases() []throttleCase {
+	fast := with(throttle.Config{})
+	const w = 15 * time.Minute // the window
+	return []throttleCase{
 		{"a quiet window forgets", fast, func(d Driver) {
 			for range 5 {
 				d.Fail(alice, home, 0)
@@ -421,8 +466,12 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			}
 			d.Wait(alice, home, w)
 		}},
+	}
+}
 
-		// The address: a bucket of failures.
+// addressCases: the address: a bucket of failures.
+func addressCases() []throttleCase {
+	return []throttleCase{
 		{"address failures: burst then rate", throttle.Config{}, func(d Driver) {
 			for i := range 10 {
 				d.Reserve(fmt.Sprint("user", i), home, 0, 0, true)
@@ -484,8 +533,14 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			d.Reserve(alice, home, 0, 8*time.Second, false)
 			d.Reserve("bob", home, 0, 4*time.Second, false)
 		}},
+	}
+}
 
-		// Reserve before compare: the places are taken before any password check.
+// reserveCases: reserve before compare: the places are taken before any
+// password check.
+func reserveCases() []throttleCase {
+	fast := with(throttle.Config{})
+	return []throttleCase{
 		{"reserve before compare: pair", fast, func(d Driver) {
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
@@ -542,10 +597,16 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 				d.T.Errorf("50 concurrent reservations after the backoff: %d admitted; want 1", got)
 			}
 		}},
+	}
+}
 
-		// Attempts in flight are not failures: an attempt over a limit
-		// only because of them waits, and is then decided on the failures
-		// they leave.
+// inFlightCases: attempts in flight are not failures: an attempt over a limit
+// only because of them waits, and is then decided on the failures they
+// leave.
+func inFlightCases() []throttleCase {
+	fast := with(throttle.Config{})
+	const w = 15 * time.Minute // the window
+	return []throttleCase{
 		{"in flight at the pair's limit: wait, then the settled failures decide", fast, func(d Driver) {
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
@@ -605,8 +666,15 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			d.Fail("bob", home, 0)                        // the address's bucket is empty
 			d.Reserve(alice, home, 0, time.Second, false) // refused by the bucket, not told to wait
 		}},
+	}
+}
 
-		// Explain: which limits refuse, for the audit line; it changes nothing.
+// explainCases: Explain: which limits refuse, for the audit line; it changes
+// nothing.
+func explainCases() []throttleCase {
+	fast := with(throttle.Config{})
+	const w = 15 * time.Minute // the window
+	return []throttleCase{
 		{"explain names the pair", fast, func(d Driver) {
 			for range 4 {
 				d.Fail(alice, home, 0)
@@ -667,6 +735,14 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 			d.Explain(alice+"\x00unlocked 1767225600000000000", home, 0, throttle.LimitClient)
 			d.Explain(alice+"\x00unlocked 1767225600000000000", attacker, 0, 0)
 		}},
+	}
+}
+
+// guessCases: wrong passwords sent at once, as logins send them: no more
+// password checks than the limits let through.
+func guessCases() []throttleCase {
+	fast := with(throttle.Config{})
+	return []throttleCase{
 		{"parallel wrong passwords: no more checks than the limit", fast, func(d Driver) {
 			if checked, refused := d.Guesses(20, alice, OneAddr, 0); checked != 5 || refused != 15 {
 				d.T.Errorf("20 parallel wrong passwords at a limit of 5 = %d checked, %d refused; want 5, 15", checked, refused)
@@ -677,10 +753,6 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 				d.T.Errorf("20 parallel wrong passwords from 20 addresses at a ceiling of 3 = %d checked, %d refused; want 3, 17", checked, refused)
 			}
 		}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.run(Driver{T: t, Throttle: newLoginThrottle(t, tt.cfg)})
-		})
 	}
 }
 
@@ -688,7 +760,6 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 // expects each of waits (in seconds) in turn, failing once after each.
 func backoffCase(pairFailures int, waits ...time.Duration) func(d Driver) {
 	return func(d Driver) {
-		const alice, home = "alice", "192.0.2.1"
 		var now time.Duration
 		for range pairFailures {
 			d.Fail(alice, home, now)
