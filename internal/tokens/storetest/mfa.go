@@ -25,6 +25,19 @@ func MustPutChallenge(t *testing.T, st tokens.Store, c tokens.Challenge, now tim
 	return d
 }
 
+// aliceChallenge is alice's challenge of a login at now: five minutes
+// and challengeAttempts attempts.
+func aliceChallenge(now time.Time) tokens.Challenge {
+	return tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+}
+
+// putTwice puts c at now under two fresh digests: d, which the test
+// works on, and other, which what it does must leave alone.
+func putTwice(t *testing.T, st tokens.Store, c tokens.Challenge, now time.Time) (d, other tokens.Digest) {
+	t.Helper()
+	return MustPutChallenge(t, st, c, now), MustPutChallenge(t, st, c, now)
+}
+
 // WantChallenge takes one attempt of d's challenge at now and checks that
 // it stands for want, with left attempts left after it.
 func WantChallenge(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time, want tokens.Challenge, left int) {
@@ -87,9 +100,8 @@ func testChallengeRoundTrip(t *testing.T, st tokens.Store) {
 // down, and then none.
 func testChallengeAttempts(t *testing.T, st tokens.Store) {
 	now := time.Now()
-	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
-	d := MustPutChallenge(t, st, c, now)
-	other := MustPutChallenge(t, st, c, now)
+	c := aliceChallenge(now)
+	d, other := putTwice(t, st, c, now)
 	for i := range challengeAttempts {
 		WantChallenge(t, st, d, now, c, challengeAttempts-1-i)
 	}
@@ -105,7 +117,7 @@ func testChallengeAttemptsParallel(t *testing.T, st tokens.Store) {
 	const parallel = 20
 	now := time.Now()
 	for round := range 5 {
-		d := MustPutChallenge(t, st, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}, now)
+		d := MustPutChallenge(t, st, aliceChallenge(now), now)
 		var succeeded atomic.Int32
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -133,7 +145,7 @@ func testChallengeAttemptsParallel(t *testing.T, st tokens.Store) {
 // challenge whose ExpiresAt <= now is gone.
 func testChallengeExpiryByNow(t *testing.T, st tokens.Store) {
 	now := time.Now().Truncate(time.Millisecond)
-	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	c := aliceChallenge(now)
 	d := MustPutChallenge(t, st, c, now)
 	WantChallenge(t, st, d, c.ExpiresAt.Add(-time.Millisecond), c, challengeAttempts-1)
 	WantNoChallenge(t, st, d, c.ExpiresAt)
@@ -166,9 +178,8 @@ func testChallengeExpiryRealTime(t *testing.T, st tokens.Store) {
 func testSpendChallenge(t *testing.T, st tokens.Store) {
 	ctx := context.Background()
 	now := time.Now()
-	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
-	d := MustPutChallenge(t, st, c, now)
-	other := MustPutChallenge(t, st, c, now)
+	c := aliceChallenge(now)
+	d, other := putTwice(t, st, c, now)
 	WantChallenge(t, st, d, now, c, challengeAttempts-1)
 	if err := st.SpendChallenge(ctx, d); err != nil {
 		t.Fatalf("SpendChallenge(%x) = %v; want nil", d[:4], err)
@@ -207,9 +218,8 @@ func unclaim(t *testing.T, st tokens.Store, d tokens.Digest) {
 func testClaimChallenge(t *testing.T, st tokens.Store) {
 	ctx := context.Background()
 	now := time.Now()
-	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
-	d := MustPutChallenge(t, st, c, now)
-	other := MustPutChallenge(t, st, c, now)
+	c := aliceChallenge(now)
+	d, other := putTwice(t, st, c, now)
 	WantChallenge(t, st, d, now, c, challengeAttempts-1)
 	if !claim(t, st, d, now) {
 		t.Fatalf("ClaimChallenge(%x) = false; want true: the first claim", d[:4])
@@ -261,7 +271,7 @@ func testClaimChallenge(t *testing.T, st tokens.Store) {
 func testClaimChallengeEnds(t *testing.T, st tokens.Store) {
 	ctx := context.Background()
 	now := time.Now()
-	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	c := aliceChallenge(now)
 	for _, end := range []struct {
 		name string
 		do   func()
@@ -294,7 +304,7 @@ func testClaimChallengeParallel(t *testing.T, st tokens.Store) {
 	const parallel = 20
 	now := time.Now()
 	for round := range 5 {
-		d := MustPutChallenge(t, st, tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}, now)
+		d := MustPutChallenge(t, st, aliceChallenge(now), now)
 		var tried, claimed atomic.Int32
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -333,7 +343,7 @@ func testPutChallengeSuperseded(t *testing.T, st tokens.Store) {
 	ctx := context.Background()
 	now := time.Now()
 	supersede(t, st, "alice", 2, now.Add(-time.Minute), time.Time{})
-	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	c := aliceChallenge(now)
 	_, d := tokens.New()
 	if err := st.PutChallenge(ctx, d, c, now); !errors.Is(err, tokens.ErrSuperseded) {
 		t.Fatalf("PutChallenge(alice, stamp 1) after Supersede(stamp 2) = %v; want %v", err, tokens.ErrSuperseded)
@@ -361,7 +371,7 @@ func testPutChallengeSuperseded(t *testing.T, st tokens.Store) {
 func testChallengeNotSession(t *testing.T, st tokens.Store) {
 	ctx := context.Background()
 	now := time.Now()
-	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	c := aliceChallenge(now)
 	dc := MustPutChallenge(t, st, c, now)
 	WantNotFound(t, st, dc, now)
 	if listed, err := st.List(ctx, "alice", now); err != nil || len(listed) != 0 {
@@ -420,7 +430,7 @@ func testChallengeSupersede(t *testing.T, st tokens.Store) {
 func testChallengeRevokeUser(t *testing.T, st tokens.Store) {
 	ctx := context.Background()
 	now := time.Now()
-	c := tokens.Challenge{Username: "alice", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
+	c := aliceChallenge(now)
 	bob := tokens.Challenge{Username: "bob", Stamp: 1, ExpiresAt: now.Add(5 * time.Minute), Attempts: challengeAttempts}
 	mine := []tokens.Digest{MustPutChallenge(t, st, c, now), MustPutChallenge(t, st, c, now)}
 	MustIssue(t, st, tokens.Session{Username: "alice", Stamp: 1}, 0, now)
