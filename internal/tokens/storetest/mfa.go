@@ -110,6 +110,21 @@ func testChallengeAttempts(t *testing.T, st tokens.Store) {
 	WantChallenge(t, st, other, now, c, challengeAttempts-1) // attempts are the challenge's own
 }
 
+// atOnce calls f(0) … f(n-1) on n goroutines released together, so that
+// they race as requests on n instances would, and waits for them all.
+func atOnce(n int, f func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
 // testChallengeAttemptsParallel: of many attempts at once (on other
 // instances, as far as the store can tell), exactly the challenge's
 // attempts succeed.
@@ -119,22 +134,15 @@ func testChallengeAttemptsParallel(t *testing.T, st tokens.Store) {
 	for round := range 5 {
 		d := MustPutChallenge(t, st, aliceChallenge(now), now)
 		var succeeded atomic.Int32
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for range parallel {
-			wg.Go(func() {
-				<-start
-				_, err := st.TryChallenge(context.Background(), d, now)
-				switch {
-				case err == nil:
-					succeeded.Add(1)
-				case !errors.Is(err, tokens.ErrNotFound):
-					t.Errorf("TryChallenge = %v; want a challenge or %v", err, tokens.ErrNotFound)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+		atOnce(parallel, func(int) {
+			_, err := st.TryChallenge(context.Background(), d, now)
+			switch {
+			case err == nil:
+				succeeded.Add(1)
+			case !errors.Is(err, tokens.ErrNotFound):
+				t.Errorf("TryChallenge = %v; want a challenge or %v", err, tokens.ErrNotFound)
+			}
+		})
 		if n := succeeded.Load(); n != challengeAttempts {
 			t.Fatalf("round %d: %d parallel TryChallenge succeeded %d times; want %d", round, parallel, n, challengeAttempts)
 		}
@@ -306,29 +314,22 @@ func testClaimChallengeParallel(t *testing.T, st tokens.Store) {
 	for round := range 5 {
 		d := MustPutChallenge(t, st, aliceChallenge(now), now)
 		var tried, claimed atomic.Int32
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range parallel {
-			wg.Go(func() {
-				<-start
-				if i < challengeAttempts { // these take an attempt first, as the second step does
-					if _, err := st.TryChallenge(context.Background(), d, now); err == nil {
-						tried.Add(1)
-					} else if !errors.Is(err, tokens.ErrNotFound) {
-						t.Errorf("TryChallenge = %v; want a challenge or %v", err, tokens.ErrNotFound)
-					}
+		atOnce(parallel, func(i int) {
+			if i < challengeAttempts { // these take an attempt first, as the second step does
+				if _, err := st.TryChallenge(context.Background(), d, now); err == nil {
+					tried.Add(1)
+				} else if !errors.Is(err, tokens.ErrNotFound) {
+					t.Errorf("TryChallenge = %v; want a challenge or %v", err, tokens.ErrNotFound)
 				}
-				ok, err := st.ClaimChallenge(context.Background(), d, now)
-				switch {
-				case err != nil:
-					t.Errorf("ClaimChallenge = %v; want no error", err)
-				case ok:
-					claimed.Add(1)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+			}
+			ok, err := st.ClaimChallenge(context.Background(), d, now)
+			switch {
+			case err != nil:
+				t.Errorf("ClaimChallenge = %v; want no error", err)
+			case ok:
+				claimed.Add(1)
+			}
+		})
 		if n := claimed.Load(); n != 1 {
 			t.Fatalf("round %d: %d parallel ClaimChallenge (%d after an attempt) claimed %d times; want 1", round, parallel, tried.Load(), n)
 		}
@@ -511,22 +512,15 @@ func testTOTPCounterParallel(t *testing.T, st tokens.Store) {
 	now := time.Now()
 	for round := range 10 {
 		var taken atomic.Int32
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for range parallel {
-			wg.Go(func() {
-				<-start
-				ok, err := st.UseTOTPCounter(context.Background(), "alice", int64(1000+round), -1, now, now.Add(90*time.Second))
-				if err != nil {
-					t.Errorf("UseTOTPCounter = %v; want nil", err)
-				}
-				if ok {
-					taken.Add(1)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+		atOnce(parallel, func(int) {
+			ok, err := st.UseTOTPCounter(context.Background(), "alice", int64(1000+round), -1, now, now.Add(90*time.Second))
+			if err != nil {
+				t.Errorf("UseTOTPCounter = %v; want nil", err)
+			}
+			if ok {
+				taken.Add(1)
+			}
+		})
 		if n := taken.Load(); n != 1 {
 			t.Fatalf("round %d: %d parallel UseTOTPCounter of one counter took it %d times; want exactly 1", round, parallel, n)
 		}
