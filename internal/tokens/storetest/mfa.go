@@ -56,9 +56,7 @@ func WantChallenge(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time
 func WantNoChallenge(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time) {
 	t.Helper()
 	got, err := st.TryChallenge(context.Background(), d, now)
-	if !errors.Is(err, tokens.ErrNotFound) {
-		t.Fatalf("TryChallenge(%x) = %+v, %v; want %v", d[:4], got, err, tokens.ErrNotFound)
-	}
+	wantGone(t, "TryChallenge", d, got, err)
 }
 
 // challengeFound reports whether TryChallenge of d at now succeeds; errors
@@ -66,14 +64,7 @@ func WantNoChallenge(t *testing.T, st tokens.Store, d tokens.Digest, now time.Ti
 func challengeFound(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time) bool {
 	t.Helper()
 	_, err := st.TryChallenge(context.Background(), d, now)
-	switch {
-	case err == nil:
-		return true
-	case errors.Is(err, tokens.ErrNotFound):
-		return false
-	}
-	t.Fatalf("TryChallenge(%x) = %v; want a challenge or %v", d[:4], err, tokens.ErrNotFound)
-	return false
+	return present(t, "TryChallenge", d, err, "a challenge")
 }
 
 // testChallengeRoundTrip: a challenge comes back as put, with its issue
@@ -224,7 +215,6 @@ func unclaim(t *testing.T, st tokens.Store, d tokens.Digest) {
 // neither tried nor claimed again; given back, it has the attempts it
 // had; spent, it is gone. The attempt that leaves none can still claim.
 func testClaimChallenge(t *testing.T, st tokens.Store) {
-	ctx := context.Background()
 	now := time.Now()
 	c := aliceChallenge(now)
 	d, other := putTwice(t, st, c, now)
@@ -242,7 +232,7 @@ func testClaimChallenge(t *testing.T, st tokens.Store) {
 	if !claim(t, st, d, now) {
 		t.Fatalf("ClaimChallenge(%x) after UnclaimChallenge = false; want true", d[:4])
 	}
-	if err := st.SpendChallenge(ctx, d); err != nil {
+	if err := st.SpendChallenge(context.Background(), d); err != nil {
 		t.Fatalf("SpendChallenge(%x) of a claimed challenge = %v; want nil", d[:4], err)
 	}
 	unclaim(t, st, d) // a late give-back brings nothing back

@@ -116,22 +116,36 @@ func WantFound(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time, wa
 func WantNotFound(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time) {
 	t.Helper()
 	got, err := st.Lookup(context.Background(), d, now)
-	if !errors.Is(err, tokens.ErrNotFound) {
-		t.Fatalf("Lookup(%x) = %+v, %v; want %v", d[:4], got, err, tokens.ErrNotFound)
-	}
+	wantGone(t, "Lookup", d, got, err)
 }
 
 // Found reports whether d stands for a session at now; other errors fail t.
 func Found(t *testing.T, st tokens.Store, d tokens.Digest, now time.Time) bool {
 	t.Helper()
 	_, err := st.Lookup(context.Background(), d, now)
+	return present(t, "Lookup", d, err, "a session")
+}
+
+// wantGone fails t unless err, of call on d, which gave got, is
+// ErrNotFound.
+func wantGone(t *testing.T, call string, d tokens.Digest, got any, err error) {
+	t.Helper()
+	if !errors.Is(err, tokens.ErrNotFound) {
+		t.Fatalf("%s(%x) = %+v, %v; want %v", call, d[:4], got, err, tokens.ErrNotFound)
+	}
+}
+
+// present reports whether err, of call on d, says there is what (nil) or
+// nothing (ErrNotFound); another error fails t.
+func present(t *testing.T, call string, d tokens.Digest, err error, what string) bool {
+	t.Helper()
 	switch {
 	case err == nil:
 		return true
 	case errors.Is(err, tokens.ErrNotFound):
 		return false
 	}
-	t.Fatalf("Lookup(%x) = %v; want a session or %v", d[:4], err, tokens.ErrNotFound)
+	t.Fatalf("%s(%x) = %v; want %s or %v", call, d[:4], err, what, tokens.ErrNotFound)
 	return false
 }
 
