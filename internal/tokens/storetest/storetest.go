@@ -548,30 +548,13 @@ func testConcurrent(t *testing.T, st tokens.Store) {
 			errc <- func() error {
 				for i := range rounds {
 					u := (g + i) % users
-					want := session(u)
-					_, d := tokens.New()
-					if _, err := st.Issue(ctx, d, want, limit, now); err != nil {
-						return fmt.Errorf("Issue(%s) = %v; want nil", want.Username, err)
+					d, err := issueChecked(ctx, st, session(u), limit, now, i%3 == 0)
+					if err != nil {
+						return err
 					}
 					mu.Lock()
 					issued[u] = append(issued[u], d)
 					mu.Unlock()
-					// Concurrent logins may have evicted d already.
-					got, err := st.Lookup(ctx, d, now)
-					if err != nil && !errors.Is(err, tokens.ErrNotFound) {
-						return fmt.Errorf("Lookup(%x) = %v; want a session or %v", d[:4], err, tokens.ErrNotFound)
-					}
-					if err == nil && got.Username != want.Username {
-						return fmt.Errorf("Lookup(%x) = %+v; want %+v", d[:4], got, want)
-					}
-					if i%3 == 0 {
-						if err := st.Revoke(ctx, d); err != nil {
-							return fmt.Errorf("Revoke(%x) = %v; want nil", d[:4], err)
-						}
-						if _, err := st.Lookup(ctx, d, now); !errors.Is(err, tokens.ErrNotFound) {
-							return fmt.Errorf("Lookup(%x) after Revoke = %v; want %v", d[:4], err, tokens.ErrNotFound)
-						}
-					}
 				}
 				return nil
 			}()
@@ -586,26 +569,58 @@ func testConcurrent(t *testing.T, st tokens.Store) {
 	}
 
 	for u := range users {
-		name := session(u).Username
-		live := 0
-		for _, d := range issued[u] {
-			if Found(t, st, d, now) {
-				live++
-			}
+		wantIndexed(t, st, session(u).Username, issued[u], limit, now)
+	}
+}
+
+// issueChecked issues a session want at now, looks it up, and when revoke
+// is set revokes it and looks again: one round of testConcurrent.
+func issueChecked(ctx context.Context, st tokens.Store, want tokens.Session, limit int, now time.Time, revoke bool) (tokens.Digest, error) {
+	_, d := tokens.New()
+	if _, err := st.Issue(ctx, d, want, limit, now); err != nil {
+		return d, fmt.Errorf("Issue(%s) = %v; want nil", want.Username, err)
+	}
+	// Concurrent logins may have evicted d already.
+	got, err := st.Lookup(ctx, d, now)
+	if err != nil && !errors.Is(err, tokens.ErrNotFound) {
+		return d, fmt.Errorf("Lookup(%x) = %v; want a session or %v", d[:4], err, tokens.ErrNotFound)
+	}
+	if err == nil && got.Username != want.Username {
+		return d, fmt.Errorf("Lookup(%x) = %+v; want %+v", d[:4], got, want)
+	}
+	if revoke {
+		if err := st.Revoke(ctx, d); err != nil {
+			return d, fmt.Errorf("Revoke(%x) = %v; want nil", d[:4], err)
 		}
-		if live > limit {
-			t.Errorf("%s holds %d sessions; want at most %d", name, live, limit)
+		if _, err := st.Lookup(ctx, d, now); !errors.Is(err, tokens.ErrNotFound) {
+			return d, fmt.Errorf("Lookup(%x) after Revoke = %v; want %v", d[:4], err, tokens.ErrNotFound)
 		}
-		// The index names exactly the live sessions: no entry without its
-		// session (the count would be higher), no session outside the
-		// index (it would survive RevokeUser).
-		if n, err := st.RevokeUser(ctx, name); n != live || err != nil {
-			t.Errorf("RevokeUser(%s) = %d, %v; want %d, nil", name, n, err, live)
+	}
+	return d, nil
+}
+
+// wantIndexed checks that name holds at most limit of the sessions
+// issued, and that RevokeUser ends exactly the live ones.
+func wantIndexed(t *testing.T, st tokens.Store, name string, issued []tokens.Digest, limit int, now time.Time) {
+	t.Helper()
+	live := 0
+	for _, d := range issued {
+		if Found(t, st, d, now) {
+			live++
 		}
-		for _, d := range issued[u] {
-			if Found(t, st, d, now) {
-				t.Errorf("Lookup(%x) after RevokeUser(%s) found a session; want %v", d[:4], name, tokens.ErrNotFound)
-			}
+	}
+	if live > limit {
+		t.Errorf("%s holds %d sessions; want at most %d", name, live, limit)
+	}
+	// The index names exactly the live sessions: no entry without its
+	// session (the count would be higher), no session outside the
+	// index (it would survive RevokeUser).
+	if n, err := st.RevokeUser(context.Background(), name); n != live || err != nil {
+		t.Errorf("RevokeUser(%s) = %d, %v; want %d, nil", name, n, err, live)
+	}
+	for _, d := range issued {
+		if Found(t, st, d, now) {
+			t.Errorf("Lookup(%x) after RevokeUser(%s) found a session; want %v", d[:4], name, tokens.ErrNotFound)
 		}
 	}
 }
