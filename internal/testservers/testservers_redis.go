@@ -3,8 +3,6 @@ package testservers
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -99,28 +97,6 @@ func waitForRedis(t testing.TB, addr string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// pingRESP sends PING to addr and expects +PONG, or -NOAUTH from a Redis
-// that wants a password.
-func pingRESP(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	buf := make([]byte, 7)
-	if _, err := io.ReadFull(c, buf); err != nil {
-		return err
-	}
-	if string(buf) != "+PONG\r\n" && string(buf) != "-NOAUTH" { // a Redis with a password answers too
-		return fmt.Errorf("PING answered %q", buf)
-	}
-	return nil
 }
 
 // UniquePrefix returns a key prefix no other test uses.
