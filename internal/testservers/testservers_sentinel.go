@@ -50,48 +50,16 @@ type SentinelGroup struct {
 // what Debian's redis-sentinel package does: redis-server alone is enough.
 func Sentinel(t testing.TB) *SentinelGroup {
 	t.Helper()
-	bin := redisServerBin(t)
 	g := &SentinelGroup{t: t, nd: map[string]*exec.Cmd{}}
-	var procs []*exec.Cmd // every process started, killed when t ends
-	t.Cleanup(func() {
-		for _, cmd := range procs {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	start := func(name string, args ...string) *exec.Cmd {
-		t.Helper()
-		dir := t.TempDir()
-		logFile, err := os.Create(filepath.Join(dir, name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer logFile.Close() // the child has its own descriptor
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = dir
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting redis-server (%s): %v", name, err)
-		}
-		procs = append(procs, cmd)
-		return cmd
-	}
-	dataNode := func(name, port string, extra ...string) {
-		t.Helper()
-		addr := net.JoinHostPort("127.0.0.1", port)
-		// Diskless replication without delay: the replica is in sync in
-		// milliseconds instead of the default 5 s.
-		g.nd[addr] = start(name, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "no", "--dir", ".", "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"}, extra...)...)
-		waitForRedis(t, addr)
-	}
+	procs := &redisProcs{t: t, bin: redisServerBin(t)}
+	t.Cleanup(procs.killAll)
 
 	primaryPort := FreePort(t)
 	primary := net.JoinHostPort("127.0.0.1", primaryPort)
-	dataNode("primary", primaryPort)
+	g.dataNode(procs, "primary", primaryPort)
 	replica := net.JoinHostPort("127.0.0.1", FreePort(t))
 	_, replicaPort, _ := net.SplitHostPort(replica)
-	dataNode("replica", replicaPort, "--replicaof", "127.0.0.1", primaryPort)
+	g.dataNode(procs, "replica", replicaPort, "--replicaof", "127.0.0.1", primaryPort)
 	// The sentinels learn of replicas from the primary's INFO, which they
 	// read every 10 s once started: a replica in sync before they start is
 	// known at once.
@@ -107,56 +75,116 @@ func Sentinel(t testing.TB) *SentinelGroup {
 	})
 
 	for i := range 3 {
-		port := FreePort(t)
-		dir := t.TempDir()
-		conf := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites it: its own file
-		text := strings.Join([]string{
-			"port " + port,
-			"bind 127.0.0.1",
-			"dir " + dir,
-			"sentinel resolve-hostnames no",
-			"sentinel monitor " + SentinelMaster + " 127.0.0.1 " + primaryPort + " 2",
-			fmt.Sprintf("sentinel down-after-milliseconds %s %d", SentinelMaster, sentinelDownAfter),
-			fmt.Sprintf("sentinel failover-timeout %s %d", SentinelMaster, sentinelFailoverTimeout),
-			"sentinel parallel-syncs " + SentinelMaster + " 1",
-		}, "\n") + "\n"
-		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		start(fmt.Sprintf("sentinel-%d", i+1), conf, "--sentinel")
-		addr := net.JoinHostPort("127.0.0.1", port)
-		waitForRedis(t, addr)
-		g.Sentinels = append(g.Sentinels, addr)
+		g.Sentinels = append(g.Sentinels, startSentinel(procs, i, primaryPort))
 	}
 	// Sentinels find each other through hello messages on the primary,
 	// every 2 s: CKQUORUM counts the usable ones.
 	for _, s := range g.Sentinels {
-		g.waitFor("sentinel "+s+" to know the group", 30*time.Second, func() error {
-			reply, err := RESP(s, "SENTINEL", "CKQUORUM", SentinelMaster)
-			if err != nil {
-				return err
-			}
-			if r, _ := reply.(string); !strings.HasPrefix(r, "OK 3 usable") {
-				return fmt.Errorf("CKQUORUM = %q", reply)
-			}
-			replicas, err := RESP(s, "SENTINEL", "REPLICAS", SentinelMaster)
-			if err != nil {
-				return err
-			}
-			for _, r := range asList(replicas) {
-				f := pairs(r)
-				if net.JoinHostPort(f["ip"], f["port"]) == replica && f["master-link-status"] == "ok" && !strings.Contains(f["flags"], "down") && !strings.Contains(f["flags"], "disconnected") {
-					return nil
-				}
-			}
-			return fmt.Errorf("SENTINEL REPLICAS = %q; want %s, its link ok", replicas, replica)
-		})
+		g.waitFor("sentinel "+s+" to know the group", 30*time.Second, func() error { return knowsGroup(s, replica) })
 		if got, err := g.primaryFrom(s); got != primary || err != nil {
 			t.Fatalf("sentinel %s: primary %q, %v; want %s", s, got, err, primary)
 		}
 	}
 	g.URL = "redis+sentinel://" + strings.Join(g.Sentinels, ",") + "/" + SentinelMaster + "/0"
 	return g
+}
+
+// redisProcs starts redis-server processes for a test, each in a
+// directory of its own with its log there, and kills them all when the
+// test ends (killAll).
+type redisProcs struct {
+	t     testing.TB
+	bin   string
+	procs []*exec.Cmd // every process started
+}
+
+// start starts redis-server with args, named name in its log's name.
+func (p *redisProcs) start(name string, args ...string) *exec.Cmd {
+	p.t.Helper()
+	dir := p.t.TempDir()
+	logFile, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer logFile.Close() // the child has its own descriptor
+	cmd := exec.Command(p.bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("starting redis-server (%s): %v", name, err)
+	}
+	p.procs = append(p.procs, cmd)
+	return cmd
+}
+
+// killAll kills every process started.
+func (p *redisProcs) killAll() {
+	for _, cmd := range p.procs {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+}
+
+// dataNode starts the group's primary or replica on port and waits until
+// it answers.
+func (g *SentinelGroup) dataNode(procs *redisProcs, name, port string, extra ...string) {
+	g.t.Helper()
+	addr := net.JoinHostPort("127.0.0.1", port)
+	// Diskless replication without delay: the replica is in sync in
+	// milliseconds instead of the default 5 s.
+	g.nd[addr] = procs.start(name, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "no", "--dir", ".", "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"}, extra...)...)
+	waitForRedis(g.t, addr)
+}
+
+// startSentinel starts the i-th sentinel, monitoring the primary on
+// primaryPort, and returns its address once it answers.
+func startSentinel(procs *redisProcs, i int, primaryPort string) string {
+	t := procs.t
+	t.Helper()
+	port := FreePort(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites it: its own file
+	text := strings.Join([]string{
+		"port " + port,
+		"bind 127.0.0.1",
+		"dir " + dir,
+		"sentinel resolve-hostnames no",
+		"sentinel monitor " + SentinelMaster + " 127.0.0.1 " + primaryPort + " 2",
+		fmt.Sprintf("sentinel down-after-milliseconds %s %d", SentinelMaster, sentinelDownAfter),
+		fmt.Sprintf("sentinel failover-timeout %s %d", SentinelMaster, sentinelFailoverTimeout),
+		"sentinel parallel-syncs " + SentinelMaster + " 1",
+	}, "\n") + "\n"
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	procs.start(fmt.Sprintf("sentinel-%d", i+1), conf, "--sentinel")
+	addr := net.JoinHostPort("127.0.0.1", port)
+	waitForRedis(t, addr)
+	return addr
+}
+
+// knowsGroup returns nil once the sentinel at s counts three usable
+// sentinels and knows replica, its link to the primary up.
+func knowsGroup(s, replica string) error {
+	reply, err := RESP(s, "SENTINEL", "CKQUORUM", SentinelMaster)
+	if err != nil {
+		return err
+	}
+	if r, _ := reply.(string); !strings.HasPrefix(r, "OK 3 usable") {
+		return fmt.Errorf("CKQUORUM = %q", reply)
+	}
+	replicas, err := RESP(s, "SENTINEL", "REPLICAS", SentinelMaster)
+	if err != nil {
+		return err
+	}
+	for _, r := range asList(replicas) {
+		f := pairs(r)
+		if net.JoinHostPort(f["ip"], f["port"]) == replica && f["master-link-status"] == "ok" && !strings.Contains(f["flags"], "down") && !strings.Contains(f["flags"], "disconnected") {
+			return nil
+		}
+	}
+	return fmt.Errorf("SENTINEL REPLICAS = %q; want %s, its link ok", replicas, replica)
 }
 
 // Primary returns the primary's address as the first sentinel that
