@@ -29,6 +29,24 @@ func Postgres(t testing.TB) (url string, stop, restart func()) {
 	if url := os.Getenv("AUTHSVC_TEST_POSTGRES"); url != "" {
 		return url, nil, nil
 	}
+	pg := &pgServer{t: t, bin: postgresBin(t), cred: postgresCred(t)}
+	pg.makeDir()
+	pg.data = filepath.Join(pg.dir, "data")
+	if out, err := pg.command("initdb", "-D", pg.data, "--auth=trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	pg.port = FreePort(t) // redisstore_test.go's
+	pg.logPath = filepath.Join(pg.dir, "postgres.log")
+	pg.start()
+	t.Cleanup(pg.stop)
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres?sslmode=disable", pg.port), pg.stop, pg.restart
+}
+
+// postgresBin returns the directory of the newest PostgreSQL installed in
+// /usr/lib/postgresql. Without one t is skipped, or fails when
+// AUTHSVC_REQUIRE_POSTGRES=1.
+func postgresBin(t testing.TB) string {
+	t.Helper()
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
 	if len(bins) == 0 {
 		if os.Getenv("AUTHSVC_REQUIRE_POSTGRES") == "1" {
@@ -36,20 +54,45 @@ func Postgres(t testing.TB) (url string, stop, restart func()) {
 		}
 		t.Skip("no PostgreSQL in /usr/lib/postgresql/*/bin; set AUTHSVC_TEST_POSTGRES or install the postgresql package")
 	}
-	bin := filepath.Dir(bins[len(bins)-1]) // the newest, as the glob sorts
+	return filepath.Dir(bins[len(bins)-1]) // the newest, as the glob sorts
+}
 
-	// PostgreSQL refuses to run as root: then it runs as the postgres user,
-	// in a directory of its own (t.TempDir's parents may be root's, 0700).
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		pu, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root, and no postgres user to run PostgreSQL as: %v", err)
-		}
-		uid, _ := strconv.Atoi(pu.Uid)
-		gid, _ := strconv.Atoi(pu.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+// postgresCred returns who PostgreSQL runs as: nil, this process's user,
+// unless that is root, which PostgreSQL refuses to run as; then the
+// postgres user.
+func postgresCred(t testing.TB) *syscall.Credential {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return nil
 	}
+	pu, err := user.Lookup("postgres")
+	if err != nil {
+		t.Fatalf("running as root, and no postgres user to run PostgreSQL as: %v", err)
+	}
+	uid, _ := strconv.Atoi(pu.Uid)
+	gid, _ := strconv.Atoi(pu.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+}
+
+// A pgServer is Postgres's throwaway cluster: where its binaries are, who
+// it runs as (cred, nil for this process's user), its files, its port,
+// and its server process while it runs.
+type pgServer struct {
+	t                  testing.TB
+	bin                string
+	cred               *syscall.Credential
+	dir, data, logPath string
+	port               string
+	mu                 sync.Mutex // guards server
+	server             *exec.Cmd
+}
+
+// makeDir makes the cluster's directory, removed when the test ends: one
+// of its own, readable by cred's user (t.TempDir's parents may be root's,
+// 0700).
+func (pg *pgServer) makeDir() {
+	t := pg.t
+	t.Helper()
 	dir, err := os.MkdirTemp("", "authsvc-pg-")
 	if err != nil {
 		t.Fatal(err)
@@ -58,64 +101,63 @@ func Postgres(t testing.TB) (url string, stop, restart func()) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+	if pg.cred != nil {
+		if err := os.Chown(dir, int(pg.cred.Uid), int(pg.cred.Gid)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	command := func(name string, args ...string) *exec.Cmd {
-		cmd := exec.Command(filepath.Join(bin, name), args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		return cmd
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := command("initdb", "-D", data, "--auth=trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	port := FreePort(t) // redisstore_test.go's
-	logPath := filepath.Join(dir, "postgres.log")
+	pg.dir = dir
+}
 
-	var mu sync.Mutex // guards server
-	var server *exec.Cmd
-	start := func() {
-		log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer log.Close()
-		cmd := command("postgres", "-D", data, "-p", port, "-k", dir,
-			"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-			"-c", "full_page_writes=off", "-c", "max_connections=200")
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start postgres: %v", err)
-		}
-		mu.Lock()
-		server = cmd
-		mu.Unlock()
-		waitForPostgres(t, port, logPath)
+// command returns the PostgreSQL program name with args, to run in the
+// cluster's directory as cred's user.
+func (pg *pgServer) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(pg.bin, name), args...)
+	cmd.Dir = pg.dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
+	return cmd
+}
+
+// start starts the server and waits until it accepts connections.
+func (pg *pgServer) start() {
+	t := pg.t
+	log, err := os.OpenFile(pg.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
 	}
-	stop = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if server == nil {
-			return
-		}
-		// SIGINT, the fast shutdown: SIGTERM's smart one waits for every
-		// client, and the pool's connections never leave.
-		server.Process.Signal(syscall.SIGINT)
-		server.Wait()
-		server = nil
+	defer log.Close()
+	cmd := pg.command("postgres", "-D", pg.data, "-p", pg.port, "-k", pg.dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off", "-c", "max_connections=200")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start postgres: %v", err)
 	}
-	restart = func() {
-		stop()
-		start()
+	pg.mu.Lock()
+	pg.server = cmd
+	pg.mu.Unlock()
+	waitForPostgres(t, pg.port, pg.logPath)
+}
+
+// stop stops the server, if it runs.
+func (pg *pgServer) stop() {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	if pg.server == nil {
+		return
 	}
-	start()
-	t.Cleanup(stop)
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres?sslmode=disable", port), stop, restart
+	// SIGINT, the fast shutdown: SIGTERM's smart one waits for every
+	// client, and the pool's connections never leave.
+	pg.server.Process.Signal(syscall.SIGINT)
+	pg.server.Wait()
+	pg.server = nil
+}
+
+// restart stops the server and starts it again.
+func (pg *pgServer) restart() {
+	pg.stop()
+	pg.start()
 }
 
 // waitForPostgres waits until the server on port accepts connections.
