@@ -220,18 +220,17 @@ func (sh *memShard) put(rec memRecord) uint32 {
 }
 
 func (s *MemoryStore) Lookup(_ context.Context, d Digest, now time.Time) (Session, error) {
-	sh := s.shard(d)
-	sh.mu.RLock()
-	defer sh.mu.RUnlock()
-	at, ok := sh.index[d]
-	if !ok {
+	var sess Session
+	live := false
+	s.record(d, func(rec *memRecord) {
+		if rec.expiresAt == 0 || rec.expiresAt > now.UnixNano() {
+			sess, live = s.session(rec, false), true
+		}
+	})
+	if !live {
 		return Session{}, ErrNotFound
 	}
-	rec := &sh.records[at]
-	if rec.expiresAt != 0 && rec.expiresAt <= now.UnixNano() {
-		return Session{}, ErrNotFound
-	}
-	return s.session(rec, false), nil
+	return sess, nil
 }
 
 // Touch records a use of d at now: one atomic store under a read lock.
