@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"authsvc/bench/internal/bench"
 )
 
 // A server is an authsvc serve process this driver started.
@@ -93,27 +95,6 @@ func tail(path string) string {
 	return lines[len(lines)-1]
 }
 
-// procStatus returns a field of /proc/PID/status in bytes (VmRSS, VmHWM).
-func procStatus(pid int, key string) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || k != key {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) != 2 || f[1] != "kB" {
-			break
-		}
-		kb, err := strconv.ParseFloat(f[0], 64)
-		return kb * 1024, err
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, key)
-}
-
 // descendants returns the processes below pid (authsvc's hash workers).
 func descendants(pid int) []int {
 	children := make(map[int][]int)
@@ -162,11 +143,11 @@ func (m memory) String() string {
 func treeMemory(pid int, key string) (memory, error) {
 	var m memory
 	var err error
-	if m.server, err = procStatus(pid, key); err != nil {
+	if m.server, err = bench.ProcStatus(pid, key); err != nil {
 		return m, err
 	}
 	for _, p := range descendants(pid) {
-		if v, err := procStatus(p, key); err == nil {
+		if v, err := bench.ProcStatus(p, key); err == nil {
 			m.workers += v
 			m.nworkers++
 		}

@@ -38,6 +38,8 @@ import (
 	"time"
 	"unsafe"
 
+	"authsvc/bench/internal/bench"
+
 	"golang.org/x/crypto/argon2"
 )
 
@@ -74,7 +76,7 @@ func measure(bin string, n, logins, clients int, password string) error {
 	}
 	defer srv.stop()
 	time.Sleep(5 * time.Second) // the load's garbage handed back (users.bigUsersFile)
-	steady, err := procStatus(srv.cmd.Process.Pid, "VmRSS")
+	steady, err := bench.ProcStatus(srv.cmd.Process.Pid, "VmRSS")
 	if err != nil {
 		return err
 	}
@@ -95,7 +97,7 @@ func measure(bin string, n, logins, clients int, password string) error {
 		return err
 	}
 	written := time.Since(start)
-	peak, err := procStatus(srv.cmd.Process.Pid, "VmHWM")
+	peak, err := bench.ProcStatus(srv.cmd.Process.Pid, "VmHWM")
 	if err != nil {
 		return err
 	}
@@ -105,7 +107,7 @@ func measure(bin string, n, logins, clients int, password string) error {
 	fmt.Printf("  users file written %d times\n", renames.Load())
 	fmt.Printf("  every login answered in %.2f s (%d cut short and tried again); every rehash written %.2f s after the first login\n",
 		answered.Seconds(), cut, written.Seconds())
-	fmt.Printf("  server RSS: steady %d MiB, peak during the wave %d MiB (%.2fx)\n", steady>>10, peak>>10, float64(peak)/float64(steady))
+	fmt.Printf("  server RSS: steady %d MiB, peak during the wave %d MiB (%.2fx)\n", int64(steady)>>20, int64(peak)>>20, peak/steady)
 	return nil
 }
 
@@ -291,20 +293,6 @@ func awaitRehashes(base string, want int) error {
 		}
 	}
 	return errors.New("rehashes not all written within 30 minutes")
-}
-
-// procStatus returns a field of /proc/PID/status, in KiB.
-func procStatus(pid int, field string) (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
 }
 
 // watchRenames counts the files renamed onto dir/name from now on, for as
