@@ -5,26 +5,13 @@
 package main
 
 import (
-	"bufio"
-	"crypto/rand"
-	"encoding/base64"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"strconv"
 
-	"golang.org/x/crypto/argon2"
-)
-
-// The server's default hash policy (internal/password/hash.go DefaultHashPolicy and
-// policyArgon2SaltLen/KeyLen): logins against these hashes never rehash.
-const (
-	argonMemoryKiB = 19 << 10
-	argonTime      = 2
-	argonThreads   = 1
-	saltLen        = 16
-	keyLen         = 32
+	"authsvc/bench/internal/bench"
 )
 
 func main() {
@@ -47,23 +34,13 @@ func main() {
 func write(path string, n, distinct int, password string) error {
 	hashes := make([]string, distinct)
 	for i := range hashes {
-		salt := make([]byte, saltLen)
-		rand.Read(salt)
-		sum := argon2.IDKey([]byte(password), salt, argonTime, argonMemoryKiB, argonThreads, keyLen)
-		hashes[i] = fmt.Sprintf("$argon2id$v=19$m=%d,t=%d,p=%d$%s$%s", argonMemoryKiB, argonTime, argonThreads,
-			base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(sum))
+		hashes[i] = bench.Argon2id(password)
 	}
 	groups := []string{`[]`, `["staff"]`, `["dev","staff"]`, `[]`, `["ops"]`}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	w.WriteString("{\"users\": [\n")
-	var line []byte
-	for i := 1; i <= n; i++ {
+	return bench.WriteUsers(path, n, func(line []byte, i int) []byte {
+		i++ // user0000001 first
 		name := fmt.Sprintf("user%07d", i)
-		line = append(line[:0], `  {"username": "`...)
+		line = append(line, `  {"username": "`...)
 		line = append(line, name...)
 		line = append(line, `", "password_hash": "`...)
 		line = append(line, hashes[i%distinct]...)
@@ -73,17 +50,6 @@ func write(path string, n, distinct int, password string) error {
 		line = append(line, name...)
 		line = append(line, `@example.com", "groups": `...)
 		line = append(line, groups[i%len(groups)]...)
-		line = append(line, `, "admin": false, "disabled": false}`...)
-		if i < n {
-			line = append(line, ',')
-		}
-		line = append(line, '\n')
-		w.Write(line)
-	}
-	w.WriteString("]}\n")
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+		return append(line, `, "admin": false, "disabled": false}`...)
+	})
 }

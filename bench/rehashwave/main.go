@@ -13,7 +13,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/pbkdf2"
 	"crypto/rand"
@@ -39,8 +38,6 @@ import (
 	"unsafe"
 
 	"authsvc/bench/internal/bench"
-
-	"golang.org/x/crypto/argon2"
 )
 
 func main() {
@@ -127,37 +124,17 @@ func writeUsers(path string, n, imported int, password string) error {
 			return err
 		}
 		pbkdf[i] = "pbkdf2_sha256$1000$" + s + "$" + base64.StdEncoding.EncodeToString(sum)
-		asalt := make([]byte, 16)
-		rand.Read(asalt)
-		key := argon2.IDKey([]byte(password), asalt, 2, 19<<10, 1, 32)
-		argon[i] = fmt.Sprintf("$argon2id$v=19$m=%d,t=2,p=1$%s$%s", 19<<10,
-			base64.RawStdEncoding.EncodeToString(asalt), base64.RawStdEncoding.EncodeToString(key))
+		argon[i] = bench.Argon2id(password)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	w.WriteString("{\"users\": [\n")
-	for i := range n {
+	return bench.WriteUsers(path, n, func(line []byte, i int) []byte {
 		hash := argon[i%distinct]
 		if i < imported {
 			hash = pbkdf[i%distinct]
 		}
 		entry, _ := json.Marshal(map[string]any{"username": username(i), "password_hash": hash, "name": "User " + strconv.Itoa(i),
 			"email": username(i) + "@example.com", "groups": []string{"staff"}, "admin": false, "disabled": false})
-		w.Write(entry)
-		if i < n-1 {
-			w.WriteByte(',')
-		}
-		w.WriteByte('\n')
-	}
-	w.WriteString("]}\n")
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+		return append(line, entry...)
+	})
 }
 
 func username(i int) string { return fmt.Sprintf("user%07d", i) }

@@ -2,11 +2,64 @@
 package bench
 
 import (
+	"bufio"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/crypto/argon2"
 )
+
+// The server's default hash policy (internal/password/hash.go
+// DefaultHashPolicy and policyArgon2SaltLen/KeyLen): logins against these
+// hashes never rehash.
+const (
+	argonMemoryKiB = 19 << 10
+	argonTime      = 2
+	argonThreads   = 1
+	saltLen        = 16
+	keyLen         = 32
+)
+
+// Argon2id returns an argon2id hash of password with a new salt at the
+// server's default parameters, in the form a users file holds.
+func Argon2id(password string) string {
+	salt := make([]byte, saltLen)
+	rand.Read(salt)
+	sum := argon2.IDKey([]byte(password), salt, argonTime, argonMemoryKiB, argonThreads, keyLen)
+	return fmt.Sprintf("$argon2id$v=19$m=%d,t=%d,p=%d$%s$%s", argonMemoryKiB, argonTime, argonThreads,
+		base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(sum))
+}
+
+// WriteUsers writes a users file of n users to path (mode 0600, as
+// authsvc's own files), one a line: user i (from 0) is the JSON object
+// appendUser appends.
+func WriteUsers(path string, n int, appendUser func(line []byte, i int) []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	w.WriteString("{\"users\": [\n")
+	var line []byte
+	for i := range n {
+		line = appendUser(line[:0], i)
+		if i < n-1 {
+			line = append(line, ',')
+		}
+		line = append(line, '\n')
+		w.Write(line)
+	}
+	w.WriteString("]}\n")
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
 
 // ProcStatus returns a memory field of /proc/PID/status (VmRSS, VmHWM)
 // in bytes.
