@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 	"strconv"
 
 	"authsvc/bench/internal/bench"
@@ -18,10 +17,8 @@ func main() {
 	out := flag.String("o", "users.json", "users file to write")
 	n := flag.Int("n", 1_000_000, "number of users")
 	distinct := flag.Int("hashes", 4, "distinct argon2id hashes, reused round-robin")
-	flag.Parse()
-	log.SetFlags(0)
-	log.SetPrefix("bigusers: ")
-	password := os.Getenv("BENCH_PASSWORD") // from the environment: a flag would show in ps
+	bench.Start("bigusers")
+	password := bench.Password()
 	if password == "" || *n < 1 || *distinct < 1 {
 		log.Fatal("want BENCH_PASSWORD in the environment, -n ≥ 1 and -hashes ≥ 1")
 	}

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"authsvc/bench/internal/bench"
 )
 
 // A target is one server under test.
@@ -95,13 +97,11 @@ func main() {
 	flag.StringVar(&c.pgUsers, "pg-users", "", "a users file of -pg-n users")
 	flag.IntVar(&c.pgN, "pg-n", 100_000, "users in -pg-users")
 	flag.StringVar(&c.pgSkip, "pg-skip", "", "why there is no PostgreSQL, if there is none")
-	flag.Parse()
-	log.SetFlags(0)
-	log.SetPrefix("bench: ")
+	bench.Start("bench")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	d := &driver{cfg: c, ctx: ctx, password: os.Getenv("BENCH_PASSWORD"), slots: runtime.GOMAXPROCS(0)}
+	d := &driver{cfg: c, ctx: ctx, password: bench.Password(), slots: runtime.GOMAXPROCS(0)}
 	if d.password == "" {
 		log.Fatal("BENCH_PASSWORD must hold the bench users' password")
 	}

@@ -45,10 +45,8 @@ func main() {
 	n := flag.Int("n", 100_000, "users in the file")
 	logins := flag.Int("logins", 1000, "users with an imported hash, each logged in once")
 	clients := flag.Int("c", 8, "clients logging in at once")
-	flag.Parse()
-	log.SetFlags(0)
-	log.SetPrefix("rehashwave: ")
-	password := os.Getenv("BENCH_PASSWORD") // from the environment: a flag would show in ps
+	bench.Start("rehashwave")
+	password := bench.Password()
 	if *bin == "" || password == "" || *n < 1 || *logins < 1 || *logins > *n || *clients < 1 {
 		log.Fatal("want -bin, BENCH_PASSWORD in the environment, -n ≥ 1, 1 ≤ -logins ≤ -n and -c ≥ 1")
 	}

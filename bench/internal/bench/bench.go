@@ -1,17 +1,33 @@
-// Package bench holds what the bench commands share.
+// Package bench holds what the bench commands share: how they start, the
+// bench users' password and their argon2id hashes, the users files they
+// write, and what /proc tells of a server's memory.
 package bench
 
 import (
 	"bufio"
 	"crypto/rand"
 	"encoding/base64"
+	"flag"
 	"fmt"
+	"log"
 	"os"
 	"strconv"
 	"strings"
 
 	"golang.org/x/crypto/argon2"
 )
+
+// Start parses the command line and has the log print name and the
+// message alone.
+func Start(name string) {
+	flag.Parse()
+	log.SetFlags(0)
+	log.SetPrefix(name + ": ")
+}
+
+// Password returns the bench users' password, BENCH_PASSWORD: from the
+// environment, since a flag would show in ps. It is empty when unset.
+func Password() string { return os.Getenv("BENCH_PASSWORD") }
 
 // The server's default hash policy (internal/password/hash.go
 // DefaultHashPolicy and policyArgon2SaltLen/KeyLen): logins against these
