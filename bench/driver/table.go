@@ -39,18 +39,63 @@ func count(n int) string {
 	return strconv.Itoa(n)
 }
 
+// name is the large users file's in the table.
+func (r bigResult) name() string { return fmt.Sprintf("users file of %s users", count(r.n)) }
+
+// name is the PostgreSQL directory's in the table.
+func (r pgResult) name() string { return fmt.Sprintf("PostgreSQL directory, %s users", count(r.n)) }
+
+// A tableWriter builds the table.
+type tableWriter struct {
+	b strings.Builder
+}
+
+// p writes a formatted line, or part of one.
+func (w *tableWriter) p(format string, args ...any) { fmt.Fprintf(&w.b, format, args...) }
+
+// row writes a target's row: the figure, its value, the target, the verdict.
+func (w *tableWriter) row(figure, value, target, v string) {
+	w.p("  %-62s %-24s %-24s %s\n", figure, value, target, v)
+}
+
+// notMeasured writes the row of a figure that was not measured, and why.
+func (w *tableWriter) notMeasured(figure, target string, why error) {
+	w.row(figure, "not measured: "+strings.ReplaceAll(why.Error(), "\n", " "), target, "")
+}
+
 // table writes the results: the targets first, then the details.
 func (d *driver) table(res *results, start time.Time, loadStart string) string {
-	c := d.cfg
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	row := func(figure, value, target, v string) {
-		p("  %-62s %-24s %-24s %s\n", figure, value, target, v)
-	}
-	notMeasured := func(figure, target string, why error) {
-		row(figure, "not measured: "+strings.ReplaceAll(why.Error(), "\n", " "), target, "")
-	}
+	w := &tableWriter{}
+	d.tableHeader(w, start, loadStart)
 
+	// The targets of issue #14.
+	w.p("\nTargets (issue #14)                                              figure                   target\n")
+	d.infoTargets(w, res)
+	d.loadTargets(w, res)
+	d.bigTargets(w, res.big)
+	d.pgTargets(w, res.pg)
+	d.tokensTarget(w, res)
+
+	// Details.
+	d.infoDetails(w, res)
+	d.loginDetails(w, res)
+	d.heapDetails(w, res)
+	d.bigDetails(w, res.big)
+	d.pgDetails(w, res.pg)
+	d.inprocDetails(w, res)
+	d.goDetails(w, res)
+
+	for _, warn := range res.warn {
+		w.p("\nWARNING: %s\n", warn)
+	}
+	w.p("\nTargets are reported, never enforced. Took %s.\n", time.Since(start).Round(time.Second))
+	return w.b.String()
+}
+
+// tableHeader writes what was run, on what, and how.
+func (d *driver) tableHeader(w *tableWriter, start time.Time, loadStart string) {
+	p := w.p
+	c := d.cfg
 	p("\nauthsvc benchmark — %s — nproc %d — CPU %s — %s — %s\n", start.UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.Version(), d.wrkVersion())
 	p("Servers run here side by side; each figure is a median of alternating runs (run order rotates per round).\n")
 	p("authsvc serve --addr … --users … --store …%s: every other flag at its default, the login throttle included\n", strings.TrimRight(" "+c.authsvcFlags, " "))
@@ -63,9 +108,13 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	p("RSS and its peak are the server's own plus its hash-worker processes' (/proc/PID/status VmRSS, VmHWM).\n")
 	p("Load average (other processes on this machine) at start %s, at end %s.\n", loadStart, loadavg())
 	p("Ratios between two servers carry about ±0.10 of noise (shared/FACTS.md).\n")
+}
 
-	// The targets of issue #14.
-	p("\nTargets (issue #14)                                              figure                   target\n")
+// infoTargets writes the targets of /info: against the baseline, on
+// Redis, cached, and on a cluster.
+func (d *driver) infoTargets(w *tableWriter, res *results) {
+	row, notMeasured := w.row, w.notMeasured
+	c := d.cfg
 	base := median(field(res.info["baseline"], rps))
 	infoRatio := func(name string) float64 { return median(field(res.info[name], rps)) / base }
 	r := infoRatio("authsvc")
@@ -97,6 +146,13 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 		}
 		notMeasured("/info on a three-primary cluster ÷ on one Redis", "(no target)", fmt.Errorf("%s", why))
 	}
+}
+
+// loadTargets writes the targets of revocation, login, the login flood
+// and the heap per token.
+func (d *driver) loadTargets(w *tableWriter, res *results) {
+	row, notMeasured := w.row, w.notMeasured
+	c := d.cfg
 	if rv := res.revocation; rv.err != nil {
 		notMeasured("revocation p99, 2 instances on one Redis, /info load", "≤ 100 ms", rv.err)
 	} else {
@@ -125,8 +181,12 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 			row("heap per live token with its session records, "+n+" tokens", fmt.Sprintf("%.0f B", bt), "≤ 250 B", verdict(bt <= 250))
 		}
 	}
-	big := res.big
-	bigName := fmt.Sprintf("users file of %s users", count(big.n))
+}
+
+// bigTargets writes the targets of the large users file.
+func (d *driver) bigTargets(w *tableWriter, big bigResult) {
+	row, notMeasured := w.row, w.notMeasured
+	bigName := big.name()
 	if big.err != nil && big.load == 0 {
 		notMeasured(bigName+": load", "≤ 3 s", big.err)
 	} else {
@@ -149,8 +209,12 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	default:
 		row(fmt.Sprintf("`user add` into a %s-user file (wall time)", count(big.n)), fmt.Sprintf("%.2f s", big.userAdd.Seconds()), "≤ 2 s", verdict(big.userAdd <= 2*time.Second))
 	}
-	pg := res.pg
-	pgName := fmt.Sprintf("PostgreSQL directory, %s users", count(pg.n))
+}
+
+// pgTargets writes the targets of the PostgreSQL directory.
+func (d *driver) pgTargets(w *tableWriter, pg pgResult) {
+	row, notMeasured := w.row, w.notMeasured
+	pgName := pg.name()
 	switch {
 	case pg.skip != "":
 		notMeasured(pgName+": start", "≤ 2 s", fmt.Errorf("%s", pg.skip))
@@ -188,6 +252,11 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 				verdict(idle.cold <= idle.warm+100*time.Millisecond))
 		}
 	}
+}
+
+// tokensTarget writes the target of /info as live tokens grow.
+func (d *driver) tokensTarget(w *tableWriter, res *results) {
+	row, notMeasured := w.row, w.notMeasured
 	if k, m := res.inproc["inproc-1k"], res.inproc["inproc-1m"]; len(k) > 0 && len(m) > 0 {
 		kx := field(k, p99)
 		mp := median(field(m, p99))
@@ -196,8 +265,13 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	} else {
 		notMeasured("/info p99 from 1k to 1M live tokens", "flat", fmt.Errorf("no in-process servers"))
 	}
+}
 
-	// Details.
+// infoDetails writes /info unloaded, server by server, and the
+// revocation run.
+func (d *driver) infoDetails(w *tableWriter, res *results) {
+	p := w.p
+	base := median(field(res.info["baseline"], rps))
 	p("\n/info, unloaded                          req/s       p50       p99   ×baseline\n")
 	for _, t := range res.infoTs {
 		rs := res.info[t.name]
@@ -214,7 +288,13 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	if rv := res.revocation; rv.err == nil {
 		p("\nrevocation across instances (TestRevocationP99: %s)\n", rv.line)
 	}
+}
 
+// loginDetails writes login against the raw hash rate, /info in the
+// login flood, and the replies of every part.
+func (d *driver) loginDetails(w *tableWriter, res *results) {
+	p := w.p
+	c := d.cfg
 	p("\nlogin                                                  logins/s   ×raw hash\n")
 	for _, hc := range res.hashes {
 		raw := median(res.raw[hc.name])
@@ -253,7 +333,11 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 		}
 	}
 	p("  %-44s %d requests, %d non-2xx (a 429 would be among them)\n", "/info, every part", infoReq, infoBad)
+}
 
+// heapDetails writes the memory store's heap per live token.
+func (d *driver) heapDetails(w *tableWriter, res *results) {
+	p := w.p
 	p("\nmemory store, heap per live token     B/token      heap\n")
 	for _, hb := range res.gob.heap {
 		if bt, ok := hb.metrics["B/token"]; ok {
@@ -263,7 +347,12 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	}
 	p("  (as the login handler issues them: N tokens over N/100 users at the default limit of 100 per user, 24 h TTL,\n")
 	p("   each with its id, client address and a fresh copy of one of 6 User-Agent strings)\n")
+}
 
+// bigDetails writes the large users file's load, reload and user add.
+func (d *driver) bigDetails(w *tableWriter, big bigResult) {
+	p := w.p
+	bigName := big.name()
 	p("\n%s (bench/bigusers: %.0f MB, argon2id hashes reused)\n", bigName, float64(big.fileBytes)/1e6)
 	if big.load > 0 {
 		p("  load %.2f s; steady RSS (3 s after /readyz) %s\n", big.load.Seconds(), big.steady)
@@ -275,7 +364,13 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	if big.err != nil {
 		p("  error: %v\n", big.err)
 	}
+}
 
+// pgDetails writes the PostgreSQL directory's import, start, load and
+// idle workers.
+func (d *driver) pgDetails(w *tableWriter, pg pgResult) {
+	p := w.p
+	pgName := pg.name()
 	p("\n%s\n", pgName)
 	switch {
 	case pg.skip != "":
@@ -300,7 +395,12 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 			p("  error: %v\n", pg.err)
 		}
 	}
+}
 
+// inprocDetails writes /info by live tokens, and what the access log
+// costs.
+func (d *driver) inprocDetails(w *tableWriter, res *results) {
+	p := w.p
 	if len(res.inproc) > 0 {
 		p("\n/info by live tokens (in-process server: the real handler and memory store preloaded, driven by wrk)\n")
 		p("                                       req/s       p50       p99   p99 range of runs\n")
@@ -314,7 +414,12 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 			p("  access log (batched by newLogWriter, as serve writes it): %.0f req/s with it, %.0f without (logger drops lines unformatted): it costs %.0f %% of /info throughput\n", with, without, 100*(1-with/without))
 		}
 	}
+}
 
+// goDetails writes the Go micro-benchmarks and the /info handler's
+// allocation sites.
+func (d *driver) goDetails(w *tableWriter, res *results) {
+	p := w.p
 	p("\nGo micro-benchmarks (go test -bench -benchmem)      ns/op      B/op   allocs/op\n")
 	for _, mb := range res.gob.micro {
 		p("  %-46s %8.0f %9.0f %11.0f\n", mb.name, mb.nsOp, mb.bytesOp, mb.allocsOp)
@@ -333,10 +438,4 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 			}
 		}
 	}
-
-	for _, w := range res.warn {
-		p("\nWARNING: %s\n", w)
-	}
-	p("\nTargets are reported, never enforced. Took %s.\n", time.Since(start).Round(time.Second))
-	return b.String()
 }
