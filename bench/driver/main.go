@@ -284,84 +284,23 @@ type results struct {
 	warn             []string
 }
 
+// run measures every part in turn and returns the table.
 func (d *driver) run() (string, error) {
-	c := d.cfg
 	start := time.Now()
 	loadStart := loadavg()
 	res := &results{login: map[string][]float64{}, raw: map[string][]float64{}, floods: map[string][]floodResult{}}
-	var err error
-
-	// 1. /info, unloaded: authsvc (memory, memory without the access log,
-	// Redis) and the baseline.
-	res.infoTs = d.pick("authsvc", "authsvc-noaccess", "authsvc-redis", "authsvc-redis-cache", "authsvc-cluster", "authsvc-cluster-cache", "baseline")
-	d.logf("== /info: warm-up, then %d alternating rounds of %s per server", c.infoRounds, c.infoDur)
-	if _, err := d.rounds("warmup", res.infoTs, 1, c.conns, time.Second); err != nil {
+	if err := d.infoParts(res); err != nil {
 		return "", err
 	}
-	if res.info, err = d.rounds("info", res.infoTs, c.infoRounds, c.conns, c.infoDur); err != nil {
+	if err := d.loginParts(res); err != nil {
 		return "", err
 	}
-
-	// 2. /info by live tokens, and the access log: in-process servers.
-	res.inprocTs = d.pick("inproc-1k", "inproc-1m", "inproc-1k-nolog")
-	if len(res.inprocTs) > 0 {
-		d.logf("== in-process servers: warm-up, then %d alternating rounds of %s", c.inprocRounds, c.infoDur)
-		if _, err := d.rounds("warmup", res.inprocTs, 1, c.conns, time.Second); err != nil {
-			return "", err
-		}
-		if res.inproc, err = d.rounds("inproc", res.inprocTs, c.inprocRounds, c.conns, c.infoDur); err != nil {
-			return "", err
-		}
-	}
-
-	// 3. Login throughput against the raw hash rate, argon2id (the default
-	// policy, internal/password/hash.go) and bcrypt, alternating with the raw rate.
-	res.hashes = []hashCase{
-		{name: "argon2id m=19456 t=2 p=1", server: "authsvc", rateFlags: []string{"-hash", "argon2id", "-m", "19456", "-t", "2", "-p", "1"}},
-		{name: fmt.Sprintf("bcrypt cost %d", c.cost), server: "authsvc-bcrypt", rateFlags: []string{"-hash", "bcrypt", "-cost", strconv.Itoa(c.cost)}},
-	}
-	for _, hc := range res.hashes {
-		t := d.targets[hc.server]
-		d.logf("== login, %s: %d alternating rounds of %s (%d clients) and the raw rate (%d goroutines)", hc.name, c.loginRounds, c.loginDur, c.loginConns, d.slots)
-		for i := range c.loginRounds {
-			for _, raw := range []bool{i%2 == 1, i%2 == 0} {
-				if raw {
-					r, err := d.hashRate(hc)
-					if err != nil {
-						return "", err
-					}
-					res.raw[hc.name] = append(res.raw[hc.name], r)
-					continue
-				}
-				r, err := d.loginLoad("login, "+hc.name, t, []string{t.loginUser}, c.loginConns, c.loginDur)
-				if err != nil {
-					return "", err
-				}
-				if n := r.statuses[http.StatusOK]; n != sum(r.statuses) {
-					res.warn = append(res.warn, fmt.Sprintf("login %s: %d of %d logins failed (%s)", t.name, sum(r.statuses)-n, sum(r.statuses), statusText(r.statuses)))
-				}
-				res.login[hc.name] = append(res.login[hc.name], r.rate)
-				if err := d.drain(t); err != nil {
-					return "", err
-				}
-			}
-		}
-	}
-
-	// 4. /info during a login flood, against /info unloaded just before.
-	for _, hc := range res.hashes {
-		t := d.targets[hc.server]
-		d.logf("== login flood, %s: %d runs of %s, wrk -c%d login + wrk -c%d /info", hc.name, c.floodRounds, c.floodDur, c.floodConns, c.conns)
-		for range c.floodRounds {
-			fr, err := d.flood("login flood, "+hc.name, t)
-			if err != nil {
-				return "", err
-			}
-			res.floods[hc.name] = append(res.floods[hc.name], fr)
-		}
+	if err := d.floodParts(res); err != nil {
+		return "", err
 	}
 
 	// 5. Go benchmarks: heap per token, micro-benchmarks, allocation sites.
+	var err error
 	if res.gob, err = d.goBenchmarks(); err != nil {
 		return "", err
 	}
@@ -376,6 +315,93 @@ func (d *driver) run() (string, error) {
 		return "", d.ctx.Err()
 	}
 	return d.table(res, start, loadStart), nil
+}
+
+// infoParts measures /info unloaded (1) and by live tokens (2).
+func (d *driver) infoParts(res *results) error {
+	c := d.cfg
+	var err error
+
+	// 1. /info, unloaded: authsvc (memory, memory without the access log,
+	// Redis) and the baseline.
+	res.infoTs = d.pick("authsvc", "authsvc-noaccess", "authsvc-redis", "authsvc-redis-cache", "authsvc-cluster", "authsvc-cluster-cache", "baseline")
+	d.logf("== /info: warm-up, then %d alternating rounds of %s per server", c.infoRounds, c.infoDur)
+	if _, err := d.rounds("warmup", res.infoTs, 1, c.conns, time.Second); err != nil {
+		return err
+	}
+	if res.info, err = d.rounds("info", res.infoTs, c.infoRounds, c.conns, c.infoDur); err != nil {
+		return err
+	}
+
+	// 2. /info by live tokens, and the access log: in-process servers.
+	res.inprocTs = d.pick("inproc-1k", "inproc-1m", "inproc-1k-nolog")
+	if len(res.inprocTs) > 0 {
+		d.logf("== in-process servers: warm-up, then %d alternating rounds of %s", c.inprocRounds, c.infoDur)
+		if _, err := d.rounds("warmup", res.inprocTs, 1, c.conns, time.Second); err != nil {
+			return err
+		}
+		if res.inproc, err = d.rounds("inproc", res.inprocTs, c.inprocRounds, c.conns, c.infoDur); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loginParts measures login throughput against the raw hash rate (3).
+func (d *driver) loginParts(res *results) error {
+	c := d.cfg
+	// 3. Login throughput against the raw hash rate, argon2id (the default
+	// policy, internal/password/hash.go) and bcrypt, alternating with the raw rate.
+	res.hashes = []hashCase{
+		{name: "argon2id m=19456 t=2 p=1", server: "authsvc", rateFlags: []string{"-hash", "argon2id", "-m", "19456", "-t", "2", "-p", "1"}},
+		{name: fmt.Sprintf("bcrypt cost %d", c.cost), server: "authsvc-bcrypt", rateFlags: []string{"-hash", "bcrypt", "-cost", strconv.Itoa(c.cost)}},
+	}
+	for _, hc := range res.hashes {
+		t := d.targets[hc.server]
+		d.logf("== login, %s: %d alternating rounds of %s (%d clients) and the raw rate (%d goroutines)", hc.name, c.loginRounds, c.loginDur, c.loginConns, d.slots)
+		for i := range c.loginRounds {
+			for _, raw := range []bool{i%2 == 1, i%2 == 0} {
+				if raw {
+					r, err := d.hashRate(hc)
+					if err != nil {
+						return err
+					}
+					res.raw[hc.name] = append(res.raw[hc.name], r)
+					continue
+				}
+				r, err := d.loginLoad("login, "+hc.name, t, []string{t.loginUser}, c.loginConns, c.loginDur)
+				if err != nil {
+					return err
+				}
+				if n := r.statuses[http.StatusOK]; n != sum(r.statuses) {
+					res.warn = append(res.warn, fmt.Sprintf("login %s: %d of %d logins failed (%s)", t.name, sum(r.statuses)-n, sum(r.statuses), statusText(r.statuses)))
+				}
+				res.login[hc.name] = append(res.login[hc.name], r.rate)
+				if err := d.drain(t); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// floodParts measures /info during a login flood (4).
+func (d *driver) floodParts(res *results) error {
+	c := d.cfg
+	// 4. /info during a login flood, against /info unloaded just before.
+	for _, hc := range res.hashes {
+		t := d.targets[hc.server]
+		d.logf("== login flood, %s: %d runs of %s, wrk -c%d login + wrk -c%d /info", hc.name, c.floodRounds, c.floodDur, c.floodConns, c.conns)
+		for range c.floodRounds {
+			fr, err := d.flood("login flood, "+hc.name, t)
+			if err != nil {
+				return err
+			}
+			res.floods[hc.name] = append(res.floods[hc.name], fr)
+		}
+	}
+	return nil
 }
 
 func sum(statuses map[int]int) int {
