@@ -115,64 +115,23 @@ func run(url string, n, conc int) error {
 	store := redisstore.New(client, prefix)
 	defer store.Close()
 	store.SetCacheSize(0) // every check is a miss: what a cache miss costs
-	th := redisthrottle.New(client, prefix, throttle.Config{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30})
-
-	digests := make([]tokens.Digest, n)
-	parallel := func(f func(i int) error) error {
-		var wg sync.WaitGroup
-		errs := make(chan error, conc)
-		for g := range conc {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := g; i < n; i += conc {
-					if err := f(i); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		return <-errs
+	o := &operations{
+		ctx:     ctx,
+		store:   store,
+		th:      redisthrottle.New(client, prefix, throttle.Config{PairFailures: 1 << 30, UserFailures: 1 << 30, AddrRate: 1e9, AddrBurst: 1 << 30}),
+		now:     time.Now(),
+		digests: make([]tokens.Digest, n),
 	}
-	now := time.Now()
-	user := func(i int) string { return "user" + strconv.Itoa(i%1000) }
-	addr := func(i int) string { return "10.0." + strconv.Itoa(i%250) + "." + strconv.Itoa(i/250%250) }
-	login := func(i int) error {
-		if _, _, err := th.Reserve(ctx, user(i), addr(i), now); err != nil {
-			return err
-		}
-		if err := th.Success(ctx, user(i), addr(i), now); err != nil {
-			return err
-		}
-		_, d := tokens.New()
-		digests[i] = d
-		_, err := store.Issue(ctx, d, tokens.Session{Username: user(i), Stamp: 1, ID: tokens.NewSessionID(), ExpiresAt: now.Add(time.Hour)}, 100, now)
-		return err
-	}
-	failed := func(i int) error {
-		if _, _, err := th.Reserve(ctx, user(i), addr(i), now); err != nil {
-			return err
-		}
-		return th.Failure(ctx, user(i), addr(i), now)
-	}
-	check := func(i int) error {
-		_, err := store.Lookup(ctx, digests[i], now)
-		return err
-	}
-	var costs []cost
 	for _, op := range []struct {
 		name string
 		f    func(int) error
-	}{{"login (throttle check, success, issue)", login}, {"failed login (throttle check, failure)", failed}, {"token check, cache miss", check}} {
+	}{{"login (throttle check, success, issue)", o.login}, {"failed login (throttle check, failure)", o.failed}, {"token check, cache miss", o.check}} {
 		a, err := measure(ctx, client)
 		if err != nil {
 			return err
 		}
 		start := time.Now()
-		if err := parallel(op.f); err != nil {
+		if err := parallel(n, conc, op.f); err != nil {
 			return fmt.Errorf("%s: %w", op.name, err)
 		}
 		took := time.Since(start)
@@ -181,9 +140,69 @@ func run(url string, n, conc int) error {
 			return err
 		}
 		c := diff(op.name, a, b, n)
-		costs = append(costs, c)
 		fmt.Printf("%-42s %5.2f round trips  %6.1f commands  %6.1f µs Redis CPU  → %8.0f /s per Redis core  (%d in %v from %d goroutines)\n",
 			c.name, c.roundTrips, c.cmds, c.cpuMicros, c.perSec, n, took.Round(time.Millisecond), conc)
 	}
 	return nil
+}
+
+// parallel calls f(i) for i from 0 to n-1 on conc goroutines, and returns
+// the first error, which stops its goroutine.
+func parallel(n, conc int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, conc)
+	for g := range conc {
+		wg.Go(func() {
+			for i := g; i < n; i += conc {
+				if err := f(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// operations are the operations measured, each on the i-th of n users
+// and addresses.
+type operations struct {
+	ctx     context.Context
+	store   tokens.Store
+	th      throttle.Throttle
+	now     time.Time
+	digests []tokens.Digest // issued by login, looked up by check
+}
+
+func user(i int) string { return "user" + strconv.Itoa(i%1000) }
+func addr(i int) string { return "10.0." + strconv.Itoa(i%250) + "." + strconv.Itoa(i/250%250) }
+
+// login is a login: a throttle check, its success, and a token issued.
+func (o *operations) login(i int) error {
+	if _, _, err := o.th.Reserve(o.ctx, user(i), addr(i), o.now); err != nil {
+		return err
+	}
+	if err := o.th.Success(o.ctx, user(i), addr(i), o.now); err != nil {
+		return err
+	}
+	_, d := tokens.New()
+	o.digests[i] = d
+	_, err := o.store.Issue(o.ctx, d, tokens.Session{Username: user(i), Stamp: 1, ID: tokens.NewSessionID(), ExpiresAt: o.now.Add(time.Hour)}, 100, o.now)
+	return err
+}
+
+// failed is a failed login: a throttle check and its failure.
+func (o *operations) failed(i int) error {
+	if _, _, err := o.th.Reserve(o.ctx, user(i), addr(i), o.now); err != nil {
+		return err
+	}
+	return o.th.Failure(o.ctx, user(i), addr(i), o.now)
+}
+
+// check is a token check that misses the cache.
+func (o *operations) check(i int) error {
+	_, err := o.store.Lookup(o.ctx, o.digests[i], o.now)
+	return err
 }
