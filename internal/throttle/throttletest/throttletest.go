@@ -208,8 +208,11 @@ func (d Driver) ParallelCodes(n int, username string, at time.Duration) int {
 // OneAddr is an addr function for parallel: always 192.0.2.1.
 func OneAddr(int) string { return "192.0.2.1" }
 
-// Names and addresses the cases use.
-const alice, home, attacker = "alice", "192.0.2.1", "203.0.113.66"
+// Names and addresses the cases use, and the throttle's window.
+const (
+	alice, home, attacker = "alice", "192.0.2.1", "203.0.113.66"
+	window                = 15 * time.Minute
+)
 
 // A throttleCase is one of Run's cases: run drives a throttle made with cfg.
 type throttleCase struct {
@@ -234,6 +237,10 @@ func Run(t *testing.T, newLoginThrottle func(t *testing.T, cfg throttle.Config) 
 	}
 }
 
+// fast returns a Config with the fast addresses (FastAddrs, FastBurst)
+// and every other limit at its default.
+func fast() throttle.Config { return with(throttle.Config{}) }
+
 // with returns c with the fast addresses (FastAddrs, FastBurst) unless it
 // sets its own.
 func with(c throttle.Config) throttle.Config {
@@ -246,9 +253,8 @@ func with(c throttle.Config) throttle.Config {
 // lockoutCases: the pair: PairFailures free attempts, then a backoff that
 // doubles to its cap.
 func lockoutCases() []throttleCase {
-	fast := with(throttle.Config{})
 	return []throttleCase{
-		{"pair lockout at default 5", fast, func(d Driver) {
+		{"pair lockout at default 5", fast(), func(d Driver) {
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
 				d.Fail(alice, home, 0)
@@ -289,9 +295,8 @@ func lockoutCases() []throttleCase {
 
 // pairCases: the pair: a success clears it, and each pair is apart.
 func pairCases() []throttleCase {
-	fast := with(throttle.Config{})
 	return []throttleCase{
-		{"success clears the pair", fast, func(d Driver) {
+		{"success clears the pair", fast(), func(d Driver) {
 			for range 6 {
 				d.Fail(alice, home, 0)
 			}
@@ -304,7 +309,7 @@ func pairCases() []throttleCase {
 			}
 			d.Reserve(alice, home, 2*time.Second, time.Second, false)
 		}},
-		{"success keeps the pair's other attempts in flight", fast, func(d Driver) {
+		{"success keeps the pair's other attempts in flight", fast(), func(d Driver) {
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
 			}
@@ -331,7 +336,6 @@ func pairCases() []throttleCase {
 
 // userCases: the user: a ceiling over all addresses.
 func userCases() []throttleCase {
-	const w = 15 * time.Minute // the window
 	return []throttleCase{
 		{"user ceiling across addresses", with(throttle.Config{UserFailures: 10}), func(d Driver) {
 			last := 9 * time.Second
@@ -345,9 +349,9 @@ func userCases() []throttleCase {
 			d.Reserve(alice, home, last, 15*time.Minute, false)          // never failed from here
 			d.Reserve(alice, "203.0.113.0", last, 15*time.Minute, false) // an attacking address
 			d.Reserve(alice, home, last+14*time.Minute, time.Minute, false)
-			d.Reserve("bob", home, last, 0, true)       // other users are not affected
-			d.Reserve(alice, home, last+w, 0, true)     // the window has passed
-			d.Reserve(alice, attacker, last+w, 0, true) // everywhere
+			d.Reserve("bob", home, last, 0, true)            // other users are not affected
+			d.Reserve(alice, home, last+window, 0, true)     // the window has passed
+			d.Reserve(alice, attacker, last+window, 0, true) // everywhere
 		}},
 		{"success keeps the user's count", with(throttle.Config{UserFailures: 3}), func(d Driver) {
 			for i := range 2 {
@@ -356,7 +360,7 @@ func userCases() []throttleCase {
 			d.Reserve(alice, home, 0, 0, true)
 			d.Succeed(alice, home, 0)
 			d.Fail(alice, attacker, time.Second)
-			d.Reserve(alice, home, time.Second, w, false)
+			d.Reserve(alice, home, time.Second, window, false)
 		}},
 	}
 }
@@ -364,19 +368,17 @@ func userCases() []throttleCase {
 // codeLockCases: the code lock: 100 consecutive wrong codes per user,
 // whatever the limits, until a right code or an unlock; no window.
 func codeLockCases() []throttleCase {
-	fast := with(throttle.Config{})
-	const w = 15 * time.Minute // the window
 	return []throttleCase{
 		{"code lock at 100, whatever UserFailures says", with(throttle.Config{UserFailures: 3}), func(d Driver) {
 			var never time.Time
 			d.WrongCodes(throttle.MaxCodeFailures, alice, never, 0, 1)
 			d.ReserveCode(alice, never, 0, 0, false)
-			d.ReserveCode(alice, never, w, 0, false)
+			d.ReserveCode(alice, never, window, 0, false)
 			d.ReserveCode(alice, never, 365*24*time.Hour, 0, false) // no window lifts it
 			d.ReserveCode("bob", never, 0, 1, true)                 // other users are not affected
 			d.Reserve(alice, home, 0, 0, true)                      // nor passwords: the lock is codes'
 		}},
-		{"code lock: a right code starts the count again", fast, func(d Driver) {
+		{"code lock: a right code starts the count again", fast(), func(d Driver) {
 			var never time.Time
 			d.WrongCodes(throttle.MaxCodeFailures-1, alice, never, 0, 1)
 			d.ReserveCode(alice, never, 0, throttle.MaxCodeFailures, true)
@@ -385,7 +387,7 @@ func codeLockCases() []throttleCase {
 			d.ReserveCode(alice, never, time.Second, 0, false)
 			d.CodeSuccess("bob") // a user without a count
 		}},
-		{"code lock: an unlock after the last code lifts it", fast, func(d Driver) {
+		{"code lock: an unlock after the last code lifts it", fast(), func(d Driver) {
 			var never time.Time
 			d.WrongCodes(throttle.MaxCodeFailures, alice, never, 0, 1)
 			d.ReserveCode(alice, T0.Add(-time.Second), 0, 0, false) // an unlock before the codes
@@ -394,7 +396,7 @@ func codeLockCases() []throttleCase {
 			d.WrongCodes(throttle.MaxCodeFailures, alice, unlock, 2*time.Minute, 1)
 			d.ReserveCode(alice, unlock, 2*time.Minute, 0, false)
 		}},
-		{"code lock: a code not judged is taken back", fast, func(d Driver) {
+		{"code lock: a code not judged is taken back", fast(), func(d Driver) {
 			var never time.Time
 			d.WrongCodes(throttle.MaxCodeFailures, alice, never, 0, 1)
 			d.ReleaseCode(alice)
@@ -406,7 +408,7 @@ func codeLockCases() []throttleCase {
 			d.ReleaseCode("bob") // one too many counts for nothing
 			d.ReserveCode("bob", never, 0, 1, true)
 		}},
-		{"code lock: codes at once", fast, func(d Driver) {
+		{"code lock: codes at once", fast(), func(d Driver) {
 			if got := d.ParallelCodes(2*throttle.MaxCodeFailures, alice, 0); got != throttle.MaxCodeFailures {
 				d.T.Errorf("%d codes at once: %d admitted; want %d", 2*throttle.MaxCodeFailures, got, throttle.MaxCodeFailures)
 			}
@@ -417,43 +419,41 @@ func codeLockCases() []throttleCase {
 
 // windowCases: the window.
 func windowCases() []throttleCase {
-	fast := with(throttle.Config{})
-	const w = 15 * time.Minute // the window
 	return []throttleCase{
-		{"a quiet window forgets", fast, func(d Driver) {
+		{"a quiet window forgets", fast(), func(d Driver) {
 			for range 5 {
 				d.Fail(alice, home, 0)
 			}
 			for range 5 {
-				d.Reserve(alice, home, w, 0, true)
-				d.Fail(alice, home, w)
+				d.Reserve(alice, home, window, 0, true)
+				d.Fail(alice, home, window)
 			}
-			d.Reserve(alice, home, w, time.Second, false)
+			d.Reserve(alice, home, window, time.Second, false)
 		}},
-		{"just inside the window remembers", fast, func(d Driver) {
+		{"just inside the window remembers", fast(), func(d Driver) {
 			for range 5 {
 				d.Fail(alice, home, 0)
 			}
-			d.Reserve(alice, home, w-time.Nanosecond, 0, true) // the 1s backoff is long over
-			d.Fail(alice, home, w-time.Nanosecond)
-			d.Reserve(alice, home, w-time.Nanosecond, 2*time.Second, false) // the sixth failure counts
+			d.Reserve(alice, home, window-time.Nanosecond, 0, true) // the 1s backoff is long over
+			d.Fail(alice, home, window-time.Nanosecond)
+			d.Reserve(alice, home, window-time.Nanosecond, 2*time.Second, false) // the sixth failure counts
 		}},
-		{"failures less than a window apart accumulate", fast, func(d Driver) {
+		{"failures less than a window apart accumulate", fast(), func(d Driver) {
 			for i := range 5 {
 				d.Fail(alice, home, time.Duration(i)*14*time.Minute)
 			}
 			d.Reserve(alice, home, 56*time.Minute, time.Second, false)
 		}},
-		{"waiting out a cap equal to the window forgets", with(throttle.Config{MaxBackoff: w}), func(d Driver) {
+		{"waiting out a cap equal to the window forgets", with(throttle.Config{MaxBackoff: window}), func(d Driver) {
 			for range 15 {
 				d.Fail(alice, home, 0)
 			}
-			d.Reserve(alice, home, 0, w, false)
-			d.Reserve(alice, home, w, 0, true)
-			d.Fail(alice, home, w)
-			d.Reserve(alice, home, w, 0, true) // one failure into a new streak
+			d.Reserve(alice, home, 0, window, false)
+			d.Reserve(alice, home, window, 0, true)
+			d.Fail(alice, home, window)
+			d.Reserve(alice, home, window, 0, true) // one failure into a new streak
 		}},
-		{"the window forgets failures, not attempts in flight", fast, func(d Driver) {
+		{"the window forgets failures, not attempts in flight", fast(), func(d Driver) {
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
 			}
@@ -462,9 +462,9 @@ func windowCases() []throttleCase {
 			}
 			// Four failures forgotten, one attempt still pending: four places.
 			for range 4 {
-				d.Reserve(alice, home, w, 0, true)
+				d.Reserve(alice, home, window, 0, true)
 			}
-			d.Wait(alice, home, w)
+			d.Wait(alice, home, window)
 		}},
 	}
 }
@@ -539,9 +539,8 @@ func addressCases() []throttleCase {
 // reserveCases: reserve before compare: the places are taken before any
 // password check.
 func reserveCases() []throttleCase {
-	fast := with(throttle.Config{})
 	return []throttleCase{
-		{"reserve before compare: pair", fast, func(d Driver) {
+		{"reserve before compare: pair", fast(), func(d Driver) {
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
 			}
@@ -560,7 +559,7 @@ func reserveCases() []throttleCase {
 			d.Fail(alice, home, time.Second)
 			d.Reserve(alice, home, time.Second, 2*time.Second, false)
 		}},
-		{"reserve before compare: release frees the places", fast, func(d Driver) {
+		{"reserve before compare: release frees the places", fast(), func(d Driver) {
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
 			}
@@ -585,7 +584,7 @@ func reserveCases() []throttleCase {
 				d.T.Errorf("10 parallel attempts from 10 addresses at a ceiling of 3: %d admitted; want 3", got)
 			}
 		}},
-		{"reserve before compare: concurrent", fast, func(d Driver) {
+		{"reserve before compare: concurrent", fast(), func(d Driver) {
 			if got := d.Parallel(50, alice, OneAddr, 0); got != 5 {
 				d.T.Errorf("50 concurrent reservations at a limit of 5: %d admitted; want 5", got)
 			}
@@ -604,10 +603,8 @@ func reserveCases() []throttleCase {
 // only because of them waits, and is then decided on the failures they
 // leave.
 func inFlightCases() []throttleCase {
-	fast := with(throttle.Config{})
-	const w = 15 * time.Minute // the window
 	return []throttleCase{
-		{"in flight at the pair's limit: wait, then the settled failures decide", fast, func(d Driver) {
+		{"in flight at the pair's limit: wait, then the settled failures decide", fast(), func(d Driver) {
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
 			}
@@ -619,7 +616,7 @@ func inFlightCases() []throttleCase {
 			d.Fail(alice, home, 0)
 			d.Reserve(alice, home, 0, time.Second, false) // five settled failures: refused
 		}},
-		{"in flight at the pair's limit: a success lets the next in", fast, func(d Driver) {
+		{"in flight at the pair's limit: a success lets the next in", fast(), func(d Driver) {
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
 			}
@@ -646,9 +643,9 @@ func inFlightCases() []throttleCase {
 			d.Fail(alice, "203.0.113.2", 0)
 			d.Wait(alice, attacker, 0) // two failures and one in flight
 			d.Fail(alice, home, 0)
-			d.Reserve(alice, attacker, 0, w, false) // three settled failures: refused everywhere
+			d.Reserve(alice, attacker, 0, window, false) // three settled failures: refused everywhere
 		}},
-		{"settled failures at the limit refuse, attempts in flight or not", fast, func(d Driver) {
+		{"settled failures at the limit refuse, attempts in flight or not", fast(), func(d Driver) {
 			for range 5 {
 				d.Reserve(alice, home, 0, 0, true)
 				d.Fail(alice, home, 0)
@@ -672,10 +669,8 @@ func inFlightCases() []throttleCase {
 // explainCases: Explain: which limits refuse, for the audit line; it changes
 // nothing.
 func explainCases() []throttleCase {
-	fast := with(throttle.Config{})
-	const w = 15 * time.Minute // the window
 	return []throttleCase{
-		{"explain names the pair", fast, func(d Driver) {
+		{"explain names the pair", fast(), func(d Driver) {
 			for range 4 {
 				d.Fail(alice, home, 0)
 			}
@@ -696,9 +691,9 @@ func explainCases() []throttleCase {
 			d.Explain(alice, home, 0, throttle.LimitPair|throttle.LimitUser)
 			d.Explain(alice, attacker, 0, throttle.LimitUser)
 			d.Explain(alice, home, time.Second, throttle.LimitUser) // the pair's backoff is over, the user's window is not
-			d.Reserve(alice, home, time.Second, w-time.Second, false)
-			d.Explain(alice, home, w, 0)
-			d.Reserve(alice, home, w, 0, true)
+			d.Reserve(alice, home, time.Second, window-time.Second, false)
+			d.Explain(alice, home, window, 0)
+			d.Reserve(alice, home, window, 0, true)
 		}},
 		{"explain names the client", throttle.Config{AddrRate: 1, AddrBurst: 2}, func(d Driver) {
 			d.Fail(alice, home, 0)
@@ -741,9 +736,8 @@ func explainCases() []throttleCase {
 // guessCases: wrong passwords sent at once, as logins send them: no more
 // password checks than the limits let through.
 func guessCases() []throttleCase {
-	fast := with(throttle.Config{})
 	return []throttleCase{
-		{"parallel wrong passwords: no more checks than the limit", fast, func(d Driver) {
+		{"parallel wrong passwords: no more checks than the limit", fast(), func(d Driver) {
 			if checked, refused := d.Guesses(20, alice, OneAddr, 0); checked != 5 || refused != 15 {
 				d.T.Errorf("20 parallel wrong passwords at a limit of 5 = %d checked, %d refused; want 5, 15", checked, refused)
 			}
