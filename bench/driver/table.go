@@ -68,22 +68,14 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	w := &tableWriter{}
 	d.tableHeader(w, start, loadStart)
 
-	// The targets of issue #14.
+	// The targets of issue #14, then the details.
 	w.p("\nTargets (issue #14)                                              figure                   target\n")
-	d.infoTargets(w, res)
-	d.loadTargets(w, res)
-	d.bigTargets(w, res.big)
-	d.pgTargets(w, res.pg)
-	d.tokensTarget(w, res)
-
-	// Details.
-	d.infoDetails(w, res)
-	d.loginDetails(w, res)
-	d.heapDetails(w, res)
-	d.bigDetails(w, res.big)
-	d.pgDetails(w, res.pg)
-	d.inprocDetails(w, res)
-	d.goDetails(w, res)
+	for _, section := range []func(*tableWriter, *results){
+		d.infoTargets, d.loadTargets, d.bigTargets, d.pgTargets, d.tokensTarget,
+		d.infoDetails, d.loginDetails, d.heapDetails, d.bigDetails, d.pgDetails, d.inprocDetails, d.goDetails,
+	} {
+		section(w, res)
+	}
 
 	for _, warn := range res.warn {
 		w.p("\nWARNING: %s\n", warn)
@@ -184,7 +176,8 @@ func (d *driver) loadTargets(w *tableWriter, res *results) {
 }
 
 // bigTargets writes the targets of the large users file.
-func (d *driver) bigTargets(w *tableWriter, big bigResult) {
+func (d *driver) bigTargets(w *tableWriter, res *results) {
+	big := res.big
 	row, notMeasured := w.row, w.notMeasured
 	bigName := big.name()
 	if big.err != nil && big.load == 0 {
@@ -212,7 +205,8 @@ func (d *driver) bigTargets(w *tableWriter, big bigResult) {
 }
 
 // pgTargets writes the targets of the PostgreSQL directory.
-func (d *driver) pgTargets(w *tableWriter, pg pgResult) {
+func (d *driver) pgTargets(w *tableWriter, res *results) {
+	pg := res.pg
 	row, notMeasured := w.row, w.notMeasured
 	pgName := pg.name()
 	switch {
@@ -350,7 +344,8 @@ func (d *driver) heapDetails(w *tableWriter, res *results) {
 }
 
 // bigDetails writes the large users file's load, reload and user add.
-func (d *driver) bigDetails(w *tableWriter, big bigResult) {
+func (d *driver) bigDetails(w *tableWriter, res *results) {
+	big := res.big
 	p := w.p
 	bigName := big.name()
 	p("\n%s (bench/bigusers: %.0f MB, argon2id hashes reused)\n", bigName, float64(big.fileBytes)/1e6)
@@ -368,7 +363,8 @@ func (d *driver) bigDetails(w *tableWriter, big bigResult) {
 
 // pgDetails writes the PostgreSQL directory's import, start, load and
 // idle workers.
-func (d *driver) pgDetails(w *tableWriter, pg pgResult) {
+func (d *driver) pgDetails(w *tableWriter, res *results) {
+	pg := res.pg
 	p := w.p
 	pgName := pg.name()
 	p("\n%s\n", pgName)
