@@ -79,7 +79,7 @@ func openStore(cmd, spec, prefix string, th throttle.Config) (tokens.Store, thro
 	}
 	if redisurl.IsCluster(spec) {
 		// A cluster's store has its own key layout (redisstore's
-		// cluster.go); the throttle shares the client, as it shares one
+		// keys.go); the throttle shares the client, as it shares one
 		// Redis's, since its scripts are cluster-ready (redisthrottle).
 		if strings.ContainsAny(prefix, "{}") {
 			return nil, nil, nil, usagef("%s: --store-prefix %q: a Redis Cluster's prefix may not hold { or } (they would move the keys' hash tags)", cmd, prefix)

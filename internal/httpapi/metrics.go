@@ -322,7 +322,7 @@ func routeLabel(pattern string) string {
 func (m *Metrics) rehashed(result string) { m.rehashes.WithLabelValues(result).Inc() }
 
 // tokenCacheStats is what a store that caches looked-up sessions reports
-// (redisstore.Store's CacheStats).
+// (redisstore.Cached: Store's and ClusterStore's CacheStats).
 type tokenCacheStats interface {
 	CacheStats() (hits, misses, breaks uint64, size int)
 }
