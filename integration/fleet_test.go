@@ -114,7 +114,7 @@ type instance struct {
 	name   string // A, B, C: how steps and failures name it
 	addr   string // host:port it listens on
 	cmd    *exec.Cmd
-	log    *lineLog
+	log    *processLog
 	exited chan struct{} // closed once the process is gone
 	client *http.Client
 }
@@ -177,7 +177,7 @@ var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
 // start runs inst's process on addr and waits until it listens.
 func (f *fleet) start(inst *instance, addr string) error {
-	inst.log = &lineLog{}
+	inst.log = &processLog{}
 	inst.cmd = exec.Command(binary, append([]string{"serve", "--addr", addr}, f.serve...)...)
 	inst.cmd.Stderr = inst.log
 	inst.cmd.Stdout = inst.log
@@ -362,20 +362,20 @@ func jsonBody(v map[string]string) string {
 	return string(b)
 }
 
-// lineLog is a process's output, kept whole.
-type lineLog struct {
+// processLog is a process's output, kept whole.
+type processLog struct {
 	mu     sync.Mutex
 	prefix string // the output of the process before a restart
 	buf    bytes.Buffer
 }
 
-func (l *lineLog) Write(p []byte) (int, error) {
+func (l *processLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.Write(p)
 }
 
-func (l *lineLog) String() string {
+func (l *processLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.prefix + l.buf.String()

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"authsvc/internal/cli"
+	"authsvc/internal/password"
 )
 
 // binary is the authsvc program TestMain built for this run.
@@ -16,8 +19,13 @@ var binary string
 // TestMain builds authsvc once, without -race (the servers are the system
 // under test, not this package's code), into a directory removed at exit.
 // AUTHSVC_TEST_BINARY names a binary built already (another revision's,
-// say) to test instead.
+// say) to test instead. The test binary is also the hasher pool's worker,
+// as the server binary is: a server run in-process (startServer) starts
+// "os.Executable() hash-worker".
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == password.WorkerCommand {
+		os.Exit(cli.ExitStatus(password.RunWorker(os.Stdin, os.Stdout), os.Stderr))
+	}
 	os.Exit(run(m))
 }
 
