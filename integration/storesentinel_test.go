@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"authsvc/internal/cli"
 	"authsvc/internal/testservers"
 )
 
@@ -100,12 +101,12 @@ func TestServeStopsOnUnknownSentinelMaster(t *testing.T) {
 	url := strings.Replace(g.URL, "/"+testservers.SentinelMaster+"/", "/nosuchmaster/", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err := Run(ctx, []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", writeTestUsers(t), "--store", url}, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+	err := cli.Run(ctx, []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", writeTestUsers(t), "--store", url}, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("serve --store %s = %v (timed out %v); want it to stop at once with an error", url, err, ctx.Err() != nil)
 	}
 	var line strings.Builder
-	code := ExitStatus(err, &line)
+	code := cli.ExitStatus(err, &line)
 	if code != 1 || strings.Count(line.String(), "\n") != 1 || !strings.Contains(line.String(), `refuses its configuration: the sentinels monitor no master named "nosuchmaster"`) {
 		t.Errorf("serve --store %s: exit %d, %q; want exit 1, one line saying the sentinels monitor no such master", url, code, line.String())
 	}

@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"authsvc/internal/cli"
 	"authsvc/internal/secret"
 )
 
@@ -130,7 +131,7 @@ func TestTwoFactorEndToEnd(t *testing.T) {
 	if err := secret.Write(newKey, k); err != nil {
 		t.Fatal(err)
 	}
-	err = Run(context.Background(), []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--secret-key-file", newKey},
+	err = cli.Run(context.Background(), []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--secret-key-file", newKey},
 		func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
 	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "second factors of 1 users") {
 		t.Fatalf("serve under another key = %v; want one line saying whose second factors it cannot open", err)

@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"authsvc/internal/cli"
 	"authsvc/internal/testservers"
 )
 
@@ -25,7 +26,7 @@ func TestServeStopsOnRefusedStore(t *testing.T) {
 		"redis://:the-password@" + host + "/99",    // no such database
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		err := Run(ctx, []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", writeTestUsers(t), "--store", store}, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+		err := cli.Run(ctx, []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", writeTestUsers(t), "--store", store}, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
 		timedOut := ctx.Err() != nil
 		cancel()
 		if err == nil || timedOut {
@@ -33,7 +34,7 @@ func TestServeStopsOnRefusedStore(t *testing.T) {
 			continue
 		}
 		var line strings.Builder
-		code := ExitStatus(err, &line)
+		code := cli.ExitStatus(err, &line)
 		if code != 1 || strings.Count(line.String(), "\n") != 1 || !strings.Contains(line.String(), "refuses") || strings.Contains(line.String(), "not-the-password") {
 			t.Errorf("serve --store %s: exit %d, %q; want exit 1, one line saying the store refuses, without the password", store, code, line.String())
 		}

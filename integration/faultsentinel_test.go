@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"net/http"
@@ -16,6 +16,14 @@ const sentinelHealBound = 10 * time.Second
 // kill must survive the failover (issue 22, point 2). Replication is
 // asynchronous: what the primary had not yet sent its replica dies with it.
 const sentinelLossWindow = time.Second
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
 
 // firstOK returns when the earliest 200 reply of kind to a request sent
 // after from arrived, and whether there was one.

@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"context"
@@ -164,10 +164,4 @@ func metric(t *testing.T, base, name string) float64 {
 	}
 	t.Fatalf("%s/metrics has no %s:\n%s", base, name, r.body)
 	return 0
-}
-
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package cli
+package integration
 
 // The browser end-to-end test: `make e2e` (go test -tags e2e -run Browser).
 // authsvc runs in-process, testdata/e2e/page.html is served from another

@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"bufio"
@@ -32,6 +32,14 @@ const (
 	// rightLoginBody is alice's right password: a malformed request that
 	// carries it must still never get a 2xx.
 	rightLoginBody = `{"username":"alice","password":"alice-pw"}`
+)
+
+// The server's read timeouts (internal/cli's serve.go): API.md fixes the
+// header timeout at 10 s, and a trickled body is cut off with the
+// headers' deadline.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = readHeaderTimeout
 )
 
 // abuseServer is one running program and what it must never log.

@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"authsvc/internal/cli"
 	"authsvc/internal/mfa"
 	"authsvc/internal/secret"
 	"authsvc/internal/testservers"
@@ -81,7 +82,7 @@ func TestTwoFactorPostgres(t *testing.T) {
 	}
 
 	// Without the key, a database holding secrets stops start-up, one line.
-	err = Run(context.Background(), []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", dbURL},
+	err = cli.Run(context.Background(), []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", dbURL},
 		func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
 	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "--secret-key-file") || strings.Contains(err.Error(), "passw") {
 		t.Errorf("serve over factors without a key = %v; want one line naming --secret-key-file and no password", err)

@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"path/filepath"
