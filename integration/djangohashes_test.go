@@ -19,7 +19,7 @@ import (
 // django42Fixture is the real Django 4.2 dump, one user per hash form (a
 // verbatim copy of ../shared/fixtures/django; its README lists every
 // password). Never edited.
-const django42Fixture = "testdata/django42/dumpdata.json"
+var django42Fixture = fromRoot("testdata/django42/dumpdata.json")
 
 // djangoNewForms are the fixture's users whose hash forms are verified as
 // Django does (pbkdf2_sha1, argon2i, scrypt) or wrapped at import (the

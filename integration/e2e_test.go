@@ -47,7 +47,7 @@ func requireChromium(t *testing.T) {
 // returns the page's origin.
 func servePage(t *testing.T) string {
 	t.Helper()
-	page, err := os.ReadFile("testdata/e2e/page.html")
+	page, err := os.ReadFile(fromRoot("testdata/e2e/page.html"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -314,19 +314,12 @@ func successfulLogins(replies []faultReply) []faultReply {
 	return out
 }
 
-// buildAuthsvc builds the server's binary into a temporary directory, as
-// cli_test.go's process tests do.
+// buildAuthsvc returns the server's binary, the one TestMain built for
+// the package.
 func buildAuthsvc(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		requireOrSkip(t, "no go tool to build the server's binary: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "authsvc")
-	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	requireBinary(t)
+	return binary
 }
 
 // requireOrSkip skips t with the reason, or fails it where the fault

@@ -49,6 +49,10 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
+// fromRoot is the path of name, a path from the module's root (README.md,
+// testdata/, clients/django): go test runs this package in integration/.
+func fromRoot(name string) string { return filepath.Join("..", name) }
+
 // requireBinary fails t unless the binary under test is there. It also
 // stats every Go source of the module and go.mod/go.sum, so that go test's
 // cache, which does not know that the binary is built from them, runs the

@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -34,11 +33,11 @@ const (
 	readmePip  = ".venv/bin/pip install --no-build-isolation --no-deps ./clients/django"
 )
 
-// TestPythonDjangoClientREADME: README.md and clients/django/README.md show
+// TestPythonDjangoClientREADME: docs/django.md and clients/django/README.md show
 // the install TestPythonDjangoClient runs.
 func TestPythonDjangoClientREADME(t *testing.T) {
 	for _, name := range []string{"docs/django.md", "clients/django/README.md"} {
-		data, err := os.ReadFile(name)
+		data, err := os.ReadFile(fromRoot(name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +51,7 @@ func TestPythonDjangoClientREADME(t *testing.T) {
 
 // TestPythonDjangoClient installs clients/django as the READMEs say
 // (readmeVenv, readmePip) into a temporary virtual environment and runs its
-// Python tests against that installed copy and a freshly built authsvc.
+// Python tests against that installed copy and the authsvc TestMain built.
 func TestPythonDjangoClient(t *testing.T) {
 	required := requirePython()
 	skip := func(format string, args ...any) {
@@ -63,54 +62,36 @@ func TestPythonDjangoClient(t *testing.T) {
 		t.Skipf(format+" (set AUTHSVC_REQUIRE_PYTHON=1 to fail instead)", args...)
 	}
 	if testing.Short() && !required {
-		t.Skip("builds the binary and runs the Python suite")
+		t.Skip("runs the Python suite")
 	}
 	if out, err := exec.Command(debianPython, "-c", "import django, rest_framework, setuptools, pip, venv, ensurepip").CombinedOutput(); err != nil {
 		skip("%s lacks Django, DRF, setuptools, pip or venv (apt-get install python3-django python3-djangorestframework python3-setuptools python3-pip python3-venv): %v\n%s", debianPython, err, out)
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		skip("no go tool: %v", err)
-	}
+	requireBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	env := append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "PIP_NO_INDEX=1", "PIP_DISABLE_PIP_VERSION_CHECK=1")
 
-	// The install and the build take seconds each: side by side.
 	// pip builds in the source tree (build/, *.egg-info): it gets a copy.
 	src, venv := filepath.Join(dir, "src"), filepath.Join(dir, ".venv")
-	copyPackage(t, "clients/django", src)
-	pipDone := make(chan error, 1)
+	copyPackage(t, fromRoot("clients/django"), src)
 	var pipOut bytes.Buffer
 	start := time.Now()
-	go func() {
-		for _, args := range [][]string{
-			{debianPython, "-m", "venv", "--system-site-packages", venv},                             // readmeVenv
-			{filepath.Join(venv, "bin", "pip"), "install", "--no-build-isolation", "--no-deps", src}, // readmePip
-		} {
-			cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-			cmd.Env = env
-			cmd.Stdout, cmd.Stderr = &pipOut, &pipOut
-			if err := cmd.Run(); err != nil {
-				pipDone <- fmt.Errorf("%s: %w", strings.Join(args, " "), err)
-				return
-			}
+	for _, args := range [][]string{
+		{debianPython, "-m", "venv", "--system-site-packages", venv},                             // readmeVenv
+		{filepath.Join(venv, "bin", "pip"), "install", "--no-build-isolation", "--no-deps", src}, // readmePip
+	} {
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Env = env
+		cmd.Stdout, cmd.Stderr = &pipOut, &pipOut
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, pipOut.String())
 		}
-		pipDone <- nil
-	}()
-	bin := filepath.Join(dir, "authsvc")
-	buildOut, buildErr := exec.CommandContext(ctx, goTool, "build", "-buildvcs=false", "-o", bin, ".").CombinedOutput()
-	pipErr := <-pipDone
-	if buildErr != nil {
-		t.Fatalf("go build: %v\n%s", buildErr, buildOut)
 	}
-	if pipErr != nil {
-		t.Fatalf("%v\n%s", pipErr, pipOut.String())
-	}
-	t.Logf("go build, venv and pip install: %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("venv and pip install: %v", time.Since(start).Round(time.Millisecond))
 
-	tests, err := filepath.Abs("clients/django/tests")
+	tests, err := filepath.Abs(fromRoot("clients/django/tests"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +99,7 @@ func TestPythonDjangoClient(t *testing.T) {
 	cmd.Dir = dir // not the source folder: the installed copy is the one under test
 	cmd.Env = append(env,
 		"AUTHSVC_DJANGO_INSTALLED=1",
-		"AUTHSVC_BIN="+bin,
+		"AUTHSVC_BIN="+binary,
 		"AUTHSVC_REQUIRE_PYTHON=1", // nothing in the suite may skip
 	)
 	var out bytes.Buffer
