@@ -22,7 +22,7 @@ test:
 
 # e2e: a page from another origin logs in through headless Chromium (CORS); needs /usr/bin/chromium.
 e2e:
-	AUTHSVC_REQUIRE_E2E=1 $(GO) test -tags e2e -run Browser -count=1 -v ./internal/cli
+	AUTHSVC_REQUIRE_E2E=1 $(GO) test -tags e2e -run Browser -count=1 -v ./integration
 
 # model: longer model-based walks of real fleets than make test's budget (integration/walk_test.go):
 # SEEDS walks of STEPS steps per topology from seed SEED (a new one each run unless given);
