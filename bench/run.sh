@@ -65,13 +65,14 @@ command -v wrk >/dev/null 2>&1 || { say "wrk is required"; exit 1; }
 command -v curl >/dev/null 2>&1 || { say "curl is required"; exit 1; }
 
 # --- build -----------------------------------------------------------------------
-say "building authsvc, the baseline, bcryptrate, bigusers, the driver and authsvc's test binary"
+say "building authsvc, the baseline, bcryptrate, bigusers, the driver and authsvc's test binaries"
 "$GO" build -o "$OUT/authsvc" .
 "$GO" build -o "$OUT/baseline" ./bench/baseline
 "$GO" build -o "$OUT/bcryptrate" ./bench/bcryptrate
 "$GO" build -o "$OUT/bigusers" ./bench/bigusers
 "$GO" build -o "$OUT/driver" ./bench/driver
 "$GO" test -c -o "$OUT/authsvc.test" ./internal/cli
+"$GO" test -c -o "$OUT/integration.test" ./integration
 
 # --- helpers -------------------------------------------------------------------
 # free_port prints a loopback port nothing listens on.
@@ -346,7 +347,9 @@ fi
 # redis+sentinel:// under login and /info load, kills the primary with
 # SIGKILL, and logs how long until both answer 200 again.
 say "killing a Sentinel-managed primary under load (TestFaultSentinelFailover)"
-heal_out=$("$OUT/authsvc.test" -test.run '^TestFaultSentinelFailover$' -test.count 1 -test.v 2>&1) || true
+# AUTHSVC_TEST_BINARY: integration's TestMain tests the authsvc built above
+# instead of building one from integration/'s parent.
+heal_out=$(AUTHSVC_TEST_BINARY="$OUT/authsvc" "$OUT/integration.test" -test.run '^TestFaultSentinelFailover$' -test.count 1 -test.v 2>&1) || true
 heal=$(grep -Eo 'sentinel time to heal: .*' <<<"$heal_out" | head -n 1) || true
 if [ -n "$heal" ] && grep -q '^--- PASS: TestFaultSentinelFailover' <<<"$heal_out"; then
 	echo "${heal/sentinel time to heal/Sentinel time to heal, kill -9 of the primary, 2 instances under load} (target: within 10 s of the promotion)" | tee -a "$OUT/latest.txt"
