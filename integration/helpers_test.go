@@ -10,15 +10,18 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -386,4 +389,62 @@ func writeDjangoDump(t *testing.T, dir, name string, records ...djangoUserRecord
 		t.Fatal(err)
 	}
 	return path
+}
+
+// serveBinary is startServer with the server a process of the binary
+// TestMain built, without the race detector, as in production: for the
+// tests whose figure is the server's speed, and those whose hashes the
+// race detector would make minutes of work. stop sends SIGTERM, as an
+// operator does, and returns the error of an exit status other than 0.
+func serveBinary(t *testing.T, env map[string]string, args ...string) (string, *lineLog, func() error) {
+	t.Helper()
+	requireBinary(t)
+	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = environ(env)
+	log := newLineLog()
+	cmd.Stderr = log
+	p := startServerProcess(t, cmd, log.String)
+	stop := func() error {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(15 * time.Second):
+			t.Fatal("serve did not exit within 15s of SIGTERM")
+		}
+		if !cmd.ProcessState.Success() {
+			return fmt.Errorf("serve: %v", cmd.ProcessState)
+		}
+		return nil
+	}
+	return p.base, log, stop
+}
+
+// runBinary is runCLI with the command a process of the binary TestMain
+// built (see serveBinary), its environment env alone, and the same
+// AUTHSVC_PASSWORD_MIN_LENGTH of 1 unless env says otherwise.
+func runBinary(t *testing.T, stdin string, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	requireBinary(t)
+	cmd := exec.Command(binary, args...)
+	cmd.Env = environ(env)
+	if _, ok := env["AUTHSVC_PASSWORD_MIN_LENGTH"]; !ok {
+		cmd.Env = append(cmd.Env, "AUTHSVC_PASSWORD_MIN_LENGTH=1")
+	}
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	var exit *exec.ExitError
+	if err := cmd.Run(); err != nil && !errors.As(err, &exit) {
+		t.Fatalf("authsvc %s: %v", strings.Join(args, " "), err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+// environ is env as a process's environment.
+func environ(env map[string]string) []string {
+	list := []string{}
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	return list
 }
