@@ -12,7 +12,10 @@ import (
 // TestCLIWarnsOfSlowHashes: user check and user import name, on stderr,
 // every user whose hash checks far slower than the default policy's (every
 // failed login waits as long as the slowest hash in the directory), and
-// still succeed (issue 19, point 2).
+// still succeed (issue 19, point 2). The commands are processes of the
+// binary (runBinary): user check loads the file as serve does, hashing a
+// dummy as slow as its slowest hash, a second's work that the race
+// detector makes a minute.
 func TestCLIWarnsOfSlowHashes(t *testing.T) {
 	dir := t.TempDir()
 	slow := filepath.Join(dir, "slow.json")
@@ -22,7 +25,7 @@ func TestCLIWarnsOfSlowHashes(t *testing.T) {
 	if err := os.WriteFile(slow, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI(t, "", nil, "user", "check", "--users", slow)
+	code, stdout, stderr := runBinary(t, "", nil, "user", "check", "--users", slow)
 	if code != 0 || !strings.Contains(stdout, "3 users, valid") {
 		t.Fatalf("user check = exit %d, %q, %q; want exit 0, valid", code, stdout, stderr)
 	}
@@ -36,15 +39,15 @@ func TestCLIWarnsOfSlowHashes(t *testing.T) {
 	}
 
 	into := filepath.Join(dir, "into.json")
-	code, _, stderr = runCLI(t, "", nil, "user", "import", "--users", into, "--from", "file", slow)
+	code, _, stderr = runBinary(t, "", nil, "user", "import", "--users", into, "--from", "file", slow)
 	if code != 0 || !strings.Contains(stderr, `user import: warning: user "bob"`) || !strings.Contains(stderr, `user import: warning: user "carol"`) {
 		t.Errorf("user import of slow hashes = exit %d, stderr %q; want exit 0 and a warning naming bob and carol", code, stderr)
 	}
-	code, _, stderr = runCLI(t, "", nil, "user", "check", "--users", into)
+	code, _, stderr = runBinary(t, "", nil, "user", "check", "--users", into)
 	if code != 0 || strings.Count(stderr, "warning") != 2 {
 		t.Errorf("user check after the import = exit %d, %q; want the same two warnings", code, stderr)
 	}
-	if code, _, stderr := runCLI(t, "", nil, "user", "check", "--users", writeTestUsers(t)); code != 0 || stderr != "" {
+	if code, _, stderr := runBinary(t, "", nil, "user", "check", "--users", writeTestUsers(t)); code != 0 || stderr != "" {
 		t.Errorf("user check of cheap hashes = exit %d, stderr %q; want no warning", code, stderr)
 	}
 }
