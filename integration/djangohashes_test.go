@@ -39,7 +39,9 @@ var djangoNewForms = []struct{ username, scheme, password, digest string }{
 // pbkdf2_sha1, argon2i and scrypt as they are, stores each legacy fast hash
 // only wrapped in the policy's hash, and refuses crypt with its reason; then
 // each of those users logs in with the Django password (a wrong one is
-// refused), and is a plain policy hash after that first login.
+// refused), and is a plain policy hash after that first login. The server
+// is a process of the binary (serveBinary): the race detector would make
+// each check of PBKDF2-SHA1 at 600,000 iterations seconds long.
 // (TestParseDjangoDumpWrapsLegacy imports the whole fixture; the users of
 // the other forms, among them Django's 100 MiB argon2, would make every
 // failed login here as slow as theirs: seconds each under -race.)
@@ -55,7 +57,7 @@ func TestDjangoHashFormsLogInFromFile(t *testing.T) {
 			t.Errorf("the users file holds %s's fast hash %s", f.username, f.digest)
 		}
 	}
-	base, _, stop := startServer(t, nil, "--users", usersPath, "--login-burst", "100")
+	base, _, stop := serveBinary(t, nil, "--users", usersPath, "--login-burst", "100")
 	defer stop()
 	checkDjangoLogins(t, base, func(username string) string { return mustReadUsers(t, usersPath)[username].PasswordHash })
 }
@@ -82,7 +84,7 @@ func TestDjangoHashFormsLogInFromPostgres(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), `select count(*) from authsvc_users where password_hash ~ '^[0-9a-f]{32}$' or password_hash ~ '^(sha1|md5)\$'`).Scan(&fast); err != nil || fast != 0 {
 		t.Errorf("rows holding a fast hash: %d, %v; want none", fast, err)
 	}
-	base, _, stop := startServer(t, nil, "--users", db, "--login-burst", "100")
+	base, _, stop := serveBinary(t, nil, "--users", db, "--login-burst", "100")
 	defer stop()
 	checkDjangoLogins(t, base, hashOf)
 }
