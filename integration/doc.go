@@ -1,7 +1,11 @@
-// Package integration holds process-level tests: they build the authsvc
-// binary once and drive real fleets of it (serve and the user commands as
-// processes) over HTTP, against real Redis, Redis Cluster and PostgreSQL
-// servers started by internal/testservers. It has no code outside its
-// tests; it lives apart from the root package so that its walks run in
-// parallel with the root package's long suite.
+// Package integration holds the tests that start processes: servers of
+// the authsvc binary, which TestMain builds once, or the program run
+// in-process (cli.Run), against real Redis, Sentinel, Redis Cluster and
+// PostgreSQL servers started by internal/testservers, and Python and
+// Chromium where a test needs them. The model-based walks (walk_test.go)
+// drive real fleets; the fault suite (fault*_test.go) kills, stops and
+// fills what the servers stand on; the rest check one behaviour across
+// instances, stores or the command line. It has no code outside its
+// tests. The repository's files (testdata/, README.md, clients/django)
+// are read through fromRoot: go test runs these tests in integration/.
 package integration
