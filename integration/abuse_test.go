@@ -653,6 +653,7 @@ func abbreviate(raw string) string {
 // can against one bcrypt slot and a queue of two get only 401, 503 with
 // Retry-After, or 429; meanwhile every info call with a valid token gets 200.
 func TestAbuseLoginFlood(t *testing.T) {
+	t.Parallel()
 	s := startAbuseServer(t,
 		"--password-slots", "1", "--password-queue", "2",
 		"--login-rate", "1000", "--login-burst", "1000",

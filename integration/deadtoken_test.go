@@ -63,6 +63,7 @@ func stillDead(t *testing.T, base, token, why string) {
 // brings it back: not enable, not a re-add, not an older users file put
 // back; and user logout ends every token of a user.
 func TestDeadStaysDead(t *testing.T) {
+	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
@@ -132,6 +133,7 @@ func TestDeadStaysDead(t *testing.T) {
 // disabled in A's file, then enabled again) is refused by B at once,
 // though B's file never changed.
 func TestDeadStaysDeadAcrossInstances(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	pathA, pathB := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")

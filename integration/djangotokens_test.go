@@ -40,6 +40,7 @@ func wantTokenTally(t *testing.T, what, stdout string, dryRun bool, want importT
 // expiring --token-ttl after the import, listed among the user's
 // sessions. The memory store skips them, reported; a dry run writes no key.
 func TestImportDjangoTokens(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	prefix := testservers.UniquePrefix()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
@@ -134,6 +135,7 @@ func mustParseRedisURL(t *testing.T, url string) *redis.Options {
 // Each import that lists a key sets its expiry anew: --token-ttl D after
 // that import, or never.
 func TestImportedTokensNeverExpire(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	prefix := testservers.UniquePrefix()
 	dir := t.TempDir()

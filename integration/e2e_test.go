@@ -185,6 +185,7 @@ func accessLines(log *lineLog, method, path string) []string {
 // CORS off, the browser refuses the page at the preflight and authsvc
 // never sees the login or the info request.
 func TestBrowserCORS(t *testing.T) {
+	t.Parallel()
 	requireChromium(t)
 	users := writeTestUsers(t)
 

@@ -156,6 +156,7 @@ func fsizeDisk(t *testing.T) *fullDisk {
 // both write. On a small tmpfs where one can be mounted (root), and with
 // RLIMIT_FSIZE always, which also stands in where no tmpfs can be mounted.
 func TestFaultDiskFull(t *testing.T) {
+	t.Parallel()
 	bin := buildAuthsvc(t)
 	ran := 0
 	t.Run("tmpfs", func(t *testing.T) {

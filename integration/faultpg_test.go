@@ -22,6 +22,7 @@ func faultPassword(user string) string { return user + " passphrase, long enough
 // 200 for a dead one, and service is back within 5 s of the start, no
 // restart (API.md, Operations).
 func TestFaultPostgresRestart(t *testing.T) {
+	t.Parallel()
 	pgURL, stopPG, startPG := testservers.Postgres(t)
 	if stopPG == nil {
 		t.Skip("AUTHSVC_TEST_POSTGRES names a server this test cannot stop")
@@ -173,6 +174,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 // wrong one, while an uncached name got 503: a verdict nobody could
 // confirm, which also told who had logged in recently.
 func TestPostgresOutageChecksNoPassword(t *testing.T) {
+	t.Parallel()
 	pgURL, stopPG, startPG := testservers.Postgres(t)
 	if stopPG == nil {
 		t.Skip("AUTHSVC_TEST_POSTGRES names a server this test cannot stop")

@@ -48,6 +48,7 @@ func firstOK(replies []faultReply, kind string, from time.Time) (time.Time, bool
 // still works. The time to heal is logged ("sentinel time to heal"), as
 // make bench prints it.
 func TestFaultSentinelFailover(t *testing.T) {
+	t.Parallel()
 	g := testservers.Sentinel(t)
 	args := []string{"--users", writeTestUsers(t), "--store", g.URL, "--store-prefix", testservers.UniquePrefix(),
 		"--cost", "4", "--max-tokens-per-user", "0", "--login-rate", "1000", "--login-burst", "1000"}

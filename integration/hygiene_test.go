@@ -33,6 +33,7 @@ func owner(t *testing.T, path string) (uid, gid int) {
 // TestCLIKeepsOwner: root editing the server's users file must leave it the
 // server's, or the server can no longer read it.
 func TestCLIKeepsOwner(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	addUser(t, path, "alice", "pw")
 
@@ -77,6 +78,7 @@ func TestCLIKeepsOwner(t *testing.T) {
 // old one's owner writes nothing. Only root can set up a file another user
 // edits but does not own, so it runs the CLI as nobody.
 func TestCLIRefusesOwnerChange(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("not root: cannot run the CLI as another user")
 	}
@@ -153,6 +155,7 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 // TestHashCostMaximum: a hash too costly to check is refused at load, naming
 // the entry, and the CLI makes none.
 func TestHashCostMaximum(t *testing.T) {
+	t.Parallel()
 	for _, cost := range []string{"15", "31"} {
 		doc := usersJSON(okAlice, entry("bob", hashField("$2a$"+cost+passwordtest.Hash[6:])))
 		want := `users[1] ("bob"): password_hash: bcrypt cost ` + cost + ` is above the maximum 14`
@@ -192,6 +195,7 @@ func TestHashCostMaximum(t *testing.T) {
 // TestCLIUserListEscapes: a hand-edited users file must not be able to run
 // terminal escapes or forge rows in user list.
 func TestCLIUserListEscapes(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	list := []users.User{
 		{Username: "alice", PasswordHash: passwordtest.Hash, Name: "\x1b[31mAlice\x1b[0m", Email: "a@example.com\nmallory  yes    no", Groups: []string{"dev\tops", "qa\r"}},
@@ -226,6 +230,7 @@ func TestCLIUserListEscapes(t *testing.T) {
 // TestCLIUserAddProfileLimits: --name, --email and --group take printable
 // UTF-8 of a sane length; anything else is a usage error that writes nothing.
 func TestCLIUserAddProfileLimits(t *testing.T) {
+	t.Parallel()
 	groups := func(n int) []string {
 		var args []string
 		for i := range n {
@@ -287,6 +292,7 @@ func TestCLIUserAddProfileLimits(t *testing.T) {
 
 // TestCLIPasswordNotUTF8: a password no JSON login can send is refused.
 func TestCLIPasswordNotUTF8(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	addUser(t, path, "alice", "pw")
 	before, _ := os.ReadFile(path)
@@ -312,6 +318,7 @@ func TestCLIPasswordNotUTF8(t *testing.T) {
 // TestCLILockSymlink: a symbolic link planted as the lock file is not
 // followed, so it cannot make the CLI create or truncate another file.
 func TestCLILockSymlink(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
 	addUser(t, path, "alice", "pw")
@@ -339,6 +346,7 @@ func TestCLILockSymlink(t *testing.T) {
 // TestCLIRemovesStaleTemp: the temporary files of a killed CLI are removed
 // by the next edit, and nothing else is.
 func TestCLIRemovesStaleTemp(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
 	addUser(t, path, "alice", "pw")
@@ -371,6 +379,7 @@ func TestCLIRemovesStaleTemp(t *testing.T) {
 // case, but the users file's names are exact: "ADMIN" is a typo or a trick,
 // not admin.
 func TestUsersFieldNamesExact(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ doc, want string }{
 		{usersJSON(entry("alice", hashField(passwordtest.Hash), `"ADMIN": true`)), `users[0] ("alice"): unknown field "ADMIN"`},
 		{usersJSON(okAlice, entry("bob", hashField(passwordtest.Hash), `"Disabled": false`)), `users[1] ("bob"): unknown field "Disabled"`},

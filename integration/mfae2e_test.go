@@ -57,6 +57,7 @@ func mfaCallFrom(t *testing.T, client *http.Client, method, url, token, body str
 // oathtool, nothing secret reaches the log, and a restart under another
 // key stops with one line unless the old key is given too (a rotation).
 func TestTwoFactorEndToEnd(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
 	env := map[string]string{"AUTHSVC_USERS": usersPath}

@@ -20,6 +20,7 @@ import (
 // mfa_token's 5 attempts hold across both even when 30 codes are sent at
 // once, and a logoutall on one ends an mfa_token the other handed out.
 func TestTwoFactorFleet(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
@@ -209,6 +210,7 @@ func fleetStores(t *testing.T) map[string]string {
 // invalid_token, and the losers' recovery codes stay unused (issue 28,
 // point 8).
 func TestMFATokenSpentOnceFleet(t *testing.T) {
+	t.Parallel()
 	for name, store := range fleetStores(t) {
 		t.Run(name, func(t *testing.T) { testMFATokenSpentOnceFleet(t, store) })
 	}
@@ -276,6 +278,7 @@ func testMFATokenSpentOnceFleet(t *testing.T, store string) {
 // instances, is redisthrottle's TestRedisThrottleInstances; this one
 // costs some 20 s under -race.)
 func TestMFACodeLockFleet(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	// The pair's and the user's windows out of the way: the lock alone
 	// must refuse.

@@ -23,6 +23,7 @@ import (
 // with the key given, a user enrols and the factors land in the database,
 // sealed, where a second instance reads them.
 func TestTwoFactorPostgres(t *testing.T) {
+	t.Parallel()
 	pgURL, _, _ := testservers.Postgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)
 	pw := "fay passphrase, long enough"

@@ -17,6 +17,7 @@ import (
 // cluster's PUBLISH reaches every node, so each instance hears the other's
 // invalidations whichever node it subscribed on.
 func TestMultiInstanceCluster(t *testing.T) {
+	t.Parallel()
 	addrs, _ := testservers.RedisCluster(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
@@ -71,6 +72,7 @@ func TestMultiInstanceCluster(t *testing.T) {
 // finds them; importing again refreshes them, and a key logged out since
 // stays dead (an import never brings a dead token back).
 func TestImportDjangoTokensCluster(t *testing.T) {
+	t.Parallel()
 	addrs, _ := testservers.RedisCluster(t)
 	storeURL := "redis+cluster://" + strings.Join(addrs, ",")
 	prefix := testservers.UniquePrefix()

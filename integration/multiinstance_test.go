@@ -176,6 +176,7 @@ func tokenOf(t *testing.T, name string, r miReply) string {
 // tokens and revocations, fail closed while Redis is down, and resume when it
 // is back, without a restart.
 func TestMultiInstance(t *testing.T) {
+	t.Parallel()
 	redisURL, stopRedis, restartRedis := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
@@ -302,6 +303,7 @@ func TestMultiInstance(t *testing.T) {
 // anyway (the store connects lazily), is live but not ready, and answers
 // every request that needs the store with 503, never 500.
 func TestRedisStoreUnreachableAtStart(t *testing.T) {
+	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)

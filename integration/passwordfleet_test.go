@@ -120,6 +120,7 @@ func issuedBefore(logins []raceLogin, at time.Time) (before, all int) {
 // tokens of logins that checked the old password during the change, and
 // took new logins on it, until it reloaded.
 func TestPasswordChangeEndsRacingLoginsFleet(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := writeTestUsers(t)
 	prefix := testservers.UniquePrefix()

@@ -30,6 +30,7 @@ var modelRegressions = []struct {
 
 // TestModelRegressions replays modelRegressions against the model.
 func TestModelRegressions(t *testing.T) {
+	t.Parallel()
 	requireBinary(t)
 	for _, reg := range modelRegressions {
 		t.Run(reg.name, func(t *testing.T) {

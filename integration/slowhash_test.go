@@ -17,6 +17,7 @@ import (
 // dummy as slow as its slowest hash, a second's work that the race
 // detector makes a minute.
 func TestCLIWarnsOfSlowHashes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	slow := filepath.Join(dir, "slow.json")
 	doc := usersJSON(okAlice,

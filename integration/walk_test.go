@@ -31,6 +31,7 @@ import (
 // and AUTHSVC_MODEL_WITHOUT (operations never drawn, comma-separated: to
 // look past a known bug).
 func TestModelFleet(t *testing.T) {
+	t.Parallel()
 	requireBinary(t)
 	cfg := readConfig(t)
 	for _, topo := range topologies {
