@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,7 +29,25 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == password.WorkerCommand {
 		os.Exit(cli.ExitStatus(password.RunWorker(os.Stdin, os.Stdout), os.Stderr))
 	}
+	flag.Parse()
+	setParallel()
 	os.Exit(run(m))
+}
+
+// minParallel is how many parallel tests of this package run at once at
+// the least, unless go test's -parallel says: they mostly wait, on
+// servers starting, outage windows and timeouts, so that go test's
+// default of GOMAXPROCS (2 on the machines here) left the cores idle and
+// the package took minutes.
+const minParallel = 4
+
+// setParallel raises -test.parallel to minParallel unless it was given.
+func setParallel() {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given && runtime.GOMAXPROCS(0) < minParallel {
+		flag.Set("test.parallel", strconv.Itoa(minParallel))
+	}
 }
 
 func run(m *testing.M) int {
