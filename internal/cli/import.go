@@ -19,6 +19,7 @@ import (
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
+	"authsvc/internal/users/postgres"
 )
 
 // importOptions are user import's flags and argument.
@@ -546,6 +547,18 @@ func importTokens(ctx context.Context, store tokens.Store, keys []users.DjangoTo
 		return tally, fmt.Errorf("user import: token store: %w", err)
 	}
 	return tally, nil
+}
+
+// openImportTarget opens the directory usersPath names for an import, as
+// openCLIDirectory does; a dry run opens it read only, and takes a
+// database no authsvc has set up for one that holds no users, which it
+// must not set up either. done releases it.
+func openImportTarget(ctx context.Context, usersPath string, dryRun bool) (dir importTarget, done func(), err error) {
+	dir, done, err = openCLIDirectory(ctx, usersPath, dryRun)
+	if dryRun && errors.Is(err, postgres.ErrNoSchema) {
+		return noUsersYet{name: postgres.Name(usersPath)}, func() {}, nil
+	}
+	return dir, done, err
 }
 
 // importTarget is what an import needs of a directory.

@@ -14,23 +14,6 @@ import (
 	"authsvc/internal/users"
 )
 
-// rekeyAbout is user rekey's --help.
-const rekeyAbout = `Re-seals every user's authenticator secret (an active one, and one
-enrolled but not yet confirmed) under the secret key in --secret-key-file,
-in one write. Each secret is opened with that key or one of the
---old-secret-key-file keys; a secret none of them opens is reported by
-username, its user is left as it was, and the command exits 1. Secrets
-already under the new key are left alone, so a rekey may be run again.
-
-Recovery codes are kept as they are: they are stored only as hashes keyed
-under the key they were made with, which cannot be made again without the
-codes. The summary counts the users whose codes are under another key:
-they keep working as long as serve is also given that key
-(--old-secret-key-file), until the user uses them up or makes new ones.
-Sessions are not ended. A missing --secret-key-file is created (mode 0600)
-and said so on stderr. Neither key flag is read from the environment:
-serve's AUTHSVC_SECRET_KEY_FILE names the key being replaced.`
-
 // errRekeyUnchanged: a user's secrets were all under the new key already.
 var errRekeyUnchanged = errors.New("already under the new key")
 

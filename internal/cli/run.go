@@ -1,6 +1,10 @@
 // Package cli is authsvc's commands: serve, user, hash and version, each
 // with its own flags and help, and Run, which picks one from the command
 // line. The root package main only calls Run.
+//
+// Each command is one function, in a file of its own (serve.go,
+// user_add.go, …), and the table in commands lists them all: Run
+// dispatches through it, and --help is made from it.
 package cli
 
 import (
@@ -8,32 +12,128 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"authsvc/internal/password"
 )
 
-// overview returns the text of authsvc --help: what authsvc is and its
-// commands; each command's own --help gives its flags.
-func overview() string {
-	var b strings.Builder
-	b.WriteString(`usage: authsvc [COMMAND] [flags] [arguments]
+// An env is what a command is given of the process: its environment and
+// its standard streams.
+type env struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
 
-authsvc is a token authentication service: POST a username and password
-to /api/auth/login/ for a token, then present the token to /api/auth/info.
-Users live in a users file (or PostgreSQL), tokens in memory (or Redis).
+// A command is one of authsvc's commands.
+type command struct {
+	name    string // as typed: "serve", "user add"
+	summary string // one line for the lists of commands
+	// hidden commands are left out of the lists, and their errors are
+	// their own: the hash worker, which the server starts itself
+	// (internal/password/pool.go), names itself in them.
+	hidden bool
+	// run runs the command with the arguments that follow its name. Its
+	// errors are reported as "authsvc: NAME: message".
+	run func(ctx context.Context, e *env, args []string) error
+}
 
-commands:
-`)
-	line := func(name, summary string) { fmt.Fprintf(&b, "  %-14s  %s\n", name, summary) }
-	line("serve", "run the server (the command when none is given)")
-	for _, c := range userSubcommands {
-		line("user "+c.name, c.summary)
+// commands returns every command, in the order help lists them.
+func commands() []command {
+	return []command{
+		{name: "serve", summary: "run the server (the command when none is given)", run: serve},
+		{name: "user add", summary: "add a user", run: userAdd},
+		{name: "user passwd", summary: "set a user's password", run: userPasswd},
+		{name: "user del", summary: "delete a user", run: userDel},
+		{name: "user disable", summary: "disable a user, ending their tokens", run: userDisable},
+		{name: "user enable", summary: "enable a disabled user", run: userEnable},
+		{name: "user logout", summary: "end every token of a user", run: userLogout},
+		{name: "user unlock", summary: "lift the login throttle's lockout of a user", run: userUnlock},
+		{name: "user reset-mfa", summary: "remove a user's second factors, ending their tokens", run: userResetMFA},
+		{name: "user list", summary: "list the users, without their hashes", run: userList},
+		{name: "user import", summary: "add the users of a Django dumpdata file or a users file", run: userImport},
+		{name: "user check", summary: "validate the users file or database", run: userCheck},
+		{name: "user rekey", summary: "re-seal the authenticator secrets under a new secret key", run: userRekey},
+		{name: "hash", summary: "print the hash of the password on stdin", run: hashCommand},
+		{name: "version", summary: "print the version and build information", run: versionCommand},
+		{name: password.WorkerCommand, hidden: true, run: hashWorker},
 	}
-	line("hash", "print the hash of the password on stdin")
-	line("version", "print the version and build information")
-	b.WriteString("\nRun 'authsvc COMMAND --help' for a command's flags, e.g. authsvc serve --help.\n")
-	return b.String()
+}
+
+// Run is the whole program: args is os.Args, getenv reads the environment,
+// and ctx is cancelled on SIGINT or SIGTERM.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := &env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) > 0 {
+		args = args[1:]
+	}
+	switch {
+	case len(args) > 0 && isHelp(args[0]):
+		fmt.Fprint(stdout, overview())
+		return nil
+	case len(args) == 0 || strings.HasPrefix(args[0], "-"):
+		return runCommand(ctx, lookup("serve"), e, args) // the command when none is given
+	case args[0] == "user":
+		return userCommand(ctx, e, args[1:]) // "user SUBCOMMAND", or help
+	}
+	c := lookup(args[0])
+	if c == nil || strings.HasPrefix(c.name, "user ") {
+		return usagef("unknown command %q; see authsvc --help", args[0])
+	}
+	return runCommand(ctx, c, e, args[1:])
+}
+
+// userCommand runs "authsvc user SUBCOMMAND ...", or says which
+// subcommands there are.
+func userCommand(ctx context.Context, e *env, args []string) error {
+	var names []string
+	for _, c := range userCommands() {
+		names = append(names, c.name)
+	}
+	switch {
+	case len(args) == 0:
+		return usagef("user: missing subcommand (%s)", strings.Join(names, ", "))
+	case isHelp(args[0]):
+		fmt.Fprint(e.stdout, userHelp())
+		return nil
+	case !slices.Contains(names, args[0]):
+		return usagef("user: unknown subcommand %q (%s)", args[0], strings.Join(names, ", "))
+	}
+	return runCommand(ctx, lookup("user "+args[0]), e, args[1:])
+}
+
+// userCommands returns the user commands, in the table's order, each
+// named as its subcommand ("add").
+func userCommands() []command {
+	var subs []command
+	for _, c := range commands() {
+		if sub, ok := strings.CutPrefix(c.name, "user "); ok {
+			c.name = sub
+			subs = append(subs, c)
+		}
+	}
+	return subs
+}
+
+// lookup returns the command named name, or nil.
+func lookup(name string) *command {
+	list := commands()
+	i := slices.IndexFunc(list, func(c command) bool { return c.name == name })
+	if i < 0 {
+		return nil
+	}
+	return &list[i]
+}
+
+// runCommand runs c with args, its errors named by it.
+func runCommand(ctx context.Context, c *command, e *env, args []string) error {
+	err := c.run(ctx, e, args)
+	if c.hidden {
+		return err
+	}
+	return inCommand(c.name, err)
 }
 
 // ExitStatus reports err on stderr in one line and returns the exit status:
@@ -79,34 +179,38 @@ func isHelp(arg string) bool {
 	return false
 }
 
-// Run is the whole program: args is os.Args, getenv reads the environment,
-// and ctx is cancelled on SIGINT or SIGTERM.
-func Run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
-		args = args[1:]
+// overview returns the text of authsvc --help: what authsvc is and its
+// commands; each command's own --help gives its flags.
+func overview() string {
+	var b strings.Builder
+	b.WriteString(`usage: authsvc [COMMAND] [flags] [arguments]
+
+authsvc is a token authentication service: POST a username and password
+to /api/auth/login/ for a token, then present the token to /api/auth/info.
+Users live in a users file (or PostgreSQL), tokens in memory (or Redis).
+
+commands:
+`)
+	for _, c := range commands() {
+		if !c.hidden {
+			fmt.Fprintf(&b, "  %-14s  %s\n", c.name, c.summary)
+		}
 	}
-	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprint(stdout, overview())
-		return nil
+	b.WriteString("\nRun 'authsvc COMMAND --help' for a command's flags, e.g. authsvc serve --help.\n")
+	return b.String()
+}
+
+// userHelp is authsvc user --help.
+func userHelp() string {
+	var b strings.Builder
+	b.WriteString("usage: authsvc user SUBCOMMAND [flags] [arguments]\n\nManages the users in the users file or database that --users names.\n\nsubcommands:\n")
+	width := 0
+	for _, c := range userCommands() {
+		width = max(width, len(c.name))
 	}
-	if len(args) == 0 || (len(args[0]) > 0 && args[0][0] == '-') {
-		return inCommand("serve", serve(ctx, args, getenv, stdout, stderr))
+	for _, c := range userCommands() {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.name, c.summary)
 	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "serve":
-		return inCommand("serve", serve(ctx, rest, getenv, stdout, stderr))
-	case "user":
-		return userCommand(rest, getenv, stdin, stdout, stderr) // "user SUBCOMMAND: …", by itself
-	case "hash":
-		return inCommand("hash", hashCommand(rest, getenv, stdin, stdout, stderr))
-	case "version":
-		return inCommand("version", versionCommand(rest, getenv, stdout))
-	case password.WorkerCommand: // started by the server itself (internal/password/pool.go); not in --help
-		return password.RunWorker(stdin, stdout)
-	case "help":
-		fmt.Fprint(stdout, overview())
-		return nil
-	}
-	return usagef("unknown command %q; see authsvc --help", cmd)
+	b.WriteString("\nRun 'authsvc user SUBCOMMAND --help' for its flags.\n")
+	return b.String()
 }

@@ -106,9 +106,11 @@ func openStore(cmd, spec, prefix string, th throttle.Config) (tokens.Store, thro
 	return nil, nil, nil, usagef("%s: --store: want memory, redis://…, rediss://…, redis+sentinel://…, rediss+sentinel://…, redis+cluster://… or rediss+cluster://…", cmd)
 }
 
-// serve runs the server until ctx is done, then shuts it down gracefully.
-func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseServeFlags(args, getenv, stdout)
+// serve runs "authsvc serve": the server, until ctx is done, then shuts
+// it down gracefully.
+func serve(ctx context.Context, e *env, args []string) error {
+	stdout, stderr := e.stdout, e.stderr
+	cfg, err := parseServeFlags(args, e.getenv, stdout)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,24 @@
+package cli
+
+import (
+	"context"
+
+	"authsvc/internal/users"
+)
+
+// userUnlockAbout is user unlock's --help.
+const userUnlockAbout = `Lifts the login throttle's lockout of a user: the failed logins of that
+user recorded before now no longer count, per user and per (user, client),
+on every server reading the same users (within 5 s); nor do the wrong
+second-factor codes that, at 100 in a row, refuse every second step of the
+user until this command. A client address's own limit over all usernames
+is left as it is.`
+
+// userUnlock runs "authsvc user unlock USERNAME": it lifts the login
+// throttle's lockout of a user (users.Unlock).
+func userUnlock(ctx context.Context, e *env, args []string) error {
+	f := newUserFlags("user unlock", "USERNAME", userUnlockAbout)
+	return f.withUser(ctx, e, args, func(dir users.Directory, username string) error {
+		return userChanged(users.Unlock(ctx, dir, username), dir, f.Name(), username, "lifted the lockout of", e.stdout)
+	})
+}
