@@ -1,4 +1,4 @@
-package users
+package djangoimport
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"authsvc/internal/secret"
+	"authsvc/internal/users"
 )
 
 // SealFactors sets the MFA of each user with django-otp factors to their
@@ -31,10 +32,10 @@ func (d *DjangoDump) SealFactors(key secret.Key) error {
 
 // seal returns f's stored form for username under key; nil when f holds
 // no usable factor (a static device without tokens).
-func (f *DjangoFactors) seal(key secret.Key, username string) (*Factors, error) {
-	m := &Factors{}
+func (f *DjangoFactors) seal(key secret.Key, username string) (*users.Factors, error) {
+	m := &users.Factors{}
 	if f.TOTP != nil {
-		t, err := SealTOTP(secret.NewKeyring(key), username, *f.TOTP)
+		t, err := users.SealTOTP(secret.NewKeyring(key), username, *f.TOTP)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +58,7 @@ func (f *DjangoFactors) seal(key secret.Key, username string) (*Factors, error) 
 // factors (UpdateFactors).
 type DjangoFactorsUpdate struct {
 	// MFA is the user's factors after the update.
-	MFA *Factors
+	MFA *users.Factors
 	// Changed reports that the factors changed as a new enrolment or a
 	// removal changes them: an authenticator added, replaced or removed,
 	// recovery codes added, replaced or removed. The user's sessions must
@@ -93,13 +94,13 @@ type DjangoFactorsUpdate struct {
 // none with the stored codes are new (Django generated them again) and
 // replace them. Once every imported code is used in authsvc, none comes
 // back until the static device vanishes from Django.
-func (f *DjangoFactors) UpdateFactors(key secret.Key, username string, stored *Factors) (DjangoFactorsUpdate, error) {
+func (f *DjangoFactors) UpdateFactors(key secret.Key, username string, stored *users.Factors) (DjangoFactorsUpdate, error) {
 	if f == nil {
 		f = &DjangoFactors{}
 	}
 	out := stored.Clone()
 	if out == nil {
-		out = &Factors{}
+		out = &users.Factors{}
 	}
 	var up DjangoFactorsUpdate
 	ring := secret.NewKeyring(key)
@@ -121,7 +122,7 @@ func (f *DjangoFactors) UpdateFactors(key secret.Key, username string, stored *F
 				break
 			}
 		}
-		t, err := SealTOTP(ring, username, *d)
+		t, err := users.SealTOTP(ring, username, *d)
 		if err != nil {
 			return DjangoFactorsUpdate{}, err
 		}
@@ -142,7 +143,7 @@ func (f *DjangoFactors) UpdateFactors(key secret.Key, username string, stored *F
 		out.RecoveryCodes, out.RecoveryKeyID, out.RecoveryFromDjango = nil, "", false
 	default:
 		up.Imported += f.StaticDevices
-		var dumped Factors
+		var dumped users.Factors
 		if err := dumped.SetRecoveryCodes(key, f.RecoveryCodes); err != nil {
 			return DjangoFactorsUpdate{}, err
 		}

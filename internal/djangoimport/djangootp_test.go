@@ -1,4 +1,4 @@
-package users
+package djangoimport
 
 import (
 	"authsvc/internal/mfa/mfatest"
@@ -14,6 +14,7 @@ import (
 	"authsvc/internal/mfa"
 	"authsvc/internal/password"
 	"authsvc/internal/secret"
+	"authsvc/internal/users"
 )
 
 // django42Devices are the fixture's confirmed TOTP devices (its README).
@@ -118,11 +119,11 @@ func TestSealDjangoFactors(t *testing.T) {
 		t.Fatal(err)
 	}
 	ring := secret.NewKeyring(key)
-	byName := map[string]User{}
+	byName := map[string]users.User{}
 	for _, u := range dump.Users {
 		byName[u.Username] = u
 	}
-	if err := Validate(dump.Users); err != nil {
+	if err := users.Validate(dump.Users); err != nil {
 		t.Errorf("the users with their factors do not load: %v", err)
 	}
 	// A time well after every device's last use.
@@ -202,7 +203,7 @@ func TestSealDjangoFactors(t *testing.T) {
 
 // pyotpAgrees checks u's TOTP against pyotp's code of the base32 secret
 // an authenticator app would be given.
-func pyotpAgrees(t *testing.T, u User, ring secret.Keyring, now time.Time) {
+func pyotpAgrees(t *testing.T, u users.User, ring secret.Keyring, now time.Time) {
 	t.Helper()
 	mfatest.NeedPyotp(t)
 	totp, _, err := u.MFA.TOTP.Open(ring, u.Username)

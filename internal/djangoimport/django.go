@@ -1,4 +1,4 @@
-package users
+package djangoimport
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"authsvc/internal/mfa"
 	"authsvc/internal/password"
 	"authsvc/internal/secret"
+	"authsvc/internal/users"
 )
 
 // A djangoRecord is one record of `manage.py dumpdata`'s JSON output.
@@ -56,7 +57,7 @@ type DjangoToken struct {
 // A DjangoDump is what ReadDjangoDump maps: the users, their DRF keys,
 // their django-otp factors, and the records it leaves out.
 type DjangoDump struct {
-	Users  []User
+	Users  []users.User
 	Tokens []DjangoToken
 	// Factors are the django-otp factors of the imported users, by
 	// username, in clear: SealFactors stores them in the users' MFA.
@@ -146,7 +147,7 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 			groupsByPK[string(bytes.TrimSpace(r.PK))] = g.Name
 		}
 	}
-	var users []User
+	var list []users.User
 	var skipped []DjangoSkip
 	var legacy []legacyHash
 	seen := make(map[string]string)
@@ -165,13 +166,13 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 			skipped = append(skipped, DjangoSkip{"auth.user", at, "fields: " + err.Error()})
 			continue
 		}
-		username := NormalizeUsername(f.Username)
+		username := users.NormalizeUsername(f.Username)
 		at = fmt.Sprintf("record %d (auth.user %q)", i, username)
 		if username != f.Username {
 			// Which of two names that NFKC folds together is which.
 			at = fmt.Sprintf("record %d (auth.user %q, %q in NFKC)", i, f.Username, username)
 		}
-		if err := CheckUsername(username); err != nil {
+		if err := users.CheckUsername(username); err != nil {
 			skipped = append(skipped, DjangoSkip{"auth.user", at, err.Error()})
 			continue
 		}
@@ -197,14 +198,14 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 			skipped = append(skipped, DjangoSkip{"auth.user", at, "groups: " + err.Error()})
 			continue
 		}
-		if err := CheckProfile(strings.TrimSpace(f.FirstName+" "+f.LastName), f.Email, groups); err != nil {
+		if err := users.CheckProfile(strings.TrimSpace(f.FirstName+" "+f.LastName), f.Email, groups); err != nil {
 			skipped = append(skipped, DjangoSkip{"auth.user", at, err.Error()})
 			continue
 		}
 		seen[username] = at
 		refs.imported(ref, username)
 		active := f.IsActive == nil || *f.IsActive // Django's default
-		users = append(users, User{
+		list = append(list, users.User{
 			Username:     username,
 			PasswordHash: f.Password,
 			Name:         strings.TrimSpace(f.FirstName + " " + f.LastName),
@@ -215,25 +216,25 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 			TokensAfter:  now,
 		})
 		if isLegacy {
-			legacy = append(legacy, legacyHash{user: len(users) - 1, hash: old})
+			legacy = append(legacy, legacyHash{user: len(list) - 1, hash: old})
 		}
 	}
-	tokens, tokenSkips := djangoTokens(records, users, refs, now)
+	tokens, tokenSkips := djangoTokens(records, list, refs, now)
 	skipped = append(skipped, tokenSkips...)
 	factors, deviceSkips := djangoDevices(records, refs)
 	skipped = append(skipped, deviceSkips...)
-	dumped := make([]string, len(users))
-	for i, u := range users {
+	dumped := make([]string, len(list))
+	for i, u := range list {
 		dumped[i] = u.PasswordHash
 	}
-	return &DjangoDump{Users: users, Tokens: tokens, Factors: factors, Skipped: skipped, dumped: dumped, legacy: legacy}, nil
+	return &DjangoDump{Users: list, Tokens: tokens, Factors: factors, Skipped: skipped, dumped: dumped, legacy: legacy}, nil
 }
 
 // Fingerprint sets each user's DjangoHash to the fingerprint under key of
 // the hash Django dumped.
 func (d *DjangoDump) Fingerprint(key secret.Key) {
 	for i := range d.Users {
-		d.Users[i].DjangoHash = DjangoHashFingerprint(key, d.dumped[i])
+		d.Users[i].DjangoHash = users.DjangoHashFingerprint(key, d.dumped[i])
 	}
 }
 
@@ -256,9 +257,9 @@ func (d *DjangoDump) WrapLegacy(policy password.HashPolicy, which map[string]boo
 // djangoTokens returns the DRF keys of the dump's imported users, and
 // moves each such user's cut-off back to its earliest key's creation.
 // A key of a user the import leaves out is skipped with it (refs).
-func djangoTokens(records []djangoRecord, users []User, refs *djangoUserRefs, now time.Time) ([]DjangoToken, []DjangoSkip) {
-	index := make(map[string]int, len(users))
-	for i, u := range users {
+func djangoTokens(records []djangoRecord, list []users.User, refs *djangoUserRefs, now time.Time) ([]DjangoToken, []DjangoSkip) {
+	index := make(map[string]int, len(list))
+	for i, u := range list {
 		index[u.Username] = i
 	}
 	var tokens []DjangoToken
@@ -295,7 +296,7 @@ func djangoTokens(records []djangoRecord, users []User, refs *djangoUserRefs, no
 			created = now
 		}
 		tokens = append(tokens, DjangoToken{Key: key, Username: username, Created: created})
-		if u := &users[index[username]]; created.Before(u.TokensAfter) {
+		if u := &list[index[username]]; created.Before(u.TokensAfter) {
 			u.TokensAfter = created
 		}
 	}
@@ -337,6 +338,11 @@ const (
 	staticDeviceModel = "otp_static.staticdevice"
 	staticTokenModel  = "otp_static.statictoken"
 )
+
+// maxRecoveryCodes is the most recovery codes a user may keep, as
+// users.CheckFactors allows them (TestMaxRecoveryCodes keeps the two in
+// step).
+const maxRecoveryCodes = 20
 
 // djangoTOTPDevice is the fields of an otp_totp.totpdevice record that
 // authsvc maps; tolerance is not among them (mfa.TOTP).
@@ -490,8 +496,8 @@ func djangoDevices(records []djangoRecord, refs *djangoUserRefs) (map[string]*Dj
 			codes = append(codes, code)
 		}
 		x := of(username)
-		if len(x.RecoveryCodes)+len(codes) > maxRecoveryKept {
-			skip(i, r.Model, username, fmt.Sprintf("%d tokens: with the user's other static devices, more than the %d recovery codes a user may keep", len(codes), maxRecoveryKept))
+		if len(x.RecoveryCodes)+len(codes) > maxRecoveryCodes {
+			skip(i, r.Model, username, fmt.Sprintf("%d tokens: with the user's other static devices, more than the %d recovery codes a user may keep", len(codes), maxRecoveryCodes))
 			continue
 		}
 		x.RecoveryCodes = append(x.RecoveryCodes, codes...)
@@ -634,7 +640,7 @@ type legacyHash struct {
 // wrapLegacy sets each legacy user's hash to its wrapping under policy, on
 // as many goroutines as there are cores: a policy hash is tens of
 // milliseconds, and an old project may hold many legacy hashes.
-func wrapLegacy(users []User, legacy []legacyHash, policy password.HashPolicy) error {
+func wrapLegacy(list []users.User, legacy []legacyHash, policy password.HashPolicy) error {
 	jobs := make(chan legacyHash)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -649,7 +655,7 @@ func wrapLegacy(users []User, legacy []legacyHash, policy password.HashPolicy) e
 					}
 					continue
 				}
-				users[j.user].PasswordHash = wrapped
+				list[j.user].PasswordHash = wrapped
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package users
+package djangoimport
 
 import (
 	"encoding/hex"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"authsvc/internal/password"
+	"authsvc/internal/users"
 )
 
 // django42Dump is the real Django 4.2 dump, one user per hash form
@@ -70,7 +71,7 @@ func TestParseDjangoDumpWrapsLegacy(t *testing.T) {
 				t.Fatal(err)
 			}
 			list, skipped := dump.Users, dump.Skipped
-			if err := Validate(list); err != nil {
+			if err := users.Validate(list); err != nil {
 				t.Errorf("the imported users do not load: %v", err)
 			}
 			if len(skipped) != 3 || countSecondFactors(skipped) != 1 || !strings.Contains(skipped[0].String(), `"bill"): password: unsupported password hash scheme: Django crypt`) ||
@@ -78,7 +79,7 @@ func TestParseDjangoDumpWrapsLegacy(t *testing.T) {
 				skipped[2].String() != `record 47 (otp_totp.totpdevice of "adi"): an unconfirmed device` {
 				t.Errorf("skipped %v; want bill's crypt hash, with its reason, his DRF key and adi's unconfirmed device", skipped)
 			}
-			got := map[string]User{}
+			got := map[string]users.User{}
 			for _, u := range list {
 				got[u.Username] = u
 			}
@@ -299,7 +300,7 @@ func TestParseDjangoDumpTwins(t *testing.T) {
 				if i != tt.kept {
 					continue
 				}
-				name := NormalizeUsername(u.username)
+				name := users.NormalizeUsername(u.username)
 				wantTokens = append(wantTokens, name+" "+u.drf)
 				wantFactors[name] = u.totpKey + " " + u.static
 			}

@@ -1,13 +1,15 @@
-package users
+package djangoimport
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
 
 	"authsvc/internal/mfa"
 	"authsvc/internal/secret"
+	"authsvc/internal/users"
 )
 
 // TestUpdateDjangoFactors: import --update's factors follow the Django
@@ -25,8 +27,8 @@ func TestUpdateDjangoFactors(t *testing.T) {
 	device := func(fill byte, lastT, drift int64) *mfa.TOTP {
 		return &mfa.TOTP{Secret: bytes.Repeat([]byte{fill}, 20), Step: 30, Digits: 6, Drift: drift, LastT: lastT}
 	}
-	sealed := func(d *mfa.TOTP, fromDjango bool) *TOTPFactor {
-		f, err := SealTOTP(ring, name, *d)
+	sealed := func(d *mfa.TOTP, fromDjango bool) *users.TOTPFactor {
+		f, err := users.SealTOTP(ring, name, *d)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,21 +36,21 @@ func TestUpdateDjangoFactors(t *testing.T) {
 		return f
 	}
 	hashes := func(codes ...string) []string {
-		var f Factors
+		var f users.Factors
 		if err := f.SetRecoveryCodes(key, codes); err != nil {
 			t.Fatal(err)
 		}
 		return f.RecoveryCodes
 	}
-	fromDjango := func(codes ...string) *Factors {
-		return &Factors{RecoveryCodes: hashes(codes...), RecoveryKeyID: key.ID(), RecoveryFromDjango: true}
+	fromDjango := func(codes ...string) *users.Factors {
+		return &users.Factors{RecoveryCodes: hashes(codes...), RecoveryKeyID: key.ID(), RecoveryFromDjango: true}
 	}
 	kept := sealed(device(1, 150, 0), true) // used in authsvc since the import
 	enrolled := sealed(device(9, -1, 0), false)
 
 	for _, tt := range []struct {
 		name     string
-		stored   *Factors
+		stored   *users.Factors
 		dumped   *DjangoFactors
 		totp     *mfa.TOTP // the authenticator after, opened; nil: none
 		sealed   []byte    // when set, the sealed secret must be these bytes
@@ -61,28 +63,28 @@ func TestUpdateDjangoFactors(t *testing.T) {
 	}{
 		{name: "new devices", dumped: &DjangoFactors{TOTP: device(1, 100, 0), RecoveryCodes: []string{"aaaaaaaa", "bbbbbbbb"}, StaticDevices: 1},
 			totp: device(1, 100, 0), codes: []string{"aaaaaaaa", "bbbbbbbb"}, fromDj: true, changed: true, imported: 2},
-		{name: "unchanged device, newer last_t in authsvc", stored: &Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: device(1, 120, 1)},
+		{name: "unchanged device, newer last_t in authsvc", stored: &users.Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: device(1, 120, 1)},
 			totp: device(1, 150, 1), sealed: kept.SealedSecret, imported: 1},
-		{name: "unchanged device, newer last_t in Django", stored: &Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: device(1, 170, 0)},
+		{name: "unchanged device, newer last_t in Django", stored: &users.Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: device(1, 170, 0)},
 			totp: device(1, 170, 0), sealed: kept.SealedSecret, imported: 1},
-		{name: "new key in Django", stored: &Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: device(2, -1, 0)},
+		{name: "new key in Django", stored: &users.Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: device(2, -1, 0)},
 			totp: device(2, -1, 0), changed: true, imported: 1},
-		{name: "new step in Django", stored: &Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: &mfa.TOTP{Secret: bytes.Repeat([]byte{1}, 20), Step: 60, Digits: 6, LastT: -1}},
+		{name: "new step in Django", stored: &users.Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: &mfa.TOTP{Secret: bytes.Repeat([]byte{1}, 20), Step: 60, Digits: 6, LastT: -1}},
 			totp: &mfa.TOTP{Secret: bytes.Repeat([]byte{1}, 20), Step: 60, Digits: 6, LastT: -1}, changed: true, imported: 1},
-		{name: "device gone from Django", stored: &Factors{TOTP: kept}, dumped: nil, nilMFA: true, changed: true},
-		{name: "enrolled in authsvc, a device in Django", stored: &Factors{TOTP: enrolled}, dumped: &DjangoFactors{TOTP: device(2, -1, 0)},
+		{name: "device gone from Django", stored: &users.Factors{TOTP: kept}, dumped: nil, nilMFA: true, changed: true},
+		{name: "enrolled in authsvc, a device in Django", stored: &users.Factors{TOTP: enrolled}, dumped: &DjangoFactors{TOTP: device(2, -1, 0)},
 			totp: device(9, -1, 0), sealed: enrolled.SealedSecret, skipped: 1},
-		{name: "enrolled in authsvc, none in Django", stored: &Factors{TOTP: enrolled}, totp: device(9, -1, 0), sealed: enrolled.SealedSecret},
+		{name: "enrolled in authsvc, none in Django", stored: &users.Factors{TOTP: enrolled}, totp: device(9, -1, 0), sealed: enrolled.SealedSecret},
 		{name: "codes used on both sides", stored: fromDjango("aaaaaaaa", "cccccccc"), // bbbbbbbb used in authsvc
 			dumped: &DjangoFactors{RecoveryCodes: []string{"aaaaaaaa", "bbbbbbbb"}, StaticDevices: 1}, // cccccccc used in Django
 			codes:  []string{"aaaaaaaa"}, fromDj: true, imported: 1},
 		{name: "tokens generated again in Django", stored: fromDjango("aaaaaaaa", "cccccccc"),
 			dumped: &DjangoFactors{RecoveryCodes: []string{"xxxxxxxx", "yyyyyyyy"}, StaticDevices: 1},
 			codes:  []string{"xxxxxxxx", "yyyyyyyy"}, fromDj: true, changed: true, imported: 1},
-		{name: "every imported code used in authsvc", stored: &Factors{RecoveryFromDjango: true},
+		{name: "every imported code used in authsvc", stored: &users.Factors{RecoveryFromDjango: true},
 			dumped: &DjangoFactors{RecoveryCodes: []string{"aaaaaaaa"}, StaticDevices: 1}, fromDj: true, imported: 1},
 		{name: "static device gone from Django", stored: fromDjango("aaaaaaaa"), nilMFA: true, changed: true},
-		{name: "codes from authsvc", stored: &Factors{RecoveryCodes: hashes("authsvc0001"), RecoveryKeyID: key.ID()},
+		{name: "codes from authsvc", stored: &users.Factors{RecoveryCodes: hashes("authsvc0001"), RecoveryKeyID: key.ID()},
 			dumped: &DjangoFactors{RecoveryCodes: []string{"aaaaaaaa"}, StaticDevices: 1}, codes: []string{"authsvc0001"}, skipped: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,7 +108,7 @@ func TestUpdateDjangoFactors(t *testing.T) {
 			if up.MFA == nil {
 				t.Fatal("MFA = nil")
 			}
-			if err := CheckFactors(up.MFA); err != nil {
+			if err := users.CheckFactors(up.MFA); err != nil {
 				t.Errorf("CheckFactors(MFA) = %v", err)
 			}
 			switch f := up.MFA.TOTP; {
@@ -150,8 +152,30 @@ func TestSetRecoveryCodesClearsDjangoMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &Factors{RecoveryFromDjango: true}
+	f := &users.Factors{RecoveryFromDjango: true}
 	if err := f.SetRecoveryCodes(key, []string{"abcde-fghij"}); err != nil || f.RecoveryFromDjango {
 		t.Errorf("SetRecoveryCodes = %v, RecoveryFromDjango %v; want nil, false", err, f.RecoveryFromDjango)
+	}
+}
+
+// TestMaxRecoveryCodes: the import keeps as many recovery codes as a user
+// may keep (users.CheckFactors), and no more.
+func TestMaxRecoveryCodes(t *testing.T) {
+	key, err := secret.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{maxRecoveryCodes, maxRecoveryCodes + 1} {
+		codes := make([]string, n)
+		for i := range codes {
+			codes[i] = fmt.Sprintf("code%06d", i)
+		}
+		var f users.Factors
+		if err := f.SetRecoveryCodes(key, codes); err != nil {
+			t.Fatal(err)
+		}
+		if err := users.CheckFactors(&f); (err == nil) != (n <= maxRecoveryCodes) {
+			t.Errorf("users.CheckFactors(%d recovery codes) = %v; want an error past maxRecoveryCodes, %d", n, err, maxRecoveryCodes)
+		}
 	}
 }
