@@ -91,14 +91,14 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 	var added []users.User
 	changes := make(map[string]func(*users.User) error)
 	var mu sync.Mutex // over factorUpdates, in case a directory runs changes at once
-	factorUpdates := make(map[string]djangoimport.DjangoFactorsUpdate)
+	factorUpdates := make(map[string]djangoimport.FactorsUpdate)
 	for _, u := range dump.Users {
 		_, exists := byName[u.Username]
 		switch {
 		case !exists:
 			added = append(added, u)
 		case opt.update:
-			changes[u.Username] = updateFromDjango(u, dump.Factors[u.Username], key, now, func(up djangoimport.DjangoFactorsUpdate) {
+			changes[u.Username] = updateFromDjango(u, dump.Factors[u.Username], key, now, func(up djangoimport.FactorsUpdate) {
 				mu.Lock()
 				defer mu.Unlock()
 				factorUpdates[u.Username] = up // a change run again replaces it
@@ -246,7 +246,7 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 // hashes it fingerprints and whose second factors it seals or hashes,
 // under the secret key it returns (importKey), and whose legacy fast
 // hashes it leaves for WrapLegacy. The key is zero for a users file.
-func readImport(opt importOptions, held []users.User, dest fmt.Stringer, now time.Time, stderr io.Writer) (*djangoimport.DjangoDump, secret.Key, error) {
+func readImport(opt importOptions, held []users.User, dest fmt.Stringer, now time.Time, stderr io.Writer) (*djangoimport.Dump, secret.Key, error) {
 	if opt.from == "file" {
 		list, err := users.ReadFile(opt.path)
 		if err != nil {
@@ -255,13 +255,13 @@ func readImport(opt importOptions, held []users.User, dest fmt.Stringer, now tim
 		if err := checkCopiedFactors(opt, list, dest); err != nil {
 			return nil, secret.Key{}, err
 		}
-		return &djangoimport.DjangoDump{Users: list}, secret.Key{}, nil
+		return &djangoimport.Dump{Users: list}, secret.Key{}, nil
 	}
 	data, err := os.ReadFile(opt.path)
 	if err != nil {
 		return nil, secret.Key{}, err
 	}
-	dump, err := djangoimport.ReadDjangoDump(data, now)
+	dump, err := djangoimport.Read(data, now)
 	if err != nil {
 		return nil, secret.Key{}, fmt.Errorf("user import: %s: %w", opt.path, err)
 	}
@@ -357,12 +357,12 @@ func importKey(opt importOptions, held []users.User, stderr io.Writer) (secret.K
 // always; the hash and the second factors only when the user was imported
 // (it has a DjangoHash). The hash is taken when the Django hash changed
 // since; the factors follow factors, the user's django-otp devices under
-// key (djangoimport.DjangoFactors.UpdateFactors), and report what they did to
+// key (djangoimport.Factors.UpdateFactors), and report what they did to
 // outcome. A changed hash, or factors added, replaced or removed, end the
 // user's sessions as a password change ends them. A user deactivated in
 // Django is disabled, and its sessions end. errUnchanged when nothing
 // changes.
-func updateFromDjango(d users.User, factors *djangoimport.DjangoFactors, key secret.Key, now time.Time, outcome func(djangoimport.DjangoFactorsUpdate)) func(*users.User) error {
+func updateFromDjango(d users.User, factors *djangoimport.Factors, key secret.Key, now time.Time, outcome func(djangoimport.FactorsUpdate)) func(*users.User) error {
 	return func(x *users.User) error {
 		before := *x
 		before.Groups = slices.Clone(x.Groups)
@@ -458,7 +458,7 @@ func countFactors(f *users.Factors) int {
 }
 
 // countSkips counts the skips of records of model.
-func countSkips(skips []djangoimport.DjangoSkip, model string) int {
+func countSkips(skips []djangoimport.Skip, model string) int {
 	n := 0
 	for _, s := range skips {
 		if s.Model() == model {
@@ -492,7 +492,7 @@ func openImportStore(ctx context.Context, opt importOptions, haveTokens bool) (t
 // user in owners, created at its created time and expiring opt.tokenTTL
 // from now. Keys of users not in owners are skipped; keys created before
 // their user's cut-off are dead already and left so.
-func importTokens(ctx context.Context, store tokens.Store, keys []djangoimport.DjangoToken, owners map[string]users.User, opt importOptions, now time.Time, stderr io.Writer) (importTally, error) {
+func importTokens(ctx context.Context, store tokens.Store, keys []djangoimport.Token, owners map[string]users.User, opt importOptions, now time.Time, stderr io.Writer) (importTally, error) {
 	var tally importTally
 	if len(keys) == 0 {
 		return tally, nil

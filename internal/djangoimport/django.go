@@ -46,41 +46,41 @@ type djangoToken struct {
 	Created string          `json:"created"`
 }
 
-// A DjangoToken is a Django REST framework key of an imported user. Key is
+// A Token is a Django REST framework key of an imported user. Key is
 // the token itself: it must never reach a log line or an error.
-type DjangoToken struct {
+type Token struct {
 	Key      string
 	Username string
 	Created  time.Time
 }
 
-// A DjangoDump is what ReadDjangoDump maps: the users, their DRF keys,
+// A Dump is what Read maps: the users, their DRF keys,
 // their django-otp factors, and the records it leaves out.
-type DjangoDump struct {
+type Dump struct {
 	Users  []users.User
-	Tokens []DjangoToken
+	Tokens []Token
 	// Factors are the django-otp factors of the imported users, by
 	// username, in clear: SealFactors stores them in the users' MFA.
-	Factors map[string]*DjangoFactors
-	Skipped []DjangoSkip
+	Factors map[string]*Factors
+	Skipped []Skip
 
 	dumped []string     // each user's hash as Django dumped it
 	legacy []legacyHash // the users whose hash is a legacy fast form, not wrapped yet
 }
 
-// DjangoSkip is a record the importer leaves out, and why.
-type DjangoSkip struct {
+// Skip is a record the importer leaves out, and why.
+type Skip struct {
 	model, at, reason string
 }
 
-func (s DjangoSkip) String() string { return s.at + ": " + s.reason }
+func (s Skip) String() string { return s.at + ": " + s.reason }
 
 // Model is the model of the record left out, as the dump names it
 // (auth.user, authtoken.token), or "second factor" for every django-otp
 // record (devices and static tokens), which the import counts together.
-func (s DjangoSkip) Model() string { return s.model }
+func (s Skip) Model() string { return s.model }
 
-// ParseDjangoDump maps the auth.user records of a dumpdata JSON array to
+// Parse maps the auth.user records of a dumpdata JSON array to
 // users (API.md "Users"): username (NFKC), password hash as is, name from
 // first and last name, email, disabled when not active or the password is
 // unusable, admin when staff or superuser, groups by name. Groups may be
@@ -88,7 +88,7 @@ func (s DjangoSkip) Model() string { return s.model }
 // dump's own auth.group records. Records of other models are passed over;
 // a user record that cannot be mapped is skipped with its reason.
 //
-// Each authtoken.token record of an imported user becomes a DjangoToken,
+// Each authtoken.token record of an imported user becomes a Token,
 // created at its created time (a time without a zone is taken as UTC; one
 // after now, as now). now is every imported user's cut-off, or the created
 // time of its earliest token when that is earlier, so that importing does
@@ -104,14 +104,14 @@ func (s DjangoSkip) Model() string { return s.model }
 // never kept as they are: each is wrapped in the default hash policy's hash
 // of its digest (password.DjangoLegacy), what `user import` has, since it
 // takes no hash flags.
-func ParseDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
-	return ParseDjangoDumpPolicy(data, now, password.DefaultHashPolicy())
+func Parse(data []byte, now time.Time) (*Dump, error) {
+	return ParsePolicy(data, now, password.DefaultHashPolicy())
 }
 
-// ParseDjangoDumpPolicy is ParseDjangoDump wrapping the legacy fast hashes
+// ParsePolicy is Parse wrapping the legacy fast hashes
 // under policy. The wrapping costs one policy hash each, run on every core.
-func ParseDjangoDumpPolicy(data []byte, now time.Time, policy password.HashPolicy) (*DjangoDump, error) {
-	dump, err := ReadDjangoDump(data, now)
+func ParsePolicy(data []byte, now time.Time, policy password.HashPolicy) (*Dump, error) {
+	dump, err := Read(data, now)
 	if err != nil {
 		return nil, err
 	}
@@ -121,12 +121,12 @@ func ParseDjangoDumpPolicy(data []byte, now time.Time, policy password.HashPolic
 	return dump, nil
 }
 
-// ReadDjangoDump is ParseDjangoDump leaving the legacy fast hashes as they
+// Read is Parse leaving the legacy fast hashes as they
 // are, to be wrapped by WrapLegacy for the users that will be written: a
 // user whose stored hash is kept (import --update of an unchanged Django
 // hash) is not worth a policy hash. Until then its users must not be
 // written: a legacy form does not validate.
-func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
+func Read(data []byte, now time.Time) (*Dump, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] != '[' {
 		return nil, errors.New("not a dumpdata JSON array (run dumpdata with --format json, the default)")
@@ -148,7 +148,7 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 		}
 	}
 	var list []users.User
-	var skipped []DjangoSkip
+	var skipped []Skip
 	var legacy []legacyHash
 	seen := make(map[string]string)
 	refs := newDjangoUserRefs()
@@ -163,7 +163,7 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 		// devices of one left out are left out with it.
 		ref := refs.add(r.PK, f.Username, err == nil)
 		if err != nil {
-			skipped = append(skipped, DjangoSkip{"auth.user", at, "fields: " + err.Error()})
+			skipped = append(skipped, Skip{"auth.user", at, "fields: " + err.Error()})
 			continue
 		}
 		username := users.NormalizeUsername(f.Username)
@@ -173,11 +173,11 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 			at = fmt.Sprintf("record %d (auth.user %q, %q in NFKC)", i, f.Username, username)
 		}
 		if err := users.CheckUsername(username); err != nil {
-			skipped = append(skipped, DjangoSkip{"auth.user", at, err.Error()})
+			skipped = append(skipped, Skip{"auth.user", at, err.Error()})
 			continue
 		}
 		if first, dup := seen[username]; dup {
-			skipped = append(skipped, DjangoSkip{"auth.user", at, "username: a second record for it, after " + first})
+			skipped = append(skipped, Skip{"auth.user", at, "username: a second record for it, after " + first})
 			continue
 		}
 		// A legacy fast form is wrapped below, once the record is known to
@@ -190,16 +190,16 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 			usable = err == nil && hash.Usable()
 		}
 		if err != nil {
-			skipped = append(skipped, DjangoSkip{"auth.user", at, "password: " + err.Error()})
+			skipped = append(skipped, Skip{"auth.user", at, "password: " + err.Error()})
 			continue
 		}
 		groups, err := djangoGroups(f.Groups, groupsByPK)
 		if err != nil {
-			skipped = append(skipped, DjangoSkip{"auth.user", at, "groups: " + err.Error()})
+			skipped = append(skipped, Skip{"auth.user", at, "groups: " + err.Error()})
 			continue
 		}
 		if err := users.CheckProfile(strings.TrimSpace(f.FirstName+" "+f.LastName), f.Email, groups); err != nil {
-			skipped = append(skipped, DjangoSkip{"auth.user", at, err.Error()})
+			skipped = append(skipped, Skip{"auth.user", at, err.Error()})
 			continue
 		}
 		seen[username] = at
@@ -227,12 +227,12 @@ func ReadDjangoDump(data []byte, now time.Time) (*DjangoDump, error) {
 	for i, u := range list {
 		dumped[i] = u.PasswordHash
 	}
-	return &DjangoDump{Users: list, Tokens: tokens, Factors: factors, Skipped: skipped, dumped: dumped, legacy: legacy}, nil
+	return &Dump{Users: list, Tokens: tokens, Factors: factors, Skipped: skipped, dumped: dumped, legacy: legacy}, nil
 }
 
 // Fingerprint sets each user's DjangoHash to the fingerprint under key of
 // the hash Django dumped.
-func (d *DjangoDump) Fingerprint(key secret.Key) {
+func (d *Dump) Fingerprint(key secret.Key) {
 	for i := range d.Users {
 		d.Users[i].DjangoHash = users.DjangoHashFingerprint(key, d.dumped[i])
 	}
@@ -240,7 +240,7 @@ func (d *DjangoDump) Fingerprint(key secret.Key) {
 
 // WrapLegacy wraps the legacy fast hash of each user named in which (nil:
 // every user) in policy's hash of its digest.
-func (d *DjangoDump) WrapLegacy(policy password.HashPolicy, which map[string]bool) error {
+func (d *Dump) WrapLegacy(policy password.HashPolicy, which map[string]bool) error {
 	var todo []legacyHash
 	for _, l := range d.legacy {
 		if which == nil || which[d.Users[l.user].Username] {
@@ -257,13 +257,13 @@ func (d *DjangoDump) WrapLegacy(policy password.HashPolicy, which map[string]boo
 // djangoTokens returns the DRF keys of the dump's imported users, and
 // moves each such user's cut-off back to its earliest key's creation.
 // A key of a user the import leaves out is skipped with it (refs).
-func djangoTokens(records []djangoRecord, list []users.User, refs *djangoUserRefs, now time.Time) ([]DjangoToken, []DjangoSkip) {
+func djangoTokens(records []djangoRecord, list []users.User, refs *djangoUserRefs, now time.Time) ([]Token, []Skip) {
 	index := make(map[string]int, len(list))
 	for i, u := range list {
 		index[u.Username] = i
 	}
-	var tokens []DjangoToken
-	var skipped []DjangoSkip
+	var tokens []Token
+	var skipped []Skip
 	for i, r := range records {
 		if r.Model != "authtoken.token" {
 			continue
@@ -271,12 +271,12 @@ func djangoTokens(records []djangoRecord, list []users.User, refs *djangoUserRef
 		at := fmt.Sprintf("record %d (authtoken.token)", i)
 		var f djangoToken
 		if err := json.Unmarshal(r.Fields, &f); err != nil {
-			skipped = append(skipped, DjangoSkip{"authtoken.token", at, "fields: " + err.Error()})
+			skipped = append(skipped, Skip{"authtoken.token", at, "fields: " + err.Error()})
 			continue
 		}
 		owner := refs.resolve(f.User)
 		if owner.why != "" {
-			skipped = append(skipped, DjangoSkip{"authtoken.token", at, owner.why})
+			skipped = append(skipped, Skip{"authtoken.token", at, owner.why})
 			continue
 		}
 		username := owner.username
@@ -284,18 +284,18 @@ func djangoTokens(records []djangoRecord, list []users.User, refs *djangoUserRef
 		// The key is never quoted: it is a live token.
 		var key string
 		if json.Unmarshal(r.PK, &key) != nil || !isDRFKey(key) {
-			skipped = append(skipped, DjangoSkip{"authtoken.token", at, "key: not 40 lowercase hex characters"})
+			skipped = append(skipped, Skip{"authtoken.token", at, "key: not 40 lowercase hex characters"})
 			continue
 		}
 		created, err := parseDjangoTime(f.Created)
 		if err != nil {
-			skipped = append(skipped, DjangoSkip{"authtoken.token", at, "created: " + err.Error()})
+			skipped = append(skipped, Skip{"authtoken.token", at, "created: " + err.Error()})
 			continue
 		}
 		if created.After(now) {
 			created = now
 		}
-		tokens = append(tokens, DjangoToken{Key: key, Username: username, Created: created})
+		tokens = append(tokens, Token{Key: key, Username: username, Created: created})
 		if u := &list[index[username]]; created.Before(u.TokensAfter) {
 			u.TokensAfter = created
 		}
@@ -303,11 +303,11 @@ func djangoTokens(records []djangoRecord, list []users.User, refs *djangoUserRef
 	return tokens, skipped
 }
 
-// DjangoFactors are the second factors a user brings from django-otp. Its
+// Factors are the second factors a user brings from django-otp. Its
 // TOTP secret and recovery codes are live credentials: they must never
 // reach a log line or an error, and are stored only sealed or hashed
 // (SealFactors).
-type DjangoFactors struct {
+type Factors struct {
 	// TOTP is the user's confirmed otp_totp.totpdevice, field for field
 	// (mfa.TOTP); nil for none.
 	TOTP *mfa.TOTP
@@ -321,7 +321,7 @@ type DjangoFactors struct {
 }
 
 // Devices counts the django-otp devices f came from; none for nil.
-func (f *DjangoFactors) Devices() int {
+func (f *Factors) Devices() int {
 	if f == nil {
 		return 0
 	}
@@ -361,7 +361,7 @@ type djangoTOTPDevice struct {
 // index, so that the skips can be reported in the dump's order.
 type djangoDeviceSkip struct {
 	record int
-	skip   DjangoSkip
+	skip   Skip
 }
 
 // djangoDevices maps the django-otp records of the dump's imported users
@@ -372,20 +372,20 @@ type djangoDeviceSkip struct {
 // that cannot be mapped are skipped, one skip each, in the dump's order.
 // The dump's order is not relied on otherwise: dumpdata writes the static
 // tokens before the device they point to.
-func djangoDevices(records []djangoRecord, refs *djangoUserRefs) (map[string]*DjangoFactors, []DjangoSkip) {
+func djangoDevices(records []djangoRecord, refs *djangoUserRefs) (map[string]*Factors, []Skip) {
 	var skips []djangoDeviceSkip
 	skip := func(i int, model, username, reason string) {
 		at := fmt.Sprintf("record %d (%s of %q)", i, model, username)
 		if username == "" {
 			at = fmt.Sprintf("record %d (%s)", i, model)
 		}
-		skips = append(skips, djangoDeviceSkip{i, DjangoSkip{"second factor", at, reason}})
+		skips = append(skips, djangoDeviceSkip{i, Skip{"second factor", at, reason}})
 	}
-	factors := make(map[string]*DjangoFactors)
-	of := func(username string) *DjangoFactors {
+	factors := make(map[string]*Factors)
+	of := func(username string) *Factors {
 		f := factors[username]
 		if f == nil {
-			f = &DjangoFactors{}
+			f = &Factors{}
 			factors[username] = f
 		}
 		return f
@@ -515,7 +515,7 @@ func djangoDevices(records []djangoRecord, refs *djangoUserRefs) (map[string]*Dj
 	}
 
 	slices.SortStableFunc(skips, func(a, b djangoDeviceSkip) int { return a.record - b.record })
-	out := make([]DjangoSkip, len(skips))
+	out := make([]Skip, len(skips))
 	for i, s := range skips {
 		out[i] = s.skip
 	}

@@ -66,7 +66,7 @@ func TestParseDjangoDumpWrapsLegacy(t *testing.T) {
 		{Scheme: password.SchemeBcrypt, BcryptCost: 4},
 	} {
 		t.Run(policy.Scheme, func(t *testing.T) {
-			dump, err := ParseDjangoDumpPolicy(data, time.Now(), policy)
+			dump, err := ParsePolicy(data, time.Now(), policy)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +141,7 @@ func TestParseDjangoDumpLegacyShapes(t *testing.T) {
 		`{"model": "auth.user", "pk": 6, "fields": {"username": "f", "password": "md5$salt$5f4dcc3b5aa765d61d8327deb882cf9"}},` +
 		`{"model": "auth.user", "pk": 7, "fields": {"username": "g", "password": "sha1$s$751d50955005577ed2556efd833300010e241159", "is_active": false}}` +
 		`]`
-	parsed, err := ParseDjangoDump([]byte(dump), time.Now())
+	parsed, err := Parse([]byte(dump), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestParseDjangoDumpLegacyShapes(t *testing.T) {
 			t.Errorf("%s: disabled %v", u.Username, u.Disabled)
 		}
 	}
-	if _, err := ParseDjangoDumpPolicy([]byte(dump), time.Now(), password.HashPolicy{Scheme: "sha1"}); err == nil {
+	if _, err := ParsePolicy([]byte(dump), time.Now(), password.HashPolicy{Scheme: "sha1"}); err == nil {
 		t.Error("a policy that cannot hash imported the legacy hashes")
 	}
 }
@@ -190,11 +190,11 @@ func TestParseDjangoDumpTokens(t *testing.T) {
 		`{"model": "authtoken.token", "pk": "CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC", "fields": {"user": ["cy"], "created": "2024-01-01T00:00:00Z"}},` +
 		`{"model": "authtoken.token", "pk": "dddddddddddddddddddddddddddddddddddddddd", "fields": {"user": ["cy"], "created": "2030-01-01T00:00:00"}}` +
 		`]`
-	parsed, err := ParseDjangoDump([]byte(dump), now)
+	parsed, err := Parse([]byte(dump), now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []DjangoToken{
+	want := []Token{
 		{Key: "882ff61e9669694d05a4e17a8fb68b49826d3e52", Username: "ada", Created: time.Date(2024, 3, 1, 10, 0, 0, 123e6, time.UTC)},
 		{Key: strings.Repeat("a", 40), Username: "bob", Created: time.Date(2025, 1, 2, 1, 4, 5, 678e6, time.UTC)},
 		{Key: strings.Repeat("d", 40), Username: "cy", Created: now}, // in the future: now
@@ -222,7 +222,7 @@ func TestParseDjangoDumpTokens(t *testing.T) {
 }
 
 // countSecondFactors counts the django-otp devices among skipped.
-func countSecondFactors(skipped []DjangoSkip) int {
+func countSecondFactors(skipped []Skip) int {
 	n := 0
 	for _, s := range skipped {
 		if s.Model() == "second factor" {
@@ -290,7 +290,7 @@ func TestParseDjangoDumpTwins(t *testing.T) {
 					fmt.Sprintf(`{"model": "otp_static.staticdevice", "pk": %d, "fields": {"user": %s, "confirmed": true}}`, 10+i, ref),
 					fmt.Sprintf(`{"model": "otp_static.statictoken", "pk": %d, "fields": {"device": %d, "token": %q}}`, 10+i, 10+i, u.static))
 			}
-			dump, err := ReadDjangoDump([]byte("["+strings.Join(records, ",\n")+"]"), time.Now())
+			dump, err := Read([]byte("["+strings.Join(records, ",\n")+"]"), time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -343,7 +343,7 @@ func TestParseDjangoDumpTwins(t *testing.T) {
 }
 
 // countSkips counts the skips of records of model.
-func countSkips(skips []DjangoSkip, model string) int {
+func countSkips(skips []Skip, model string) int {
 	n := 0
 	for _, s := range skips {
 		if s.Model() == model {
@@ -358,7 +358,7 @@ func countSkips(skips []DjangoSkip, model string) int {
 // their tokens are skipped, and neither user gets the other's codes.
 func TestParseDjangoDumpSharedStaticPK(t *testing.T) {
 	const pbkdf2 = "pbkdf2_sha256$1000$salt$kOXRpcmI0ZiIpeGvu8jJ+43wCfh/s3C+6G/DnfA8RK0="
-	dump, err := ReadDjangoDump([]byte(`[
+	dump, err := Read([]byte(`[
 		{"model": "auth.user", "pk": 1, "fields": {"username": "ann", "password": "`+pbkdf2+`"}},
 		{"model": "auth.user", "pk": 2, "fields": {"username": "bea", "password": "`+pbkdf2+`"}},
 		{"model": "otp_static.staticdevice", "pk": 5, "fields": {"user": ["ann"], "confirmed": true}},

@@ -14,7 +14,7 @@ import (
 // (SealTOTP), the static tokens as keyed hashes (SetRecoveryCodes), each
 // marked as brought from Django, so that import --update may bring them up
 // to date later without touching factors the user set up in authsvc.
-func (d *DjangoDump) SealFactors(key secret.Key) error {
+func (d *Dump) SealFactors(key secret.Key) error {
 	for i := range d.Users {
 		u := &d.Users[i]
 		f, ok := d.Factors[u.Username]
@@ -32,7 +32,7 @@ func (d *DjangoDump) SealFactors(key secret.Key) error {
 
 // seal returns f's stored form for username under key; nil when f holds
 // no usable factor (a static device without tokens).
-func (f *DjangoFactors) seal(key secret.Key, username string) (*users.Factors, error) {
+func (f *Factors) seal(key secret.Key, username string) (*users.Factors, error) {
 	m := &users.Factors{}
 	if f.TOTP != nil {
 		t, err := users.SealTOTP(secret.NewKeyring(key), username, *f.TOTP)
@@ -54,9 +54,9 @@ func (f *DjangoFactors) seal(key secret.Key, username string) (*users.Factors, e
 	return m, nil
 }
 
-// A DjangoFactorsUpdate is what import --update makes of a user's second
+// A FactorsUpdate is what import --update makes of a user's second
 // factors (UpdateFactors).
-type DjangoFactorsUpdate struct {
+type FactorsUpdate struct {
 	// MFA is the user's factors after the update.
 	MFA *users.Factors
 	// Changed reports that the factors changed as a new enrolment or a
@@ -94,15 +94,15 @@ type DjangoFactorsUpdate struct {
 // none with the stored codes are new (Django generated them again) and
 // replace them. Once every imported code is used in authsvc, none comes
 // back until the static device vanishes from Django.
-func (f *DjangoFactors) UpdateFactors(key secret.Key, username string, stored *users.Factors) (DjangoFactorsUpdate, error) {
+func (f *Factors) UpdateFactors(key secret.Key, username string, stored *users.Factors) (FactorsUpdate, error) {
 	if f == nil {
-		f = &DjangoFactors{}
+		f = &Factors{}
 	}
 	out := stored.Clone()
 	if out == nil {
 		out = &users.Factors{}
 	}
-	var up DjangoFactorsUpdate
+	var up FactorsUpdate
 	ring := secret.NewKeyring(key)
 
 	switch s, d := out.TOTP, f.TOTP; {
@@ -124,7 +124,7 @@ func (f *DjangoFactors) UpdateFactors(key secret.Key, username string, stored *u
 		}
 		t, err := users.SealTOTP(ring, username, *d)
 		if err != nil {
-			return DjangoFactorsUpdate{}, err
+			return FactorsUpdate{}, err
 		}
 		t.FromDjango = true
 		out.TOTP, up.Changed = t, true
@@ -145,7 +145,7 @@ func (f *DjangoFactors) UpdateFactors(key secret.Key, username string, stored *u
 		up.Imported += f.StaticDevices
 		var dumped users.Factors
 		if err := dumped.SetRecoveryCodes(key, f.RecoveryCodes); err != nil {
-			return DjangoFactorsUpdate{}, err
+			return FactorsUpdate{}, err
 		}
 		if out.RecoveryFromDjango && len(out.RecoveryCodes) == 0 {
 			break // every imported code used in authsvc

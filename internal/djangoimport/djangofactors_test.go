@@ -51,7 +51,7 @@ func TestUpdateDjangoFactors(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		stored   *users.Factors
-		dumped   *DjangoFactors
+		dumped   *Factors
 		totp     *mfa.TOTP // the authenticator after, opened; nil: none
 		sealed   []byte    // when set, the sealed secret must be these bytes
 		codes    []string  // the recovery codes after, in clear
@@ -61,31 +61,31 @@ func TestUpdateDjangoFactors(t *testing.T) {
 		imported int
 		skipped  int
 	}{
-		{name: "new devices", dumped: &DjangoFactors{TOTP: device(1, 100, 0), RecoveryCodes: []string{"aaaaaaaa", "bbbbbbbb"}, StaticDevices: 1},
+		{name: "new devices", dumped: &Factors{TOTP: device(1, 100, 0), RecoveryCodes: []string{"aaaaaaaa", "bbbbbbbb"}, StaticDevices: 1},
 			totp: device(1, 100, 0), codes: []string{"aaaaaaaa", "bbbbbbbb"}, fromDj: true, changed: true, imported: 2},
-		{name: "unchanged device, newer last_t in authsvc", stored: &users.Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: device(1, 120, 1)},
+		{name: "unchanged device, newer last_t in authsvc", stored: &users.Factors{TOTP: kept}, dumped: &Factors{TOTP: device(1, 120, 1)},
 			totp: device(1, 150, 1), sealed: kept.SealedSecret, imported: 1},
-		{name: "unchanged device, newer last_t in Django", stored: &users.Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: device(1, 170, 0)},
+		{name: "unchanged device, newer last_t in Django", stored: &users.Factors{TOTP: kept}, dumped: &Factors{TOTP: device(1, 170, 0)},
 			totp: device(1, 170, 0), sealed: kept.SealedSecret, imported: 1},
-		{name: "new key in Django", stored: &users.Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: device(2, -1, 0)},
+		{name: "new key in Django", stored: &users.Factors{TOTP: kept}, dumped: &Factors{TOTP: device(2, -1, 0)},
 			totp: device(2, -1, 0), changed: true, imported: 1},
-		{name: "new step in Django", stored: &users.Factors{TOTP: kept}, dumped: &DjangoFactors{TOTP: &mfa.TOTP{Secret: bytes.Repeat([]byte{1}, 20), Step: 60, Digits: 6, LastT: -1}},
+		{name: "new step in Django", stored: &users.Factors{TOTP: kept}, dumped: &Factors{TOTP: &mfa.TOTP{Secret: bytes.Repeat([]byte{1}, 20), Step: 60, Digits: 6, LastT: -1}},
 			totp: &mfa.TOTP{Secret: bytes.Repeat([]byte{1}, 20), Step: 60, Digits: 6, LastT: -1}, changed: true, imported: 1},
 		{name: "device gone from Django", stored: &users.Factors{TOTP: kept}, dumped: nil, nilMFA: true, changed: true},
-		{name: "enrolled in authsvc, a device in Django", stored: &users.Factors{TOTP: enrolled}, dumped: &DjangoFactors{TOTP: device(2, -1, 0)},
+		{name: "enrolled in authsvc, a device in Django", stored: &users.Factors{TOTP: enrolled}, dumped: &Factors{TOTP: device(2, -1, 0)},
 			totp: device(9, -1, 0), sealed: enrolled.SealedSecret, skipped: 1},
 		{name: "enrolled in authsvc, none in Django", stored: &users.Factors{TOTP: enrolled}, totp: device(9, -1, 0), sealed: enrolled.SealedSecret},
 		{name: "codes used on both sides", stored: fromDjango("aaaaaaaa", "cccccccc"), // bbbbbbbb used in authsvc
-			dumped: &DjangoFactors{RecoveryCodes: []string{"aaaaaaaa", "bbbbbbbb"}, StaticDevices: 1}, // cccccccc used in Django
+			dumped: &Factors{RecoveryCodes: []string{"aaaaaaaa", "bbbbbbbb"}, StaticDevices: 1}, // cccccccc used in Django
 			codes:  []string{"aaaaaaaa"}, fromDj: true, imported: 1},
 		{name: "tokens generated again in Django", stored: fromDjango("aaaaaaaa", "cccccccc"),
-			dumped: &DjangoFactors{RecoveryCodes: []string{"xxxxxxxx", "yyyyyyyy"}, StaticDevices: 1},
+			dumped: &Factors{RecoveryCodes: []string{"xxxxxxxx", "yyyyyyyy"}, StaticDevices: 1},
 			codes:  []string{"xxxxxxxx", "yyyyyyyy"}, fromDj: true, changed: true, imported: 1},
 		{name: "every imported code used in authsvc", stored: &users.Factors{RecoveryFromDjango: true},
-			dumped: &DjangoFactors{RecoveryCodes: []string{"aaaaaaaa"}, StaticDevices: 1}, fromDj: true, imported: 1},
+			dumped: &Factors{RecoveryCodes: []string{"aaaaaaaa"}, StaticDevices: 1}, fromDj: true, imported: 1},
 		{name: "static device gone from Django", stored: fromDjango("aaaaaaaa"), nilMFA: true, changed: true},
 		{name: "codes from authsvc", stored: &users.Factors{RecoveryCodes: hashes("authsvc0001"), RecoveryKeyID: key.ID()},
-			dumped: &DjangoFactors{RecoveryCodes: []string{"aaaaaaaa"}, StaticDevices: 1}, codes: []string{"authsvc0001"}, skipped: 1},
+			dumped: &Factors{RecoveryCodes: []string{"aaaaaaaa"}, StaticDevices: 1}, codes: []string{"authsvc0001"}, skipped: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.stored.Clone()

@@ -34,13 +34,13 @@ const django42AdiKey = "47443e0cc0687b9636621653900bd8091ff0068c"
 var django42StaticTokens = []string{"yueigqds", "4lk63kos", "iovo2hcf", "vpkwagmk", "uvrcp62v"}
 
 // readDjango42 parses the fixture.
-func readDjango42(t *testing.T) *DjangoDump {
+func readDjango42(t *testing.T) *Dump {
 	t.Helper()
 	data, err := os.ReadFile(django42Dump)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dump, err := ReadDjangoDump(data, time.Now())
+	dump, err := Read(data, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestSealDjangoFactors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cheap := password.HashPolicy{Scheme: password.SchemeBcrypt, BcryptCost: 4}
-	dump, err := ParseDjangoDumpPolicy(data, time.Now(), cheap)
+	dump, err := ParsePolicy(data, time.Now(), cheap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestParseDjangoDumpDevices(t *testing.T) {
 		token(5, 2, "gggghhhh"),                         // 14: its device's skip covers it
 		static(3, `["bea"]`, true),                      // 15: confirmed, no tokens
 	}
-	dump, err := ReadDjangoDump([]byte("["+strings.Join(records, ",\n")+"]"), time.Now())
+	dump, err := Read([]byte("["+strings.Join(records, ",\n")+"]"), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
