@@ -8,14 +8,11 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"authsvc/internal/djangoimport"
-	"authsvc/internal/password"
 	"authsvc/internal/secret"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
@@ -41,71 +38,30 @@ type importTally struct{ imported, updated, unchanged, dead, skipped int }
 // errSomeSkipped: an import left records out; each was reported on stderr.
 var errSomeSkipped = errors.New("some records were not imported (see above)")
 
-// errUnchanged: an --update change found nothing to change; the user is
-// not rewritten.
-var errUnchanged = errors.New("unchanged")
-
-// importUsers adds the users of a Django dumpdata file, or of an authsvc
-// users file (to move it into PostgreSQL), leaving existing usernames
-// alone or, with --update, bringing them up to date (API.md, Moving from
-// Django); then it imports the dump's DRF keys into the token store. It
-// reports every record it leaves out on stderr, one line each, prints one
-// summary line, and then fails (exit 1) if it left any out. A dry run
-// does all of it but the writes.
-func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdout, stderr io.Writer) error {
+// importFile imports the users of the file opt names into dir, leaving
+// existing usernames alone or, with --update, bringing them up to date
+// (API.md, Moving from Django), and then the dump's DRF keys into the
+// token store: it reads the file (readImport), plans the import
+// (djangoimport.NewPlan), applies the plan (applyImport) and reports what
+// was done (importReport). A dry run does all of it but the writes: what
+// it reports is the plan. Every record left out is reported on stderr,
+// one line each, then one summary line on stdout; the import then fails
+// (exit 1) if it left any out.
+func importFile(ctx context.Context, dir importTarget, opt importOptions, e *env) error {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	held, err := dir.List(ctx)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	byName := make(map[string]users.User, len(held))
-	for _, u := range held {
-		byName[u.Username] = u
-	}
-	dump, key, err := readImport(opt, held, dir, now, stderr)
+	dump, key, err := readImport(opt, held, dir, now, e.stderr)
 	if err != nil {
 		return err
 	}
-	warnSlowHashes("user import", dump.Users, stderr)
-
-	// What to do with each user: add it, leave it alone, or update it.
-	var leftAlone, notOurs []string
-	rehash := make(map[string]bool) // users whose hash will be written
-	for _, u := range dump.Users {
-		h, exists := byName[u.Username]
-		switch {
-		case !exists:
-			rehash[u.Username] = true
-		case !opt.update:
-			leftAlone = append(leftAlone, u.Username)
-		case h.DjangoHash == "":
-			notOurs = append(notOurs, u.Username)
-		case h.DjangoHash != u.DjangoHash:
-			rehash[u.Username] = true
-		}
-	}
-	if err := dump.WrapLegacy(password.DefaultHashPolicy(), rehash); err != nil {
+	warnSlowHashes("user import", dump.Users, e.stderr)
+	plan, err := djangoimport.NewPlan(dump, held, opt.update, key, now)
+	if err != nil {
 		return fmt.Errorf("user import: %w", err)
 	}
-	// Only now, their legacy hashes wrapped, are the users fit to write.
-	var added []users.User
-	changes := make(map[string]func(*users.User) error)
-	var mu sync.Mutex // over factorUpdates, in case a directory runs changes at once
-	factorUpdates := make(map[string]djangoimport.FactorsUpdate)
-	for _, u := range dump.Users {
-		_, exists := byName[u.Username]
-		switch {
-		case !exists:
-			added = append(added, u)
-		case opt.update:
-			changes[u.Username] = updateFromDjango(u, dump.Factors[u.Username], key, now, func(up djangoimport.FactorsUpdate) {
-				mu.Lock()
-				defer mu.Unlock()
-				factorUpdates[u.Username] = up // a change run again replaces it
-			})
-		}
-	}
-
 	// The token store is reached before anything is written, so that a
 	// store that is down stops the import whole.
 	store, closeStore, err := openImportStore(ctx, opt, len(dump.Tokens) > 0)
@@ -113,132 +69,166 @@ func importUsers(ctx context.Context, dir importTarget, opt importOptions, stdou
 		return err
 	}
 	defer closeStore()
+	res, err := applyImport(ctx, dir, plan, held, opt.dryRun)
+	if err != nil {
+		return err
+	}
+	r := importReport{stderr: e.stderr}
+	r.reportUsers(dump, plan, res)
+	r.tokenTally, err = importTokens(ctx, store, dump.Tokens, plan.Owners(res.after, res.alone), opt, now, e.stderr)
+	r.tokenTally.skipped += dump.CountSkipped("authtoken.token")
+	r.summary(opt, dir, e.stdout)
+	if err != nil {
+		return err
+	}
+	if r.skipped() {
+		return errSomeSkipped
+	}
+	return nil
+}
 
+// An importResult is what applying an import's plan did to the directory,
+// or would do (a dry run).
+type importResult struct {
+	after  map[string]users.User // the users as the import leaves them
+	raced  []string              // users of the plan's Add that someone else added first
+	alone  []string              // users left alone: the plan's, and those raced
+	failed map[string]error      // the changes that failed, as UpdateAll's
+}
+
+// applyImport writes plan's users to dir, the users added and the changes
+// made, and returns what it did; a dry run writes nothing, and returns
+// what the writes would do to held, dir's users (Plan.Simulate).
+func applyImport(ctx context.Context, dir importTarget, plan *djangoimport.Plan, held []users.User, dryRun bool) (importResult, error) {
+	if dryRun {
+		after, failed := plan.Simulate(held)
+		return importResult{after: after, alone: plan.LeftAlone, failed: failed}, nil
+	}
+	raced, err := dir.AddAll(ctx, plan.Add)
+	if err != nil {
+		return importResult{}, err
+	}
 	var failed map[string]error
-	var raced []string // added by someone else since the List above
-	after := byName    // the users as the import leaves them
-	if opt.dryRun {
-		after, failed = simulateUpdates(byName, added, changes)
-	} else {
-		if raced, err = dir.AddAll(ctx, added); err != nil {
-			return err
-		}
-		if len(changes) > 0 {
-			if failed, err = dir.UpdateAll(ctx, changes); err != nil {
-				return err
-			}
-		}
-		if after, err = usersByName(ctx, dir); err != nil {
-			return err
+	if len(plan.Update) > 0 {
+		if failed, err = dir.UpdateAll(ctx, plan.Update); err != nil {
+			return importResult{}, err
 		}
 	}
+	after, err := usersByName(ctx, dir)
+	if err != nil {
+		return importResult{}, err
+	}
+	return importResult{after: after, raced: raced, alone: slices.Concat(plan.LeftAlone, raced), failed: failed}, nil
+}
 
+// An importReport tallies what an import did, and says on stderr, one
+// line each, what it left out.
+type importReport struct {
+	stderr                             io.Writer
+	userTally, tokenTally, factorTally importTally
+}
+
+// note writes one line of the import's on stderr.
+func (r *importReport) note(format string, args ...any) {
+	fmt.Fprintf(r.stderr, "authsvc: user import: "+format+"\n", args...)
+}
+
+// reportUsers tallies what applying plan did to the users (res) and to
+// their second factors, and reports what it left out: the dump's records,
+// the users left alone, and the updates that failed or left factors out.
+func (r *importReport) reportUsers(dump *djangoimport.Dump, plan *djangoimport.Plan, res importResult) {
 	for _, s := range dump.Skipped {
-		fmt.Fprintf(stderr, "authsvc: user import: skipped %s\n", printable(s.String()))
+		r.note("skipped %s", printable(s.String()))
 	}
-	// Factors count per django-otp device: a TOTP device and a static
-	// device count one each. A users file's count alike: an authenticator
-	// and a user's recovery codes, one each.
-	factorTally := importTally{skipped: countSkips(dump.Skipped, "second factor")}
-	factorsOf := func(name string) int { return dump.Factors[name].Devices() }
-	if opt.from == "file" {
-		copied := make(map[string]*users.Factors, len(dump.Users))
-		for _, u := range dump.Users {
-			copied[u.Username] = u.MFA
-		}
-		factorsOf = func(name string) int { return countFactors(copied[name]) }
+	r.factorTally.skipped = dump.CountSkipped("second factor")
+	for _, name := range res.alone {
+		r.note("left alone: user %q already exists", name)
+		r.skipFactors(plan, name, "the user is left alone")
 	}
-	skipFactors := func(name, why string) {
-		if n := factorsOf(name); n > 0 {
-			factorTally.skipped += n
-			fmt.Fprintf(stderr, "authsvc: user import: skipped %s of %q: %s\n", fmt.Sprintf("%d %s", n, plural(n, "second factor", "second factors")), name, why)
-		}
+	for _, name := range plan.NotOurs {
+		r.note("updated user %q but its password: user import did not create it", name)
+		r.skipFactors(plan, name, "user import did not create that user, and never touches its factors")
 	}
-	leftAlone = append(leftAlone, raced...)
-	for _, name := range leftAlone {
-		fmt.Fprintf(stderr, "authsvc: user import: left alone: user %q already exists\n", name)
-		skipFactors(name, "the user is left alone")
+	r.userTally = importTally{
+		imported: len(plan.Add) - len(res.raced),
+		skipped:  len(res.alone) + dump.CountSkipped("auth.user"),
 	}
-	for _, name := range notOurs {
-		fmt.Fprintf(stderr, "authsvc: user import: updated user %q but its password: user import did not create it\n", name)
-		skipFactors(name, "user import did not create that user, and never touches its factors")
-	}
-	userTally := importTally{
-		imported: len(added) - len(raced),
-		skipped:  len(leftAlone) + countSkips(dump.Skipped, "auth.user"),
-	}
-	isRaced := make(map[string]bool, len(raced))
-	for _, name := range raced {
-		isRaced[name] = true
-	}
-	for _, u := range added {
-		if !isRaced[u.Username] {
-			factorTally.imported += factorsOf(u.Username)
+	raced := set(res.raced)
+	for _, u := range plan.Add {
+		if !raced[u.Username] {
+			r.factorTally.imported += plan.FactorsOf(u.Username)
 		}
 	}
-	isNotOurs := make(map[string]bool, len(notOurs))
-	for _, name := range notOurs {
-		isNotOurs[name] = true
+	r.reportUpdates(plan, res.failed)
+}
+
+// skipFactors counts and reports the second factors the dump brings for
+// the user named name as skipped, for why.
+func (r *importReport) skipFactors(plan *djangoimport.Plan, name, why string) {
+	if n := plan.FactorsOf(name); n > 0 {
+		r.factorTally.skipped += n
+		r.note("skipped %d %s of %q: %s", n, plural(n, "second factor", "second factors"), name, why)
 	}
-	for _, name := range slices.Sorted(maps.Keys(changes)) {
+}
+
+// reportUpdates tallies what plan's changes did, failed as UpdateAll's,
+// and reports each that failed, and each device an update left out.
+func (r *importReport) reportUpdates(plan *djangoimport.Plan, failed map[string]error) {
+	notOurs := set(plan.NotOurs)
+	for _, name := range slices.Sorted(maps.Keys(plan.Update)) {
 		switch err := failed[name]; {
-		case err == nil || errors.Is(err, errUnchanged):
+		case err == nil || errors.Is(err, djangoimport.ErrUnchanged):
 			if err == nil {
-				userTally.updated++
+				r.userTally.updated++
 			} else {
-				userTally.unchanged++
+				r.userTally.unchanged++
 			}
-			if isNotOurs[name] {
+			if notOurs[name] {
 				break
 			}
-			up := factorUpdates[name]
+			up := plan.FactorsUpdate(name)
 			if up.Changed {
-				factorTally.updated += up.Imported
+				r.factorTally.updated += up.Imported
 			} else {
-				factorTally.unchanged += up.Imported
+				r.factorTally.unchanged += up.Imported
 			}
-			factorTally.skipped += len(up.Skipped)
+			r.factorTally.skipped += len(up.Skipped)
 			for _, s := range up.Skipped {
-				fmt.Fprintf(stderr, "authsvc: user import: skipped %s\n", printable(s))
+				r.note("skipped %s", printable(s))
 			}
 		default: // deleted meanwhile, or refused by the directory
-			userTally.skipped++
-			factorTally.skipped += factorsOf(name)
-			fmt.Fprintf(stderr, "authsvc: user import: skipped the update of user %q: %v\n", name, err)
+			r.userTally.skipped++
+			r.factorTally.skipped += plan.FactorsOf(name)
+			r.note("skipped the update of user %q: %v", name, err)
 		}
 	}
+}
 
-	// Keys go only to users the importer made from the same Django users:
-	// added now, or updated and carrying a Django hash's fingerprint.
-	alone := make(map[string]bool, len(leftAlone))
-	for _, name := range leftAlone {
-		alone[name] = true
-	}
-	owners := make(map[string]users.User)
-	for _, u := range dump.Users {
-		if a, ok := after[u.Username]; ok && !alone[u.Username] && a.DjangoHash != "" {
-			owners[u.Username] = a
-		}
-	}
-	tokenTally, err := importTokens(ctx, store, dump.Tokens, owners, opt, now, stderr)
-	tokenTally.skipped += countSkips(dump.Skipped, "authtoken.token")
-
+// summary prints the import's summary line on stdout: the file, the
+// directory, and the tallies.
+func (r *importReport) summary(opt importOptions, dir fmt.Stringer, stdout io.Writer) {
+	u, t, f := r.userTally, r.tokenTally, r.factorTally
 	summary := fmt.Sprintf("%s into %s: users %d imported, %d updated, %d unchanged, %d skipped; tokens %d imported, %d updated, %d left dead, %d skipped; factors %d imported, %d updated, %d unchanged, %d skipped",
-		opt.path, dir, userTally.imported, userTally.updated, userTally.unchanged, userTally.skipped,
-		tokenTally.imported, tokenTally.updated, tokenTally.dead, tokenTally.skipped,
-		factorTally.imported, factorTally.updated, factorTally.unchanged, factorTally.skipped)
+		opt.path, dir, u.imported, u.updated, u.unchanged, u.skipped, t.imported, t.updated, t.dead, t.skipped, f.imported, f.updated, f.unchanged, f.skipped)
 	if opt.dryRun {
 		fmt.Fprintf(stdout, "dry run: would import %s; nothing written\n", summary)
 	} else {
 		fmt.Fprintf(stdout, "imported %s\n", summary)
 	}
-	if err != nil {
-		return err
+}
+
+// skipped reports whether the import left any record out.
+func (r *importReport) skipped() bool {
+	return r.userTally.skipped+r.tokenTally.skipped+r.factorTally.skipped > 0
+}
+
+// set returns the set of names.
+func set(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, name := range names {
+		m[name] = true
 	}
-	if userTally.skipped+tokenTally.skipped+factorTally.skipped > 0 {
-		return errSomeSkipped
-	}
-	return nil
+	return m
 }
 
 // readImport reads the file to import: an authsvc users file, validated
@@ -255,7 +245,7 @@ func readImport(opt importOptions, held []users.User, dest fmt.Stringer, now tim
 		if err := checkCopiedFactors(opt, list, dest); err != nil {
 			return nil, secret.Key{}, err
 		}
-		return &djangoimport.Dump{Users: list}, secret.Key{}, nil
+		return djangoimport.FromUsers(list), secret.Key{}, nil
 	}
 	data, err := os.ReadFile(opt.path)
 	if err != nil {
@@ -352,83 +342,12 @@ func importKey(opt importOptions, held []users.User, stderr io.Writer) (secret.K
 	return key, nil
 }
 
-// updateFromDjango returns the --update change that brings a user up to
-// date with d, its record in a newer dump: name, email, groups and flags
-// always; the hash and the second factors only when the user was imported
-// (it has a DjangoHash). The hash is taken when the Django hash changed
-// since; the factors follow factors, the user's django-otp devices under
-// key (djangoimport.Factors.UpdateFactors), and report what they did to
-// outcome. A changed hash, or factors added, replaced or removed, end the
-// user's sessions as a password change ends them. A user deactivated in
-// Django is disabled, and its sessions end. errUnchanged when nothing
-// changes.
-func updateFromDjango(d users.User, factors *djangoimport.Factors, key secret.Key, now time.Time, outcome func(djangoimport.FactorsUpdate)) func(*users.User) error {
-	return func(x *users.User) error {
-		before := *x
-		before.Groups = slices.Clone(x.Groups)
-		x.Name, x.Email, x.Groups, x.Admin = d.Name, d.Email, d.Groups, d.Admin
-		endSessions := false
-		if x.DjangoHash != "" {
-			// A user enrolled in authsvc itself (no DjangoHash) never
-			// loses a factor to an import.
-			up, err := factors.UpdateFactors(key, x.Username, x.MFA)
-			if err != nil {
-				return err
-			}
-			outcome(up)
-			x.MFA, endSessions = up.MFA, up.Changed
-		}
-		if x.DjangoHash != "" && x.DjangoHash != d.DjangoHash {
-			x.PasswordHash, x.DjangoHash = d.PasswordHash, d.DjangoHash
-			endSessions = true
-		}
-		if endSessions {
-			x.PasswordGeneration++
-			x.TokensAfter = later(x.TokensAfter, now)
-		}
-		if d.Disabled && !x.Disabled {
-			x.TokensAfter = later(x.TokensAfter, now)
-		}
-		x.Disabled = d.Disabled
-		if x.Name == before.Name && x.Email == before.Email && slices.Equal(x.Groups, before.Groups) &&
-			x.Admin == before.Admin && x.Disabled == before.Disabled && x.PasswordHash == before.PasswordHash &&
-			reflect.DeepEqual(x.MFA, before.MFA) {
-			return errUnchanged
-		}
-		return nil
-	}
-}
-
 // later returns the later of a and b.
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}
 	return b
-}
-
-// simulateUpdates returns the users as an import would leave them, held
-// updated by changes and added added, without writing: what a dry run
-// reports. failed is as UpdateAll's.
-func simulateUpdates(held map[string]users.User, added []users.User, changes map[string]func(*users.User) error) (map[string]users.User, map[string]error) {
-	after := make(map[string]users.User, len(held)+len(added))
-	for name, u := range held {
-		after[name] = u
-	}
-	failed := make(map[string]error)
-	for name, change := range changes {
-		u := after[name]
-		u.Groups = slices.Clone(u.Groups)
-		if err := change(&u); err != nil {
-			failed[name] = err
-			continue
-		}
-		after[name] = u
-	}
-	for _, u := range added {
-		after[u.Username] = u
-	}
-	return after, failed
 }
 
 // usersByName returns dir's users by name.
@@ -442,30 +361,6 @@ func usersByName(ctx context.Context, dir importTarget) (map[string]users.User, 
 		byName[u.Username] = u
 	}
 	return byName, nil
-}
-
-// countFactors counts f's second factors as the import's summary does:
-// an authenticator and a set of recovery codes, one each.
-func countFactors(f *users.Factors) int {
-	n := 0
-	if f != nil && f.TOTP != nil {
-		n++
-	}
-	if f != nil && len(f.RecoveryCodes) > 0 {
-		n++
-	}
-	return n
-}
-
-// countSkips counts the skips of records of model.
-func countSkips(skips []djangoimport.Skip, model string) int {
-	n := 0
-	for _, s := range skips {
-		if s.Model() == model {
-			n++
-		}
-	}
-	return n
 }
 
 // openImportStore opens the token store that opt names, when there are

@@ -23,7 +23,9 @@ and the command then exits 1. See the README's "Moving from Django REST
 Framework".`
 
 // userImport runs "authsvc user import DUMP.json|USERS.json": it adds the
-// users of a Django dump or of a users file (importUsers).
+// users of a Django dump or of a users file: it reads the file, plans the
+// import and applies the plan, or with --dry-run says what the plan would
+// do (importFile).
 func userImport(ctx context.Context, e *env, args []string) error {
 	f := newUserFlags("user import", "DUMP.json|USERS.json", userImportAbout)
 	opt := defineImportFlags(f)
@@ -49,7 +51,7 @@ func userImport(ctx context.Context, e *env, args []string) error {
 		opt.keyPath = filepath.Join(filepath.Dir(*f.users), defaultKeyFile) // serve's
 	}
 	opt.path = f.Arg(0)
-	return importUsers(ctx, dir, *opt, e.stdout, e.stderr)
+	return importFile(ctx, dir, *opt, e)
 }
 
 // defineImportFlags adds user import's flags to f, and the check of

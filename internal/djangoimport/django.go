@@ -66,6 +66,34 @@ type Dump struct {
 
 	dumped []string     // each user's hash as Django dumped it
 	legacy []legacyHash // the users whose hash is a legacy fast form, not wrapped yet
+	// copied are the second factors of a users file's users (FromUsers),
+	// by username, which the import copies as they are; nil for a Django
+	// dump.
+	copied map[string]*users.Factors
+}
+
+// FromUsers returns the dump of an authsvc users file's users, list
+// (user import --from file, to move a users file into PostgreSQL): the
+// users are imported as they are, their second factors copied sealed as
+// they are. It holds no DRF key and no device.
+func FromUsers(list []users.User) *Dump {
+	copied := make(map[string]*users.Factors, len(list))
+	for _, u := range list {
+		copied[u.Username] = u.MFA
+	}
+	return &Dump{Users: list, copied: copied}
+}
+
+// CountSkipped counts the records of model the dump leaves out (as
+// Skip.Model names it).
+func (d *Dump) CountSkipped(model string) int {
+	n := 0
+	for _, s := range d.Skipped {
+		if s.Model() == model {
+			n++
+		}
+	}
+	return n
 }
 
 // Skip is a record the importer leaves out, and why.
