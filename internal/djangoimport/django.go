@@ -163,6 +163,39 @@ func Read(data []byte, now time.Time) (*Dump, error) {
 	if err := json.Unmarshal(data, &records); err != nil {
 		return nil, fmt.Errorf("not a dumpdata JSON array: %v", err)
 	}
+	var list []users.User
+	var skipped []Skip
+	var legacy []legacyHash
+	refs := newDjangoUserRefs()
+	ur := userReader{groupsByPK: djangoGroupsByPK(records), refs: refs, seen: make(map[string]string), now: now}
+	for i, r := range records {
+		if r.Model != "auth.user" {
+			continue
+		}
+		u, old, skip := ur.read(i, r)
+		if skip != nil {
+			skipped = append(skipped, *skip)
+			continue
+		}
+		if old != nil { // a legacy fast form, wrapped once it is known to be written (WrapLegacy)
+			legacy = append(legacy, legacyHash{user: len(list), hash: old})
+		}
+		list = append(list, u)
+	}
+	tokens, tokenSkips := djangoTokens(records, list, refs, now)
+	skipped = append(skipped, tokenSkips...)
+	factors, deviceSkips := djangoDevices(records, refs)
+	skipped = append(skipped, deviceSkips...)
+	dumped := make([]string, len(list))
+	for i, u := range list {
+		dumped[i] = u.PasswordHash
+	}
+	return &Dump{Users: list, Tokens: tokens, Factors: factors, Skipped: skipped, dumped: dumped, legacy: legacy}, nil
+}
+
+// djangoGroupsByPK returns the names of the dump's auth.group records, by
+// their pk's JSON text.
+func djangoGroupsByPK(records []djangoRecord) map[string]string {
 	groupsByPK := make(map[string]string)
 	for _, r := range records {
 		if r.Model != "auth.group" {
@@ -175,87 +208,73 @@ func Read(data []byte, now time.Time) (*Dump, error) {
 			groupsByPK[string(bytes.TrimSpace(r.PK))] = g.Name
 		}
 	}
-	var list []users.User
-	var skipped []Skip
-	var legacy []legacyHash
-	seen := make(map[string]string)
-	refs := newDjangoUserRefs()
-	for i, r := range records {
-		if r.Model != "auth.user" {
-			continue
-		}
-		at := fmt.Sprintf("record %d (auth.user)", i)
-		var f djangoUser
-		err := json.Unmarshal(r.Fields, &f)
-		// Every record is known by its keys, imported or not: the keys and
-		// devices of one left out are left out with it.
-		ref := refs.add(r.PK, f.Username, err == nil)
-		if err != nil {
-			skipped = append(skipped, Skip{"auth.user", at, "fields: " + err.Error()})
-			continue
-		}
-		username := users.NormalizeUsername(f.Username)
-		at = fmt.Sprintf("record %d (auth.user %q)", i, username)
-		if username != f.Username {
-			// Which of two names that NFKC folds together is which.
-			at = fmt.Sprintf("record %d (auth.user %q, %q in NFKC)", i, f.Username, username)
-		}
-		if err := users.CheckUsername(username); err != nil {
-			skipped = append(skipped, Skip{"auth.user", at, err.Error()})
-			continue
-		}
-		if first, dup := seen[username]; dup {
-			skipped = append(skipped, Skip{"auth.user", at, "username: a second record for it, after " + first})
-			continue
-		}
-		// A legacy fast form is wrapped below, once the record is known to
-		// be imported; anything else is kept as it is.
-		old, isLegacy, err := password.ParseDjangoLegacy(f.Password)
-		usable := true
-		if err == nil && !isLegacy {
-			var hash *password.Hash
-			hash, err = password.ParseHash(f.Password)
-			usable = err == nil && hash.Usable()
-		}
-		if err != nil {
-			skipped = append(skipped, Skip{"auth.user", at, "password: " + err.Error()})
-			continue
-		}
-		groups, err := djangoGroups(f.Groups, groupsByPK)
-		if err != nil {
-			skipped = append(skipped, Skip{"auth.user", at, "groups: " + err.Error()})
-			continue
-		}
-		if err := users.CheckProfile(strings.TrimSpace(f.FirstName+" "+f.LastName), f.Email, groups); err != nil {
-			skipped = append(skipped, Skip{"auth.user", at, err.Error()})
-			continue
-		}
-		seen[username] = at
-		refs.imported(ref, username)
-		active := f.IsActive == nil || *f.IsActive // Django's default
-		list = append(list, users.User{
-			Username:     username,
-			PasswordHash: f.Password,
-			Name:         strings.TrimSpace(f.FirstName + " " + f.LastName),
-			Email:        f.Email,
-			Groups:       groups,
-			Admin:        f.IsStaff || f.IsSuperuser,
-			Disabled:     !active || !usable,
-			TokensAfter:  now,
-		})
-		if isLegacy {
-			legacy = append(legacy, legacyHash{user: len(list) - 1, hash: old})
-		}
+	return groupsByPK
+}
+
+// A userReader maps a dump's auth.user records to users, one at a time
+// and in the dump's order (Parse says how).
+type userReader struct {
+	groupsByPK map[string]string // the dump's groups (djangoGroupsByPK)
+	refs       *djangoUserRefs   // learns every record, imported or not
+	seen       map[string]string // the record imported for each username, for messages
+	now        time.Time         // every user's cut-off
+}
+
+// read maps the auth.user record r, the dump's record i: the user, with
+// its legacy fast hash still to wrap (nil when its hash is kept as it
+// is); or the record's skip.
+func (ur *userReader) read(i int, r djangoRecord) (users.User, *password.DjangoLegacy, *Skip) {
+	at := fmt.Sprintf("record %d (auth.user)", i)
+	skip := func(reason string) (users.User, *password.DjangoLegacy, *Skip) {
+		return users.User{}, nil, &Skip{"auth.user", at, reason}
 	}
-	tokens, tokenSkips := djangoTokens(records, list, refs, now)
-	skipped = append(skipped, tokenSkips...)
-	factors, deviceSkips := djangoDevices(records, refs)
-	skipped = append(skipped, deviceSkips...)
-	dumped := make([]string, len(list))
-	for i, u := range list {
-		dumped[i] = u.PasswordHash
+	var f djangoUser
+	err := json.Unmarshal(r.Fields, &f)
+	// Every record is known by its keys, imported or not: the keys and
+	// devices of one left out are left out with it.
+	ref := ur.refs.add(r.PK, f.Username, err == nil)
+	if err != nil {
+		return skip("fields: " + err.Error())
 	}
-	return &Dump{Users: list, Tokens: tokens, Factors: factors, Skipped: skipped, dumped: dumped, legacy: legacy}, nil
+	username := users.NormalizeUsername(f.Username)
+	at = fmt.Sprintf("record %d (auth.user %q)", i, username)
+	if username != f.Username {
+		// Which of two names that NFKC folds together is which.
+		at = fmt.Sprintf("record %d (auth.user %q, %q in NFKC)", i, f.Username, username)
+	}
+	if err := users.CheckUsername(username); err != nil {
+		return skip(err.Error())
+	}
+	if first, dup := ur.seen[username]; dup {
+		return skip("username: a second record for it, after " + first)
+	}
+	old, isLegacy, err := password.ParseDjangoLegacy(f.Password)
+	usable := true
+	if err == nil && !isLegacy {
+		var hash *password.Hash
+		hash, err = password.ParseHash(f.Password)
+		usable = err == nil && hash.Usable()
+	}
+	if err != nil {
+		return skip("password: " + err.Error())
+	}
+	groups, err := djangoGroups(f.Groups, ur.groupsByPK)
+	if err != nil {
+		return skip("groups: " + err.Error())
+	}
+	name := strings.TrimSpace(f.FirstName + " " + f.LastName)
+	if err := users.CheckProfile(name, f.Email, groups); err != nil {
+		return skip(err.Error())
+	}
+	ur.seen[username] = at
+	ur.refs.imported(ref, username)
+	active := f.IsActive == nil || *f.IsActive // Django's default
+	u := users.User{Username: username, PasswordHash: f.Password, Name: name, Email: f.Email, Groups: groups,
+		Admin: f.IsStaff || f.IsSuperuser, Disabled: !active || !usable, TokensAfter: ur.now}
+	if !isLegacy {
+		old = nil
+	}
+	return u, old, nil
 }
 
 // Fingerprint sets each user's DjangoHash to the fingerprint under key of
@@ -401,52 +420,82 @@ type djangoDeviceSkip struct {
 // The dump's order is not relied on otherwise: dumpdata writes the static
 // tokens before the device they point to.
 func djangoDevices(records []djangoRecord, refs *djangoUserRefs) (map[string]*Factors, []Skip) {
-	var skips []djangoDeviceSkip
-	skip := func(i int, model, username, reason string) {
-		at := fmt.Sprintf("record %d (%s of %q)", i, model, username)
-		if username == "" {
-			at = fmt.Sprintf("record %d (%s)", i, model)
+	dr := &deviceReader{records: records, refs: refs, factors: make(map[string]*Factors)}
+	dr.totpDevices()
+	dr.staticDevices()
+	for name, f := range dr.factors {
+		if f.Devices() == 0 {
+			delete(dr.factors, name)
 		}
-		skips = append(skips, djangoDeviceSkip{i, Skip{"second factor", at, reason}})
 	}
-	factors := make(map[string]*Factors)
-	of := func(username string) *Factors {
-		f := factors[username]
-		if f == nil {
-			f = &Factors{}
-			factors[username] = f
-		}
-		return f
+	slices.SortStableFunc(dr.skips, func(a, b djangoDeviceSkip) int { return a.record - b.record })
+	out := make([]Skip, len(dr.skips))
+	for i, s := range dr.skips {
+		out[i] = s.skip
 	}
+	return dr.factors, out
+}
 
-	// TOTP devices: each confirmed, usable one is a candidate of its user.
+// A deviceReader maps a dump's django-otp records to the factors of the
+// users they belong to (djangoDevices).
+type deviceReader struct {
+	records []djangoRecord
+	refs    *djangoUserRefs
+	factors map[string]*Factors // by username
+	skips   []djangoDeviceSkip
+}
+
+// skip skips the record i, of model, of the user named username ("" when
+// that is not known), for reason.
+func (dr *deviceReader) skip(i int, model, username, reason string) {
+	at := fmt.Sprintf("record %d (%s of %q)", i, model, username)
+	if username == "" {
+		at = fmt.Sprintf("record %d (%s)", i, model)
+	}
+	dr.skips = append(dr.skips, djangoDeviceSkip{i, Skip{"second factor", at, reason}})
+}
+
+// of returns the factors of the user named username, new ones when it has
+// none yet.
+func (dr *deviceReader) of(username string) *Factors {
+	f := dr.factors[username]
+	if f == nil {
+		f = &Factors{}
+		dr.factors[username] = f
+	}
+	return f
+}
+
+// totpDevices maps the TOTP devices: each confirmed, usable one is a
+// candidate of its user, and the one of the lowest pk is kept.
+func (dr *deviceReader) totpDevices() {
 	type candidate struct {
 		record int
 		pk     json.RawMessage
 		totp   mfa.TOTP
 	}
 	candidates := make(map[string][]candidate)
-	for i, r := range records {
+	for i, r := range dr.records {
 		if r.Model != totpDeviceModel {
 			continue
 		}
 		// django-otp's defaults, for a field the record leaves out.
 		f := djangoTOTPDevice{Step: 30, Digits: 6, LastT: -1}
 		err := json.Unmarshal(r.Fields, &f)
-		owner := refs.resolve(f.User)
+		owner := dr.refs.resolve(f.User)
 		username := owner.username
 		if why := deviceUnusable(err, owner, f.Confirmed); why != "" {
-			skip(i, r.Model, owner.named, why)
+			dr.skip(i, r.Model, owner.named, why)
 			continue
 		}
 		key, err := hex.DecodeString(f.Key)
 		if err != nil { // never quoted: the key is the secret
-			skip(i, r.Model, username, "key: not hex")
+			dr.skip(i, r.Model, username, "key: not hex")
 			continue
 		}
 		t := mfa.TOTP{Secret: key, Step: f.Step, T0: f.T0, Digits: f.Digits, Drift: f.Drift, LastT: f.LastT}
 		if err := t.Validate(); err != nil {
-			skip(i, r.Model, username, err.Error())
+			dr.skip(i, r.Model, username, err.Error())
 			continue
 		}
 		candidates[username] = append(candidates[username], candidate{i, r.PK, t})
@@ -459,35 +508,19 @@ func djangoDevices(records []djangoRecord, refs *djangoUserRefs) (map[string]*Fa
 		// likely the one the user's app still holds. The others are
 		// reported, so the operator can tell their users.
 		slices.SortStableFunc(list, func(a, b candidate) int { return comparePK(a.pk, b.pk) })
-		of(username).TOTP = &list[0].totp
+		dr.of(username).TOTP = &list[0].totp
 		for _, c := range list[1:] {
-			skip(c.record, totpDeviceModel, username, fmt.Sprintf("another confirmed TOTP device of the user: authsvc keeps one authenticator, the one of the lowest pk (record %d)", list[0].record))
+			dr.skip(c.record, totpDeviceModel, username, fmt.Sprintf("another confirmed TOTP device of the user: authsvc keeps one authenticator, the one of the lowest pk (record %d)", list[0].record))
 		}
 	}
+}
 
-	// Static tokens, by the pk of the device they point to.
-	tokensOf := make(map[string][]int) // record indexes
-	staticPKs := make(map[string]int)  // static devices, by pk
-	for _, r := range records {
-		if r.Model == staticDeviceModel {
-			staticPKs[string(bytes.TrimSpace(r.PK))]++
-		}
-	}
-	for i, r := range records {
-		if r.Model != staticTokenModel {
-			continue
-		}
-		var f struct {
-			Device json.RawMessage `json:"device"`
-		}
-		if err := json.Unmarshal(r.Fields, &f); err != nil {
-			skip(i, r.Model, "", "fields: "+err.Error())
-			continue
-		}
-		pk := string(bytes.TrimSpace(f.Device))
-		tokensOf[pk] = append(tokensOf[pk], i)
-	}
-	for i, r := range records {
+// staticDevices maps the static devices: the tokens of each confirmed one
+// become its user's recovery codes. Tokens go with their device, imported
+// or not; a token of no device in the dump is skipped.
+func (dr *deviceReader) staticDevices() {
+	tokensOf, staticPKs := dr.staticTokens()
+	for i, r := range dr.records {
 		if r.Model != staticDeviceModel {
 			continue
 		}
@@ -496,7 +529,7 @@ func djangoDevices(records []djangoRecord, refs *djangoUserRefs) (map[string]*Fa
 			Confirmed bool            `json:"confirmed"`
 		}
 		err := json.Unmarshal(r.Fields, &f)
-		owner := refs.resolve(f.User)
+		owner := dr.refs.resolve(f.User)
 		username := owner.username
 		pk := string(bytes.TrimSpace(r.PK))
 		tokens := tokensOf[pk]
@@ -507,25 +540,13 @@ func djangoDevices(records []djangoRecord, refs *djangoUserRefs) (map[string]*Fa
 			why = "its pk is on more than one static device of the dump"
 		}
 		if why != "" {
-			skip(i, r.Model, owner.named, why)
+			dr.skip(i, r.Model, owner.named, why)
 			continue
 		}
-		var codes []string
-		for _, t := range tokens {
-			var tf struct {
-				Token string `json:"token"`
-			}
-			err := json.Unmarshal(records[t].Fields, &tf)
-			code, ok := mfa.NormalizeRecoveryCode(tf.Token)
-			if err != nil || !ok { // never quoted: the token is a live code
-				skip(t, staticTokenModel, username, "token: not 8 to 16 letters and digits, which a recovery code is")
-				continue
-			}
-			codes = append(codes, code)
-		}
-		x := of(username)
+		codes := dr.recoveryCodes(username, tokens)
+		x := dr.of(username)
 		if len(x.RecoveryCodes)+len(codes) > maxRecoveryCodes {
-			skip(i, r.Model, username, fmt.Sprintf("%d tokens: with the user's other static devices, more than the %d recovery codes a user may keep", len(codes), maxRecoveryCodes))
+			dr.skip(i, r.Model, username, fmt.Sprintf("%d tokens: with the user's other static devices, more than the %d recovery codes a user may keep", len(codes), maxRecoveryCodes))
 			continue
 		}
 		x.RecoveryCodes = append(x.RecoveryCodes, codes...)
@@ -533,21 +554,55 @@ func djangoDevices(records []djangoRecord, refs *djangoUserRefs) (map[string]*Fa
 	}
 	for _, list := range tokensOf { // tokens of no static device in the dump
 		for _, t := range list {
-			skip(t, staticTokenModel, "", "its device is not in the dump")
+			dr.skip(t, staticTokenModel, "", "its device is not in the dump")
 		}
 	}
-	for name, f := range factors {
-		if f.Devices() == 0 {
-			delete(factors, name)
-		}
-	}
+}
 
-	slices.SortStableFunc(skips, func(a, b djangoDeviceSkip) int { return a.record - b.record })
-	out := make([]Skip, len(skips))
-	for i, s := range skips {
-		out[i] = s.skip
+// staticTokens returns the static tokens' records by the pk of the device
+// they point to, skipping those that cannot be read, and how many static
+// devices the dump holds of each pk. The dump's order is not relied on:
+// dumpdata writes the tokens before their device.
+func (dr *deviceReader) staticTokens() (tokensOf map[string][]int, staticPKs map[string]int) {
+	tokensOf = make(map[string][]int) // record indexes
+	staticPKs = make(map[string]int)
+	for i, r := range dr.records {
+		switch r.Model {
+		case staticDeviceModel:
+			staticPKs[string(bytes.TrimSpace(r.PK))]++
+		case staticTokenModel:
+			var f struct {
+				Device json.RawMessage `json:"device"`
+			}
+			if err := json.Unmarshal(r.Fields, &f); err != nil {
+				dr.skip(i, r.Model, "", "fields: "+err.Error())
+				continue
+			}
+			pk := string(bytes.TrimSpace(f.Device))
+			tokensOf[pk] = append(tokensOf[pk], i)
+		}
 	}
-	return factors, out
+	return tokensOf, staticPKs
+}
+
+// recoveryCodes returns the codes of the static tokens of username's
+// device, the records tokens, in their normal form; a token that is not a
+// recovery code is skipped.
+func (dr *deviceReader) recoveryCodes(username string, tokens []int) []string {
+	var codes []string
+	for _, t := range tokens {
+		var tf struct {
+			Token string `json:"token"`
+		}
+		err := json.Unmarshal(dr.records[t].Fields, &tf)
+		code, ok := mfa.NormalizeRecoveryCode(tf.Token)
+		if err != nil || !ok { // never quoted: the token is a live code
+			dr.skip(t, staticTokenModel, username, "token: not 8 to 16 letters and digits, which a recovery code is")
+			continue
+		}
+		codes = append(codes, code)
+	}
+	return codes
 }
 
 // comparePK orders two records' primary keys: as integers when both are
