@@ -208,6 +208,7 @@ func TestCLIErrors(t *testing.T) {
 		{args: []string{"hash", "--cost", "3"}, code: 2, want: "--cost 3"},
 		{args: []string{"hash", "--cost", "4", "pw"}, code: 2, want: "unexpected argument"},
 		{args: []string{"version", "--bogus"}, code: 2, want: "-bogus"},
+		{args: []string{"version", "x"}, code: 2, want: `version: unexpected argument "x"`},
 		{args: []string{"user", "passwd", "--users", "F", "--cost", "4", "zed"}, code: 1, want: `user passwd: no user "zed"`},
 		{args: []string{"user", "del", "--users", "F", "zed"}, code: 1, want: `user del: no user "zed"`},
 		{args: []string{"user", "disable", "--users", "F", "zed"}, code: 1, want: `user disable: no user "zed"`},

@@ -16,6 +16,9 @@ func versionCommand(_ context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, h, args, e.getenv, nil, e.stdout); err != nil {
 		return err
 	}
+	if fs.NArg() != 0 {
+		return usagef("version: unexpected argument %q", fs.Arg(0))
+	}
 	b := buildinfo.Read()
 	fmt.Fprintf(e.stdout, "authsvc %s, revision %s, committed %s, built with %s\n", b.Version, b.Revision, b.Time, b.GoVersion)
 	return nil
