@@ -342,14 +342,6 @@ func importKey(opt importOptions, held []users.User, stderr io.Writer) (secret.K
 	return key, nil
 }
 
-// later returns the later of a and b.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // usersByName returns dir's users by name.
 func usersByName(ctx context.Context, dir importTarget) (map[string]users.User, error) {
 	list, err := dir.List(ctx)
