@@ -68,6 +68,8 @@ func (f *userFlags) withUser(ctx context.Context, e *env, args []string, do func
 	if err := f.parse(e, args); err != nil {
 		return err
 	}
+	// The arguments are checked once the directory is open, as they
+	// always were: with PostgreSQL, a connection that fails says so first.
 	return f.withDirectory(ctx, false, func(dir users.Directory) error {
 		if f.NArg() != 1 {
 			return usagef("%s: want exactly one USERNAME", f.Name())
