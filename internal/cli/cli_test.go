@@ -763,13 +763,3 @@ func TestCLIMessages(t *testing.T) {
 		}
 	}
 }
-
-// later returns the later of a and b. The import's --update used it
-// until it moved to internal/djangoimport (users.Later); the fault tests
-// still do.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
