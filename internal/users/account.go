@@ -1,6 +1,12 @@
 package users
 
-import "context"
+import (
+	"context"
+	"strings"
+	"time"
+
+	"authsvc/internal/password"
+)
 
 // SamePassword reports whether x, the user as a write reads it under the
 // directory's lock, still holds the password that u, as read for a check
@@ -49,4 +55,95 @@ func LookupConfirmed(ctx context.Context, d Reader, username string) (*Account, 
 		return c.LookupConfirmed(ctx, username)
 	}
 	return d.Lookup(ctx, username)
+}
+
+// AccountParts are what MakeAccount makes an Account of: a user's fields
+// as a backend reads them, its text as bytes that MakeAccount copies (they
+// may be the reader's buffer), its groups as the Account is to keep them
+// (shared by every user of the same groups), and its second factors only
+// to note whether it has one.
+type AccountParts struct {
+	Username, PasswordHash, Name, Email []byte
+	Groups                              []string
+	Admin, Disabled                     bool
+	TokensAfter, FailuresAfter          time.Time
+	PasswordGeneration                  uint64
+	MFA                                 *Factors
+}
+
+// MakeAccount returns the Account p makes, for a backend that makes many
+// at a time (the users file's index, as it reads the file): was itself
+// when was is what p makes, so that a reload keeps the Account of every
+// user whose entry did not change; otherwise a new Account, its text in
+// one allocation, sharing was's username when was is not nil. Its hash is
+// parsed unless it is was's, parsed when was was made. The error is the
+// hash's (password.ParseHash's), returned beside the Account, which is
+// made all the same: the caller reports it in the order of its own checks.
+func MakeAccount(p *AccountParts, was *Account) (*Account, error) {
+	if was != nil && was.is(p) {
+		return was, nil
+	}
+	var u *Account
+	if was != nil {
+		u = makeAccount(p, was.username, was.work)
+		if u.storedHash == was.storedHash { // a known hash was checked when it was loaded
+			return u, nil
+		}
+	} else {
+		u = makeAccount(p, "", 0)
+	}
+	hash, err := password.ParseHash(u.storedHash)
+	if err != nil {
+		return u, err
+	}
+	u.work = 0
+	if hash.Usable() {
+		u.work = float32(hash.Work())
+	}
+	return u, nil
+}
+
+// Work returns the work of u's hash (password.Hash.Work) when it is
+// usable, else 0: what a directory finds its slowest hash by without
+// parsing every hash again.
+func (u *Account) Work() float32 { return u.work }
+
+// is reports whether u is what p makes, p's groups the very slice u has.
+func (u *Account) is(p *AccountParts) bool {
+	return u.storedHash == string(p.PasswordHash) && u.name == string(p.Name) && u.email == string(p.Email) &&
+		u.flags == makeFlags(p.Admin, p.Disabled, p.MFA.has()) && u.cutoff == packCutoff(p.TokensAfter) &&
+		u.failuresAfter == packCutoff(p.FailuresAfter) &&
+		u.generation == uint16(p.PasswordGeneration) &&
+		len(u.groups) == len(p.Groups) && (len(p.Groups) == 0 || &u.groups[0] == &p.Groups[0])
+}
+
+// makeAccount returns the Account of p, its strings in one allocation.
+// username, when not "", is the name to share (the replaced index's);
+// work is its hash's.
+func makeAccount(p *AccountParts, username string, work float32) *Account {
+	var sb strings.Builder
+	sb.Grow(len(p.PasswordHash) + len(p.Name) + len(p.Email) + len(p.Username))
+	sb.Write(p.PasswordHash)
+	sb.Write(p.Name)
+	sb.Write(p.Email)
+	if username == "" {
+		sb.Write(p.Username)
+	}
+	s := sb.String()
+	a, c, d := len(p.PasswordHash), len(p.PasswordHash)+len(p.Name), len(p.PasswordHash)+len(p.Name)+len(p.Email)
+	if username == "" {
+		username = s[d:]
+	}
+	return &Account{
+		username:      username,
+		name:          s[a:c],
+		email:         s[c:d],
+		groups:        p.Groups,
+		storedHash:    s[:a],
+		cutoff:        packCutoff(p.TokensAfter),
+		failuresAfter: packCutoff(p.FailuresAfter),
+		flags:         makeFlags(p.Admin, p.Disabled, p.MFA.has()),
+		generation:    uint16(p.PasswordGeneration),
+		work:          work,
+	}
 }

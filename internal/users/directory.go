@@ -408,35 +408,79 @@ func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
 	b := newIndexBuilder(prev, len(users))
 	for i := range users {
 		e := rawUser(&users[i])
-		if err := b.put(i, e, b.prev[users[i].Username], nil); err != nil {
+		if err := b.put(i, e, b.prev[users[i].Username], nil, nil); err != nil {
 			return nil, err
 		}
 	}
 	return b.finish()
 }
 
-// Validate returns why users could not be served, or nil: what a
-// load checks, offline (authsvc user check).
-func Validate(users []User) error {
-	_, err := newUserIndex(users, nil)
+// NewSlowestCheck returns what every failed login costs in a directory
+// whose slowest usable hash is slowest (nil when it has none: then the
+// default hash policy's), its time measured as it is made; or prev, when
+// prev is of the same scheme and parameters, keeping what its checks
+// have tracked.
+func NewSlowestCheck(slowest *password.Hash, prev *SlowestCheck) (*SlowestCheck, error) {
+	if slowest == nil { // no usable hash: check against the default policy's
+		var err error
+		if slowest, err = password.DefaultHashPolicy().Dummy(); err != nil {
+			return nil, err
+		}
+	}
+	shape := slowest.Shape()
+	if prev != nil && prev.Shape == shape {
+		return prev, nil
+	}
+	start := time.Now()
+	dummy, err := password.DummyLike(slowest)
+	if err != nil {
+		return nil, err
+	}
+	c := &SlowestCheck{Hash: dummy, Shape: shape}
+	c.Took.Store(int64(time.Since(start))) // making a hash costs what checking one does
+	return c, nil
+}
+
+// Validate returns why list could not be served, or nil: what a load
+// checks of each user (its Django fingerprint, its second factors, its
+// hash) and of them all (the check failed logins cost), offline (authsvc
+// user check).
+func Validate(list []User) error {
+	var slowest *password.Hash
+	var most float32 // slowest's work: the first of the most work wins
+	for i := range list {
+		u := &list[i]
+		if err := CheckDjangoHash(u.DjangoHash); err != nil {
+			return fmt.Errorf("users[%d] (%q): django_hash: %v", i, u.Username, err)
+		}
+		if err := CheckFactors(u.MFA); err != nil {
+			return fmt.Errorf("users[%d] (%q): mfa: %v", i, u.Username, err)
+		}
+		hash, err := password.ParseHash(u.PasswordHash)
+		if err != nil {
+			return fmt.Errorf("users[%d] (%q): password_hash: %v", i, u.Username, err)
+		}
+		if hash.Usable() && float32(hash.Work()) > most {
+			slowest, most = hash, float32(hash.Work())
+		}
+	}
+	_, err := NewSlowestCheck(slowest, nil)
 	return err
 }
 
 // NewAccount returns u as the server uses it, its hash validated.
 func NewAccount(u *User) (*Account, error) {
-	hash, err := password.ParseHash(u.PasswordHash)
-	if err != nil {
-		return nil, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
-	}
 	groups := u.Groups
 	if groups == nil {
 		groups = []string{}
 	}
-	var work float32
-	if hash.Usable() {
-		work = float32(hash.Work())
+	a, err := MakeAccount(&AccountParts{Username: []byte(u.Username), PasswordHash: []byte(u.PasswordHash),
+		Name: []byte(u.Name), Email: []byte(u.Email), Groups: groups, Admin: u.Admin, Disabled: u.Disabled,
+		TokensAfter: u.TokensAfter, FailuresAfter: u.FailuresAfter, PasswordGeneration: u.PasswordGeneration, MFA: u.MFA}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
 	}
-	return makeDirUser(rawUser(u), "", groups, work), nil
+	return a, nil
 }
 
 // A Reader answers the questions a login and a token check ask: a

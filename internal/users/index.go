@@ -3,8 +3,6 @@ package users
 import (
 	"fmt"
 	"strconv"
-	"strings"
-	"time"
 
 	"authsvc/internal/password"
 )
@@ -45,16 +43,20 @@ func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
 	}
 	old := b.prev[string(e.username)]
 	var u *Account
+	var hashErr error
 	if old == nil {
-		u = makeDirUser(e, "", b.intern(e.groups), 0)
-		if err := CheckUsername(u.username); err != nil {
+		// Made first, so that its name is checked in the Account's own
+		// copy; its hash's error waits for the checks before it.
+		p := e.parts(b.intern(e.groups))
+		u, hashErr = MakeAccount(&p, nil)
+		if err := CheckUsername(u.Username()); err != nil {
 			return fmt.Errorf("users[%d]: %w", i, err)
 		}
 	}
 	if _, dup := b.x.byName[string(e.username)]; dup || b.deleted[string(e.username)] {
 		return errDuplicate
 	}
-	return b.put(i, e, old, u)
+	return b.put(i, e, old, u, hashErr)
 }
 
 // leaveOut checks entry i, a deleted user's that the records leave out
@@ -72,10 +74,8 @@ func (b *indexBuilder) leaveOut(i int, e *rawEntry) error {
 		b.deleted = make(map[string]bool)
 	}
 	b.deleted[name] = true
-	if len(e.djangoHash) > 0 {
-		if err := checkDjangoHash(e.djangoHash); err != nil {
-			return fmt.Errorf("%s: django_hash: %v", entryAt(i, name), err)
-		}
+	if err := CheckDjangoHash(e.djangoHash); err != nil {
+		return fmt.Errorf("%s: django_hash: %v", entryAt(i, name), err)
 	}
 	if err := CheckFactors(e.factors); err != nil {
 		return fmt.Errorf("%s: mfa: %v", entryAt(i, name), err)
@@ -88,37 +88,23 @@ func (b *indexBuilder) leaveOut(i int, e *rawEntry) error {
 
 // put adds entry i, a later entry of the same name replacing an earlier.
 // old is the replaced index's user of that name, if any; u, if not nil, is
-// the user e makes, its hash not yet checked. The index keeps e.factors
-// itself (every decoder makes it afresh).
-func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account) error {
-	if len(e.djangoHash) > 0 {
-		if err := checkDjangoHash(e.djangoHash); err != nil {
-			return fmt.Errorf("%s: django_hash: %v", entryAt(i, string(e.username)), err)
-		}
+// the user e makes, and hashErr its hash's error (MakeAccount). The index
+// keeps e.factors itself (every decoder makes it afresh).
+func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account, hashErr error) error {
+	if err := CheckDjangoHash(e.djangoHash); err != nil {
+		return fmt.Errorf("%s: django_hash: %v", entryAt(i, string(e.username)), err)
 	}
 	if err := CheckFactors(e.factors); err != nil {
 		return fmt.Errorf("%s: mfa: %v", entryAt(i, string(e.username)), err)
 	}
-	if u == nil && old != nil {
-		if groups := b.intern(e.groups); old.is(e, groups) {
-			u = old
-		} else {
-			u = makeDirUser(e, old.username, groups, old.work)
-		}
-	} else if u == nil {
-		u = makeDirUser(e, "", b.intern(e.groups), 0)
+	if u == nil {
+		p := e.parts(b.intern(e.groups))
+		u, hashErr = MakeAccount(&p, old)
 	}
-	if u != old && (old == nil || old.storedHash != u.storedHash) { // a known hash was checked when it was loaded
-		hash, err := password.ParseHash(u.storedHash)
-		if err != nil {
-			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.username), err)
-		}
-		u.work = 0
-		if hash.Usable() {
-			u.work = float32(hash.Work())
-		}
+	if hashErr != nil {
+		return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username()), hashErr)
 	}
-	b.x.byName[u.username] = u
+	b.x.byName[u.Username()] = u
 	// Filled from the entry, not the Account: a reused Account carries
 	// only whether there are factors, and an edit of them alone reuses it.
 	switch {
@@ -126,11 +112,11 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account) error {
 		if b.x.factors == nil {
 			b.x.factors = make(map[string]*Factors)
 		}
-		b.x.factors[u.username] = e.factors
+		b.x.factors[u.Username()] = e.factors
 	case b.x.factors != nil:
-		delete(b.x.factors, u.username) // an earlier entry of the name had some
+		delete(b.x.factors, u.Username()) // an earlier entry of the name had some
 	}
-	if u.work > 0 && (b.slowest == nil || u.work > b.slowest.work) {
+	if w := u.Work(); w > 0 && (b.slowest == nil || w > b.slowest.Work()) {
 		b.slowest = u
 	}
 	return nil
@@ -142,25 +128,17 @@ func (b *indexBuilder) finish() (*userIndex, error) {
 	var slowest *password.Hash
 	if b.slowest != nil {
 		slowest = b.slowest.Hash()
-	} else { // no usable hash: check against the default policy's
-		var err error
-		if slowest, err = password.DefaultHashPolicy().Dummy(); err != nil {
-			return nil, err
-		}
 	}
-	x, shape := b.x, slowest.Shape()
-	if prev := b.prevIndex; prev != nil && prev.slowest != nil && prev.slowest.Shape == shape {
-		x.slowest = prev.slowest
-		return x, nil
+	var prev *SlowestCheck
+	if b.prevIndex != nil {
+		prev = b.prevIndex.slowest
 	}
-	start := time.Now()
-	dummy, err := password.DummyLike(slowest)
+	c, err := NewSlowestCheck(slowest, prev)
 	if err != nil {
 		return nil, err
 	}
-	x.slowest = &SlowestCheck{Hash: dummy, Shape: shape}
-	x.slowest.Took.Store(int64(time.Since(start))) // making a hash costs what checking one does
-	return x, nil
+	b.x.slowest = c
+	return b.x, nil
 }
 
 // intern returns groups as strings, the same slice for every user with the
@@ -186,45 +164,11 @@ func (b *indexBuilder) intern(groups [][]byte) []string {
 	return s
 }
 
-// is reports whether u is what e, with its groups interned, makes.
-func (u *Account) is(e *rawEntry, groups []string) bool {
-	return u.storedHash == string(e.hash) && u.name == string(e.name) && u.email == string(e.email) &&
-		u.flags == makeFlags(e.admin, e.disabled, e.factors.has()) && u.cutoff == packCutoff(e.tokensAfter) &&
-		u.failuresAfter == packCutoff(e.failuresAfter) &&
-		u.generation == uint16(e.generation) &&
-		len(u.groups) == len(groups) && (len(groups) == 0 || &u.groups[0] == &groups[0])
-}
-
-// makeDirUser returns the Account of e, its strings in one allocation.
-// username, when not "", is the name to share (the replaced index's);
-// work is its hash's.
-func makeDirUser(e *rawEntry, username string, groups []string, work float32) *Account {
-	var sb strings.Builder
-	sb.Grow(len(e.hash) + len(e.name) + len(e.email) + len(e.username))
-	sb.Write(e.hash)
-	sb.Write(e.name)
-	sb.Write(e.email)
-	if username == "" {
-		sb.Write(e.username)
-	}
-	s := sb.String()
-	a, c, d := len(e.hash), len(e.hash)+len(e.name), len(e.hash)+len(e.name)+len(e.email)
-	if username == "" {
-		username = s[d:]
-	}
-	u := &Account{
-		username:      username,
-		name:          s[a:c],
-		email:         s[c:d],
-		groups:        groups,
-		storedHash:    s[:a],
-		cutoff:        packCutoff(e.tokensAfter),
-		failuresAfter: packCutoff(e.failuresAfter),
-		flags:         makeFlags(e.admin, e.disabled, e.factors.has()),
-		generation:    uint16(e.generation),
-		work:          work,
-	}
-	return u
+// parts returns what e makes an Account of, with its groups interned.
+func (e *rawEntry) parts(groups []string) AccountParts {
+	return AccountParts{Username: e.username, PasswordHash: e.hash, Name: e.name, Email: e.email, Groups: groups,
+		Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter, FailuresAfter: e.failuresAfter,
+		PasswordGeneration: e.generation, MFA: e.factors}
 }
 
 // rawUser returns u as an entry of the users file.

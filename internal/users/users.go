@@ -241,15 +241,12 @@ func DjangoHashKeyID(fingerprint string) string {
 }
 
 // CheckDjangoHash returns why fp cannot be a User's DjangoHash, or nil.
-func CheckDjangoHash(fp string) error {
-	if fp == "" {
+// It takes fp as a string, or as the bytes of a reader's buffer, which it
+// does not copy.
+func CheckDjangoHash[T ~string | ~[]byte](fp T) error {
+	if len(fp) == 0 {
 		return nil
 	}
-	return checkDjangoHash([]byte(fp))
-}
-
-// checkDjangoHash returns why fp cannot be a DjangoHash, or nil.
-func checkDjangoHash(fp []byte) error {
 	const idLen, hexLen = 8, 64
 	ok := len(fp) == idLen+1+hexLen && fp[idLen] == ':'
 	for i := 0; ok && i < len(fp); i++ {
