@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 20s
 # package:target, each target beside the parser it guards
 FUZZ_TARGETS = internal/tokens:FuzzParseCredentials internal/httpapi:FuzzDecodeLogin \
-	internal/httpapi:FuzzUsernameParam internal/httpapi:FuzzAccessLine internal/users:FuzzParseUsers \
+	internal/httpapi:FuzzUsernameParam internal/httpapi:FuzzAccessLine internal/users/usersfile:FuzzParseUsers \
 	internal/users:FuzzNormalizeUsername internal/users:FuzzAppendInfoJSON \
 	internal/password:FuzzParsePasswordHash internal/password:FuzzDecodeHashJob \
 	internal/secret:FuzzParseKeyFile internal/mfa:FuzzCheck internal/mfa:FuzzNormalizeRecoveryCode

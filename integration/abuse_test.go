@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"authsvc/internal/httpapi"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // The abuse tests drive the whole program (startServer) over real TCP
@@ -58,7 +58,7 @@ type abuseServer struct {
 func startAbuseServer(t *testing.T, args ...string) *abuseServer {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	base, log, stop := startServer(t, nil, append([]string{"--users", path}, args...)...)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"authsvc/internal/testservers"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // waitInfo polls info with token until it answers want, or fails after 5 s
@@ -65,7 +65,7 @@ func stillDead(t *testing.T, base, token, why string) {
 func TestDeadStaysDead(t *testing.T) {
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	base, _, stop := startServer(t, nil, "--users", usersPath, "--reload-interval", "20ms")
@@ -139,7 +139,7 @@ func TestDeadStaysDeadAcrossInstances(t *testing.T) {
 	pathA, pathB := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
 	list := testUsers(t)
 	for _, p := range []string{pathA, pathB} {
-		if err := users.WriteFile(p, list); err != nil {
+		if err := usersfile.Write(p, list); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"authsvc/internal/password"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // fsizeExecEnv, set to "N:PATH" in the test binary's environment, makes
@@ -184,7 +184,7 @@ func TestFaultDiskFull(t *testing.T) {
 func writeDiskUsers(t *testing.T, d *fullDisk, name string) (string, []byte) {
 	t.Helper()
 	path := filepath.Join(d.dir, name)
-	if err := users.WriteFile(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	content, err := os.ReadFile(path)
@@ -206,7 +206,7 @@ func checkUsersFileWhole(t *testing.T, path string, want []byte) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("users file after the failed write: %d bytes, not the %d it held:\n%s", len(got), len(want), got)
 	}
-	list, err := users.ReadFile(path)
+	list, err := usersfile.Read(path)
 	if err != nil {
 		t.Errorf("users file after the failed write does not parse: %v", err)
 	}
@@ -227,7 +227,7 @@ func checkUsersFileWhole(t *testing.T, path string, want []byte) {
 // userHash returns username's stored hash in the users file at path.
 func userHash(t *testing.T, path, username string) string {
 	t.Helper()
-	list, err := users.ReadFile(path)
+	list, err := usersfile.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}

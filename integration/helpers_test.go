@@ -30,6 +30,7 @@ import (
 	"authsvc/internal/mfa/mfatest"
 	"authsvc/internal/password/passwordtest"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -212,9 +213,9 @@ func addUser(t *testing.T, path, username, password string, flags ...string) {
 // mustReadUsers returns the users in the file at path, by name.
 func mustReadUsers(t *testing.T, path string) map[string]users.User {
 	t.Helper()
-	list, err := users.ReadFile(path)
+	list, err := usersfile.Read(path)
 	if err != nil {
-		t.Fatalf("users.ReadFile(%q) = %v", path, err)
+		t.Fatalf("usersfile.Read(%q) = %v", path, err)
 	}
 	m := make(map[string]users.User)
 	for _, u := range list {
@@ -250,7 +251,7 @@ func testUsers(t testing.TB) []users.User {
 func writeTestUsers(t *testing.T) string {
 	t.Helper()
 	path := t.TempDir() + "/users.json"
-	if err := users.WriteFile(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -13,6 +13,7 @@ import (
 
 	"authsvc/internal/password/passwordtest"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // nobody is the uid and gid the ownership tests give the users file: the
@@ -159,14 +160,14 @@ func TestHashCostMaximum(t *testing.T) {
 	for _, cost := range []string{"15", "31"} {
 		doc := usersJSON(okAlice, entry("bob", hashField("$2a$"+cost+passwordtest.Hash[6:])))
 		want := `users[1] ("bob"): password_hash: bcrypt cost ` + cost + ` is above the maximum 14`
-		if _, err := users.Parse([]byte(doc)); err == nil || err.Error() != want {
-			t.Errorf("users.Parse(bob at cost %s) = %v; want %q", cost, err, want)
+		if _, err := usersfile.Parse([]byte(doc)); err == nil || err.Error() != want {
+			t.Errorf("usersfile.Parse(bob at cost %s) = %v; want %q", cost, err, want)
 		}
 	}
 	// The maximum itself is accepted.
 	doc := usersJSON(okAlice, entry("bob", hashField("$2a$14"+passwordtest.Hash[6:])))
-	if _, err := users.Parse([]byte(doc)); err != nil {
-		t.Errorf("users.Parse(bob at cost 14) = %v; want nil", err)
+	if _, err := usersfile.Parse([]byte(doc)); err != nil {
+		t.Errorf("usersfile.Parse(bob at cost 14) = %v; want nil", err)
 	}
 
 	path := filepath.Join(t.TempDir(), "users.json")
@@ -201,7 +202,7 @@ func TestCLIUserListEscapes(t *testing.T) {
 		{Username: "alice", PasswordHash: passwordtest.Hash, Name: "\x1b[31mAlice\x1b[0m", Email: "a@example.com\nmallory  yes    no", Groups: []string{"dev\tops", "qa\r"}},
 		{Username: "bob", PasswordHash: passwordtest.Hash, Name: "Bob\x1b[2J", Email: "\u009b31m", Groups: []string{"\u202eevil"}},
 	}
-	if err := users.WriteFile(path, list); err != nil {
+	if err := usersfile.Write(path, list); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCLI(t, "", nil, "user", "list", "--users", path)
@@ -391,12 +392,12 @@ func TestUsersFieldNamesExact(t *testing.T) {
 		{`{"USERS": [` + okAlice + `]}`, `not a users file: unknown field "USERS"`},
 		{`{"users": [], "users": [` + okAlice + `]}`, `not a users file: duplicate field "users"`},
 	} {
-		if users, err := users.Parse([]byte(tt.doc)); err == nil || err.Error() != tt.want {
-			t.Errorf("users.Parse(%s) = %+v, %v; want %q", tt.doc, users, err, tt.want)
+		if users, err := usersfile.Parse([]byte(tt.doc)); err == nil || err.Error() != tt.want {
+			t.Errorf("usersfile.Parse(%s) = %+v, %v; want %q", tt.doc, users, err, tt.want)
 		}
 	}
 	// Escapes in a name are decoded first: this is "admin".
-	if users, err := users.Parse([]byte(usersJSON(entry("alice", hashField(passwordtest.Hash), `"\u0061dmin": true`)))); err != nil || !users[0].Admin {
+	if users, err := usersfile.Parse([]byte(usersJSON(entry("alice", hashField(passwordtest.Hash), `"\u0061dmin": true`)))); err != nil || !users[0].Admin {
 		t.Errorf(`parseUsers("\u0061dmin": true) = %+v, %v; want alice an admin`, users, err)
 	}
 
@@ -405,8 +406,8 @@ func TestUsersFieldNamesExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := path + `: users[0] ("alice"): unknown field "ADMIN"`
-	if _, err := users.ReadFile(path); err == nil || err.Error() != want {
-		t.Errorf("users.ReadFile(%q) = %v; want %q", path, err, want)
+	if _, err := usersfile.Read(path); err == nil || err.Error() != want {
+		t.Errorf("usersfile.Read(%q) = %v; want %q", path, err, want)
 	}
 	code, stdout, stderr := runCLI(t, "", nil, "user", "list", "--users", path)
 	if code != 1 || stdout != "" || stderr != "authsvc: user list: "+want+"\n" {

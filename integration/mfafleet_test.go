@@ -12,7 +12,7 @@ import (
 
 	"authsvc/internal/testservers"
 	"authsvc/internal/throttle"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestTwoFactorFleet runs two servers on one users file, one secret key
@@ -24,7 +24,7 @@ func TestTwoFactorFleet(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
@@ -129,7 +129,7 @@ func startMFAFleet(t *testing.T, store string, extra ...string) *mfaFleet {
 	t.Helper()
 	dir := t.TempDir()
 	f := &mfaFleet{usersPath: filepath.Join(dir, "users.json")}
-	if err := users.WriteFile(f.usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(f.usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	writeKeyFile(t, filepath.Join(dir, "fleet.key"))

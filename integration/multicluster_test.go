@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"authsvc/internal/testservers"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestMultiInstanceCluster runs two servers on one three-primary Redis
@@ -20,7 +20,7 @@ func TestMultiInstanceCluster(t *testing.T) {
 	t.Parallel()
 	addrs, _ := testservers.RedisCluster(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	storeURL := "redis+cluster://" + strings.Join(addrs, ",")

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"authsvc/internal/testservers"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // outageBound is API.md's "Operations" bound: with Redis down, requests that
@@ -179,7 +179,7 @@ func TestMultiInstance(t *testing.T) {
 	t.Parallel()
 	redisURL, stopRedis, restartRedis := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	prefix := testservers.UniquePrefix()
@@ -305,7 +305,7 @@ func TestMultiInstance(t *testing.T) {
 func TestRedisStoreUnreachableAtStart(t *testing.T) {
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	store := "redis://127.0.0.1:" + testservers.FreePort(t) + "/0" // closed: nothing listens there

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"authsvc/internal/testservers"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestFleetThrottleShared: two instances on one Redis throttle as one:
@@ -17,7 +17,7 @@ func TestFleetThrottleShared(t *testing.T) {
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4"}
@@ -127,7 +127,7 @@ func TestImportFileIntoPostgres(t *testing.T) {
 	pgURL, _, _ := testservers.Postgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)
 	file := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(file, testUsers(t)); err != nil {
+	if err := usersfile.Write(file, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", dbURL, "--from", "file", file)

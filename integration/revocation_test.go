@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"authsvc/internal/testservers"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // revocationBound is API.md's Operations bound for a token revoked on one
@@ -35,7 +35,7 @@ const revocationBound = 100 * time.Millisecond
 func TestRevocationP99(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	// The users' own hash policy, so that no login rehashes.

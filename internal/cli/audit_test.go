@@ -17,6 +17,7 @@ import (
 	"authsvc/internal/secret"
 	"authsvc/internal/testservers"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestAuditThrottleLimitRedis: with the throttle in Redis, the audit line
@@ -24,7 +25,7 @@ import (
 func TestAuditThrottleLimitRedis(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig(path)
@@ -66,7 +67,7 @@ func TestAuditThrottleLimitRedis(t *testing.T) {
 // answered), even in the middle of a login: a fault injected into a real
 // directory.
 type failingDirectory struct {
-	*users.FileDirectory
+	*usersfile.Directory
 	lookups atomic.Int64
 	upTo    atomic.Int64 // Lookup fails once lookups passes it
 }
@@ -75,7 +76,7 @@ func (d *failingDirectory) Lookup(ctx context.Context, username string) (*users.
 	if d.lookups.Add(1) > d.upTo.Load() {
 		return nil, fmt.Errorf("injected: %w", users.ErrUnavailable)
 	}
-	return d.FileDirectory.Lookup(ctx, username)
+	return d.Directory.Lookup(ctx, username)
 }
 
 // failAfter makes every look-up fail after the next n.
@@ -87,14 +88,14 @@ func (d *failingDirectory) failAfter(n int64) { d.upTo.Store(d.lookups.Load() + 
 func newFailingEnv(t *testing.T) (e *testEnv, dir *failingDirectory, d httpapi.Deps, logged *syncBuffer) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	file, err := users.OpenFile(path, slog.New(slog.DiscardHandler))
+	file, err := usersfile.Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir = &failingDirectory{FileDirectory: file}
+	dir = &failingDirectory{Directory: file}
 	dir.upTo.Store(math.MaxInt64)
 	logged = new(syncBuffer)
 	d, closeDeps, err := buildDeps(testConfig(path), slog.New(slog.NewTextHandler(logged, nil)), withDirectory(dir))

@@ -28,6 +28,7 @@ import (
 	"authsvc/internal/tick"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -37,7 +38,7 @@ import (
 const benchTokensPerUser = 100
 
 // benchUserSource loads a users file holding one user, "bench", in dir.
-func benchUserSource(tb testing.TB, dir string, log *slog.Logger) *users.FileDirectory {
+func benchUserSource(tb testing.TB, dir string, log *slog.Logger) *usersfile.Directory {
 	tb.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte("bench-pw"), bcrypt.MinCost)
 	if err != nil {
@@ -45,10 +46,10 @@ func benchUserSource(tb testing.TB, dir string, log *slog.Logger) *users.FileDir
 	}
 	path := filepath.Join(dir, "users.json")
 	u := users.User{Username: "bench", PasswordHash: string(hash), Name: "Bench", Email: "bench@example.com", Groups: []string{"bench"}}
-	if err := users.WriteFile(path, []users.User{u}); err != nil {
+	if err := usersfile.Write(path, []users.User{u}); err != nil {
 		tb.Fatal(err)
 	}
-	users, err := users.OpenFile(path, log)
+	users, err := usersfile.Open(path, log)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func fillStore(tb testing.TB, s tokens.Store, names []string, n int, now time.Ti
 }
 
 // issueBenchToken issues a live token for the user "bench" and returns it.
-func issueBenchToken(tb testing.TB, s tokens.Store, users *users.FileDirectory, now time.Time) string {
+func issueBenchToken(tb testing.TB, s tokens.Store, users *usersfile.Directory, now time.Time) string {
 	tb.Helper()
 	token, digest := tokens.New()
 	u, _ := users.Lookup(context.Background(), "bench")
@@ -139,7 +140,7 @@ func countLabel(n int) string {
 // closed (flushed) when tb ends; io.Discard is used as is, so that the
 // micro-benchmarks and the allocation census measure the handler. Either
 // is given to the access log as its output, as serve gives it.
-func benchDeps(tb testing.TB, users *users.FileDirectory, store tokens.Store, logTo io.Writer) httpapi.Deps {
+func benchDeps(tb testing.TB, users *usersfile.Directory, store tokens.Store, logTo io.Writer) httpapi.Deps {
 	log := slog.New(slog.DiscardHandler)
 	opts := []depsOption{withDirectory(users), withStore(store)}
 	switch logTo {

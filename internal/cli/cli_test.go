@@ -18,6 +18,7 @@ import (
 	"authsvc/internal/secret"
 	"authsvc/internal/throttle"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -73,9 +74,9 @@ func addUser(t *testing.T, path, username, password string, flags ...string) {
 // mustReadUsers returns the users in the file at path, by name.
 func mustReadUsers(t *testing.T, path string) map[string]users.User {
 	t.Helper()
-	list, err := users.ReadFile(path)
+	list, err := usersfile.Read(path)
 	if err != nil {
-		t.Fatalf("users.ReadFile(%q) = %v", path, err)
+		t.Fatalf("usersfile.Read(%q) = %v", path, err)
 	}
 	m := make(map[string]users.User)
 	for _, u := range list {
@@ -415,7 +416,7 @@ func TestCLIUserDel(t *testing.T) {
 		t.Errorf("second user del alice = exit %d, stderr %q; want 1, no user \"alice\"", code, stderr)
 	}
 	mustRunCLI(t, "", "user", "del", "--users", path, "bob")
-	if list, err := users.ReadFile(path); err != nil || len(list) != 0 {
+	if list, err := usersfile.Read(path); err != nil || len(list) != 0 {
 		t.Errorf("users after deleting everyone = %+v, %v; want none", list, err)
 	}
 	checkMode(t, path, 0o600)
@@ -639,9 +640,9 @@ func TestCLIConcurrentAdd(t *testing.T) {
 		}
 	}
 
-	users, err := users.ReadFile(path)
+	users, err := usersfile.Read(path)
 	if err != nil {
-		t.Fatalf("users.ReadFile after %d concurrent adds = %v", n, err)
+		t.Fatalf("usersfile.Read after %d concurrent adds = %v", n, err)
 	}
 	seen := make(map[string]bool)
 	for _, u := range users {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestCopyBackAfterUserDel: `user del alice`, then an older users file
@@ -55,7 +55,7 @@ func TestCopyBackAfterUserDel(t *testing.T) {
 func TestCLICheckReadsCutoffs(t *testing.T) {
 	path := writeTestUsers(t)
 	mustRunCLI(t, "", "user", "logout", "--users", path, "alice")
-	cuts := users.CutoffsPath(path)
+	cuts := usersfile.CutoffsPath(path)
 	good, err := os.ReadFile(cuts)
 	if err != nil {
 		t.Fatalf("`user logout` left no cut-offs file: %v", err)

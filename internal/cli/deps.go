@@ -16,6 +16,7 @@ import (
 	"authsvc/internal/tokens/redisstore"
 	"authsvc/internal/users"
 	"authsvc/internal/users/postgres"
+	"authsvc/internal/users/usersfile"
 )
 
 // maxHeldRefusals bounds the refused logins the tarpit holds at once:
@@ -92,7 +93,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 			}
 			closers = append(closers, pg)
 			d.Users = pg
-		} else if d.Users, err = users.OpenFile(cfg.usersPath, log); err != nil {
+		} else if d.Users, err = usersfile.Open(cfg.usersPath, log); err != nil {
 			return d, closeDeps, err
 		}
 	}
@@ -159,7 +160,7 @@ func isPostgresURL(users string) bool {
 // leaves as it is. done releases it.
 func openCLIDirectory(ctx context.Context, spec string, readOnly bool) (dir users.Directory, done func(), err error) {
 	if !isPostgresURL(spec) {
-		return users.NewFile(spec, slog.New(slog.DiscardHandler)), func() {}, nil
+		return usersfile.New(spec, slog.New(slog.DiscardHandler)), func() {}, nil
 	}
 	open := postgres.Open
 	if readOnly {

@@ -11,6 +11,7 @@ import (
 	"authsvc/internal/password"
 	"authsvc/internal/password/passwordtest"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // djangoFixture is the real Django 3.2 dump (a verbatim copy of ../shared/fixtures/django); its
@@ -152,7 +153,7 @@ func TestImportDjangoShapes(t *testing.T) {
 func TestUserCheck(t *testing.T) {
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.json"), filepath.Join(dir, "bad.json")
-	users.WriteFile(good, testUsers(t))
+	usersfile.Write(good, testUsers(t))
 	os.WriteFile(bad, []byte(usersJSON(okAlice, entry("bob", hashField("$2a$31$"+passwordtest.Hash[7:])))), 0o600)
 	if code, stdout, _ := runCLI(t, "", nil, "user", "check", "--users", good); code != 0 || !strings.Contains(stdout, "3 users, valid") {
 		t.Errorf("user check of a good file = exit %d, %q; want 0, 3 users", code, stdout)

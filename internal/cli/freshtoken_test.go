@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"authsvc/internal/testservers"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // freshTokenFleet is one topology of TestFreshTokenLivesEverywhere: the
@@ -26,7 +26,7 @@ type freshTokenFleet struct {
 func freshTokenFleets() []freshTokenFleet {
 	fileUsers := func(t *testing.T, dir string) string {
 		path := filepath.Join(dir, "users.json")
-		if err := users.WriteFile(path, testUsers(t)); err != nil {
+		if err := usersfile.Write(path, testUsers(t)); err != nil {
 			t.Fatal(err)
 		}
 		return path
@@ -134,7 +134,7 @@ func TestLaggingInstanceLogsIn(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
-	if err := users.WriteFile(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	writeKeyFile(t, filepath.Join(dir, "fleet.key"))
@@ -175,7 +175,7 @@ func TestLaggingInstanceFollowsFactors(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
-	if err := users.WriteFile(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	key := filepath.Join(dir, "fleet.key")

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"authsvc/internal/password"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -212,7 +212,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("info(dave) after a broken file = %d; want 200", code)
 	}
 	list := testUsers(t)
-	if err := users.WriteFile(usersPath, list); err != nil {
+	if err := usersfile.Write(usersPath, list); err != nil {
 		t.Fatal(err)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)

@@ -18,6 +18,7 @@ import (
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 	"authsvc/internal/users/postgres"
+	"authsvc/internal/users/usersfile"
 )
 
 // importOptions are user import's flags and argument.
@@ -238,7 +239,7 @@ func set(names []string) map[string]bool {
 // hashes it leaves for WrapLegacy. The key is zero for a users file.
 func readImport(opt importOptions, held []users.User, dest fmt.Stringer, now time.Time, stderr io.Writer) (*djangoimport.Dump, secret.Key, error) {
 	if opt.from == "file" {
-		list, err := users.ReadFile(opt.path)
+		list, err := usersfile.Read(opt.path)
 		if err != nil {
 			return nil, secret.Key{}, fmt.Errorf("user import: %w", err)
 		}

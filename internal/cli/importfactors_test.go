@@ -10,7 +10,7 @@ import (
 
 	"authsvc/internal/secret"
 	"authsvc/internal/testservers"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestImportFileFactorsKey (issue 28, point 9): user import --from file
@@ -24,7 +24,7 @@ import (
 func TestImportFileFactorsKey(t *testing.T) {
 	srcDir := t.TempDir()
 	src := filepath.Join(srcDir, "users.json")
-	if err := users.WriteFile(src, testUsers(t)); err != nil {
+	if err := usersfile.Write(src, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	a, aPath := newKeyFile(t, srcDir, defaultKeyFile)

@@ -18,6 +18,7 @@ import (
 	"authsvc/internal/secret"
 	"authsvc/internal/testservers"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // newKeyFile writes a new secret key to a file in dir and returns the key
@@ -210,7 +211,7 @@ func TestCLIUserResetMFAPostgres(t *testing.T) {
 func TestResetMFAEndsTokens(t *testing.T) {
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	base, _, stop := startServer(t, nil, "--users", usersPath, "--reload-interval", "20ms")
@@ -460,7 +461,7 @@ func TestCLIUserRekeyPostgres(t *testing.T) {
 func TestCLIUserRekeyDjangoHashes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "users.json")
 	x := newRekeyFixture(t, path)
-	dir := users.NewFile(path, slog.New(slog.DiscardHandler))
+	dir := usersfile.New(path, slog.New(slog.DiscardHandler))
 	for _, name := range []string{"ada", "bob"} {
 		err := dir.Update(t.Context(), name, func(u *users.User) error {
 			u.DjangoHash = users.DjangoHashFingerprint(x.a, "pbkdf2_sha256$1000$salt$"+name)
@@ -487,7 +488,7 @@ func TestUserCheckSecretKey(t *testing.T) {
 	t.Run("file", func(t *testing.T) {
 		dir := t.TempDir()
 		spec := filepath.Join(dir, "users.json")
-		if err := users.WriteFile(spec, testUsers(t)); err != nil {
+		if err := usersfile.Write(spec, testUsers(t)); err != nil {
 			t.Fatal(err)
 		}
 		testUserCheckSecretKey(t, spec, filepath.Join(dir, defaultKeyFile))
@@ -569,7 +570,7 @@ func TestNoCommandReplacesAKeyFile(t *testing.T) {
 	for _, content := range []string{"", "good", "not a key\n"} {
 		dir := t.TempDir()
 		usersPath := filepath.Join(dir, "users.json")
-		if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+		if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 			t.Fatal(err)
 		}
 		keyPath := filepath.Join(dir, defaultKeyFile)

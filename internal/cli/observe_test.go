@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 func TestNormalizeOrigins(t *testing.T) {
@@ -53,7 +53,7 @@ func TestMetricsAddr(t *testing.T) {
 func writeTestUsers(t *testing.T) string {
 	t.Helper()
 	path := t.TempDir() + "/users.json"
-	if err := users.WriteFile(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"authsvc/internal/httpapi"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 const newPassphrase = "a brand new passphrase"
@@ -21,7 +21,7 @@ func changeBody(current, next string) string {
 // other within 5 s, and the other's earlier tokens die.
 func TestPasswordChangeReachesOtherInstance(t *testing.T) {
 	usersPath := t.TempDir() + "/users.json"
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	baseA, _, stopA := startServer(t, nil, "--users", usersPath, "--hash", "bcrypt", "--cost", "4")

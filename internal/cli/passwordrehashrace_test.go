@@ -14,6 +14,7 @@ import (
 	"authsvc/internal/testservers"
 	"authsvc/internal/users"
 	"authsvc/internal/users/postgres"
+	"authsvc/internal/users/usersfile"
 )
 
 // interposedDirectory is a real directory whose next Update first runs
@@ -48,10 +49,10 @@ func raceDirectories(t *testing.T) map[string]func(t *testing.T) users.Directory
 	return map[string]func(t *testing.T) users.Directory{
 		"file": func(t *testing.T) users.Directory {
 			path := filepath.Join(t.TempDir(), "users.json")
-			if err := users.WriteFile(path, testUsers(t)); err != nil {
+			if err := usersfile.Write(path, testUsers(t)); err != nil {
 				t.Fatal(err)
 			}
-			dir, err := users.OpenFile(path, slog.New(slog.DiscardHandler))
+			dir, err := usersfile.Open(path, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,6 +23,7 @@ import (
 	"authsvc/internal/password"
 	"authsvc/internal/password/passwordtest"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // wavePassword is every imported user's password in these tests.
@@ -44,7 +45,7 @@ func writeImportedUsers(t *testing.T, n int) string {
 		list[i] = users.User{Username: waveUser(i), PasswordHash: hash, Groups: []string{}}
 	}
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(path, list); err != nil {
+	if err := usersfile.Write(path, list); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -57,7 +58,7 @@ func waveUser(i int) string { return fmt.Sprintf("user%04d", i) }
 type waveServer struct {
 	base string
 	deps httpapi.Deps
-	dir  *users.FileDirectory
+	dir  *usersfile.Directory
 	log  *lineLog
 	// stop cancels the server's context and waits for runServers to
 	// return: the shutdown serve makes, its last rehashes written.
@@ -92,7 +93,7 @@ func startWaveServer(t *testing.T, path string, policy password.HashPolicy, tune
 	}
 	t.Cleanup(stop) // before closeDeps
 	m := log.waitFor(t, regexp.MustCompile(`msg=listening addr=(\S+)`))
-	return &waveServer{base: "http://" + m[1], deps: deps, dir: deps.Users.(*users.FileDirectory), log: log, stop: stop}
+	return &waveServer{base: "http://" + m[1], deps: deps, dir: deps.Users.(*usersfile.Directory), log: log, stop: stop}
 }
 
 // loginAll logs users 0 to n-1 in from 8 clients at once (a 503, the
@@ -224,7 +225,7 @@ func TestRehashWrittenAtShutdown(t *testing.T) {
 // A stallingDirectory is the real users file whose UpdateAll waits, the
 // first time, until released: a write that cannot keep up.
 type stallingDirectory struct {
-	*users.FileDirectory
+	*usersfile.Directory
 	entered chan struct{} // closed when the first UpdateAll starts
 	release chan struct{} // closed by the test: UpdateAll goes on
 	once    sync.Once
@@ -235,7 +236,7 @@ func (d *stallingDirectory) UpdateAll(ctx context.Context, changes map[string]fu
 		close(d.entered)
 		<-d.release
 	})
-	return d.FileDirectory.UpdateAll(ctx, changes)
+	return d.Directory.UpdateAll(ctx, changes)
 }
 
 // TestRehashQueueBounded: while a write is slow, the rehashes waiting are
@@ -251,14 +252,14 @@ func TestRehashQueueBounded(t *testing.T) {
 		list[i] = users.User{Username: waveUser(i), PasswordHash: old, Groups: []string{}}
 	}
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(path, list); err != nil {
+	if err := usersfile.Write(path, list); err != nil {
 		t.Fatal(err)
 	}
-	file, err := users.OpenFile(path, slog.New(slog.DiscardHandler))
+	file, err := usersfile.Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := &stallingDirectory{FileDirectory: file, entered: make(chan struct{}), release: make(chan struct{})}
+	dir := &stallingDirectory{Directory: file, entered: make(chan struct{}), release: make(chan struct{})}
 	log := newLineLog()
 	cfg := testConfig(path)
 	cfg.hashPolicy.BcryptCost = testCost + 1

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestUsageListsEveryServeFlag keeps --help and the serve flags in step, both ways.
@@ -102,7 +102,7 @@ func TestParseServeFlags(t *testing.T) {
 // connections open, a new client is still served, and an idle one is shed.
 func TestServeMaxConns(t *testing.T) {
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	base, _, stop := startServer(t, nil, "--users", usersPath, "--max-conns", "4")

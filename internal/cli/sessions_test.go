@@ -9,7 +9,7 @@ import (
 	"authsvc/internal/httpapi"
 	"authsvc/internal/testservers"
 	"authsvc/internal/tokens"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestSessionsAcrossInstances: two instances on one Redis. An admin on A
@@ -17,7 +17,7 @@ import (
 func TestSessionsAcrossInstances(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
@@ -48,7 +48,7 @@ func TestSessionsAcrossInstances(t *testing.T) {
 func TestTokenIdleRedis(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	const idle = 2 * time.Second // lag: a quarter, 500 ms
@@ -74,7 +74,7 @@ func TestTokenIdleRedis(t *testing.T) {
 func TestTokenIdleFleet(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	const idle = time.Second // lag: a quarter, 250 ms

@@ -15,6 +15,7 @@ import (
 	"authsvc/internal/password"
 	"authsvc/internal/throttle"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -55,7 +56,7 @@ func BenchmarkLoginTiming(b *testing.B) {
 		b.Fatal(err)
 	}
 	path := filepath.Join(b.TempDir(), "users.json")
-	if err := users.WriteFile(path, list); err != nil {
+	if err := usersfile.Write(path, list); err != nil {
 		b.Fatal(err)
 	}
 	cfg := defaultServeConfig()
@@ -114,7 +115,7 @@ func BenchmarkLoginSchemes(b *testing.B) {
 		b.Fatal(err)
 	}
 	path := filepath.Join(b.TempDir(), "users.json")
-	if err := users.WriteFile(path, []users.User{{Username: "argon", PasswordHash: argon, Groups: []string{}}, {Username: "bcrypt", PasswordHash: bcryptHash, Groups: []string{}}}); err != nil {
+	if err := usersfile.Write(path, []users.User{{Username: "argon", PasswordHash: argon, Groups: []string{}}, {Username: "bcrypt", PasswordHash: bcryptHash, Groups: []string{}}}); err != nil {
 		b.Fatal(err)
 	}
 	// Each user under its own scheme's policy, so that no login rehashes.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"authsvc/internal/testservers"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestUserUnlock: `authsvc user unlock` lifts a lockout, per (user,
@@ -33,7 +33,7 @@ func TestUserUnlock(t *testing.T) {
 	t.Run("two instances on one Redis throttle", func(t *testing.T) {
 		redisURL, _, _ := testservers.Redis(t)
 		path := filepath.Join(t.TempDir(), "users.json")
-		if err := users.WriteFile(path, testUsers(t)); err != nil {
+		if err := usersfile.Write(path, testUsers(t)); err != nil {
 			t.Fatal(err)
 		}
 		args := []string{"--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4",

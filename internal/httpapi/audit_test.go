@@ -15,6 +15,7 @@ import (
 
 	"authsvc/internal/httpapi"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestAuditLines: every password check writes one audit line naming its
@@ -179,7 +180,7 @@ func TestAuditThrottleLimit(t *testing.T) {
 // answered), even in the middle of a login: a fault injected into a real
 // directory.
 type failingDirectory struct {
-	*users.FileDirectory
+	*usersfile.Directory
 	lookups atomic.Int64
 	upTo    atomic.Int64 // Lookup fails once lookups passes it
 }
@@ -188,7 +189,7 @@ func (d *failingDirectory) Lookup(ctx context.Context, username string) (*users.
 	if d.lookups.Add(1) > d.upTo.Load() {
 		return nil, fmt.Errorf("injected: %w", users.ErrUnavailable)
 	}
-	return d.FileDirectory.Lookup(ctx, username)
+	return d.Directory.Lookup(ctx, username)
 }
 
 // failAfter makes every look-up fail after the next n.
@@ -202,8 +203,8 @@ func newFailingEnv(t *testing.T) (e *testEnv, dir *failingDirectory, d httpapi.D
 	logged = new(syncBuffer)
 	e = newTestEnvConfig(t, slog.New(slog.NewTextHandler(logged, nil)), func(c *envConfig) {
 		c.realTime = true
-		c.directory = func(file *users.FileDirectory) users.Directory {
-			dir = &failingDirectory{FileDirectory: file}
+		c.directory = func(file *usersfile.Directory) users.Directory {
+			dir = &failingDirectory{Directory: file}
 			dir.upTo.Store(math.MaxInt64)
 			return dir
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"authsvc/internal/httpapi"
-	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestTokenCheckRemovesDeadToken: a token refused because its user died is
@@ -24,7 +24,7 @@ func TestTokenCheckRemovesDeadToken(t *testing.T) {
 	}
 	list := testUsers(t)
 	list[0].Disabled, list[0].TokensAfter = true, e.clock.Now().Add(time.Second)
-	if err := users.WriteFile(e.usersPath, list); err != nil {
+	if err := usersfile.Write(e.usersPath, list); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.users.Reload(context.Background()); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"authsvc/internal/password/passwordtest"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestUnknownUserHoldsNoSlotForTheSlowestHash: with one check slot and no
@@ -22,7 +23,7 @@ func TestUnknownUserHoldsNoSlotForTheSlowestHash(t *testing.T) {
 		c.passwordSlots, c.passwordQueue = 1, 0
 	})
 	list := append(testUsers(t), users.User{Username: "slow", PasswordHash: passwordtest.MustHash(t, "slow-pw", 12), Groups: []string{}})
-	if err := users.WriteFile(e.usersPath, list); err != nil {
+	if err := usersfile.Write(e.usersPath, list); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.users.Reload(context.Background()); err != nil {

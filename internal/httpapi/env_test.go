@@ -22,6 +22,7 @@ import (
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -71,7 +72,7 @@ func (c *testClock) Advance(d time.Duration) {
 type testEnv struct {
 	t         *testing.T
 	usersPath string
-	users     *users.FileDirectory // the users file, whatever deps.Users wraps it in
+	users     *usersfile.Directory // the users file, whatever deps.Users wraps it in
 	store     *tokens.MemoryStore  // nil when envConfig.store replaced it
 	clock     *testClock
 	handler   http.Handler
@@ -115,7 +116,7 @@ type envConfig struct {
 	users     []users.User                               // the users file's; testUsers when nil
 	keys      secret.Keyring                             // seals second factors; a new key when it has none
 	store     tokens.Store                               // keeps the tokens instead of a memory store
-	directory func(*users.FileDirectory) users.Directory // serves the users instead of the users file
+	directory func(*usersfile.Directory) users.Directory // serves the users instead of the users file
 	realTime  bool                                       // the handlers read time.Now, not the env's clock
 }
 
@@ -170,7 +171,7 @@ func newTestEnvConfig(t *testing.T, log *slog.Logger, change func(c *envConfig))
 		clock:     &testClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)},
 		keys:      cfg.keys,
 	}
-	if err := users.WriteFile(e.usersPath, cfg.users); err != nil {
+	if err := usersfile.Write(e.usersPath, cfg.users); err != nil {
 		t.Fatal(err)
 	}
 	if e.keys.Current().IsZero() {
@@ -181,7 +182,7 @@ func newTestEnvConfig(t *testing.T, log *slog.Logger, change func(c *envConfig))
 		e.keys = secret.NewKeyring(key)
 	}
 	var err error
-	if e.users, err = users.OpenFile(e.usersPath, log); err != nil {
+	if e.users, err = usersfile.Open(e.usersPath, log); err != nil {
 		t.Fatal(err)
 	}
 	e.deps = e.newDeps(cfg, log)

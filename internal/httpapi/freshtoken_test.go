@@ -9,6 +9,7 @@ import (
 
 	"authsvc/internal/httpapi"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestStoreStampFollowsDirectory: a password change the token store was
@@ -30,7 +31,7 @@ func TestStoreStampFollowsDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := users.NewFile(e.usersPath, nil).Update(context.Background(), "alice", func(u *users.User) error {
+	if err := usersfile.New(e.usersPath, nil).Update(context.Background(), "alice", func(u *users.User) error {
 		u.PasswordHash, u.TokensAfter = string(hash), e.clock.Now().Add(time.Second)
 		u.PasswordGeneration++
 		return nil
@@ -65,7 +66,7 @@ func TestTokenNotBornDead(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour, MaxPerUser: 100})
 	ahead := e.clock.Now().Add(5 * time.Second)
-	if err := users.NewFile(e.usersPath, nil).Update(context.Background(), "alice", func(u *users.User) error {
+	if err := usersfile.New(e.usersPath, nil).Update(context.Background(), "alice", func(u *users.User) error {
 		u.TokensAfter = ahead
 		return nil
 	}); err != nil {

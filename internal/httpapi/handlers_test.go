@@ -13,6 +13,7 @@ import (
 	"authsvc/internal/httpapi"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -345,11 +346,11 @@ func TestTokensDieWithUser(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newTestEnv(t, httpapi.TokenPolicy{TTL: time.Hour})
 			alice, bob := e.login("alice"), e.login("bob")
-			list, err := users.ReadFile(e.usersPath)
+			list, err := usersfile.Read(e.usersPath)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := users.WriteFile(e.usersPath, tt.change(list)); err != nil {
+			if err := usersfile.Write(e.usersPath, tt.change(list)); err != nil {
 				t.Fatal(err)
 			}
 			if err := e.users.Reload(context.Background()); err != nil {

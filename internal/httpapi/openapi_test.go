@@ -20,6 +20,7 @@ import (
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -308,11 +309,11 @@ func routeDeps(t *testing.T, metricsOnMain bool) Deps {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := users.WriteFile(path, []users.User{{Username: "alice", PasswordHash: string(hash), Groups: []string{}}}); err != nil {
+	if err := usersfile.Write(path, []users.User{{Username: "alice", PasswordHash: string(hash), Groups: []string{}}}); err != nil {
 		t.Fatal(err)
 	}
 	discard := slog.New(slog.DiscardHandler)
-	dir, err := users.OpenFile(path, discard)
+	dir, err := usersfile.Open(path, discard)
 	if err != nil {
 		t.Fatal(err)
 	}

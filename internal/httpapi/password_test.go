@@ -13,6 +13,7 @@ import (
 	"authsvc/internal/password/passwordtest"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 const newPassphrase = "a brand new passphrase"
@@ -223,9 +224,9 @@ func TestRehashBcryptLongPassword(t *testing.T) {
 // mustReadUsers returns the users of the file at path, by username.
 func mustReadUsers(t *testing.T, path string) map[string]users.User {
 	t.Helper()
-	list, err := users.ReadFile(path)
+	list, err := usersfile.Read(path)
 	if err != nil {
-		t.Fatalf("users.ReadFile(%q) = %v", path, err)
+		t.Fatalf("usersfile.Read(%q) = %v", path, err)
 	}
 	m := make(map[string]users.User)
 	for _, u := range list {

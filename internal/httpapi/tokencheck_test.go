@@ -9,6 +9,7 @@ import (
 	"authsvc/internal/password/passwordtest"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // TestAfresh: a login whose stamp the store refused is decided again only
@@ -36,10 +37,10 @@ func TestAfresh(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "users.json")
-			if err := users.WriteFile(path, []users.User{{Username: "alice", PasswordHash: hash, Groups: []string{}, TokensAfter: t0}}); err != nil {
+			if err := usersfile.Write(path, []users.User{{Username: "alice", PasswordHash: hash, Groups: []string{}, TokensAfter: t0}}); err != nil {
 				t.Fatal(err)
 			}
-			dir, err := users.OpenFile(path, nil)
+			dir, err := usersfile.Open(path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +53,7 @@ func TestAfresh(t *testing.T) {
 			if _, err := store.Supersede(ctx, tokens.Supersession{Username: "alice", Stamp: 9, MaxStamp: users.MaxSessionGeneration, Before: t0}); err != nil {
 				t.Fatal(err)
 			}
-			other := users.NewFile(path, nil)
+			other := usersfile.New(path, nil)
 			if tt.delete {
 				err = other.Delete(ctx, "alice")
 			} else {

@@ -1,8 +1,12 @@
 package users
 
 import (
+	"math"
 	"testing"
 	"time"
+	"unsafe"
+
+	"authsvc/internal/password/passwordtest"
 )
 
 // TestSamePassword: what a password change's write compares with the
@@ -11,12 +15,12 @@ import (
 // name and a disable do not.
 func TestSamePassword(t *testing.T) {
 	cutoff := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	checked := User{Username: "alice", PasswordHash: mustHash(t, "alice-pw", 4), TokensAfter: cutoff, PasswordGeneration: 3}
+	checked := User{Username: "alice", PasswordHash: passwordtest.MustHash(t, "alice-pw", 4), TokensAfter: cutoff, PasswordGeneration: 3}
 	u, err := NewAccount(&checked)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := mustHash(t, "alice-pw", 4) // the same password, another salt: a rehash's
+	other := passwordtest.MustHash(t, "alice-pw", 4) // the same password, another salt: a rehash's
 	for _, tt := range []struct {
 		name   string
 		change func(x *User)
@@ -34,6 +38,37 @@ func TestSamePassword(t *testing.T) {
 		tt.change(&x)
 		if got := u.SamePassword(&x); got != tt.want {
 			t.Errorf("SamePassword(%s) = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestDirUserSize: a server holds a Account per user; 112 bytes is the
+// allocation size class it fits (the next is 128).
+func TestDirUserSize(t *testing.T) {
+	if got := unsafe.Sizeof(Account{}); got > 112 {
+		t.Errorf("unsafe.Sizeof(Account{}) = %d; want at most 112", got)
+	}
+}
+
+func TestPackCutoff(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 35, 43, 123456789, time.UTC)
+	for _, tt := range []struct{ in, want time.Time }{
+		{time.Time{}, time.Time{}},
+		{now, now},
+		{now.In(time.FixedZone("x", 7200)), now},
+		{time.Unix(0, 0), time.Unix(0, 0).UTC()},
+		{time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(0, math.MinInt64+1).UTC()},
+		{time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(0, math.MaxInt64).UTC()},
+	} {
+		if got := unpackCutoff(packCutoff(tt.in)); !got.Equal(tt.want) || got.IsZero() != tt.want.IsZero() {
+			t.Errorf("unpackCutoff(packCutoff(%v)) = %v; want %v", tt.in, got, tt.want)
+		}
+	}
+	// Order is kept: a later cut-off packs greater, and none is less than no cut-off.
+	ts := []time.Time{{}, time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(0, 0), now, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for i := 1; i < len(ts); i++ {
+		if packCutoff(ts[i-1]) >= packCutoff(ts[i]) {
+			t.Errorf("packCutoff(%v) >= packCutoff(%v); want less", ts[i-1], ts[i])
 		}
 	}
 }

@@ -1,9 +1,11 @@
 package users
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,11 +19,11 @@ import (
 // passwords held, the dummy check's bare time would tell unknown users
 // from known ones (issue 19, point 3).
 func TestEveryFailureHeld(t *testing.T) {
-	x, err := newUserIndex([]User{
-		{Username: "alice", PasswordHash: mustHash(t, "alice-pw", 4)},
-		{Username: "carol", PasswordHash: mustHash(t, "carol-pw", 4), Disabled: true},
+	x, err := newIndex([]User{
+		{Username: "alice", PasswordHash: passwordtest.MustHash(t, "alice-pw", 4)},
+		{Username: "carol", PasswordHash: passwordtest.MustHash(t, "carol-pw", 4), Disabled: true},
 		{Username: "erin", PasswordHash: "!"}, // Django's unusable password
-	}, nil)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +36,7 @@ func TestEveryFailureHeld(t *testing.T) {
 	} {
 		x.slowest.Took.Store(int64(slow)) // as if a check against the slowest hash took 80 ms
 		start := time.Now()
-		if _, ok, _ := Authenticate(context.Background(), x, tt.username, tt.password, verifyHere, nil); ok {
+		if _, ok, _ := Authenticate(context.Background(), x, tt.username, tt.password, passwordtest.Verify, nil); ok {
 			t.Fatalf("authenticate(%q, %q) = ok; want a failure", tt.username, tt.password)
 		}
 		if took := time.Since(start); took < slow {
@@ -63,10 +65,10 @@ func TestSlowestCheckTracksChecks(t *testing.T) {
 		t.Errorf("Took after a 10 s stall = %v; want at most %v (one step up from %v)", time.Duration(got), time.Duration(limit), time.Duration(before))
 	}
 
-	x, err := newUserIndex([]User{
-		{Username: "alice", PasswordHash: mustHash(t, "alice-pw", 5)}, // the slowest shape
-		{Username: "dave", PasswordHash: mustHash(t, "dave-pw", 4)},
-	}, nil)
+	x, err := newIndex([]User{
+		{Username: "alice", PasswordHash: passwordtest.MustHash(t, "alice-pw", 5)}, // the slowest shape
+		{Username: "dave", PasswordHash: passwordtest.MustHash(t, "dave-pw", 4)},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func TestSlowestCheckTracksChecks(t *testing.T) {
 	} {
 		const took = time.Millisecond // what no check takes to the nanosecond: each one seen moves it
 		x.slowest.Took.Store(int64(took))
-		Authenticate(context.Background(), x, tt.username, tt.password, verifyHere, nil)
+		Authenticate(context.Background(), x, tt.username, tt.password, passwordtest.Verify, nil)
 		if fed := x.slowest.Took.Load() != int64(took); fed != tt.feeds {
 			t.Errorf("authenticate(%q, %q) moved the slowest check's time: %v; want %v", tt.username, tt.password, fed, tt.feeds)
 		}
@@ -95,16 +97,16 @@ func TestSlowestCheckTracksChecks(t *testing.T) {
 // check capacity; the failure is still held to the slowest check's time
 // (issue 19, point 2).
 func TestDummyAtPolicyCost(t *testing.T) {
-	slowHash := mustHash(t, "bob-pw", 8)
-	x, err := newUserIndex([]User{
-		{Username: "alice", PasswordHash: mustHash(t, "alice-pw", 4)},
+	slowHash := passwordtest.MustHash(t, "bob-pw", 8)
+	x, err := newIndex([]User{
+		{Username: "alice", PasswordHash: passwordtest.MustHash(t, "alice-pw", 4)},
 		{Username: "bob", PasswordHash: slowHash}, // the slowest hash
-		{Username: "carol", PasswordHash: mustHash(t, "carol-pw", 4), Disabled: true},
-	}, nil)
+		{Username: "carol", PasswordHash: passwordtest.MustHash(t, "carol-pw", 4), Disabled: true},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dummy, err := password.ParseHash(mustHash(t, "a secret nobody knows", 4))
+	dummy, err := password.ParseHash(passwordtest.MustHash(t, "a secret nobody knows", 4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func TestDummyAtPolicyCost(t *testing.T) {
 	for _, username := range []string{"nobody", "carol"} {
 		x.slowest.Took.Store(int64(slow))
 		var checked *password.Hash
-		verify := func(h *password.Hash, pw []byte) bool { checked = h; return verifyHere(h, pw) }
+		verify := func(h *password.Hash, pw []byte) bool { checked = h; return passwordtest.Verify(h, pw) }
 		start := time.Now()
 		if _, ok, _ := Authenticate(context.Background(), x, username, "pw", verify, dummy); ok {
 			t.Fatalf("Authenticate(%s) = ok; want a failure", username)
@@ -137,7 +139,7 @@ func (unreachable) Lookup(context.Context, string) (*Account, error) {
 // exists gives no verdict, an error wrapping ErrUnavailable, and no check:
 // not a failure the caller would record against the user.
 func TestAuthenticateDirectoryUnavailable(t *testing.T) {
-	x, err := newUserIndex([]User{{Username: "alice", PasswordHash: mustHash(t, "alice-pw", passwordtest.Cost)}}, nil)
+	x, err := newIndex([]User{{Username: "alice", PasswordHash: passwordtest.MustHash(t, "alice-pw", passwordtest.Cost)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,3 +150,114 @@ func TestAuthenticateDirectoryUnavailable(t *testing.T) {
 		t.Errorf("Authenticate with the directory unreachable = %v, %v, %v, checked %v; want nil, false, ErrUnavailable, no check", u, ok, err, checked)
 	}
 }
+
+// TestWrongPasswordPadded: a wrong password against a fast hash takes at
+// least as long as a check against the slowest hash, so a user with a cheap
+// hash cannot be told from an unknown user by time.
+func TestWrongPasswordPadded(t *testing.T) {
+	x, err := newIndex([]User{
+		{Username: "admin", PasswordHash: passwordtest.MustHash(t, "admin-pw", 4)},
+		{Username: "alice", PasswordHash: passwordtest.MustHash(t, "alice-pw", 4)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slow = 80 * time.Millisecond
+	x.slowest.Took.Store(int64(slow)) // as if the slowest hash took 80 ms to check
+	start := time.Now()
+	if _, ok, _ := Authenticate(context.Background(), x, "alice", "wrong", passwordtest.Verify, nil); ok {
+		t.Fatal("authenticate(alice, wrong) = ok")
+	}
+	if took := time.Since(start); took < slow {
+		t.Errorf("wrong password against a cost-4 hash took %v; want at least the slowest check's %v", took, slow)
+	}
+	// The right password is not held back.
+	x.slowest.Took.Store(int64(time.Hour))
+	if _, ok, _ := Authenticate(context.Background(), x, "alice", "alice-pw", passwordtest.Verify, nil); !ok {
+		t.Errorf("authenticate(alice, right) failed")
+	}
+}
+
+func TestDirectoryAuthenticate(t *testing.T) {
+	p72 := strings.Repeat("p", 72)
+	users := []User{
+		{Username: "alice", PasswordHash: passwordtest.MustHash(t, "right", 4), Name: "Alice", Groups: []string{"dev"}, Admin: true},
+		{Username: "carol", PasswordHash: passwordtest.MustHash(t, "right", 4), Disabled: true},
+		{Username: "dave", PasswordHash: passwordtest.MustHash(t, p72, 4)},
+	}
+	d, err := newIndex(users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		username, password string
+		ok                 bool
+	}{
+		{"alice", "right", true},
+		{"alice", "wrong", false},
+		{"alice", "", false},
+		{"alice", "right\n", false},
+		{"Alice", "right", false},
+		{"nobody", "right", false},
+		{"", "", false},
+		{"carol", "right", false}, // disabled
+		{"dave", p72, true},
+		// bcrypt reads 72 bytes: it would accept these; authenticate must not.
+		{"dave", p72 + "x", false},
+		{"dave", p72 + strings.Repeat("y", 1000), false},
+	} {
+		u, ok, _ := Authenticate(context.Background(), d, tt.username, tt.password, passwordtest.Verify, nil)
+		if ok != tt.ok || (u != nil) != tt.ok {
+			t.Errorf("authenticate(%q, %q) = %v, %v; want ok %v", tt.username, tt.password, u, ok, tt.ok)
+			continue
+		}
+		if ok && u.username != tt.username {
+			t.Errorf("authenticate(%q, %q).info.Username = %q; want %q", tt.username, tt.password, u.username, tt.username)
+		}
+	}
+	u, _, _ := Authenticate(context.Background(), d, "alice", "right", passwordtest.Verify, nil)
+	wantInfo := `{"username":"alice","name":"Alice","email":"","groups":["dev"],"admin":true}` + "\n"
+	if u == nil || string(u.appendInfoJSON(nil)) != wantInfo || !u.isAdmin() {
+		t.Errorf("authenticate(alice).appendInfoJSON = %q; want %q", u.appendInfoJSON(nil), wantInfo)
+	}
+	if u != nil && bytes.Contains(u.appendInfoJSON(nil), []byte("$2")) {
+		t.Errorf("appendInfoJSON %q holds a hash", u.appendInfoJSON(nil))
+	}
+}
+
+// An index is a Reader of users as a directory holds them: each made by
+// NewAccount, failures costing a check like the slowest hash's.
+type index struct {
+	byName  map[string]*Account
+	slowest *SlowestCheck
+}
+
+// newIndex returns the index of list, a later user of a name replacing
+// an earlier.
+func newIndex(list []User) (*index, error) {
+	x := &index{byName: make(map[string]*Account, len(list))}
+	var slowest *password.Hash
+	var most float32
+	for i := range list {
+		u, err := NewAccount(&list[i])
+		if err != nil {
+			return nil, err
+		}
+		x.byName[u.username] = u
+		if u.work > most {
+			slowest, most = u.Hash(), u.work
+		}
+	}
+	var err error
+	x.slowest, err = NewSlowestCheck(slowest, nil)
+	return x, err
+}
+
+func (x *index) Lookup(_ context.Context, username string) (*Account, error) {
+	if u := x.byName[username]; u != nil {
+		return u, nil
+	}
+	return nil, ErrNotFound
+}
+
+func (x *index) Slowest() *SlowestCheck { return x.slowest }

@@ -27,8 +27,9 @@ var (
 	ErrUnavailable = errors.New("user directory unavailable")
 )
 
-// A Directory is where users live: the users file (FileDirectory), or any
-// other backing that keeps the same promises.
+// A Directory is where users live: the users file (usersfile.Directory),
+// PostgreSQL (postgres.Directory), or any other backing that keeps the same
+// promises.
 //
 // The contract every implementation meets, checked by Run:
 //   - Lookup returns the user named username as the server uses it, or
@@ -160,20 +161,6 @@ func BootstrapAdmin(ctx context.Context, dir Directory, policy password.HashPoli
 	return nil
 }
 
-// cutsBetween calls cut for every user of old whose tokens died in new
-// (CutOf), new read at readAt. Users added are not told: a name used again
-// after a deletion was told as deleted.
-func cutsBetween(old, new *userIndex, readAt time.Time, cut func(Cut)) {
-	if old == nil || cut == nil {
-		return
-	}
-	for name, was := range old.byName {
-		if c, ok := CutOf(name, was, new.byName[name], readAt); ok {
-			cut(c)
-		}
-	}
-}
-
 // CutOf returns what a change of the user named name, from was to is as a
 // read begun at readAt found them, did to their tokens, and whether it
 // killed any: deleted (is nil) or newly disabled, every token issued
@@ -194,18 +181,6 @@ func CutOf(name string, was, is *Account, readAt time.Time) (Cut, bool) {
 		return Cut{Username: name, Before: is.TokensAfter(), Stamp: is.SessionGeneration()}, true
 	}
 	return Cut{}, false
-}
-
-// A userIndex is an immutable snapshot of a directory's users as the server
-// uses them; a reload builds a new one and swaps it in whole.
-type userIndex struct {
-	byName  map[string]*Account
-	slowest *SlowestCheck
-	groups  map[string][]string // interned group lists, by indexBuilder.intern's key
-	// factors are the second factors of the users that have an mfa entry,
-	// apart from their Accounts, which stay small: nil while no one has
-	// any, so a large file without them costs nothing more.
-	factors map[string]*Factors
 }
 
 // A SlowestCheck is what every failed login is made to cost: a check
@@ -401,20 +376,6 @@ func SessionGeneration(g uint64) uint64 { return uint64(uint16(g)) + 1 }
 // digest of the hash): such a session is judged by the cut-off alone.
 const MaxSessionGeneration = 1 << 16
 
-// newUserIndex builds an index of validated users, reusing prev's slowest
-// check when the slowest hash's scheme and parameters have not changed.
-// The index keeps users' MFA values, not copies: they must be its own.
-func newUserIndex(users []User, prev *userIndex) (*userIndex, error) {
-	b := newIndexBuilder(prev, len(users))
-	for i := range users {
-		e := rawUser(&users[i])
-		if err := b.put(i, e, b.prev[users[i].Username], nil, nil); err != nil {
-			return nil, err
-		}
-	}
-	return b.finish()
-}
-
 // NewSlowestCheck returns what every failed login costs in a directory
 // whose slowest usable hash is slowest (nil when it has none: then the
 // default hash policy's), its time measured as it is made; or prev, when
@@ -597,14 +558,3 @@ func sessionLive(u *Account, issuedAt time.Time, stamp uint64) bool {
 	}
 	return true
 }
-
-// Lookup returns the user named username, or ErrNotFound.
-func (x *userIndex) Lookup(_ context.Context, username string) (*Account, error) {
-	if u := x.byName[username]; u != nil {
-		return u, nil
-	}
-	return nil, ErrNotFound
-}
-
-// Slowest returns what a failed login against this index costs.
-func (x *userIndex) Slowest() *SlowestCheck { return x.slowest }

@@ -1,8 +1,10 @@
 // Package users owns who may log in: the Directory contract (directory.go)
-// and the users file that implements it (file.go, with its streaming
-// parser, editor and in-memory index), the operations on one user and the
-// tokens each ends (ops.go), usernames as Django makes them, the user
-// record and its checks, and reading a Django dumpdata file into users.
+// that its backings implement side by side (the users file in
+// users/usersfile, PostgreSQL in users/postgres), the user record and its
+// checks (users.go, account.go, factors.go), Authenticate and SessionUser
+// and the cut rule they share with every backing (CutOf, NextCutoff), the
+// operations on one user and the tokens each ends (ops.go), usernames as
+// Django makes them, and reading a Django dumpdata file into users.
 //
 // It knows password hashes only through package password (to validate,
 // parse and verify them) and knows nothing of tokens, sessions or HTTP:

@@ -1,4 +1,4 @@
-package users
+package usersfile
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"authsvc/internal/password"
+	"authsvc/internal/users"
 )
 
 // Streaming edits of the users file. An edit must replace the file
@@ -30,10 +31,10 @@ type streamEdit struct {
 	// returns keep false to delete it, or errAsRead to leave the entry
 	// as it was read, byte for byte, whatever it did to u. Any other
 	// error cancels the edit (errNoChange: one that will write nothing).
-	entry func(u *User) (keep bool, err error)
+	entry func(u *users.User) (keep bool, err error)
 	// end returns the entries to append once all have been read, or
 	// errNoChange when the edit changed nothing: then nothing is written.
-	end func() ([]User, error)
+	end func() ([]users.User, error)
 	// after, if not nil, runs once the file is written, still under its
 	// lock: an edit's records that must not come before it (an enable's).
 	after func() error
@@ -64,7 +65,7 @@ var errAsRead = errors.New("entry left as read")
 var errNoChange = errors.New("nothing changed")
 
 // editUsersStream makes the edit ed in the users file at path with
-// EditFile' guarantees: under the file's lock, nothing written unless the
+// Edit's guarantees: under the file's lock, nothing written unless the
 // whole file is valid and the edit succeeds, the file replaced atomically
 // and kept its owner's. A missing file counts as empty when create is set.
 func editUsersStream(path string, create bool, ed streamEdit) (err error) {
@@ -89,11 +90,11 @@ func editUsersStream(path string, create bool, ed streamEdit) (err error) {
 		if !create {
 			return fmt.Errorf("%s: %w", path, errNoUsersFile)
 		}
-		var added []User
+		var added []users.User
 		if added, err = ed.ended(); err != nil {
 			return err
 		}
-		err = WriteFile(path, added)
+		err = Write(path, added)
 	}
 	if err == nil && ed.after != nil {
 		err = ed.after()
@@ -103,7 +104,7 @@ func editUsersStream(path string, create bool, ed streamEdit) (err error) {
 
 // ended is end with each user added given a cut-off no earlier than its
 // name's records (cutoffs.added).
-func (ed streamEdit) ended() ([]User, error) {
+func (ed streamEdit) ended() ([]users.User, error) {
 	added, err := ed.end()
 	for i := range added {
 		added[i] = ed.cuts.added(added[i])
@@ -133,9 +134,9 @@ func isUsersTemp(path, name string) bool {
 }
 
 // apply makes the edit ed in users, decoded whole.
-func (ed streamEdit) apply(users []User) ([]User, error) {
-	kept := users[:0]
-	for _, u := range users {
+func (ed streamEdit) apply(list []users.User) ([]users.User, error) {
+	kept := list[:0]
+	for _, u := range list {
 		if ed.touches(u.Username) {
 			if !ed.cuts.applyUser(&u) {
 				continue // a deleted user's entry: no one to edit
@@ -162,7 +163,7 @@ func (ed streamEdit) apply(users []User) ([]User, error) {
 }
 
 // copyUsersFile writes the file at path, edited, to a temporary file and
-// renames it over path. Its errors are those of ReadFile and the edit,
+// renames it over path. Its errors are those of Read and the edit,
 // or errStrict.
 func copyUsersFile(path string, ed streamEdit) error {
 	f, err := os.Open(path)
@@ -188,8 +189,8 @@ func copyUsersFile(path string, ed streamEdit) error {
 	var editErr error // once the edit fails the rest is validated, not written: a bad file's error comes first, as in editUsers
 	hashes := newHashChecker()
 	err = scanUsersKeep(f, true, func(i int, e *rawEntry, orig []byte) error {
-		// ReadFile's checks: the username, unique, the hash.
-		if err := CheckUsername(string(e.username)); err != nil {
+		// Read's checks: the username, unique, the hash.
+		if err := users.CheckUsername(string(e.username)); err != nil {
 			return fmt.Errorf("users[%d]: %w", i, err)
 		}
 		// Names are told apart by a 64-bit hash: no string a user; two
@@ -219,9 +220,9 @@ func copyUsersFile(path string, ed streamEdit) error {
 				w.entry(orig)
 				err = nil
 			case err == nil && keep:
-				if err = CheckDjangoHash(u.DjangoHash); err != nil {
+				if err = users.CheckDjangoHash(u.DjangoHash); err != nil {
 					err = fmt.Errorf("user %q: django_hash: %w", u.Username, err)
-				} else if err = CheckFactors(u.MFA); err != nil {
+				} else if err = users.CheckFactors(u.MFA); err != nil {
 					err = fmt.Errorf("user %q: mfa: %w", u.Username, err)
 				} else {
 					err = w.user(&u)
@@ -256,11 +257,11 @@ func copyUsersFile(path string, ed streamEdit) error {
 		return err
 	}
 	for i := range added {
-		if err := CheckDjangoHash(added[i].DjangoHash); err != nil {
+		if err := users.CheckDjangoHash(added[i].DjangoHash); err != nil {
 			tmp.Close()
 			return fmt.Errorf("user %q: django_hash: %w", added[i].Username, err)
 		}
-		if err := CheckFactors(added[i].MFA); err != nil {
+		if err := users.CheckFactors(added[i].MFA); err != nil {
 			tmp.Close()
 			return fmt.Errorf("user %q: mfa: %w", added[i].Username, err)
 		}
@@ -330,7 +331,7 @@ func (c *hashChecker) wait() error {
 	return c.err
 }
 
-// A usersWriter writes a users file entry by entry as WriteFile lays
+// A usersWriter writes a users file entry by entry as Write lays
 // it out (json.MarshalIndent, two spaces). Its writes to the file run in a
 // goroutine of their own, beside the reading: the copy of a large file
 // spends as long in write(2) as in parsing.
@@ -373,7 +374,7 @@ func (w *usersWriter) entry(orig []byte) {
 }
 
 // user writes u, its nil groups made [].
-func (w *usersWriter) user(u *User) error {
+func (w *usersWriter) user(u *users.User) error {
 	if u.Groups == nil {
 		u.Groups = []string{}
 	}
@@ -382,7 +383,7 @@ func (w *usersWriter) user(u *User) error {
 
 // encode writes u as it is (nil groups as null, as json.MarshalIndent of
 // the whole file writes them).
-func (w *usersWriter) encode(u *User) error {
+func (w *usersWriter) encode(u *users.User) error {
 	data, err := json.MarshalIndent(u, "    ", "  ")
 	if err != nil {
 		return err
@@ -433,8 +434,8 @@ func (w *usersWriter) stop() error {
 }
 
 // user returns e as a User, its strings its own.
-func (e *rawEntry) user() User {
-	u := User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
+func (e *rawEntry) user() users.User {
+	u := users.User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
 		Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter,
 		PasswordGeneration: e.generation, FailuresAfter: e.failuresAfter, DjangoHash: string(e.djangoHash),
 		MFA: e.factors.Clone()}
@@ -451,5 +452,5 @@ func (x *userIndex) checked(e *rawEntry) bool {
 		return false
 	}
 	u := x.byName[string(e.username)]
-	return u != nil && u.storedHash == string(e.hash)
+	return u != nil && u.StoredHash() == string(e.hash)
 }

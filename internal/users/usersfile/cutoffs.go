@@ -1,4 +1,4 @@
-package users
+package usersfile
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"authsvc/internal/users"
 )
 
 // The cut-offs file. A users file can be replaced whole: an operator
@@ -107,11 +109,11 @@ func parseCutoffs(r io.Reader, name string) (cutoffs, error) {
 		}
 		u := c[rec.Username]
 		at := rec.TokensAfter.UTC()
-		u.after = Later(u.after, at)
+		u.after = users.Later(u.after, at)
 		switch rec.Event {
 		case "":
 		case eventDelete:
-			u.deleted, u.disabled = Later(u.deleted, at), false
+			u.deleted, u.disabled = users.Later(u.deleted, at), false
 		case eventDisable:
 			u.disabled = true
 		case eventEnable:
@@ -141,13 +143,13 @@ func (c cutoffs) apply(e *rawEntry) bool {
 	if c.hides(string(e.username), e.tokensAfter) {
 		return false
 	}
-	e.tokensAfter = Later(e.tokensAfter, u.after)
+	e.tokensAfter = users.Later(e.tokensAfter, u.after)
 	e.disabled = e.disabled || u.disabled
 	return true
 }
 
 // applyUser is apply for a decoded entry.
-func (c cutoffs) applyUser(x *User) bool {
+func (c cutoffs) applyUser(x *users.User) bool {
 	u, ok := c[x.Username]
 	if !ok {
 		return true
@@ -155,14 +157,14 @@ func (c cutoffs) applyUser(x *User) bool {
 	if c.hides(x.Username, x.TokensAfter) {
 		return false
 	}
-	x.TokensAfter = Later(x.TokensAfter, u.after)
+	x.TokensAfter = users.Later(x.TokensAfter, u.after)
 	x.Disabled = x.Disabled || u.disabled
 	return true
 }
 
 // applyAll applies the records to list in place and returns the users
 // that load, in order: list without the deleted users' entries.
-func (c cutoffs) applyAll(list []User) []User {
+func (c cutoffs) applyAll(list []users.User) []users.User {
 	kept := list[:0]
 	for _, u := range list {
 		if c.applyUser(&u) {
@@ -175,8 +177,8 @@ func (c cutoffs) applyAll(list []User) []User {
 // added returns u, a user to add, with a cut-off no earlier than any
 // record of its name: not hidden by a deletion, and no token of a
 // deleted user of the name comes back.
-func (c cutoffs) added(u User) User {
-	u.TokensAfter = Later(u.TokensAfter, c[u.Username].after)
+func (c cutoffs) added(u users.User) users.User {
+	u.TokensAfter = users.Later(u.TokensAfter, c[u.Username].after)
 	return u
 }
 

@@ -1,4 +1,4 @@
-package users
+package usersfile
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"authsvc/internal/secret"
+	"authsvc/internal/users"
 )
 
 // TestDjangoHashKept: a users file entry's django_hash loads (the fast
@@ -19,8 +20,8 @@ func TestDjangoHashKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp := DjangoHashFingerprint(key, "pbkdf2_sha256$600000$salt$hash")
-	if DjangoHashKeyID(fp) != key.ID() || strings.Contains(fp, "salt") {
+	fp := users.DjangoHashFingerprint(key, "pbkdf2_sha256$600000$salt$hash")
+	if users.DjangoHashKeyID(fp) != key.ID() || strings.Contains(fp, "salt") {
 		t.Fatalf("DjangoHashFingerprint = %q; want %s:HEX, without the hash", fp, key.ID())
 	}
 	hash := "$2a$04$QiGvq5sFAv6cEEA9pzq5T.2cQg6lLhAq5a0rnGBCUsEObOQyt2uWW"
@@ -35,7 +36,7 @@ func TestDjangoHashKept(t *testing.T) {
 			if err := os.WriteFile(path, []byte(`{"users": [`+tt.entry+`]}`), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			dir, err := OpenFile(path, nil)
+			dir, err := Open(path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,7 +44,7 @@ func TestDjangoHashKept(t *testing.T) {
 			if err != nil || len(list) != 1 || list[0].DjangoHash != fp {
 				t.Fatalf("List = %+v, %v; want ada with django_hash %s", list, err, fp)
 			}
-			if err := dir.Update(context.Background(), "ada", func(u *User) error { u.Email = "ada@example.com"; return nil }); err != nil {
+			if err := dir.Update(context.Background(), "ada", func(u *users.User) error { u.Email = "ada@example.com"; return nil }); err != nil {
 				t.Fatal(err)
 			}
 			raw, err := os.ReadFile(path)
@@ -53,8 +54,8 @@ func TestDjangoHashKept(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"abc", strings.ToUpper(fp), fp[:len(fp)-1], strings.Replace(fp, ":", "-", 1)} {
-		list := []User{{Username: "ada", PasswordHash: hash, DjangoHash: bad}}
-		if err := Validate(list); err == nil || !strings.Contains(err.Error(), "django_hash") {
+		list := []users.User{{Username: "ada", PasswordHash: hash, DjangoHash: bad}}
+		if err := users.Validate(list); err == nil || !strings.Contains(err.Error(), "django_hash") {
 			t.Errorf("Validate(django_hash %q) = %v; want an error naming django_hash", bad, err)
 		}
 	}

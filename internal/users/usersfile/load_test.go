@@ -1,4 +1,4 @@
-package users
+package usersfile
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"authsvc/internal/password"
+	"authsvc/internal/users"
 )
 
 // benchUsersFile returns a users file for the load benchmarks: the one
@@ -31,13 +32,13 @@ func benchUsersFile(b *testing.B, n int) string {
 		hashes[k] = h
 	}
 	groups := [][]string{{"dev"}, {"dev", "ops"}, {}, {"sales"}}
-	users := make([]User, n)
-	for i := range users {
-		users[i] = User{Username: fmt.Sprintf("user%07d", i), PasswordHash: hashes[i%len(hashes)],
+	list := make([]users.User, n)
+	for i := range list {
+		list[i] = users.User{Username: fmt.Sprintf("user%07d", i), PasswordHash: hashes[i%len(hashes)],
 			Name: fmt.Sprintf("User %d", i), Email: fmt.Sprintf("user%07d@example.com", i), Groups: groups[i%len(groups)]}
 	}
 	path := filepath.Join(b.TempDir(), "users.json")
-	if err := WriteFile(path, users); err != nil {
+	if err := Write(path, list); err != nil {
 		b.Fatal(err)
 	}
 	return path
@@ -50,10 +51,10 @@ func BenchmarkLoadUsers(b *testing.B) {
 	path := benchUsersFile(b, 10_000)
 	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
 	b.ReportAllocs()
-	var d *FileDirectory
+	var d *Directory
 	for b.Loop() {
 		var err error
-		if d, err = OpenFile(path, log); err != nil {
+		if d, err = Open(path, log); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -87,7 +88,7 @@ func writeHeapProfile(b *testing.B) {
 func BenchmarkReloadUsers(b *testing.B) {
 	path := benchUsersFile(b, 10_000)
 	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
-	d, err := OpenFile(path, log)
+	d, err := Open(path, log)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func BenchmarkAddUser(b *testing.B) {
 		b.Fatal(err)
 	}
 	path := filepath.Join(b.TempDir(), "users.json")
-	d := NewFile(path, slog.New(slog.DiscardHandler))
+	d := New(path, slog.New(slog.DiscardHandler))
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
@@ -117,7 +118,7 @@ func BenchmarkAddUser(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		if err := d.Add(b.Context(), User{Username: "newbie", PasswordHash: testHash}); err != nil {
+		if err := d.Add(b.Context(), users.User{Username: "newbie", PasswordHash: testHash}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,10 +1,13 @@
-package users
+package usersfile
 
 import (
+	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"authsvc/internal/password"
+	"authsvc/internal/users"
 )
 
 // An indexBuilder builds a userIndex entry by entry, as the users file is
@@ -13,10 +16,10 @@ import (
 // reload of a large file allocates little beyond its new map.
 type indexBuilder struct {
 	x          *userIndex
-	prev       map[string]*Account // the index replaced; nil on a first load
+	prev       map[string]*users.Account // the index replaced; nil on a first load
 	prevGroups map[string][]string
-	key        []byte   // scratch: an interning key
-	slowest    *Account // the first user with the most work
+	key        []byte         // scratch: an interning key
+	slowest    *users.Account // the first user with the most work
 	prevIndex  *userIndex
 	cuts       cutoffs         // the cut-offs file's records, applied to each entry
 	deleted    map[string]bool // names of the deleted users' entries left out, for duplicates
@@ -25,7 +28,7 @@ type indexBuilder struct {
 // newIndexBuilder returns a builder of an index of about n users, replacing prev (may be nil).
 func newIndexBuilder(prev *userIndex, n int) *indexBuilder {
 	b := &indexBuilder{
-		x:         &userIndex{byName: make(map[string]*Account, n), groups: make(map[string][]string)},
+		x:         &userIndex{byName: make(map[string]*users.Account, n), groups: make(map[string][]string)},
 		prevIndex: prev,
 	}
 	if prev != nil {
@@ -42,14 +45,14 @@ func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
 		return b.leaveOut(i, e)
 	}
 	old := b.prev[string(e.username)]
-	var u *Account
+	var u *users.Account
 	var hashErr error
 	if old == nil {
 		// Made first, so that its name is checked in the Account's own
 		// copy; its hash's error waits for the checks before it.
 		p := e.parts(b.intern(e.groups))
-		u, hashErr = MakeAccount(&p, nil)
-		if err := CheckUsername(u.Username()); err != nil {
+		u, hashErr = users.MakeAccount(&p, nil)
+		if err := users.CheckUsername(u.Username()); err != nil {
 			return fmt.Errorf("users[%d]: %w", i, err)
 		}
 	}
@@ -64,7 +67,7 @@ func (b *indexBuilder) add(i int, e *rawEntry, _ []byte) error {
 // loads or is refused whole, whoever is in it.
 func (b *indexBuilder) leaveOut(i int, e *rawEntry) error {
 	name := string(e.username)
-	if err := CheckUsername(name); err != nil {
+	if err := users.CheckUsername(name); err != nil {
 		return fmt.Errorf("users[%d]: %w", i, err)
 	}
 	if _, dup := b.x.byName[name]; dup || b.deleted[name] {
@@ -74,10 +77,10 @@ func (b *indexBuilder) leaveOut(i int, e *rawEntry) error {
 		b.deleted = make(map[string]bool)
 	}
 	b.deleted[name] = true
-	if err := CheckDjangoHash(e.djangoHash); err != nil {
+	if err := users.CheckDjangoHash(e.djangoHash); err != nil {
 		return fmt.Errorf("%s: django_hash: %v", entryAt(i, name), err)
 	}
-	if err := CheckFactors(e.factors); err != nil {
+	if err := users.CheckFactors(e.factors); err != nil {
 		return fmt.Errorf("%s: mfa: %v", entryAt(i, name), err)
 	}
 	if _, err := password.ParseHash(string(e.hash)); err != nil {
@@ -90,16 +93,16 @@ func (b *indexBuilder) leaveOut(i int, e *rawEntry) error {
 // old is the replaced index's user of that name, if any; u, if not nil, is
 // the user e makes, and hashErr its hash's error (MakeAccount). The index
 // keeps e.factors itself (every decoder makes it afresh).
-func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account, hashErr error) error {
-	if err := CheckDjangoHash(e.djangoHash); err != nil {
+func (b *indexBuilder) put(i int, e *rawEntry, old, u *users.Account, hashErr error) error {
+	if err := users.CheckDjangoHash(e.djangoHash); err != nil {
 		return fmt.Errorf("%s: django_hash: %v", entryAt(i, string(e.username)), err)
 	}
-	if err := CheckFactors(e.factors); err != nil {
+	if err := users.CheckFactors(e.factors); err != nil {
 		return fmt.Errorf("%s: mfa: %v", entryAt(i, string(e.username)), err)
 	}
 	if u == nil {
 		p := e.parts(b.intern(e.groups))
-		u, hashErr = MakeAccount(&p, old)
+		u, hashErr = users.MakeAccount(&p, old)
 	}
 	if hashErr != nil {
 		return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username()), hashErr)
@@ -110,7 +113,7 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *Account, hashErr error) e
 	switch {
 	case e.factors != nil:
 		if b.x.factors == nil {
-			b.x.factors = make(map[string]*Factors)
+			b.x.factors = make(map[string]*users.Factors)
 		}
 		b.x.factors[u.Username()] = e.factors
 	case b.x.factors != nil:
@@ -129,11 +132,11 @@ func (b *indexBuilder) finish() (*userIndex, error) {
 	if b.slowest != nil {
 		slowest = b.slowest.Hash()
 	}
-	var prev *SlowestCheck
+	var prev *users.SlowestCheck
 	if b.prevIndex != nil {
 		prev = b.prevIndex.slowest
 	}
-	c, err := NewSlowestCheck(slowest, prev)
+	c, err := users.NewSlowestCheck(slowest, prev)
 	if err != nil {
 		return nil, err
 	}
@@ -165,14 +168,14 @@ func (b *indexBuilder) intern(groups [][]byte) []string {
 }
 
 // parts returns what e makes an Account of, with its groups interned.
-func (e *rawEntry) parts(groups []string) AccountParts {
-	return AccountParts{Username: e.username, PasswordHash: e.hash, Name: e.name, Email: e.email, Groups: groups,
+func (e *rawEntry) parts(groups []string) users.AccountParts {
+	return users.AccountParts{Username: e.username, PasswordHash: e.hash, Name: e.name, Email: e.email, Groups: groups,
 		Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter, FailuresAfter: e.failuresAfter,
 		PasswordGeneration: e.generation, MFA: e.factors}
 }
 
 // rawUser returns u as an entry of the users file.
-func rawUser(u *User) *rawEntry {
+func rawUser(u *users.User) *rawEntry {
 	e := &rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
 		admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter, failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration}
 	if u.DjangoHash != "" {
@@ -184,3 +187,54 @@ func rawUser(u *User) *rawEntry {
 	}
 	return e
 }
+
+// cutsBetween calls cut for every user of old whose tokens died in new
+// (CutOf), new read at readAt. Users added are not told: a name used again
+// after a deletion was told as deleted.
+func cutsBetween(old, new *userIndex, readAt time.Time, cut func(users.Cut)) {
+	if old == nil || cut == nil {
+		return
+	}
+	for name, was := range old.byName {
+		if c, ok := users.CutOf(name, was, new.byName[name], readAt); ok {
+			cut(c)
+		}
+	}
+}
+
+// A userIndex is an immutable snapshot of a directory's users as the server
+// uses them; a reload builds a new one and swaps it in whole.
+type userIndex struct {
+	byName  map[string]*users.Account
+	slowest *users.SlowestCheck
+	groups  map[string][]string // interned group lists, by indexBuilder.intern's key
+	// factors are the second factors of the users that have an mfa entry,
+	// apart from their Accounts, which stay small: nil while no one has
+	// any, so a large file without them costs nothing more.
+	factors map[string]*users.Factors
+}
+
+// newUserIndex builds an index of validated users, reusing prev's slowest
+// check when the slowest hash's scheme and parameters have not changed.
+// The index keeps users' MFA values, not copies: they must be its own.
+func newUserIndex(list []users.User, prev *userIndex) (*userIndex, error) {
+	b := newIndexBuilder(prev, len(list))
+	for i := range list {
+		e := rawUser(&list[i])
+		if err := b.put(i, e, b.prev[list[i].Username], nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	return b.finish()
+}
+
+// Lookup returns the user named username, or ErrNotFound.
+func (x *userIndex) Lookup(_ context.Context, username string) (*users.Account, error) {
+	if u := x.byName[username]; u != nil {
+		return u, nil
+	}
+	return nil, users.ErrNotFound
+}
+
+// Slowest returns what a failed login against this index costs.
+func (x *userIndex) Slowest() *users.SlowestCheck { return x.slowest }

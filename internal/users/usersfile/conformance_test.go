@@ -1,4 +1,4 @@
-package users_test
+package usersfile_test
 
 import (
 	"io"
@@ -7,18 +7,19 @@ import (
 	"testing"
 
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 	"authsvc/internal/users/userstest"
 )
 
 func TestFileDirectoryConformance(t *testing.T) {
 	userstest.Run(t, func(t *testing.T) func() users.Directory {
 		path := filepath.Join(t.TempDir(), "users.json")
-		if err := users.WriteFile(path, nil); err != nil {
+		if err := usersfile.Write(path, nil); err != nil {
 			t.Fatal(err)
 		}
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		return func() users.Directory {
-			d, err := users.OpenFile(path, log)
+			d, err := usersfile.Open(path, log)
 			if err != nil {
 				t.Fatal(err)
 			}

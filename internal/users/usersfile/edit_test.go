@@ -1,4 +1,4 @@
-package users
+package usersfile
 
 import (
 	"bytes"
@@ -13,11 +13,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"authsvc/internal/users"
 )
 
 // TestEditCopiesEntriesVerbatim: an edit copies the entries it does not
 // touch byte for byte, whatever their layout, and writes the one it
-// touches as WriteFile would.
+// touches as Write would.
 func TestEditCopiesEntriesVerbatim(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "users.json")
 	alice := `{"username":"alice",  "password_hash": "` + testHash + `", "\u0061dmin": true, "name": "A\u003cB"}`
@@ -26,11 +28,11 @@ func TestEditCopiesEntriesVerbatim(t *testing.T) {
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := NewFile(path, slog.New(slog.DiscardHandler))
-	if err := d.Update(context.Background(), "bob", func(u *User) error { u.Name = "Bob"; return nil }); err != nil {
+	d := New(path, slog.New(slog.DiscardHandler))
+	if err := d.Update(context.Background(), "bob", func(u *users.User) error { u.Name = "Bob"; return nil }); err != nil {
 		t.Fatalf("Update(bob) = %v", err)
 	}
-	if err := d.Add(context.Background(), User{Username: "dave", PasswordHash: testHash}); err != nil {
+	if err := d.Add(context.Background(), users.User{Username: "dave", PasswordHash: testHash}); err != nil {
 		t.Fatalf("Add(dave) = %v", err)
 	}
 	data, err := os.ReadFile(path)
@@ -44,47 +46,47 @@ func TestEditCopiesEntriesVerbatim(t *testing.T) {
 			t.Errorf("users file after Update(bob), Add(dave) = %s; want it to hold %q", data, want)
 		}
 	}
-	users, err := ReadFile(path)
-	if err != nil || len(users) != 4 || !users[0].Admin || users[0].Name != "A<B" || users[1].Name != "Bob" || users[3].Username != "dave" {
-		t.Errorf("ReadFile after the edits = %+v, %v; want alice (admin, A<B), Bob, carol, dave", users, err)
+	list, err := Read(path)
+	if err != nil || len(list) != 4 || !list[0].Admin || list[0].Name != "A<B" || list[1].Name != "Bob" || list[3].Username != "dave" {
+		t.Errorf("Read after the edits = %+v, %v; want alice (admin, A<B), Bob, carol, dave", list, err)
 	}
 }
 
-// TestEditLayoutUnchanged: editing a file WriteFile wrote gives the
-// file WriteFile would write for the result.
+// TestEditLayoutUnchanged: editing a file Write wrote gives the
+// file Write would write for the result.
 func TestEditLayoutUnchanged(t *testing.T) {
 	dir := t.TempDir()
 	path := writeManyUsers(t, dir, 30, nil)
-	d := NewFile(path, slog.New(slog.DiscardHandler))
+	d := New(path, slog.New(slog.DiscardHandler))
 	if err := d.Delete(context.Background(), "user0007"); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Add(context.Background(), User{Username: "zed", PasswordHash: testHash, Groups: []string{"dev"}}); err != nil {
+	if err := d.Add(context.Background(), users.User{Username: "zed", PasswordHash: testHash, Groups: []string{"dev"}}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(path)
-	users, err := ReadFile(path)
+	list, err := Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := filepath.Join(dir, "want.json")
-	if err := WriteFile(want, users); err != nil {
+	if err := Write(want, list); err != nil {
 		t.Fatal(err)
 	}
 	if w, _ := os.ReadFile(want); !bytes.Equal(got, w) {
-		t.Errorf("file after Delete and Add =\n%s\nwant WriteFile's\n%s", got, w)
+		t.Errorf("file after Delete and Add =\n%s\nwant Write's\n%s", got, w)
 	}
-	if len(users) != 30 || findUser(users, "user0007") >= 0 || users[29].Username != "zed" {
-		t.Errorf("users after Delete(user0007), Add(zed) = %d, user0007 at %d, last %q; want 30, -1, zed", len(users), findUser(users, "user0007"), users[29].Username)
+	if len(list) != 30 || findUser(list, "user0007") >= 0 || list[29].Username != "zed" {
+		t.Errorf("users after Delete(user0007), Add(zed) = %d, user0007 at %d, last %q; want 30, -1, zed", len(list), findUser(list, "user0007"), list[29].Username)
 	}
 	// Down to none and back.
-	for _, u := range users {
+	for _, u := range list {
 		if err := d.Delete(context.Background(), u.Username); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got, _ := os.ReadFile(path); string(got) != "{\n  \"users\": []\n}\n" {
-		t.Errorf("file after deleting everyone = %q; want WriteFile's empty file", got)
+		t.Errorf("file after deleting everyone = %q; want Write's empty file", got)
 	}
 }
 
@@ -92,7 +94,7 @@ func TestEditLayoutUnchanged(t *testing.T) {
 // edit's own errors, and nothing is written either way.
 func TestEditErrors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "users.json")
-	d := NewFile(path, slog.New(slog.DiscardHandler))
+	d := New(path, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name, doc string
@@ -100,28 +102,28 @@ func TestEditErrors(t *testing.T) {
 		want      string
 	}{
 		{"taken, then a bad hash", usersJSON(okAlice, entry("bob", hashField("hunter2"))),
-			func() error { return d.Add(ctx, User{Username: "alice", PasswordHash: testHash}) },
+			func() error { return d.Add(ctx, users.User{Username: "alice", PasswordHash: testHash}) },
 			path + `: users[1] ("bob"): password_hash: not a supported password hash`},
 		{"taken", usersJSON(okAlice, entry("bob", hashField(testHash))),
-			func() error { return d.Add(ctx, User{Username: "bob", PasswordHash: testHash}) },
+			func() error { return d.Add(ctx, users.User{Username: "bob", PasswordHash: testHash}) },
 			`user "bob": user already exists`},
 		{"duplicate names", usersJSON(okAlice, entry("bob", hashField(testHash)), entry("bob", hashField(testHash))),
-			func() error { return d.Add(ctx, User{Username: "carol", PasswordHash: testHash}) },
+			func() error { return d.Add(ctx, users.User{Username: "carol", PasswordHash: testHash}) },
 			path + `: users[2] ("bob"): username: duplicate of users[1]`},
 		{"bad hash, then a bad name", usersJSON(entry("alice", hashField("hunter2")), entry("bob smith", hashField(testHash))),
-			func() error { return d.Add(ctx, User{Username: "carol", PasswordHash: testHash}) },
+			func() error { return d.Add(ctx, users.User{Username: "carol", PasswordHash: testHash}) },
 			path + `: users[0] ("alice"): password_hash: not a supported password hash`},
 		{"bad name, then a bad hash", usersJSON(okAlice, entry("bob smith", hashField(testHash)), entry("carol", hashField("hunter2"))),
-			func() error { return d.Add(ctx, User{Username: "dave", PasswordHash: testHash}) },
+			func() error { return d.Add(ctx, users.User{Username: "dave", PasswordHash: testHash}) },
 			path + `: users[1]: username "bob smith"`},
 		{"missing", usersJSON(okAlice),
 			func() error { return d.Delete(ctx, "bob") },
 			`user "bob": no such user`},
 		{"change fails", usersJSON(okAlice),
-			func() error { return d.Update(ctx, "alice", func(*User) error { return errors.New("refused") }) },
+			func() error { return d.Update(ctx, "alice", func(*users.User) error { return errors.New("refused") }) },
 			`refused`},
 		{"broken JSON", usersJSON(okAlice) + "x",
-			func() error { return d.Update(ctx, "alice", func(*User) error { return nil }) },
+			func() error { return d.Update(ctx, "alice", func(*users.User) error { return nil }) },
 			path + `: not a users file: data after the top-level object`},
 		{"unknown field", usersJSON(okAlice, entry("bob", hashField(testHash), `"Admin": true`)),
 			func() error { return d.Delete(ctx, "alice") },
@@ -146,14 +148,14 @@ func TestEditErrors(t *testing.T) {
 // batches; a refused one far into the file still names its entry, and
 // nothing is written.
 func TestEditHashCheckedLate(t *testing.T) {
-	path := writeManyUsers(t, t.TempDir(), 3000, func(u *User) {
+	path := writeManyUsers(t, t.TempDir(), 3000, func(u *users.User) {
 		if u.Username == "user2500" || u.Username == "user2900" {
 			u.PasswordHash = "$2a$03$" + testHash[7:]
 		}
 	})
 	before, _ := os.ReadFile(path)
-	d := NewFile(path, slog.New(slog.DiscardHandler))
-	err := d.Update(context.Background(), "user0001", func(u *User) error { u.Name = "x"; return nil })
+	d := New(path, slog.New(slog.DiscardHandler))
+	err := d.Update(context.Background(), "user0001", func(u *users.User) error { u.Name = "x"; return nil })
 	if want := path + `: users[2500] ("user2500"): password_hash: bcrypt cost 3 is below the minimum 4`; err == nil || err.Error() != want {
 		t.Errorf("Update in a file with a bad hash at users[2500] = %v; want %q", err, want)
 	}
@@ -169,16 +171,16 @@ func TestAddAllStreaming(t *testing.T) {
 	if err := os.WriteFile(path, []byte(usersJSON(okAlice, entry("bob", hashField(testHash)))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := NewFile(path, slog.New(slog.DiscardHandler))
-	add := []User{{Username: "carol", PasswordHash: testHash}, {Username: "bob", PasswordHash: testHash, Name: "Other"},
+	d := New(path, slog.New(slog.DiscardHandler))
+	add := []users.User{{Username: "carol", PasswordHash: testHash}, {Username: "bob", PasswordHash: testHash, Name: "Other"},
 		{Username: "carol", PasswordHash: testHash, Name: "Again"}, {Username: "dave", PasswordHash: testHash}}
 	existing, err := d.AddAll(context.Background(), add)
 	if want := []string{"bob", "carol"}; err != nil || !reflect.DeepEqual(existing, want) {
 		t.Errorf("AddAll = %q, %v; want %q, nil", existing, err, want)
 	}
-	users, err := ReadFile(path)
+	list, err := Read(path)
 	var names []string
-	for _, u := range users {
+	for _, u := range list {
 		names = append(names, u.Username+"/"+u.Name)
 	}
 	if want := []string{"alice/", "bob/", "carol/", "dave/"}; err != nil || !reflect.DeepEqual(names, want) {
@@ -186,33 +188,33 @@ func TestAddAllStreaming(t *testing.T) {
 	}
 }
 
-// TestWriteFileAsMarshalIndent: WriteFile, which streams entry by entry,
+// TestWriteFileAsMarshalIndent: Write, which streams entry by entry,
 // writes json.MarshalIndent's file for the whole document, byte for byte:
 // nil groups as null, HTML characters escaped, no users as [].
 func TestWriteFileAsMarshalIndent(t *testing.T) {
 	dir := t.TempDir()
 	when := time.Date(2026, 11, 25, 3, 4, 5, 6, time.UTC)
-	many := make([]User, 3000) // past a write chunk
+	many := make([]users.User, 3000) // past a write chunk
 	for i := range many {
-		many[i] = User{Username: fmt.Sprintf("user%04d", i), PasswordHash: testHash, Name: strings.Repeat("n", i%300), Groups: []string{"dev"}}
+		many[i] = users.User{Username: fmt.Sprintf("user%04d", i), PasswordHash: testHash, Name: strings.Repeat("n", i%300), Groups: []string{"dev"}}
 	}
 	for _, tt := range []struct {
 		name  string
-		users []User
+		users []users.User
 	}{
 		{"nil", nil},
-		{"none", []User{}},
-		{"odd fields", []User{
+		{"none", []users.User{}},
+		{"odd fields", []users.User{
 			{Username: "alice", PasswordHash: testHash, Name: "A<B> & \u2028 zoë", Email: "a@example.com"},
 			{Username: "bob", PasswordHash: testHash, Groups: []string{}, Admin: true, Disabled: true, TokensAfter: when, PasswordGeneration: 7, FailuresAfter: when},
 		}},
 		{"many", many},
 	} {
 		doc := struct {
-			Users []User `json:"users"`
+			Users []users.User `json:"users"`
 		}{tt.users}
 		if doc.Users == nil {
-			doc.Users = []User{}
+			doc.Users = []users.User{}
 		}
 		want, err := json.MarshalIndent(doc, "", "  ")
 		if err != nil {
@@ -220,19 +222,19 @@ func TestWriteFileAsMarshalIndent(t *testing.T) {
 		}
 		want = append(want, '\n')
 		path := filepath.Join(dir, tt.name+".json")
-		if err := WriteFile(path, tt.users); err != nil {
-			t.Fatalf("WriteFile(%s) = %v", tt.name, err)
+		if err := Write(path, tt.users); err != nil {
+			t.Fatalf("Write(%s) = %v", tt.name, err)
 		}
 		got, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("WriteFile(%s) =\n%.2000s\nwant MarshalIndent's\n%.2000s", tt.name, got, want)
+			t.Errorf("Write(%s) =\n%.2000s\nwant MarshalIndent's\n%.2000s", tt.name, got, want)
 		}
 		for _, u := range tt.users {
 			if u.Username == "alice" && u.Groups != nil {
-				t.Errorf("WriteFile made alice's nil groups %q in its argument", u.Groups)
+				t.Errorf("Write made alice's nil groups %q in its argument", u.Groups)
 			}
 		}
 	}
@@ -243,7 +245,7 @@ func TestWriteFileAsMarshalIndent(t *testing.T) {
 // since, and that a load would refuse, refuses the edit.
 func TestEditChecksHashesNotLoaded(t *testing.T) {
 	path := writeManyUsers(t, t.TempDir(), 10, nil)
-	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	d, err := Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +259,7 @@ func TestEditChecksHashesNotLoaded(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = d.Update(context.Background(), "user0005", func(u *User) error { u.Name = "Five"; return nil })
+	err = d.Update(context.Background(), "user0005", func(u *users.User) error { u.Name = "Five"; return nil })
 	if err == nil || !strings.Contains(err.Error(), `users[0] ("user0000"): password_hash`) {
 		t.Errorf("Update through a loaded directory of a file with a bad hash since = %v; want user0000's password_hash refused", err)
 	}
@@ -272,14 +274,14 @@ func TestEditChecksHashesNotLoaded(t *testing.T) {
 // collect: before loaded hashes were skipped, every hash parsed again.
 func BenchmarkEditLoaded100k(b *testing.B) {
 	path := writeManyUsers(b, b.TempDir(), 100_000, nil)
-	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	d, err := Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		failed, err := d.UpdateAll(context.Background(), map[string]func(*User) error{
-			"user0005": func(u *User) error { u.Name = fmt.Sprint(i); return nil },
+		failed, err := d.UpdateAll(context.Background(), map[string]func(*users.User) error{
+			"user0005": func(u *users.User) error { u.Name = fmt.Sprint(i); return nil },
 		})
 		if err != nil || len(failed) != 0 {
 			b.Fatal(failed, err)

@@ -1,4 +1,4 @@
-package users
+package usersfile
 
 import (
 	"bytes"
@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/users"
 )
 
 // byCutoffAlone is a session stamp that SessionUser judges by the cut-off
 // alone, not by the password generation: what these tests are about.
-const byCutoffAlone = MaxSessionGeneration + 1
+const byCutoffAlone = users.MaxSessionGeneration + 1
 
 // TestCutoffsSurviveCopyBack: every change that kills tokens (delete,
 // disable, a password change, logout) leaves its cut-off outside the users
@@ -24,28 +25,28 @@ const byCutoffAlone = MaxSessionGeneration + 1
 // user added again under a deleted name keeps the deleted one's cut-off
 // (issue 19, point 7). A deleted user does not come back at all (issue 28).
 func TestCutoffsSurviveCopyBack(t *testing.T) {
-	hash := mustHash(t, "pw", passwordtest.Cost)
+	hash := passwordtest.MustHash(t, "pw", passwordtest.Cost)
 	for _, tt := range []struct {
 		name   string
-		change func(ctx context.Context, d *FileDirectory) error
+		change func(ctx context.Context, d *Directory) error
 	}{
-		{"delete", func(ctx context.Context, d *FileDirectory) error { return d.Delete(ctx, "alice") }},
-		{"disable", func(ctx context.Context, d *FileDirectory) error {
-			return d.Update(ctx, "alice", func(u *User) error { u.Disabled = true; return nil })
+		{"delete", func(ctx context.Context, d *Directory) error { return d.Delete(ctx, "alice") }},
+		{"disable", func(ctx context.Context, d *Directory) error {
+			return d.Update(ctx, "alice", func(u *users.User) error { u.Disabled = true; return nil })
 		}},
-		{"password change", func(ctx context.Context, d *FileDirectory) error {
-			return d.Update(ctx, "alice", func(u *User) error {
+		{"password change", func(ctx context.Context, d *Directory) error {
+			return d.Update(ctx, "alice", func(u *users.User) error {
 				u.PasswordHash, u.TokensAfter, u.PasswordGeneration = hash, time.Now(), u.PasswordGeneration+1
 				return nil
 			})
 		}},
-		{"logout", func(ctx context.Context, d *FileDirectory) error {
-			return d.Update(ctx, "alice", func(u *User) error { u.TokensAfter = time.Now(); return nil })
+		{"logout", func(ctx context.Context, d *Directory) error {
+			return d.Update(ctx, "alice", func(u *users.User) error { u.TokensAfter = time.Now(); return nil })
 		}},
-		{"disable among others", func(ctx context.Context, d *FileDirectory) error {
-			failed, err := d.UpdateAll(ctx, map[string]func(*User) error{
-				"alice": func(u *User) error { u.Disabled = true; return nil },
-				"bob":   func(u *User) error { return nil },
+		{"disable among others", func(ctx context.Context, d *Directory) error {
+			failed, err := d.UpdateAll(ctx, map[string]func(*users.User) error{
+				"alice": func(u *users.User) error { u.Disabled = true; return nil },
+				"bob":   func(u *users.User) error { return nil },
 			})
 			if len(failed) != 1 {
 				t.Errorf("UpdateAll(alice, bob) failures = %v; want bob's alone", failed)
@@ -57,18 +58,18 @@ func TestCutoffsSurviveCopyBack(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "users.json")
 			issued := time.Now().Add(-time.Minute) // a session of alice's, before the change
-			if err := WriteFile(path, []User{{Username: "alice", PasswordHash: hash, Groups: []string{}, TokensAfter: issued.Add(-time.Hour)}}); err != nil {
+			if err := Write(path, []users.User{{Username: "alice", PasswordHash: hash, Groups: []string{}, TokensAfter: issued.Add(-time.Hour)}}); err != nil {
 				t.Fatal(err)
 			}
 			older, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+			d, err := Open(path, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if u, _ := SessionUser(ctx, d, "alice", issued, byCutoffAlone); u == nil {
+			if u, _ := users.SessionUser(ctx, d, "alice", issued, byCutoffAlone); u == nil {
 				t.Fatalf("SessionUser(alice) before the change = nil; want alice")
 			}
 			before := time.Now()
@@ -81,13 +82,13 @@ func TestCutoffsSurviveCopyBack(t *testing.T) {
 			if err := d.Reload(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if u, _ := SessionUser(ctx, d, "alice", issued, byCutoffAlone); u != nil {
+			if u, _ := users.SessionUser(ctx, d, "alice", issued, byCutoffAlone); u != nil {
 				t.Errorf("SessionUser(alice, a token issued before the change) after the older file is back = alice; want nil (dead stays dead)")
 			}
 			u, err := d.Lookup(ctx, "alice")
 			if tt.name == "delete" {
 				// Not back at all (TestDeletionsAndDisablesSurviveCopyBack).
-				if !errors.Is(err, ErrNotFound) {
+				if !errors.Is(err, users.ErrNotFound) {
 					t.Errorf("Lookup(alice), deleted, after the older file is back = %v, %v; want ErrNotFound", u, err)
 				}
 				return
@@ -111,12 +112,12 @@ func TestCutoffsSurviveCopyBack(t *testing.T) {
 func TestTombstoneKeptByAdd(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "users.json")
-	hash := mustHash(t, "pw", passwordtest.Cost)
-	alice := User{Username: "alice", PasswordHash: hash, Groups: []string{}}
-	if err := WriteFile(path, []User{alice}); err != nil {
+	hash := passwordtest.MustHash(t, "pw", passwordtest.Cost)
+	alice := users.User{Username: "alice", PasswordHash: hash, Groups: []string{}}
+	if err := Write(path, []users.User{alice}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	d, err := Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,10 +125,10 @@ func TestTombstoneKeptByAdd(t *testing.T) {
 	if err := d.Delete(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.AddAll(ctx, []User{alice}); err != nil {
+	if _, err := d.AddAll(ctx, []users.User{alice}); err != nil {
 		t.Fatal(err)
 	}
-	if u, _ := SessionUser(ctx, d, "alice", issued, byCutoffAlone); u != nil {
+	if u, _ := users.SessionUser(ctx, d, "alice", issued, byCutoffAlone); u != nil {
 		t.Errorf("SessionUser(alice, a token of the deleted alice) after alice is added again = alice; want nil")
 	}
 }
@@ -138,15 +139,15 @@ func TestTombstoneKeptByAdd(t *testing.T) {
 func TestCutoffsFile(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "users.json")
-	hash := mustHash(t, "pw", passwordtest.Cost)
-	if err := WriteFile(path, []User{{Username: "alice", PasswordHash: hash, Groups: []string{}}, {Username: "bob", PasswordHash: hash, Groups: []string{}}}); err != nil {
+	hash := passwordtest.MustHash(t, "pw", passwordtest.Cost)
+	if err := Write(path, []users.User{{Username: "alice", PasswordHash: hash, Groups: []string{}}, {Username: "bob", PasswordHash: hash, Groups: []string{}}}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	d, err := Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Update(ctx, "alice", func(u *User) error { u.TokensAfter = time.Now(); return nil }); err != nil {
+	if err := d.Update(ctx, "alice", func(u *users.User) error { u.TokensAfter = time.Now(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	cuts := CutoffsPath(path)
@@ -159,7 +160,7 @@ func TestCutoffsFile(t *testing.T) {
 	if err := d.Reload(ctx); err != nil {
 		t.Fatalf("Reload with a record cut short at the end = %v; want nil", err)
 	}
-	if err := d.Update(ctx, "bob", func(u *User) error { u.TokensAfter = time.Now(); return nil }); err != nil {
+	if err := d.Update(ctx, "bob", func(u *users.User) error { u.TokensAfter = time.Now(); return nil }); err != nil {
 		t.Fatalf("Update(bob) after a record cut short = %v; want nil", err)
 	}
 	data, err := os.ReadFile(cuts)
@@ -187,8 +188,8 @@ func TestCutoffsFile(t *testing.T) {
 func TestCutoffsAppliedByReferenceParser(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "users.json")
-	hash := mustHash(t, "pw", passwordtest.Cost)
-	if err := WriteFile(path, []User{{Username: "alice", PasswordHash: hash, Groups: []string{}}}); err != nil {
+	hash := passwordtest.MustHash(t, "pw", passwordtest.Cost)
+	if err := Write(path, []users.User{{Username: "alice", PasswordHash: hash, Groups: []string{}}}); err != nil {
 		t.Fatal(err)
 	}
 	written, err := os.ReadFile(path)
@@ -196,12 +197,12 @@ func TestCutoffsAppliedByReferenceParser(t *testing.T) {
 		t.Fatal(err)
 	}
 	older := bytes.Replace(written, []byte(`"users"`), []byte(`"\u0075sers"`), 1)
-	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	d, err := Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	issued := time.Now()
-	if err := d.Update(ctx, "alice", func(u *User) error { u.TokensAfter = time.Now(); return nil }); err != nil {
+	if err := d.Update(ctx, "alice", func(u *users.User) error { u.TokensAfter = time.Now(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, older, 0o600); err != nil {
@@ -210,7 +211,7 @@ func TestCutoffsAppliedByReferenceParser(t *testing.T) {
 	if err := d.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if u, _ := SessionUser(ctx, d, "alice", issued, byCutoffAlone); u != nil {
+	if u, _ := users.SessionUser(ctx, d, "alice", issued, byCutoffAlone); u != nil {
 		t.Errorf("SessionUser(alice, a token from before logout) after an older file for the reference parser is back = alice; want nil")
 	}
 }
@@ -222,12 +223,12 @@ func TestUpdateAllOneWrite(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := writeManyUsers(t, dir, 20, nil)
-	// user0003 as a hand edit left it: a layout WriteFile would not make.
+	// user0003 as a hand edit left it: a layout Write would not make.
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := ReadFile(path)
+	list, err := Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,19 +240,19 @@ func TestUpdateAllOneWrite(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	d, err := Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	changes := map[string]func(*User) error{
-		"user0003": func(u *User) error { u.Name = "never written"; return errors.New("refused") },
+	changes := map[string]func(*users.User) error{
+		"user0003": func(u *users.User) error { u.Name = "never written"; return errors.New("refused") },
 	}
 	for _, name := range []string{"user0001", "user0005", "user0009"} {
-		changes[name] = func(u *User) error { u.TokensAfter = now; return nil }
+		changes[name] = func(u *users.User) error { u.TokensAfter = now; return nil }
 	}
-	changes["user0007"] = func(u *User) error { u.Disabled = true; return nil }
-	changes["user0011"] = func(u *User) error { u.Name = "Eleven"; return nil }
+	changes["user0007"] = func(u *users.User) error { u.Disabled = true; return nil }
+	changes["user0011"] = func(u *users.User) error { u.Name = "Eleven"; return nil }
 	failed, err := d.UpdateAll(ctx, changes)
 	if err != nil || len(failed) != 1 || failed["user0003"] == nil {
 		t.Fatalf("UpdateAll = %v, %v; want user0003's failure alone", failed, err)
@@ -286,9 +287,9 @@ func TestUpdateAllOneWrite(t *testing.T) {
 		{"every change failing", true, 1},
 		{"nothing to change", false, 1},
 	} {
-		changes := map[string]func(*User) error{"nobody": func(*User) error { return nil }}
+		changes := map[string]func(*users.User) error{"nobody": func(*users.User) error { return nil }}
 		if tt.failing {
-			changes["user0002"] = func(u *User) error { u.Admin = true; return errors.New("refused") }
+			changes["user0002"] = func(u *users.User) error { u.Admin = true; return errors.New("refused") }
 		}
 		if _, err := d.UpdateAll(ctx, changes); err != nil {
 			t.Errorf("UpdateAll with %s = %v; want nil", tt.name, err)
@@ -317,22 +318,22 @@ func TestUpdateAllReferenceParser(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	d, err := Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	refused := errors.New("refused")
-	if _, err := d.UpdateAll(ctx, map[string]func(*User) error{
-		"user0001": func(u *User) error { u.Groups[0] = "changed in place"; u.Admin = true; return refused },
+	if _, err := d.UpdateAll(ctx, map[string]func(*users.User) error{
+		"user0001": func(u *users.User) error { u.Groups[0] = "changed in place"; u.Admin = true; return refused },
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if d.Writes() != 0 {
 		t.Errorf("Writes() after an UpdateAll whose one change failed = %d; want 0", d.Writes())
 	}
-	failed, err := d.UpdateAll(ctx, map[string]func(*User) error{
-		"user0001": func(u *User) error { u.Groups[0] = "changed in place"; u.Admin = true; return refused },
-		"user0002": func(u *User) error { u.Disabled = true; return nil },
+	failed, err := d.UpdateAll(ctx, map[string]func(*users.User) error{
+		"user0001": func(u *users.User) error { u.Groups[0] = "changed in place"; u.Admin = true; return refused },
+		"user0002": func(u *users.User) error { u.Disabled = true; return nil },
 	})
 	if err != nil || len(failed) != 1 || !errors.Is(failed["user0001"], refused) {
 		t.Fatalf("UpdateAll = %v, %v; want user0001's failure alone", failed, err)
@@ -340,7 +341,7 @@ func TestUpdateAllReferenceParser(t *testing.T) {
 	if d.Writes() != 1 {
 		t.Errorf("Writes() after one UpdateAll = %d; want 1", d.Writes())
 	}
-	list, err := ReadFile(path)
+	list, err := Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,10 +364,10 @@ func TestDeletionsAndDisablesSurviveCopyBack(t *testing.T) {
 		t.Run(map[bool]string{false: "fast parser", true: "reference parser"}[reference], func(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "users.json")
-			hash := mustHash(t, "pw", passwordtest.Cost)
+			hash := passwordtest.MustHash(t, "pw", passwordtest.Cost)
 			// Cut-offs an hour ago, as an add or a logout left them.
 			long := time.Now().Add(-time.Hour)
-			if err := WriteFile(path, []User{
+			if err := Write(path, []users.User{
 				{Username: "alice", PasswordHash: hash, Groups: []string{}, TokensAfter: long},
 				{Username: "bob", PasswordHash: hash, Groups: []string{}, TokensAfter: long},
 				{Username: "carol", PasswordHash: hash, Groups: []string{}},
@@ -377,11 +378,11 @@ func TestDeletionsAndDisablesSurviveCopyBack(t *testing.T) {
 			if reference { // a file the fast parser leaves whole to encoding/json
 				older = bytes.Replace(older, []byte(`"users"`), []byte(`"\u0075sers"`), 1)
 			}
-			d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+			d, err := Open(path, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
-			disable := func(u *User) error { u.Disabled, u.TokensAfter = true, time.Now(); return nil }
+			disable := func(u *users.User) error { u.Disabled, u.TokensAfter = true, time.Now(); return nil }
 			if err := d.Update(ctx, "alice", disable); err != nil {
 				t.Fatal(err)
 			}
@@ -392,20 +393,20 @@ func TestDeletionsAndDisablesSurviveCopyBack(t *testing.T) {
 			wantState(t, d, path, "the file from before `disable alice` and `del bob`", map[string]string{"alice": "disabled", "bob": "absent", "carol": "enabled"})
 
 			// The deleted bob is no one to change, and Add replaces him.
-			if err := d.Update(ctx, "bob", func(u *User) error { u.Name = "Bob"; return nil }); !errors.Is(err, ErrNotFound) {
+			if err := d.Update(ctx, "bob", func(u *users.User) error { u.Name = "Bob"; return nil }); !errors.Is(err, users.ErrNotFound) {
 				t.Errorf("Update(bob), deleted, in a file put back = %v; want ErrNotFound", err)
 			}
-			if err := d.Delete(ctx, "bob"); !errors.Is(err, ErrNotFound) {
+			if err := d.Delete(ctx, "bob"); !errors.Is(err, users.ErrNotFound) {
 				t.Errorf("Delete(bob), deleted, in a file put back = %v; want ErrNotFound", err)
 			}
-			if err := d.Update(ctx, "alice", func(u *User) error { u.Disabled = false; return nil }); err != nil {
+			if err := d.Update(ctx, "alice", func(u *users.User) error { u.Disabled = false; return nil }); err != nil {
 				t.Fatal(err)
 			}
-			if err := d.Add(ctx, User{Username: "bob", PasswordHash: hash, Name: "New Bob", Groups: []string{}, TokensAfter: long}); err != nil {
+			if err := d.Add(ctx, users.User{Username: "bob", PasswordHash: hash, Name: "New Bob", Groups: []string{}, TokensAfter: long}); err != nil {
 				t.Fatalf("Add(bob) over the deleted bob of a file put back = %v; want nil", err)
 			}
 			wantState(t, d, path, "`enable alice` and `add bob`", map[string]string{"alice": "enabled", "bob": "New Bob", "carol": "enabled"})
-			if list, err := ReadFile(path); err != nil || len(list) != 3 {
+			if list, err := Read(path); err != nil || len(list) != 3 {
 				t.Errorf("users file after Add(bob) = %v, %v; want alice, carol and the new bob alone", list, err)
 			}
 			newer := readBytes(t, path)
@@ -429,8 +430,8 @@ func TestDeletionsAndDisablesSurviveCopyBack(t *testing.T) {
 func TestEarlierRecordsLoadAsBefore(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "users.json")
-	hash := mustHash(t, "pw", passwordtest.Cost)
-	if err := WriteFile(path, []User{{Username: "alice", PasswordHash: hash, Groups: []string{}}, {Username: "bob", PasswordHash: hash, Groups: []string{}}}); err != nil {
+	hash := passwordtest.MustHash(t, "pw", passwordtest.Cost)
+	if err := Write(path, []users.User{{Username: "alice", PasswordHash: hash, Groups: []string{}}, {Username: "bob", PasswordHash: hash, Groups: []string{}}}); err != nil {
 		t.Fatal(err)
 	}
 	cut := time.Now().UTC()
@@ -439,7 +440,7 @@ func TestEarlierRecordsLoadAsBefore(t *testing.T) {
 	if err := os.WriteFile(CutoffsPath(path), []byte(records), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	d, err := Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +462,7 @@ func readBytes(t *testing.T, path string) []byte {
 }
 
 // putBack copies data over the users file at path and reloads d.
-func putBack(t *testing.T, d *FileDirectory, path string, data []byte) {
+func putBack(t *testing.T, d *Directory, path string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -474,18 +475,18 @@ func putBack(t *testing.T, d *FileDirectory, path string, data []byte) {
 // wantState checks each user as d has them, as a first load of path has
 // them, and as List has them: "absent", "disabled", "enabled", or the
 // name of an enabled user.
-func wantState(t *testing.T, d *FileDirectory, path, when string, want map[string]string) {
+func wantState(t *testing.T, d *Directory, path, when string, want map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	fresh, err := OpenFile(path, slog.New(slog.DiscardHandler))
+	fresh, err := Open(path, slog.New(slog.DiscardHandler))
 	if err != nil {
-		t.Fatalf("after %s: OpenFile = %v; want it loaded", when, err)
+		t.Fatalf("after %s: Open = %v; want it loaded", when, err)
 	}
 	list, err := d.List(ctx)
 	if err != nil {
 		t.Fatalf("after %s: List = %v", when, err)
 	}
-	if err := Validate(list); err != nil {
+	if err := users.Validate(list); err != nil {
 		t.Errorf("after %s: Validate(List()) = %v", when, err)
 	}
 	listed := map[string]string{}
@@ -495,19 +496,19 @@ func wantState(t *testing.T, d *FileDirectory, path, when string, want map[strin
 	for name, w := range want {
 		for _, dir := range []struct {
 			how string
-			d   *FileDirectory
+			d   *Directory
 		}{{"reload", d}, {"first load", fresh}} {
 			got := "absent"
 			if u, err := dir.d.Lookup(ctx, name); err == nil {
 				info := u.Info()
-				got = state(&User{Name: info.Name, Disabled: u.Disabled()})
-			} else if !errors.Is(err, ErrNotFound) {
+				got = state(&users.User{Name: info.Name, Disabled: u.Disabled()})
+			} else if !errors.Is(err, users.ErrNotFound) {
 				t.Fatal(err)
 			}
 			if got != w {
 				t.Errorf("after %s, %s: %s is %s; want %s", when, dir.how, name, got, w)
 			}
-			if _, ok, _ := Authenticate(ctx, dir.d, name, "pw", verifyHere, nil); ok != (w != "absent" && w != "disabled") {
+			if _, ok, _ := users.Authenticate(ctx, dir.d, name, "pw", passwordtest.Verify, nil); ok != (w != "absent" && w != "disabled") {
 				t.Errorf("after %s, %s: Authenticate(%s) = %v; want %v", when, dir.how, name, ok, !ok)
 			}
 		}
@@ -522,7 +523,7 @@ func wantState(t *testing.T, d *FileDirectory, path, when string, want map[strin
 }
 
 // state is wantState's word for u.
-func state(u *User) string {
+func state(u *users.User) string {
 	switch {
 	case u.Disabled:
 		return "disabled"

@@ -1,4 +1,4 @@
-package users
+package usersfile
 
 import (
 	"context"
@@ -13,22 +13,23 @@ import (
 
 	"authsvc/internal/password"
 	"authsvc/internal/tick"
+	"authsvc/internal/users"
 )
 
-// A FileDirectory is the Directory kept in a JSON users file (users.go has
-// the format): Lookup answers from an index of the file as last loaded, and
-// writes go through EditFile, under the file's lock.
-type FileDirectory struct {
+// A Directory is the users.Directory kept in a JSON users file (the format is
+// in doc.go): Lookup answers from an index of the file as last loaded, and
+// writes go through the streaming editor (edit.go), under the file's lock.
+type Directory struct {
 	path string
 	log  *slog.Logger
 	cur  atomic.Pointer[userIndex] // nil until the first load
 
-	mu       sync.Mutex  // serializes loads; guards seen, refused, hooks, cuts and cutsSeen
-	seen     os.FileInfo // the file as last loaded or refused, to notice changes
-	refused  bool        // the last load failed: the users in force are older than the file
-	hooks    WatchHooks  // Watch's, told of the loads Recheck makes too
-	cuts     cutoffs     // the cut-offs file as last read
-	cutsSeen os.FileInfo // the cut-offs file as last read; nil when there was none
+	mu       sync.Mutex       // serializes loads; guards seen, refused, hooks, cuts and cutsSeen
+	seen     os.FileInfo      // the file as last loaded or refused, to notice changes
+	refused  bool             // the last load failed: the users in force are older than the file
+	hooks    users.WatchHooks // Watch's, told of the loads Recheck makes too
+	cuts     cutoffs          // the cut-offs file as last read
+	cutsSeen os.FileInfo      // the cut-offs file as last read; nil when there was none
 
 	writes atomic.Int64 // replacements of the file by this directory (Writes)
 
@@ -37,17 +38,17 @@ type FileDirectory struct {
 	afterRead func() // a test's hook between reading the file and parsing it
 }
 
-var _ Directory = (*FileDirectory)(nil)
+var _ users.Directory = (*Directory)(nil)
 
-// NewFile returns the directory in the users file at path, not
+// New returns the directory in the users file at path, not
 // yet loaded: the CLI writes through it without reading every user first.
-func NewFile(path string, log *slog.Logger) *FileDirectory {
-	return &FileDirectory{path: path, log: log}
+func New(path string, log *slog.Logger) *Directory {
+	return &Directory{path: path, log: log}
 }
 
-// OpenFile loads the users file at path; an error stops start-up.
-func OpenFile(path string, log *slog.Logger) (*FileDirectory, error) {
-	s := NewFile(path, log)
+// Open loads the users file at path; an error stops start-up.
+func Open(path string, log *slog.Logger) (*Directory, error) {
+	s := New(path, log)
 	if err := s.Reload(context.Background()); err != nil {
 		return nil, err
 	}
@@ -55,7 +56,7 @@ func OpenFile(path string, log *slog.Logger) (*FileDirectory, error) {
 }
 
 // index returns the current snapshot, empty before the first load.
-func (s *FileDirectory) index() *userIndex {
+func (s *Directory) index() *userIndex {
 	if x := s.cur.Load(); x != nil {
 		return x
 	}
@@ -63,9 +64,9 @@ func (s *FileDirectory) index() *userIndex {
 }
 
 // emptyIndex is the index of a directory not yet loaded.
-var emptyIndex = &userIndex{byName: map[string]*Account{}}
+var emptyIndex = &userIndex{byName: map[string]*users.Account{}}
 
-func (s *FileDirectory) Lookup(_ context.Context, username string) (*Account, error) {
+func (s *Directory) Lookup(_ context.Context, username string) (*users.Account, error) {
 	return s.index().Lookup(context.Background(), username)
 }
 
@@ -75,7 +76,7 @@ func (s *FileDirectory) Lookup(_ context.Context, username string) (*Account, er
 // users in force are older than the file, and may be older than the token
 // the caller is judging. A directory never loaded (the CLI's) reads
 // nothing.
-func (s *FileDirectory) Recheck(ctx context.Context, username string) (*Account, error) {
+func (s *Directory) Recheck(ctx context.Context, username string) (*users.Account, error) {
 	if s.cur.Load() != nil {
 		s.recheckMu.Lock()
 		if s.changed() {
@@ -89,7 +90,7 @@ func (s *FileDirectory) Recheck(ctx context.Context, username string) (*Account,
 		refused := s.refused
 		s.mu.Unlock()
 		if refused {
-			return nil, fmt.Errorf("%w: %s was changed and does not load", ErrUnavailable, s.path)
+			return nil, fmt.Errorf("%w: %s was changed and does not load", users.ErrUnavailable, s.path)
 		}
 	}
 	return s.Lookup(ctx, username)
@@ -97,33 +98,33 @@ func (s *FileDirectory) Recheck(ctx context.Context, username string) (*Account,
 
 // Factors answers from the file as last loaded, as Lookup does: the
 // directory's own writes reload it before they return.
-func (s *FileDirectory) Factors(_ context.Context, username string) (*Factors, error) {
+func (s *Directory) Factors(_ context.Context, username string) (*users.Factors, error) {
 	x := s.index()
 	if x.byName[username] == nil {
-		return nil, ErrNotFound
+		return nil, users.ErrNotFound
 	}
 	return x.factors[username].Clone(), nil
 }
 
 // FactorKeys counts the keys of the file as last loaded.
-func (s *FileDirectory) FactorKeys(context.Context) (map[string]int, error) {
+func (s *Directory) FactorKeys(context.Context) (map[string]int, error) {
 	keys := make(map[string]int)
 	for _, f := range s.index().factors {
-		TallyKeyIDs(keys, f)
+		users.TallyKeyIDs(keys, f)
 	}
 	return keys, nil
 }
 
 // String names the directory for messages: the file's path.
-func (s *FileDirectory) String() string { return s.path }
+func (s *Directory) String() string { return s.path }
 
 // Ping answers nil: the users in force are in memory. A reload that fails
 // keeps them (see Reload), so a broken file never makes Lookup fail.
-func (s *FileDirectory) Ping(context.Context) error { return nil }
+func (s *Directory) Ping(context.Context) error { return nil }
 
-func (s *FileDirectory) Len() int { return len(s.index().byName) }
+func (s *Directory) Len() int { return len(s.index().byName) }
 
-func (s *FileDirectory) Slowest() *SlowestCheck {
+func (s *Directory) Slowest() *users.SlowestCheck {
 	x := s.index()
 	if x.slowest == nil {
 		x, _ = newUserIndex(nil, nil) // an unloaded directory still costs a compare
@@ -131,41 +132,41 @@ func (s *FileDirectory) Slowest() *SlowestCheck {
 	return x.slowest
 }
 
-func (s *FileDirectory) Add(ctx context.Context, u User) error {
+func (s *Directory) Add(ctx context.Context, u users.User) error {
 	if u.Groups == nil {
 		u.Groups = []string{}
 	}
 	return s.edit(true, streamEdit{
 		touches: func(name string) bool { return name == u.Username },
-		entry: func(*User) (bool, error) {
-			return false, fmt.Errorf("user %q: %w", u.Username, ErrExists)
+		entry: func(*users.User) (bool, error) {
+			return false, fmt.Errorf("user %q: %w", u.Username, users.ErrExists)
 		},
-		end: func() ([]User, error) { return []User{u}, nil },
+		end: func() ([]users.User, error) { return []users.User{u}, nil },
 	})
 }
 
 // Bootstrap creates the missing users file holding admin alone. An existing
 // file, even an empty or unreadable one, is left to the load to judge.
-func (s *FileDirectory) Bootstrap(ctx context.Context, admin User) (bool, error) {
+func (s *Directory) Bootstrap(ctx context.Context, admin users.User) (bool, error) {
 	if _, err := os.Stat(s.path); !errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	added := false
-	err := EditFile(s.path, true, func(users []User) ([]User, error) {
-		if len(users) > 0 {
-			return users, nil // another process created it meanwhile
+	err := Edit(s.path, true, func(list []users.User) ([]users.User, error) {
+		if len(list) > 0 {
+			return list, nil // another process created it meanwhile
 		}
 		added = true
-		return []User{admin}, nil
+		return []users.User{admin}, nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("create users file: %w", err)
 	}
-	s.writes.Add(1) // EditFile writes even when another process created it meanwhile
+	s.writes.Add(1) // Edit writes even when another process created it meanwhile
 	return added, nil
 }
 
-func (s *FileDirectory) AddAll(ctx context.Context, add []User) ([]string, error) {
+func (s *Directory) AddAll(ctx context.Context, add []users.User) ([]string, error) {
 	var existing []string
 	names, taken := make(map[string]bool, len(add)), make(map[string]bool)
 	for _, u := range add {
@@ -173,13 +174,13 @@ func (s *FileDirectory) AddAll(ctx context.Context, add []User) ([]string, error
 	}
 	err := s.edit(true, streamEdit{
 		touches: func(name string) bool { return names[name] },
-		entry: func(u *User) (bool, error) {
+		entry: func(u *users.User) (bool, error) {
 			taken[u.Username] = true
 			return true, nil
 		},
-		end: func() ([]User, error) {
+		end: func() ([]users.User, error) {
 			existing = existing[:0]
-			var users []User
+			var list []users.User
 			for _, u := range add {
 				if taken[u.Username] {
 					existing = append(existing, u.Username)
@@ -188,17 +189,17 @@ func (s *FileDirectory) AddAll(ctx context.Context, add []User) ([]string, error
 				if u.Groups == nil {
 					u.Groups = []string{}
 				}
-				users = append(users, u)
+				list = append(list, u)
 				taken[u.Username] = true
 			}
-			return users, nil
+			return list, nil
 		},
 	})
 	return existing, err
 }
 
-func (s *FileDirectory) Update(ctx context.Context, username string, change func(*User) error) error {
-	failed, err := s.UpdateAll(ctx, map[string]func(*User) error{username: change})
+func (s *Directory) Update(ctx context.Context, username string, change func(*users.User) error) error {
+	failed, err := s.UpdateAll(ctx, map[string]func(*users.User) error{username: change})
 	if err != nil {
 		return err
 	}
@@ -211,14 +212,14 @@ func (s *FileDirectory) Update(ctx context.Context, username string, change func
 // change that fails, or makes an entry that could not be loaded (its name,
 // its hash), leaves its entry byte for byte as it was; when every change
 // fails nothing is written.
-func (s *FileDirectory) UpdateAll(ctx context.Context, changes map[string]func(*User) error) (map[string]error, error) {
+func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error) (map[string]error, error) {
 	failed := make(map[string]error)
 	var cuts []cutoffRecord    // the tokens the changes kill: each user's issued before its record
 	var enabled []cutoffRecord // the users the changes enable, recorded once the file is written
 	seen := make(map[string]bool, len(changes))
 	err := s.edit(false, streamEdit{
 		touches: func(name string) bool { _, ok := changes[name]; return ok },
-		entry: func(u *User) (bool, error) {
+		entry: func(u *users.User) (bool, error) {
 			name := u.Username
 			seen[name] = true
 			fail := func(err error) (bool, error) {
@@ -243,7 +244,7 @@ func (s *FileDirectory) UpdateAll(ctx context.Context, changes map[string]func(*
 			}
 			event := ""
 			if u.Disabled && !was.Disabled {
-				cut, event = Later(cut, time.Now()), eventDisable
+				cut, event = users.Later(cut, time.Now()), eventDisable
 			}
 			if !cut.IsZero() {
 				cuts = append(cuts, cutoffRecord{Username: name, TokensAfter: cut, Event: event})
@@ -256,10 +257,10 @@ func (s *FileDirectory) UpdateAll(ctx context.Context, changes map[string]func(*
 			}
 			return true, nil
 		},
-		end: func() ([]User, error) {
+		end: func() ([]users.User, error) {
 			for name := range changes {
 				if !seen[name] {
-					failed[name] = fmt.Errorf("user %q: %w", name, ErrNotFound)
+					failed[name] = fmt.Errorf("user %q: %w", name, users.ErrNotFound)
 				}
 			}
 			if len(failed) == len(changes) {
@@ -286,8 +287,8 @@ func (s *FileDirectory) UpdateAll(ctx context.Context, changes map[string]func(*
 
 // checkEntry returns why a changed entry could not be loaded, or nil: its
 // name and its hash, as a load checks them.
-func checkEntry(u *User) error {
-	if err := CheckUsername(u.Username); err != nil {
+func checkEntry(u *users.User) error {
+	if err := users.CheckUsername(u.Username); err != nil {
 		return err
 	}
 	if _, err := password.ParseHash(u.PasswordHash); err != nil {
@@ -296,23 +297,23 @@ func checkEntry(u *User) error {
 	return nil
 }
 
-func (s *FileDirectory) Delete(ctx context.Context, username string) error {
-	var found *User
+func (s *Directory) Delete(ctx context.Context, username string) error {
+	var found *users.User
 	return s.edit(false, streamEdit{
 		touches: func(name string) bool { return name == username },
-		entry: func(u *User) (bool, error) {
+		entry: func(u *users.User) (bool, error) {
 			found = u
 			return false, nil
 		},
-		end: func() ([]User, error) {
+		end: func() ([]users.User, error) {
 			if found == nil {
-				return nil, fmt.Errorf("user %q: %w", username, ErrNotFound)
+				return nil, fmt.Errorf("user %q: %w", username, users.ErrNotFound)
 			}
 			// The tombstone: a copy of an older file, or a later user of
 			// the same name, never brings the deleted user's tokens back;
 			// and an older file's entry of the deleted user, whose
 			// cut-off is before it, whatever the clocks, loads as absent.
-			at := Later(time.Now(), found.TokensAfter.Add(time.Nanosecond))
+			at := users.Later(time.Now(), found.TokensAfter.Add(time.Nanosecond))
 			return nil, appendCutoffs(s.path, cutoffRecord{Username: username, TokensAfter: at, Deleted: true, Event: eventDelete})
 		},
 	})
@@ -325,7 +326,7 @@ func (s *FileDirectory) Delete(ctx context.Context, username string) error {
 // another writer's broken file, say) is logged, and the previous users
 // stay in force until Watch loads a file that validates, as after any
 // refused reload; the edit itself is made, and reported so.
-func (s *FileDirectory) edit(create bool, ed streamEdit) error {
+func (s *Directory) edit(create bool, ed streamEdit) error {
 	ed.loaded = s.cur.Load()
 	ed.cutoffs = func() (cutoffs, error) {
 		s.mu.Lock()
@@ -359,13 +360,13 @@ func (s *FileDirectory) edit(create bool, ed streamEdit) error {
 
 // Writes reports how many times this directory has replaced the users
 // file: what a batch of changes saves, for tests and measurements.
-func (s *FileDirectory) Writes() int64 { return s.writes.Load() }
+func (s *Directory) Writes() int64 { return s.writes.Load() }
 
 // List returns the file's users as a load has them: each with the later
 // of its cut-off and the cut-offs file's, disabled when a record keeps
 // it so, and without the entries of deleted users (cutoffs.apply).
-func (s *FileDirectory) List(context.Context) ([]User, error) {
-	list, err := ReadFile(s.path)
+func (s *Directory) List(context.Context) ([]users.User, error) {
+	list, err := Read(s.path)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +379,7 @@ func (s *FileDirectory) List(context.Context) ([]User, error) {
 
 // Reload replaces the index with the file's current content. On any error
 // the previous users stay in force.
-func (s *FileDirectory) Reload(context.Context) error {
+func (s *Directory) Reload(context.Context) error {
 	_, err := s.load(nil)
 	return err
 }
@@ -386,7 +387,7 @@ func (s *FileDirectory) Reload(context.Context) error {
 // load reads, validates and swaps in the file, tells cut (if not nil) whose
 // tokens the change killed, and returns the file's state as it was just
 // before the read: what was parsed, even when it was refused.
-func (s *FileDirectory) load(cut func(Cut)) (os.FileInfo, error) {
+func (s *Directory) load(cut func(users.Cut)) (os.FileInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refused = true // until this load succeeds
@@ -423,7 +424,7 @@ func (s *FileDirectory) load(cut func(Cut)) (os.FileInfo, error) {
 
 // readCutoffs returns the cut-offs file's records, read again only when
 // the file has changed since the last read. The caller holds s.mu.
-func (s *FileDirectory) readCutoffs() (cutoffs, error) {
+func (s *Directory) readCutoffs() (cutoffs, error) {
 	path := CutoffsPath(s.path)
 	info, err := os.Stat(path)
 	switch {
@@ -446,7 +447,7 @@ func (s *FileDirectory) readCutoffs() (cutoffs, error) {
 // read reads and validates the file in one streaming pass, building its
 // index as it goes, reusing the users of old that did not change, each
 // user's cut-off raised to its record in cuts.
-func (s *FileDirectory) read(old *userIndex, cuts cutoffs) (*userIndex, error) {
+func (s *Directory) read(old *userIndex, cuts cutoffs) (*userIndex, error) {
 	f, err := os.Open(s.path)
 	if err != nil {
 		return nil, err
@@ -463,9 +464,9 @@ func (s *FileDirectory) read(old *userIndex, cuts cutoffs) (*userIndex, error) {
 		s.afterRead()
 	}
 	if err == errStrict { // the reference parser says what is wrong, or builds the index from what it read
-		var users []User
-		if users, err = decodeUsersStrict(f); err == nil {
-			return newUserIndex(cuts.applyAll(users), old)
+		var list []users.User
+		if list, err = decodeUsersStrict(f); err == nil {
+			return newUserIndex(cuts.applyAll(list), old)
 		}
 	}
 	if err != nil {
@@ -480,7 +481,7 @@ func (s *FileDirectory) read(old *userIndex, cuts cutoffs) (*userIndex, error) {
 const bigUsersFile = 10_000
 
 // changed reports whether the file differs from the one last loaded.
-func (s *FileDirectory) changed() bool {
+func (s *Directory) changed() bool {
 	info, err := os.Stat(s.path)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -493,7 +494,7 @@ func (s *FileDirectory) changed() bool {
 
 // Watch reloads on every value from hup and whenever the file changes,
 // checking every interval, until ctx is done, telling hooks what happened.
-func (s *FileDirectory) Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks WatchHooks) {
+func (s *Directory) Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks users.WatchHooks) {
 	s.mu.Lock()
 	s.hooks = hooks
 	s.mu.Unlock()
@@ -514,7 +515,7 @@ func (s *FileDirectory) Watch(ctx context.Context, interval time.Duration, hup <
 	})
 }
 
-func (s *FileDirectory) logReload(why string, hooks WatchHooks) {
+func (s *Directory) logReload(why string, hooks users.WatchHooks) {
 	info, err := s.load(hooks.Cut)
 	if hooks.Reloaded != nil {
 		hooks.Reloaded(err)

@@ -1,4 +1,4 @@
-package users
+package usersfile
 
 import (
 	"bytes"
@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"authsvc/internal/users"
 )
 
 // The users file's fast parser: one streaming pass over the file that
-// validates it exactly as parseUsersStrict does (users.go), decoding the
+// validates it exactly as parseUsersStrict does (read.go), decoding the
 // common shape of an entry itself and leaving everything else to the
 // reference. Errors are the reference's own: an entry the fast decoder
 // does not take is decoded by the reference code, and a file that is not
@@ -36,7 +38,7 @@ type rawEntry struct {
 	tokensAfter, failuresAfter  time.Time
 	generation                  uint64
 	djangoHash                  []byte
-	factors                     *Factors // nil: none; the fast decoder leaves "mfa" to the reference
+	factors                     *users.Factors // nil: none; the fast decoder leaves "mfa" to the reference
 }
 
 // A usersScanner reads a users file from r through its own buffer.
@@ -115,7 +117,7 @@ func (s *usersScanner) duplicate(r io.ReadSeeker, i int, name []byte) error {
 		if first >= 0 || j >= i {
 			return nil
 		}
-		if e, err := s.decode(j, raw); err == nil && string(e.username) == string(name) && CheckUsername(string(name)) == nil {
+		if e, err := s.decode(j, raw); err == nil && string(e.username) == string(name) && users.CheckUsername(string(name)) == nil {
 			first = j
 		}
 		return nil
