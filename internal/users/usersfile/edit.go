@@ -1,16 +1,11 @@
 package usersfile
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"authsvc/internal/password"
 	"authsvc/internal/users"
@@ -112,27 +107,6 @@ func (ed streamEdit) ended() ([]users.User, error) {
 	return added, err
 }
 
-// namedForUsers returns err, if it is about the temporary file that was to
-// replace the users file at path (a full disk, say), as an error about
-// path: the operator knows that file, not the temporary one.
-func namedForUsers(path string, err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) && isUsersTemp(path, pe.Path) {
-		return fmt.Errorf("write %s: %w", path, pe.Err)
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) && isUsersTemp(path, le.Old) {
-		return fmt.Errorf("replace %s: %w", path, le.Err)
-	}
-	return err
-}
-
-// isUsersTemp reports whether name is one of createUsersTemp's files for
-// the users file at path.
-func isUsersTemp(path, name string) bool {
-	return filepath.Dir(name) == filepath.Dir(path) && strings.HasPrefix(filepath.Base(name), "."+filepath.Base(path)+".") && strings.HasSuffix(name, ".tmp")
-}
-
 // apply makes the edit ed in users, decoded whole.
 func (ed streamEdit) apply(list []users.User) ([]users.User, error) {
 	kept := list[:0]
@@ -171,110 +145,108 @@ func copyUsersFile(path string, ed streamEdit) error {
 		return err
 	}
 	defer f.Close()
-	tmp, err := createUsersTemp(path)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
-	w := newUsersWriter(tmp)
-	defer w.stop()
-	var seen map[uint64]bool
-	if ed.loaded != nil {
-		seen = make(map[uint64]bool, len(ed.loaded.byName)+len(ed.loaded.byName)/64)
-	} else {
-		seen = make(map[uint64]bool)
-	}
-	seed := maphash.MakeSeed()
-	var collision bool
-	var editErr error // once the edit fails the rest is validated, not written: a bad file's error comes first, as in editUsers
-	hashes := newHashChecker()
-	err = scanUsersKeep(f, true, func(i int, e *rawEntry, orig []byte) error {
-		// Read's checks: the username, unique, the hash.
-		if err := users.CheckUsername(string(e.username)); err != nil {
-			return fmt.Errorf("users[%d]: %w", i, err)
+	return rewrite(path, func(w *usersWriter) error {
+		if err := copyEntries(f, path, w, ed); err != nil {
+			return err
 		}
-		// Names are told apart by a 64-bit hash: no string a user; two
-		// names that collide send the edit to the reference, which says
-		// exactly (or finds no duplicate).
-		h := maphash.Bytes(seed, e.username)
-		if seen[h] {
-			collision = true
-			return errStrict
+		added, err := ed.ended()
+		if err != nil {
+			return err
 		}
-		seen[h] = true
-		if !ed.loaded.checked(e) {
-			hashes.check(i, e)
-		}
-		switch {
-		case editErr != nil:
-		case !ed.touches(string(e.username)):
-			w.entry(orig)
-		default:
-			u := e.user()
-			if !ed.cuts.applyUser(&u) {
-				break // a deleted user's entry, from an older file put back: no one to edit
+		for i := range added {
+			if err := w.checkedUser(&added[i]); err != nil {
+				return err
 			}
-			keep, err := ed.entry(&u)
-			switch {
-			case err == errAsRead:
-				w.entry(orig)
-				err = nil
-			case err == nil && keep:
-				if err = users.CheckDjangoHash(u.DjangoHash); err != nil {
-					err = fmt.Errorf("user %q: django_hash: %w", u.Username, err)
-				} else if err = users.CheckFactors(u.MFA); err != nil {
-					err = fmt.Errorf("user %q: mfa: %w", u.Username, err)
-				} else {
-					err = w.user(&u)
-				}
-			}
-			editErr = err
 		}
 		return nil
 	})
+}
+
+// A copier copies the entries of a users file to a usersWriter as the
+// scanner reads them, making an edit on the way, with Read's checks of
+// every entry: its username, unique, its hash.
+type copier struct {
+	w      *usersWriter
+	ed     streamEdit
+	hashes *hashChecker
+	// Names are told apart by a 64-bit hash: no string a user; two names
+	// that collide (collision) send the edit to the reference, which says
+	// exactly (or finds no duplicate).
+	seen      map[uint64]bool
+	seed      maphash.Seed
+	collision bool
+	// Once the edit fails the rest is validated, not written: a bad
+	// file's error comes first, as in editUsers.
+	editErr error
+}
+
+// copyEntries copies the entries of f, the users file at path, to w,
+// edited by ed.
+func copyEntries(f *os.File, path string, w *usersWriter, ed streamEdit) error {
+	c := &copier{w: w, ed: ed, hashes: newHashChecker(), seed: maphash.MakeSeed()}
+	if ed.loaded != nil {
+		c.seen = make(map[uint64]bool, len(ed.loaded.byName)+len(ed.loaded.byName)/64)
+	} else {
+		c.seen = make(map[uint64]bool)
+	}
+	err := scanUsersKeep(f, true, c.entry)
 	// A hash is queued only from an entry that passed every other check,
 	// and the scan stops checking at the first entry that does not: a
 	// refused hash is in an earlier entry than any other entry's error.
-	hashErr := hashes.wait()
+	hashErr := c.hashes.wait()
 	var readErr *os.PathError
 	switch {
-	case collision || err == errStrict:
-		tmp.Close()
+	case c.collision || err == errStrict:
 		return errStrict
 	case hashErr != nil && !errors.As(err, &readErr):
-		tmp.Close()
 		return fmt.Errorf("%s: %w", path, hashErr)
 	case err != nil:
-		tmp.Close()
 		return fmt.Errorf("%s: %w", path, err)
-	case editErr != nil:
-		tmp.Close()
-		return editErr
 	}
-	added, err := ed.ended()
-	if err != nil {
-		tmp.Close()
-		return err
+	return c.editErr
+}
+
+// entry is the scan's entrySink: entry i, whose bytes in the file are
+// orig, checked as Read checks it, then copied or edited.
+func (c *copier) entry(i int, e *rawEntry, orig []byte) error {
+	if err := users.CheckUsername(string(e.username)); err != nil {
+		return fmt.Errorf("users[%d]: %w", i, err)
 	}
-	for i := range added {
-		if err := users.CheckDjangoHash(added[i].DjangoHash); err != nil {
-			tmp.Close()
-			return fmt.Errorf("user %q: django_hash: %w", added[i].Username, err)
-		}
-		if err := users.CheckFactors(added[i].MFA); err != nil {
-			tmp.Close()
-			return fmt.Errorf("user %q: mfa: %w", added[i].Username, err)
-		}
-		if err := w.user(&added[i]); err != nil {
-			tmp.Close()
-			return err
-		}
+	h := maphash.Bytes(c.seed, e.username)
+	if c.seen[h] {
+		c.collision = true
+		return errStrict
 	}
-	if err := w.close(); err != nil {
-		tmp.Close()
-		return err
+	c.seen[h] = true
+	if !c.ed.loaded.checked(e) {
+		c.hashes.check(i, e)
 	}
-	return replaceUsersFile(tmp, path)
+	switch {
+	case c.editErr != nil:
+	case !c.ed.touches(string(e.username)):
+		c.w.entry(orig)
+	default:
+		c.editErr = c.edit(e, orig)
+	}
+	return nil
+}
+
+// edit makes the edit of entry e, whose bytes in the file are orig, and
+// writes what it leaves of it.
+func (c *copier) edit(e *rawEntry, orig []byte) error {
+	u := e.user()
+	if !c.ed.cuts.applyUser(&u) {
+		return nil // a deleted user's entry, from an older file put back: no one to edit
+	}
+	keep, err := c.ed.entry(&u)
+	switch {
+	case err == errAsRead:
+		c.w.entry(orig)
+		return nil
+	case err == nil && keep:
+		return c.w.checkedUser(&u)
+	}
+	return err
 }
 
 // A hashChecker checks the password hashes of a users file in a goroutine
@@ -329,108 +301,6 @@ func (c *hashChecker) wait() error {
 	close(c.batches)
 	<-c.done
 	return c.err
-}
-
-// A usersWriter writes a users file entry by entry as Write lays
-// it out (json.MarshalIndent, two spaces). Its writes to the file run in a
-// goroutine of their own, beside the reading: the copy of a large file
-// spends as long in write(2) as in parsing.
-type usersWriter struct {
-	buf  []byte      // filled; handed to the writer at writeChunk bytes
-	full chan []byte // chunks to write
-	free chan []byte // chunks written, for reuse
-	done chan error  // the writer's first error, once full is closed
-	n    int         // entries written
-}
-
-// writeChunk is the size of the writes to the temporary file.
-const writeChunk = 1 << 20
-
-// newUsersWriter returns a writer to f; its caller calls close or stop.
-func newUsersWriter(f io.Writer) *usersWriter {
-	w := &usersWriter{full: make(chan []byte, 2), free: make(chan []byte, 3), done: make(chan error, 1)}
-	for range 3 {
-		w.free <- make([]byte, 0, writeChunk+64<<10)
-	}
-	w.buf = <-w.free
-	full, free, done := w.full, w.free, w.done // stop clears w.full
-	go func() {
-		var err error
-		for b := range full {
-			if err == nil {
-				_, err = f.Write(b)
-			}
-			free <- b[:0]
-		}
-		done <- err
-	}()
-	return w
-}
-
-// entry writes the entry whose JSON, as it is in the file, is orig.
-func (w *usersWriter) entry(orig []byte) {
-	w.buf = append(w.start(), orig...)
-	w.flush(writeChunk)
-}
-
-// user writes u, its nil groups made [].
-func (w *usersWriter) user(u *users.User) error {
-	if u.Groups == nil {
-		u.Groups = []string{}
-	}
-	return w.encode(u)
-}
-
-// encode writes u as it is (nil groups as null, as json.MarshalIndent of
-// the whole file writes them).
-func (w *usersWriter) encode(u *users.User) error {
-	data, err := json.MarshalIndent(u, "    ", "  ")
-	if err != nil {
-		return err
-	}
-	w.buf = append(w.start(), data...)
-	w.flush(writeChunk)
-	return nil
-}
-
-// start appends what comes before an entry and returns the buffer.
-func (w *usersWriter) start() []byte {
-	if w.n == 0 {
-		w.buf = append(w.buf, "{\n  \"users\": ["...)
-	} else {
-		w.buf = append(w.buf, ',')
-	}
-	w.n++
-	return append(w.buf, "\n    "...)
-}
-
-// flush hands the buffer to the writer once it holds at least size bytes.
-func (w *usersWriter) flush(size int) {
-	if len(w.buf) >= size && len(w.buf) > 0 {
-		w.full <- w.buf
-		w.buf = <-w.free
-	}
-}
-
-// close writes the end of the file and waits for every write.
-func (w *usersWriter) close() error {
-	if w.n == 0 {
-		w.buf = append(w.buf, "{\n  \"users\": []\n}\n"...)
-	} else {
-		w.buf = append(w.buf, "\n  ]\n}\n"...)
-	}
-	w.flush(0)
-	return w.stop()
-}
-
-// stop ends the writer goroutine and returns its error; later calls, none.
-func (w *usersWriter) stop() error {
-	if w.full == nil {
-		return nil
-	}
-	close(w.full)
-	w.full = nil
-	return <-w.done
 }
 
 // user returns e as a User, its strings its own.

@@ -1,8 +1,11 @@
 package usersfile
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,8 +21,21 @@ import (
 // done nothing is written. The file is json.MarshalIndent's of the whole
 // document, with a newline, byte for byte, but streamed entry by entry: a
 // million users' file is never a second copy in memory.
-func Write(path string, list []users.User) (err error) {
-	defer func() { err = namedForUsers(path, err) }()
+func Write(path string, list []users.User) error {
+	return namedForUsers(path, rewrite(path, func(w *usersWriter) error {
+		for i := range list {
+			if err := w.encode(&list[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+// rewrite replaces the users file at path, as Write says, by the file
+// write writes to w: every writer of the users file goes through it. When
+// write fails nothing is replaced.
+func rewrite(path string, write func(w *usersWriter) error) error {
 	tmp, err := createUsersTemp(path)
 	if err != nil {
 		return err
@@ -27,11 +43,9 @@ func Write(path string, list []users.User) (err error) {
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
 	w := newUsersWriter(tmp)
 	defer w.stop()
-	for i := range list {
-		if err := w.encode(&list[i]); err != nil {
-			tmp.Close()
-			return err
-		}
+	if err := write(w); err != nil {
+		tmp.Close()
+		return err
 	}
 	if err := w.close(); err != nil {
 		tmp.Close()
@@ -206,4 +220,139 @@ func findUser(list []users.User, username string) int {
 		}
 	}
 	return -1
+}
+
+// namedForUsers returns err, if it is about the temporary file that was to
+// replace the users file at path (a full disk, say), as an error about
+// path: the operator knows that file, not the temporary one.
+func namedForUsers(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && isUsersTemp(path, pe.Path) {
+		return fmt.Errorf("write %s: %w", path, pe.Err)
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) && isUsersTemp(path, le.Old) {
+		return fmt.Errorf("replace %s: %w", path, le.Err)
+	}
+	return err
+}
+
+// isUsersTemp reports whether name is one of createUsersTemp's files for
+// the users file at path.
+func isUsersTemp(path, name string) bool {
+	return filepath.Dir(name) == filepath.Dir(path) && strings.HasPrefix(filepath.Base(name), "."+filepath.Base(path)+".") && strings.HasSuffix(name, ".tmp")
+}
+
+// A usersWriter writes a users file entry by entry as Write lays
+// it out (json.MarshalIndent, two spaces). Its writes to the file run in a
+// goroutine of their own, beside the reading: the copy of a large file
+// spends as long in write(2) as in parsing.
+type usersWriter struct {
+	buf  []byte      // filled; handed to the writer at writeChunk bytes
+	full chan []byte // chunks to write
+	free chan []byte // chunks written, for reuse
+	done chan error  // the writer's first error, once full is closed
+	n    int         // entries written
+}
+
+// writeChunk is the size of the writes to the temporary file.
+const writeChunk = 1 << 20
+
+// newUsersWriter returns a writer to f; its caller calls close or stop.
+func newUsersWriter(f io.Writer) *usersWriter {
+	w := &usersWriter{full: make(chan []byte, 2), free: make(chan []byte, 3), done: make(chan error, 1)}
+	for range 3 {
+		w.free <- make([]byte, 0, writeChunk+64<<10)
+	}
+	w.buf = <-w.free
+	full, free, done := w.full, w.free, w.done // stop clears w.full
+	go func() {
+		var err error
+		for b := range full {
+			if err == nil {
+				_, err = f.Write(b)
+			}
+			free <- b[:0]
+		}
+		done <- err
+	}()
+	return w
+}
+
+// entry writes the entry whose JSON, as it is in the file, is orig.
+func (w *usersWriter) entry(orig []byte) {
+	w.buf = append(w.start(), orig...)
+	w.flush(writeChunk)
+}
+
+// user writes u, its nil groups made [].
+func (w *usersWriter) user(u *users.User) error {
+	if u.Groups == nil {
+		u.Groups = []string{}
+	}
+	return w.encode(u)
+}
+
+// checkedUser writes u, an entry an edit made, once it passes what a
+// load checks of its Django fingerprint and second factors.
+func (w *usersWriter) checkedUser(u *users.User) error {
+	if err := users.CheckDjangoHash(u.DjangoHash); err != nil {
+		return fmt.Errorf("user %q: django_hash: %w", u.Username, err)
+	}
+	if err := users.CheckFactors(u.MFA); err != nil {
+		return fmt.Errorf("user %q: mfa: %w", u.Username, err)
+	}
+	return w.user(u)
+}
+
+// encode writes u as it is (nil groups as null, as json.MarshalIndent of
+// the whole file writes them).
+func (w *usersWriter) encode(u *users.User) error {
+	data, err := json.MarshalIndent(u, "    ", "  ")
+	if err != nil {
+		return err
+	}
+	w.buf = append(w.start(), data...)
+	w.flush(writeChunk)
+	return nil
+}
+
+// start appends what comes before an entry and returns the buffer.
+func (w *usersWriter) start() []byte {
+	if w.n == 0 {
+		w.buf = append(w.buf, "{\n  \"users\": ["...)
+	} else {
+		w.buf = append(w.buf, ',')
+	}
+	w.n++
+	return append(w.buf, "\n    "...)
+}
+
+// flush hands the buffer to the writer once it holds at least size bytes.
+func (w *usersWriter) flush(size int) {
+	if len(w.buf) >= size && len(w.buf) > 0 {
+		w.full <- w.buf
+		w.buf = <-w.free
+	}
+}
+
+// close writes the end of the file and waits for every write.
+func (w *usersWriter) close() error {
+	if w.n == 0 {
+		w.buf = append(w.buf, "{\n  \"users\": []\n}\n"...)
+	} else {
+		w.buf = append(w.buf, "\n  ]\n}\n"...)
+	}
+	w.flush(0)
+	return w.stop()
+}
+
+// stop ends the writer goroutine and returns its error; later calls, none.
+func (w *usersWriter) stop() error {
+	if w.full == nil {
+		return nil
+	}
+	close(w.full)
+	w.full = nil
+	return <-w.done
 }
