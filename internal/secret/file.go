@@ -139,7 +139,7 @@ func Write(path string, k Key) error {
 	if err := os.Link(tmp.Name(), path); err != nil {
 		return fileError(path, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		return fileError(path, err)
 	}
 	return nil
@@ -170,7 +170,11 @@ func LoadOrCreate(path string) (key Key, created bool, err error) {
 	return key, true, nil
 }
 
-func syncDir(dir string) error {
+// SyncDir syncs the directory dir, so that a file just created, linked
+// or renamed in it survives a crash. Every durable write of authsvc's own
+// files ends with it: the key file's here, the users file's and its
+// cut-offs' in package usersfile.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"authsvc/internal/secret"
 	"authsvc/internal/users"
 )
 
@@ -227,7 +228,7 @@ func appendCutoffs(usersPath string, recs ...cutoffRecord) error {
 		return fmt.Errorf("record the cut-off in %s: %w", path, bare(err))
 	}
 	if created {
-		return syncDir(filepath.Dir(path))
+		return secret.SyncDir(filepath.Dir(path))
 	}
 	return nil
 }
@@ -272,14 +273,4 @@ func completeLines(f *os.File) (int64, error) {
 		}
 	}
 	return end, nil
-}
-
-// syncDir syncs the directory dir, so that a file created in it survives a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

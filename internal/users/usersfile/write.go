@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"authsvc/internal/secret"
 	"authsvc/internal/users"
 )
 
@@ -88,12 +89,7 @@ func replaceUsersFile(tmp *os.File, path string) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return secret.SyncDir(filepath.Dir(path))
 }
 
 // keepOwner gives f the owner and group of the file at path, if there is one.
