@@ -497,44 +497,7 @@ func decodeEntry(raw []byte, e *rawEntry) bool {
 			return false
 		}
 		seen |= bit
-		switch {
-		case hasPrefix(b, "null"):
-			b = b[4:] // null leaves the field as it is: zero
-		case dst != nil:
-			if *dst, b, ok = plainString(b); !ok {
-				return false
-			}
-		case bit == 1<<4:
-			if b, ok = decodeGroups(b, e); !ok {
-				return false
-			}
-		case bit == 1<<8:
-			n := 0
-			for n < len(b) && '0' <= b[n] && b[n] <= '9' {
-				n++
-			}
-			g, err := strconv.ParseUint(string(b[:n]), 10, 64)
-			if n == 0 || (n > 1 && b[0] == '0') || err != nil {
-				return false // a sign, a fraction, an exponent or too large: encoding/json says which
-			}
-			e.generation, b = g, b[n:]
-		case bit == 1<<7, bit == 1<<9:
-			t := &e.tokensAfter
-			if bit == 1<<9 {
-				t = &e.failuresAfter
-			}
-			end := stringEnd(b)
-			if end < 0 || t.UnmarshalJSON(b[:end]) != nil {
-				return false
-			}
-			b = b[end:]
-		case hasPrefix(b, "true"):
-			b = b[4:]
-			e.admin = e.admin || bit == 1<<5
-			e.disabled = e.disabled || bit == 1<<6
-		case hasPrefix(b, "false"):
-			b = b[5:]
-		default:
+		if b, ok = decodeValue(b, e, bit, dst); !ok {
 			return false
 		}
 		if len(b) > 0 {
@@ -545,6 +508,50 @@ func decodeEntry(raw []byte, e *rawEntry) bool {
 		}
 	}
 	return true
+}
+
+// decodeValue decodes the value at the start of b into e's field of
+// decodeEntry's bit (dst, if not nil, for a string field) and returns
+// what follows it, reporting false for anything left to the reference.
+func decodeValue(b []byte, e *rawEntry, bit uint16, dst *[]byte) ([]byte, bool) {
+	var ok bool
+	switch {
+	case hasPrefix(b, "null"):
+		return b[4:], true // null leaves the field as it is: zero
+	case dst != nil:
+		*dst, b, ok = plainString(b)
+		return b, ok
+	case bit == 1<<4:
+		return decodeGroups(b, e)
+	case bit == 1<<8:
+		n := 0
+		for n < len(b) && '0' <= b[n] && b[n] <= '9' {
+			n++
+		}
+		g, err := strconv.ParseUint(string(b[:n]), 10, 64)
+		if n == 0 || (n > 1 && b[0] == '0') || err != nil {
+			return b, false // a sign, a fraction, an exponent or too large: encoding/json says which
+		}
+		e.generation = g
+		return b[n:], true
+	case bit == 1<<7, bit == 1<<9:
+		t := &e.tokensAfter
+		if bit == 1<<9 {
+			t = &e.failuresAfter
+		}
+		end := stringEnd(b)
+		if end < 0 || t.UnmarshalJSON(b[:end]) != nil {
+			return b, false
+		}
+		return b[end:], true
+	case hasPrefix(b, "true"):
+		e.admin = e.admin || bit == 1<<5
+		e.disabled = e.disabled || bit == 1<<6
+		return b[4:], true
+	case hasPrefix(b, "false"):
+		return b[5:], true
+	}
+	return b, false
 }
 
 // decodeGroups decodes the array of plain strings at the start of b into e.
