@@ -13,7 +13,8 @@ import (
 // TestREADMECodeMap: the README's code map ("Where things are") names
 // every package of the module: internal/ ones each by its own path, the
 // tooling under bench/ by bench/ as a whole, so that a newcomer finds
-// every folder there.
+// every folder there; and every folder it names exists, so that a move
+// leaves no stale row behind.
 func TestREADMECodeMap(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -31,6 +32,9 @@ func TestREADMECodeMap(t *testing.T) {
 	for _, m := range regexp.MustCompile("(?m)^\\|([^|]*)\\|").FindAllStringSubmatch(section, -1) {
 		for _, p := range regexp.MustCompile("`([^`]+)/`").FindAllStringSubmatch(m[1], -1) {
 			listed[p[1]] = true
+			if fi, err := os.Stat(p[1]); err != nil || !fi.IsDir() {
+				t.Errorf("README.md's code map names %s/, which is no folder", p[1])
+			}
 		}
 	}
 	packages := map[string]bool{}
