@@ -3,8 +3,8 @@
 // users/usersfile, PostgreSQL in users/postgres), the user record and its
 // checks (users.go, account.go, factors.go), Authenticate and SessionUser
 // and the cut rule they share with every backing (CutOf, NextCutoff), the
-// operations on one user and the tokens each ends (ops.go), usernames as
-// Django makes them, and reading a Django dumpdata file into users.
+// operations on one user and the tokens each ends (ops.go), and usernames
+// as Django makes them. Reading a Django dump is internal/djangoimport's.
 //
 // It knows password hashes only through package password (to validate,
 // parse and verify them) and knows nothing of tokens, sessions or HTTP:
