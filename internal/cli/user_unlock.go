@@ -17,8 +17,5 @@ is left as it is.`
 // userUnlock runs "authsvc user unlock USERNAME": it lifts the login
 // throttle's lockout of a user (users.Unlock).
 func userUnlock(ctx context.Context, e *env, args []string) error {
-	f := newUserFlags("user unlock", "USERNAME", userUnlockAbout)
-	return f.withUser(ctx, e, args, func(dir users.Directory, username string) error {
-		return userChanged(users.Unlock(ctx, dir, username), dir, f.Name(), username, "lifted the lockout of", e.stdout)
-	})
+	return changeUser(ctx, e, args, "user unlock", userUnlockAbout, users.Unlock, "lifted the lockout of")
 }
