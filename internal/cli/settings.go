@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,11 +80,17 @@ const (
 	sectionHashing  = "password checking"
 )
 
-// serveSettings returns every serve setting. A function, not a variable:
-// the hashing defaults follow GOMAXPROCS at the time of the call.
+// serveSettings returns every serve setting, in the order --help lists
+// them. A function, not a variable: the hashing defaults follow
+// GOMAXPROCS at the time of the call.
 func serveSettings() []setting {
-	slots := runtime.GOMAXPROCS(0)
-	th := throttle.DefaultConfig()
+	return slices.Concat(serverSettings(), tokenSettings(), httpSettings(),
+		secretSettings(), throttleSettings(), hashingSettings())
+}
+
+// serverSettings returns the settings of where authsvc listens and
+// where its users are.
+func serverSettings() []setting {
 	return []setting{
 		{name: "addr", arg: "ADDR", def: "127.0.0.1:8080", help: "listen address",
 			field: func(c *serveConfig) any { return &c.addr }},
@@ -91,6 +98,12 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.usersPath }},
 		{name: "user-cache", arg: "N", def: 10000, help: "with PostgreSQL: users kept in memory for token checks (the ones in use)",
 			field: func(c *serveConfig) any { return &c.userCache }},
+	}
+}
+
+// tokenSettings returns the settings of the tokens and their store.
+func tokenSettings() []setting {
+	return []setting{
 		{name: "token-ttl", arg: "DURATION", def: 24 * time.Hour, help: "token lifetime; 0 = never expires",
 			field: func(c *serveConfig) any { return &c.tokenTTL }},
 		{name: "token-idle", arg: "DURATION", def: time.Duration(0), help: "a token unused this long dies; 0 = no idle limit",
@@ -103,6 +116,13 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.storeCache }},
 		{name: "max-tokens-per-user", arg: "N", def: 100, help: "live tokens per user; a new login evicts the oldest; 0 = no limit",
 			field: func(c *serveConfig) any { return &c.maxPerUser }},
+	}
+}
+
+// httpSettings returns the settings of reloads, logs, metrics and the
+// HTTP side: browsers, connections, proxies.
+func httpSettings() []setting {
+	return []setting{
 		{name: "reload-interval", arg: "DURATION", def: time.Second, help: "how often the users file is checked for changes",
 			field: func(c *serveConfig) any { return &c.reloadInterval }},
 		{name: "log-format", arg: "FORMAT", def: "text", help: "text or json",
@@ -117,13 +137,27 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.maxConns }},
 		{name: "trusted-proxy", arg: "CIDR", help: "CIDR of a proxy whose X-Forwarded-For is believed; repeatable",
 			field: func(c *serveConfig) any { return &c.trustedRaw }},
+	}
+}
+
+// secretSettings returns the settings of the secret key that seals
+// second factors, and of the enrolment.
+func secretSettings() []setting {
+	return []setting{
 		{name: "secret-key-file", arg: "FILE", def: "", defText: "authsvc.key beside a users file", help: "the secret key that seals second factors (64 hex characters; created with mode 0600 when missing beside a users file that holds no second factor, never replaced); with PostgreSQL none unless given, and enrolment answers 503",
 			field: func(c *serveConfig) any { return &c.secretKeyFile }},
 		{name: "old-secret-key-file", arg: "FILE", help: "a key the secret key replaced, still opening what it sealed (key rotation); repeatable",
 			field: func(c *serveConfig) any { return &c.oldSecretKeyFile }},
 		{name: "mfa-issuer", arg: "NAME", def: "authsvc", help: "the issuer an authenticator app shows for an enrolment",
 			field: func(c *serveConfig) any { return &c.mfaIssuer }},
+	}
+}
 
+// throttleSettings returns the settings of the login throttle, at
+// throttle.DefaultConfig's defaults.
+func throttleSettings() []setting {
+	th := throttle.DefaultConfig()
+	return []setting{
 		{section: sectionThrottle, name: "login-failures", arg: "N", def: th.PairFailures, help: "failed logins per (username, client) before backoff",
 			field: func(c *serveConfig) any { return &c.throttle.PairFailures }},
 		{section: sectionThrottle, name: "login-backoff", arg: "DURATION", def: th.BaseBackoff, help: "first backoff; doubles with each further failure",
@@ -140,7 +174,15 @@ func serveSettings() []setting {
 			field: func(c *serveConfig) any { return &c.throttle.AddrBurst }},
 		{section: sectionThrottle, name: "throttle-entries", arg: "N", def: th.MaxEntries, help: "cap on each throttle table (least recently used evicted)",
 			field: func(c *serveConfig) any { return &c.throttle.MaxEntries }},
+	}
+}
 
+// hashingSettings returns the settings of password checking. A
+// function, not a variable: the defaults of slots follow GOMAXPROCS at
+// the time of the call.
+func hashingSettings() []setting {
+	slots := runtime.GOMAXPROCS(0)
+	return []setting{
 		{section: sectionHashing, name: "hash", arg: "SCHEME", def: "", defText: "argon2id", help: "hash policy for new hashes (password changes, rehash on login): argon2id (m=19 MiB, t=2, p=1) or bcrypt",
 			field: func(c *serveConfig) any { return &c.hashing.scheme }},
 		{section: sectionHashing, name: "cost", arg: "C", def: 0, defText: strconv.Itoa(password.DefaultBcryptCost),
@@ -295,12 +337,12 @@ func writeServeUsage(w io.Writer) {
 	}
 }
 
-// parseServeFlags parses serve's command line, with every setting's
-// AUTHSVC_* variable as its default, and checks the values.
-func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer) (serveConfig, error) {
-	var c serveConfig
-	fs := serveFlagSet(&c)
-	var fromEnv []string
+// serveEnv returns how serve's flags read their AUTHSVC_* variables, and
+// the flags that take a default from one: every flag of fs but the former
+// names. A former name's variable stands in for its new one, which wins; a
+// former name on the command line wins over either, and its variable, when
+// read, is noted in c.deprecated.
+func serveEnv(fs *flag.FlagSet, c *serveConfig, getenv func(string) string) (env func(string) string, fromEnv []string) {
 	renamed := make(map[string]*deprecatedFlag) // by the new name's variable
 	fs.VisitAll(func(f *flag.Flag) {
 		if d, ok := f.Value.(*deprecatedFlag); ok {
@@ -309,9 +351,7 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		}
 		fromEnv = append(fromEnv, f.Name)
 	})
-	// A former name's variable stands in for its new one, which wins; a
-	// former name on the command line wins over either.
-	env := func(name string) string {
+	env = func(name string) string {
 		d, ok := renamed[name]
 		if !ok {
 			return getenv(name)
@@ -330,6 +370,15 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		}
 		return v
 	}
+	return env, fromEnv
+}
+
+// parseServeFlags parses serve's command line, with every setting's
+// AUTHSVC_* variable as its default, and checks the values.
+func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer) (serveConfig, error) {
+	var c serveConfig
+	fs := serveFlagSet(&c)
+	env, fromEnv := serveEnv(fs, &c, getenv)
 	if err := parseFlags(fs, serveHelp, args, env, fromEnv, stdout); err != nil {
 		return c, err
 	}
