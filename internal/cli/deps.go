@@ -86,16 +86,11 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 		}
 	}
 	if d.Users == nil {
-		if isPostgresURL(cfg.usersPath) {
-			pg, err := postgres.Open(context.Background(), cfg.usersPath, cfg.userCache, log)
-			if err != nil {
-				return d, closeDeps, err
-			}
-			closers = append(closers, pg)
-			d.Users = pg
-		} else if d.Users, err = usersfile.Open(cfg.usersPath, log); err != nil {
+		var closeUsers io.Closer
+		if d.Users, closeUsers, err = openServeDirectory(cfg, log); err != nil {
 			return d, closeDeps, err
 		}
+		closers = append(closers, closeUsers)
 	}
 	var th throttle.Throttle
 	if d.Store == nil {
@@ -133,14 +128,37 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 	// Closed first, while the directory is open: the rehashes still
 	// waiting when serve did not get to write them (it does, within its
 	// grace), or a test's.
-	guard := d.Guard
-	closers = append(closers, closerFunc(func() error {
+	closers = append(closers, rehashCloser(d.Guard))
+	return d, closeDeps, nil
+}
+
+// openServeDirectory opens the directory --users names for serve: the
+// PostgreSQL database, which closer releases, or the users file, loaded,
+// whose closer does nothing.
+func openServeDirectory(cfg serveConfig, log *slog.Logger) (dir users.Directory, closer io.Closer, err error) {
+	if isPostgresURL(cfg.usersPath) {
+		pg, err := postgres.Open(context.Background(), cfg.usersPath, cfg.userCache, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return pg, pg, nil
+	}
+	f, err := usersfile.Open(cfg.usersPath, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, closerFunc(func() error { return nil }), nil
+}
+
+// rehashCloser returns a Closer that waits, for shutdownGrace at most, for
+// the rehashes guard has still to write.
+func rehashCloser(guard *httpapi.LoginGuard) io.Closer {
+	return closerFunc(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		guard.CloseRehashes(ctx)
 		return nil
-	}))
-	return d, closeDeps, nil
+	})
 }
 
 // A closerFunc is a Close method.
