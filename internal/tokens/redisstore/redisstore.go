@@ -415,10 +415,13 @@ redis.call('PEXPIREAT', ckey, latest)
 return 0
 `)
 
-// challengeLib is the challenge scripts' common part: parseChallenge
+// challengeLib is the challenge scripts' common part. parseChallenge
 // returns a stored challenge's stamp, issue time and expiry (strings, as
 // stored), its attempts left (a number) and whether it is claimed, or
-// nothing for a value that does not parse.
+// nothing for a value that does not parse. liveChallenge returns the
+// challenge under field of the hash key as stored, then parsed; nothing
+// when there is none, or when it is expired at now (and drops it); and an
+// error reply alone for a value that does not parse.
 const challengeLib = `
 local function parseChallenge(v)
   local s, i, e, n, rest = string.match(v, '^(%d+) (%-?%d+) (%-?%d+) (%d+)(.*)$')
@@ -426,6 +429,22 @@ local function parseChallenge(v)
     return nil
   end
   return s, i, tonumber(e), tonumber(n), rest == ' c'
+end
+
+local function liveChallenge(key, field, now)
+  local v = redis.call('HGET', key, field)
+  if not v then
+    return nil
+  end
+  local s, i, e, n, claimed = parseChallenge(v)
+  if not s then
+    return redis.error_reply('corrupt challenge')
+  end
+  if e <= now then
+    redis.call('HDEL', key, field)
+    return nil
+  end
+  return v, s, i, e, n, claimed
 end
 `
 
@@ -438,19 +457,11 @@ end
 //
 // KEYS[1] user challenges key. ARGV[1] digest hex, ARGV[2] now (Unix ms).
 var tryChallengeScript = redis.NewScript(challengeLib + `
-local v = redis.call('HGET', KEYS[1], ARGV[1])
-if not v then
-  return false
+local v, s, i, e, n, claimed = liveChallenge(KEYS[1], ARGV[1], tonumber(ARGV[2]))
+if type(v) == 'table' then
+  return v
 end
-local s, i, e, n, claimed = parseChallenge(v)
-if not s then
-  return redis.error_reply('corrupt challenge')
-end
-if e <= tonumber(ARGV[2]) then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-  return false
-end
-if claimed or n < 1 then
+if not v or claimed or n < 1 then
   return false
 end
 n = n - 1
@@ -465,19 +476,11 @@ return {s, i, tostring(e), n}
 //
 // KEYS[1] user challenges key. ARGV[1] digest hex, ARGV[2] now (Unix ms).
 var claimChallengeScript = redis.NewScript(challengeLib + `
-local v = redis.call('HGET', KEYS[1], ARGV[1])
-if not v then
-  return 0
+local v, _, _, _, _, claimed = liveChallenge(KEYS[1], ARGV[1], tonumber(ARGV[2]))
+if type(v) == 'table' then
+  return v
 end
-local s, _, e, _, claimed = parseChallenge(v)
-if not s then
-  return redis.error_reply('corrupt challenge')
-end
-if e <= tonumber(ARGV[2]) then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-  return 0
-end
-if claimed then
+if not v or claimed then
   return 0
 end
 redis.call('HSET', KEYS[1], ARGV[1], v .. ' c')
