@@ -123,6 +123,16 @@ type Directory interface {
 	FactorKeys(ctx context.Context) (map[string]int, error)
 }
 
+// UpdateOne is Update as the contract defines it, UpdateAll of one user
+// with its failure returned as its error: the backends' Update calls it.
+func UpdateOne(ctx context.Context, d Directory, username string, change func(*User) error) error {
+	failed, err := d.UpdateAll(ctx, map[string]func(*User) error{username: change})
+	if err != nil {
+		return err
+	}
+	return failed[username]
+}
+
 // WatchHooks tell Watch's caller what a reload did; either may be nil.
 type WatchHooks struct {
 	Reloaded func(err error) // each reload attempt; nil on success

@@ -813,11 +813,7 @@ func (d *Directory) AddAll(ctx context.Context, add []users.User) ([]string, err
 }
 
 func (d *Directory) Update(ctx context.Context, username string, change func(*users.User) error) error {
-	failed, err := d.UpdateAll(ctx, map[string]func(*users.User) error{username: change})
-	if err != nil {
-		return err
-	}
-	return failed[username]
+	return users.UpdateOne(ctx, d, username, change)
 }
 
 // updateUser is the statement UpdateAll writes a changed user with.

@@ -199,11 +199,7 @@ func (s *Directory) AddAll(ctx context.Context, add []users.User) ([]string, err
 }
 
 func (s *Directory) Update(ctx context.Context, username string, change func(*users.User) error) error {
-	failed, err := s.UpdateAll(ctx, map[string]func(*users.User) error{username: change})
-	if err != nil {
-		return err
-	}
-	return failed[username]
+	return users.UpdateOne(ctx, s, username, change)
 }
 
 // UpdateAll changes every user of changes in one rewrite of the file, and
