@@ -267,6 +267,47 @@ func (s *usersScanner) nextNonSpace() int {
 // want reports whether the next byte after white space is c, taking it.
 func (s *usersScanner) want(c byte) bool { return s.nextNonSpace() == int(c) }
 
+// container appends the rest of an object (end '}') or an array (end
+// ']') whose opening byte s has taken and dst ends with: its members,
+// separated by commas, and end.
+func (s *usersScanner) container(dst []byte, end byte, depth int) ([]byte, bool) {
+	if s.peekNonSpace() == int(end) {
+		s.pos++
+		return append(dst, end), true
+	}
+	for {
+		var ok bool
+		if end == '}' {
+			dst, ok = s.member(dst, depth)
+		} else {
+			dst, ok = s.value(dst, depth+1)
+		}
+		if !ok {
+			return dst, false
+		}
+		switch s.nextNonSpace() {
+		case ',':
+			dst = append(dst, ',')
+		case int(end):
+			return append(dst, end), true
+		default:
+			return dst, false
+		}
+	}
+}
+
+// member appends an object's next member, "name":value.
+func (s *usersScanner) member(dst []byte, depth int) ([]byte, bool) {
+	if !s.want('"') {
+		return dst, false
+	}
+	dst, ok := s.str(append(dst, '"'))
+	if !ok || !s.want(':') {
+		return dst, false
+	}
+	return s.value(append(dst, ':'), depth+1)
+}
+
 // value appends the next JSON value, without its white space, to dst, and
 // reports whether it was well-formed as encoding/json's scanner has it.
 func (s *usersScanner) value(dst []byte, depth int) ([]byte, bool) {
@@ -276,51 +317,9 @@ func (s *usersScanner) value(dst []byte, depth int) ([]byte, bool) {
 	c := s.nextNonSpace()
 	switch {
 	case c == '{':
-		dst = append(dst, '{')
-		if s.peekNonSpace() == '}' {
-			s.pos++
-			return append(dst, '}'), true
-		}
-		for {
-			var ok bool
-			if !s.want('"') {
-				return dst, false
-			}
-			if dst, ok = s.str(append(dst, '"')); !ok || !s.want(':') {
-				return dst, false
-			}
-			if dst, ok = s.value(append(dst, ':'), depth+1); !ok {
-				return dst, false
-			}
-			switch s.nextNonSpace() {
-			case ',':
-				dst = append(dst, ',')
-			case '}':
-				return append(dst, '}'), true
-			default:
-				return dst, false
-			}
-		}
+		return s.container(append(dst, '{'), '}', depth)
 	case c == '[':
-		dst = append(dst, '[')
-		if s.peekNonSpace() == ']' {
-			s.pos++
-			return append(dst, ']'), true
-		}
-		for {
-			var ok bool
-			if dst, ok = s.value(dst, depth+1); !ok {
-				return dst, false
-			}
-			switch s.nextNonSpace() {
-			case ',':
-				dst = append(dst, ',')
-			case ']':
-				return append(dst, ']'), true
-			default:
-				return dst, false
-			}
-		}
+		return s.container(append(dst, '['), ']', depth)
 	case c == '"':
 		return s.str(append(dst, '"'))
 	case c == '-' || '0' <= c && c <= '9':
