@@ -1,22 +1,17 @@
 package cli
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"authsvc/internal/httpapi"
 	"authsvc/internal/secret"
 	"authsvc/internal/testservers"
-	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"
 )
 
@@ -59,51 +54,6 @@ func TestAuditThrottleLimitRedis(t *testing.T) {
 	if line := regexp.MustCompile(`msg=login outcome=throttled .*`).FindString(logged.take()); !strings.HasSuffix(line, " limit=pair,user,client") {
 		t.Errorf("audit line = %q; want it to end limit=pair,user,client", line)
 	}
-}
-
-// A failingDirectory is the real users file whose Lookup fails with
-// ErrUnavailable once failAfter's look-ups have been answered, as a
-// PostgreSQL directory does past its grace (5 s after the database last
-// answered), even in the middle of a login: a fault injected into a real
-// directory.
-type failingDirectory struct {
-	*usersfile.Directory
-	lookups atomic.Int64
-	upTo    atomic.Int64 // Lookup fails once lookups passes it
-}
-
-func (d *failingDirectory) Lookup(ctx context.Context, username string) (*users.Account, error) {
-	if d.lookups.Add(1) > d.upTo.Load() {
-		return nil, fmt.Errorf("injected: %w", users.ErrUnavailable)
-	}
-	return d.Directory.Lookup(ctx, username)
-}
-
-// failAfter makes every look-up fail after the next n.
-func (d *failingDirectory) failAfter(n int64) { d.upTo.Store(d.lookups.Load() + n) }
-
-// newFailingEnv returns a test environment on testUsers in a
-// failingDirectory that answers until failAfter is called, with the log,
-// audit lines included, in logged.
-func newFailingEnv(t *testing.T) (e *testEnv, dir *failingDirectory, d httpapi.Deps, logged *syncBuffer) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(path, testUsers(t)); err != nil {
-		t.Fatal(err)
-	}
-	file, err := usersfile.Open(path, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir = &failingDirectory{Directory: file}
-	dir.upTo.Store(math.MaxInt64)
-	logged = new(syncBuffer)
-	d, closeDeps, err := buildDeps(testConfig(path), slog.New(slog.NewTextHandler(logged, nil)), withDirectory(dir))
-	t.Cleanup(closeDeps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testEnv{t: t, handler: httpapi.NewServer(d)}, dir, d, logged
 }
 
 // TestAuditLineBeforeReply: serve writes a login's audit line to stderr

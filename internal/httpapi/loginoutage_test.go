@@ -1,4 +1,4 @@
-package cli
+package httpapi_test
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 // checked the password against the dummy hash: 401, audited as
 // invalid_credentials, with a failure recorded against the user.
 func TestFaultLoginDirectoryLostMidCheck(t *testing.T) {
+	t.Parallel()
 	e, dir, d, logged := newFailingEnv(t)
 	dir.failAfter(1) // the handler's look-up, and not the check's
 	w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT)
