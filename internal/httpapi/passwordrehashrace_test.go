@@ -1,15 +1,13 @@
-package cli
+package httpapi_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
 
-	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
 	"authsvc/internal/testservers"
 	"authsvc/internal/users"
@@ -86,6 +84,7 @@ func raceDirectories(t *testing.T) map[string]func(t *testing.T) users.Directory
 // invalid_credentials for the right current password: 1 in 4 under load
 // after warm, login and a bcrypt user's rehash.
 func TestPasswordChangeRacesRehash(t *testing.T) {
+	t.Parallel()
 	for name, open := range raceDirectories(t) {
 		t.Run(name, func(t *testing.T) {
 			for _, tt := range []struct {
@@ -104,12 +103,10 @@ func TestPasswordChangeRacesRehash(t *testing.T) {
 				t.Run(tt.name, func(t *testing.T) {
 					inner := open(t)
 					dir := &interposedDirectory{Directory: inner}
-					d, closeDeps, err := buildDeps(testConfig(""), slog.New(slog.NewTextHandler(io.Discard, nil)), withDirectory(dir))
-					t.Cleanup(closeDeps)
-					if err != nil {
-						t.Fatal(err)
-					}
-					e := &testEnv{t: t, handler: httpapi.NewServer(d)}
+					e := newTestEnvConfig(t, nil, func(c *envConfig) {
+						c.realTime = true
+						c.directory = func(*usersfile.Directory) users.Directory { return dir }
+					})
 					token := e.login("alice")
 					dir.mu.Lock()
 					dir.between = func() { tt.between(t, e, inner, token) }
