@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"path/filepath"
@@ -69,8 +69,10 @@ func freshTokenFleets() []freshTokenFleet {
 // the rule, the lagging instance took the newer stamp for a dead one and
 // revoked the token for the whole fleet.
 func TestFreshTokenLivesEverywhere(t *testing.T) {
+	t.Parallel()
 	for _, fleet := range freshTokenFleets() {
 		t.Run(fleet.name, func(t *testing.T) {
+			t.Parallel()
 			args := append(fleet.start(t), "--cost", "4", "--login-failures", "100", "--user-failures", "100")
 			baseA, logA, stopA := startServer(t, nil, args...)
 			baseB, logB, stopB := startServer(t, nil, args...)
@@ -131,6 +133,7 @@ func TestFreshTokenLivesEverywhere(t *testing.T) {
 // the instance answers from the directory as it is now instead of 401
 // invalid_credentials, which neither the old state nor the new one gives.
 func TestLaggingInstanceLogsIn(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
@@ -172,6 +175,7 @@ func TestLaggingInstanceLogsIn(t *testing.T) {
 // (found by the model-based test: reset-mfa, then a login on a lagging
 // instance).
 func TestLaggingInstanceFollowsFactors(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
