@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"encoding/json"
@@ -15,6 +15,7 @@ import (
 // TestSessionsAcrossInstances: two instances on one Redis. An admin on A
 // lists and ends one of alice's sessions; that token is dead on B at once.
 func TestSessionsAcrossInstances(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
@@ -46,6 +47,7 @@ func TestSessionsAcrossInstances(t *testing.T) {
 // TestTokenIdleRedis: with the Redis store, a token in use stays alive
 // past the idle limit, and an unused one dies within the limit plus its lag.
 func TestTokenIdleRedis(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
@@ -72,6 +74,7 @@ func TestTokenIdleRedis(t *testing.T) {
 // A re-reads the store before it refuses (and revokes) a token for
 // idleness. Without that, A would end a token in use everywhere.
 func TestTokenIdleFleet(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
