@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"net/http"
@@ -15,6 +15,7 @@ import (
 // 5 s; the throttle counts afresh after it, and other users stay locked
 // (issue 19, point 10).
 func TestUserUnlock(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name   string
 		limits []string // the limit that locks alice after three failures
