@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"encoding/hex"
@@ -29,6 +29,7 @@ var (
 // its devices are not on the kept user, however the dump names them
 // (natural or primary keys) and whichever comes first.
 func TestImportDjangoTwins(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	for _, tt := range []struct {
 		dump          string
@@ -43,7 +44,7 @@ func TestImportDjangoTwins(t *testing.T) {
 			dir := t.TempDir()
 			usersPath := filepath.Join(dir, "users.json")
 			code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django",
-				"--store", redisURL, "--store-prefix", prefix, filepath.Join("testdata/djangotwins", tt.dump))
+				"--store", redisURL, "--store-prefix", prefix, fromRoot(filepath.Join("testdata/djangotwins", tt.dump)))
 			if code != 1 || !strings.Contains(stdout, "users 1 imported, 0 updated, 0 unchanged, 1 skipped; tokens 1 imported, 0 updated, 0 left dead, 1 skipped; factors 2 imported, 0 updated, 0 unchanged, 2 skipped") {
 				t.Errorf("user import = exit %d, stdout %q, stderr:\n%s\nwant exit 1; one user, its key and its two devices imported, the other's skipped", code, stdout, stderr)
 			}
@@ -66,7 +67,7 @@ func TestImportDjangoTwins(t *testing.T) {
 			if !ok || u.MFA == nil || u.MFA.TOTP == nil {
 				t.Fatalf("mallory = %+v; want imported with an authenticator", u)
 			}
-			key, err := secret.Load(filepath.Join(dir, defaultKeyFile))
+			key, err := secret.Load(filepath.Join(dir, "authsvc.key"))
 			if err != nil {
 				t.Fatal(err)
 			}
