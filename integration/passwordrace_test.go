@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"testing"
@@ -10,6 +10,7 @@ import (
 // old hash until it reloads the file) is refused within 5 s and never
 // accepted again (issue 19, point 1: 15 such tokens survived).
 func TestCLIPasswdEndsRacingLogins(t *testing.T) {
+	t.Parallel()
 	path := writeTestUsers(t)
 	base, _, stop := startServer(t, nil, "--users", path, "--reload-interval", "200ms", "--login-failures", "1000", "--user-failures", "1000", "--login-rate", "1000", "--login-burst", "1000", "--password-slots", "4", "--cost", "4")
 	defer stop()
