@@ -5,12 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -593,75 +591,6 @@ func TestCLIVersion(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "", nil, "version")
 	if code != 0 || !strings.HasPrefix(stdout, "authsvc ") || strings.Count(stdout, "\n") != 1 || !strings.HasSuffix(stdout, "\n") || stderr != "" {
 		t.Errorf("version = exit %d, stdout %q, stderr %q; want exit 0 and one line starting \"authsvc \"", code, stdout, stderr)
-	}
-}
-
-// TestCLIConcurrentAdd runs 20 user add processes at once on one file: the
-// lock must keep every entry.
-func TestCLIConcurrentAdd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs 20 processes")
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool:", err)
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "authsvc")
-	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	path := filepath.Join(dir, "users.json")
-
-	const n = 20
-	cmds := make([]*exec.Cmd, n)
-	outs := make([]bytes.Buffer, n)
-	for i := range cmds {
-		cmd := exec.Command(bin, "user", "add", "--users", path, "--cost", "4", fmt.Sprintf("u%02d", i))
-		cmd.Env = []string{} // nothing from the real environment
-		cmd.Stdin = strings.NewReader(fmt.Sprintf("long-enough-pw%02d\n", i))
-		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
-		cmds[i] = cmd
-	}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	errs := make([]error, n)
-	for i, cmd := range cmds {
-		wg.Go(func() {
-			<-start
-			errs[i] = cmd.Run()
-		})
-	}
-	close(start)
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("user add u%02d = %v; want success; output:\n%s", i, err, outs[i].String())
-		}
-	}
-
-	users, err := usersfile.Read(path)
-	if err != nil {
-		t.Fatalf("usersfile.Read after %d concurrent adds = %v", n, err)
-	}
-	seen := make(map[string]bool)
-	for _, u := range users {
-		seen[u.Username] = true
-	}
-	if len(users) != n || len(seen) != n {
-		t.Errorf("after %d concurrent user adds: %d entries, %d distinct; want %d, %d", n, len(users), len(seen), n, n)
-	}
-	for i := range n {
-		name := fmt.Sprintf("u%02d", i)
-		if !seen[name] {
-			t.Errorf("after %d concurrent user adds: %s missing", n, name)
-		}
-	}
-	checkMode(t, path, 0o600)
-	for _, name := range dirNames(t, dir) {
-		if strings.HasSuffix(name, ".tmp") {
-			t.Errorf("temporary file %s left behind", name)
-		}
 	}
 }
 
