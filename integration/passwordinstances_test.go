@@ -1,25 +1,16 @@
-package cli
+package integration
 
 import (
-	"encoding/json"
 	"testing"
 
-	"authsvc/internal/httpapi"
 	"authsvc/internal/users/usersfile"
 )
-
-const newPassphrase = "a brand new passphrase"
-
-// changeBody is a password-change body.
-func changeBody(current, next string) string {
-	b, _ := json.Marshal(httpapi.PasswordRequest{CurrentPassword: current, NewPassword: next})
-	return string(b)
-}
 
 // TestPasswordChangeReachesOtherInstance: two servers read one users file
 // and keep their own tokens; a password change on one is in force on the
 // other within 5 s, and the other's earlier tokens die.
 func TestPasswordChangeReachesOtherInstance(t *testing.T) {
+	t.Parallel()
 	usersPath := t.TempDir() + "/users.json"
 	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
