@@ -8,77 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"authsvc/internal/password"
 	"authsvc/internal/password/passwordtest"
-	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"
 )
 
 // djangoFixture is the real Django 3.2 dump (a verbatim copy of ../shared/fixtures/django); its
 // README lists every user's password. Never edited.
 const djangoFixture = "testdata/django/dumpdata.json"
-
-// TestImportDjangoFixture: every user of the real dump is imported as
-// API.md maps it, logs in with their Django password, is rehashed under
-// the policy on that first login, and keeps the token they got.
-func TestImportDjangoFixture(t *testing.T) {
-	usersPath := filepath.Join(t.TempDir(), "users.json")
-	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", djangoFixture)
-	keyLine := "authsvc: user import: created the secret key file " + filepath.Join(filepath.Dir(usersPath), "authsvc.key")
-	if code != 0 || importedUsers(stdout, false) != 7 || !strings.HasPrefix(stderr, keyLine) || strings.Count(stderr, "\n") != 1 {
-		t.Fatalf("user import of the fixture = exit %d, stdout %q, stderr %q; want exit 0, 7 users, the key file's creation alone on stderr", code, stdout, stderr)
-	}
-	list := mustReadUsers(t, usersPath)
-	for _, want := range []users.User{
-		{Username: "ada", Name: "Ada Lovelace", Email: "ada@example.com", Groups: []string{"engineering", "research"}},
-		{Username: "grace", Name: "Grace Hopper", Email: "grace@example.com", Groups: []string{"engineering"}, Admin: true},
-		{Username: "linus", Name: "Linus", Email: "linus@example.com", Groups: []string{}, Admin: true},
-		{Username: "ken", Name: "Ken Thompson", Groups: []string{"research"}},
-		{Username: "margo", Name: "Margo Seltzer", Email: "margo@example.com", Groups: []string{"research"}, Disabled: true},
-		{Username: "nobodyhome", Groups: []string{}, Disabled: true},
-		{Username: "josé", Name: "José Núñez", Email: "jose@example.com", Groups: []string{"ventas"}},
-	} {
-		got, ok := list[want.Username]
-		if !ok {
-			t.Errorf("%s was not imported", want.Username)
-			continue
-		}
-		if got.Name != want.Name || got.Email != want.Email || strings.Join(got.Groups, ",") != strings.Join(want.Groups, ",") ||
-			got.Admin != want.Admin || got.Disabled != want.Disabled {
-			t.Errorf("imported %s = %+v; want %+v", want.Username, got, want)
-		}
-	}
-
-	base, _, stop := startServer(t, nil, "--users", usersPath) // the default policy: argon2id
-	defer stop()
-	passwords := map[string]string{
-		"ada": "analytical-engine-1843", "grace": "cobol-compiler-1959", "linus": "kernel-monolith-1991",
-		"ken": "unix-timesharing-1969", "josé": "contraseña-segura-42",
-	}
-	imported := mustReadUsers(t, usersPath)
-	tokens := map[string]string{}
-	for user, pw := range passwords {
-		tokens[user] = loginToken(t, base, user, pw)
-	}
-	hashOf := func(user string) string { return mustReadUsers(t, usersPath)[user].PasswordHash }
-	for user, pw := range passwords {
-		// The rehashes are written together, within a second.
-		h, err := password.ParseHash(waitForRehash(t, user, imported[user].PasswordHash, hashOf))
-		if err != nil || h.Scheme() != password.SchemeArgon2id {
-			t.Errorf("%s's hash after the first login = %v, %v; want rehashed to argon2id", user, h, err)
-		}
-		if code, body := getInfo(t, base, tokens[user], ""); code != 200 {
-			t.Errorf("info with %s's token from before the rehash = %d %s; want 200", user, code, body)
-		}
-		loginToken(t, base, user, pw) // the new hash takes the same password
-	}
-	for user, pw := range map[string]string{"margo": "berkeley-db-1996-x", "nobodyhome": "anything-at-all"} {
-		resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"`+user+`","password":"`+pw+`"}`)
-		if resp.StatusCode != 401 {
-			t.Errorf("login of %s (disabled) = %d %s; want 401", user, resp.StatusCode, body)
-		}
-	}
-}
 
 // TestImportDjangoShapes: what the fixture does not show, imported or
 // refused clearly, one stderr line per record left out, exit 1.

@@ -1,4 +1,4 @@
-package cli
+package integration
 
 import (
 	"authsvc/internal/mfa/mfatest"
@@ -16,6 +16,7 @@ import (
 // drift is kept, ralph's 60-second 8-digit device works, whitfield's
 // static tokens are recovery codes, and adi's unconfirmed device is none.
 func TestDjangoOTPLogin(t *testing.T) {
+	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", django42Fixture)
 	if code != 1 || !strings.HasSuffix(stdout, "; factors 4 imported, 0 updated, 0 unchanged, 1 skipped\n") {
