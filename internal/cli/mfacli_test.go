@@ -604,3 +604,31 @@ func TestNoCommandReplacesAKeyFile(t *testing.T) {
 		unchanged("user check")
 	}
 }
+
+// waitInfo polls info with token until it answers want, or fails after 5 s
+// (API.md: changes reach the server within 5 s).
+func waitInfo(t *testing.T, base, token string, want int, why string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, body := getInfo(t, base, token, "")
+		if code == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: info = %d %s; want %d within 5 s", why, code, body, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stillDead checks that token stays 401 over a few reload intervals.
+func stillDead(t *testing.T, base, token, why string) {
+	t.Helper()
+	for range 10 {
+		if code, body := getInfo(t, base, token, ""); code != 401 {
+			t.Fatalf("%s: info = %d %s; want 401: dead stays dead", why, code, body)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
