@@ -18,6 +18,7 @@ import (
 // TestAuditThrottleLimitRedis: with the throttle in Redis, the audit line
 // of a throttled attempt names every limit that refused it.
 func TestAuditThrottleLimitRedis(t *testing.T) {
+	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	path := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(path, testUsers(t)); err != nil {
@@ -61,6 +62,7 @@ func TestAuditThrottleLimitRedis(t *testing.T) {
 // 100 ms late): a process killed right after replying has logged the
 // attempt (issue 19, point 8).
 func TestAuditLineBeforeReply(t *testing.T) {
+	t.Parallel()
 	base, log, stop := startServer(t, nil, "--users", writeTestUsers(t), "--cost", "4")
 	defer stop()
 	for i, pw := range []string{"alice-pw", "wrong", "alice-pw"} {

@@ -396,6 +396,7 @@ func (s *benchServer) publish(tb testing.TB, out string) {
 // the file it publishes names an address that serves and a token of
 // "bench" that the server takes, and no other token.
 func TestBenchServe(t *testing.T) {
+	// Not parallel: bench/run.sh runs it alone, as the server it measures.
 	out := os.Getenv("AUTHSVC_BENCH_SERVE")
 	if out == "" {
 		s := startBenchServer(t, 1000, io.Discard)

@@ -93,6 +93,7 @@ func checkPassword(t *testing.T, hash, password string, want bool) {
 }
 
 func TestCLIUserAdd(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	code, stdout, stderr := runCLI(t, "pw1\nsecond line\n", nil,
 		"user", "add", "--users", path, "--cost", "4", "--name", "Alice Liddell", "--email", "alice@example.com",
@@ -137,6 +138,7 @@ func TestCLIUserAdd(t *testing.T) {
 }
 
 func TestCLIUserAddPassword(t *testing.T) {
+	t.Parallel()
 	p72 := strings.Repeat("x", 72)
 	for _, tt := range []struct {
 		stdin    string
@@ -177,6 +179,7 @@ func TestCLIUserAddPassword(t *testing.T) {
 }
 
 func TestCLIErrors(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		args    []string // "F" is the users file, which holds alice
 		missing bool     // the users file does not exist
@@ -251,6 +254,7 @@ func TestCLIErrors(t *testing.T) {
 // TestCLIHelp: every command's --help prints that command's usage and
 // flags (testdata/cli/*.golden), exits 0 and writes nothing else.
 func TestCLIHelp(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		args   string
 		golden string
@@ -291,6 +295,7 @@ func TestCLIHelp(t *testing.T) {
 // TestREADMEHelp: every --help the README pastes (a console block whose
 // first line is "$ authsvc … --help") is what the command prints today.
 func TestREADMEHelp(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
@@ -309,6 +314,7 @@ func TestREADMEHelp(t *testing.T) {
 }
 
 func TestCLICost(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		cost    string
 		warning bool
@@ -337,6 +343,7 @@ func btoi(b bool) int {
 }
 
 func TestCLIFlagOrder(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	for _, args := range [][]string{
 		{"user", "add", "alice", "--admin", "--users", path, "--cost", "4"},
@@ -359,6 +366,7 @@ func TestCLIFlagOrder(t *testing.T) {
 }
 
 func TestCLIUserPasswd(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	addUser(t, path, "alice", "old", "--name", "Alice", "--group", "dev", "--admin")
 	addUser(t, path, "bob", "bobpw")
@@ -398,6 +406,7 @@ func TestCLIUserPasswd(t *testing.T) {
 }
 
 func TestCLIUserDel(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	addUser(t, path, "alice", "pw")
 	addUser(t, path, "bob", "pw")
@@ -421,6 +430,7 @@ func TestCLIUserDel(t *testing.T) {
 }
 
 func TestCLIUserDisableEnable(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	addUser(t, path, "alice", "pw")
 	addUser(t, path, "bob", "pw")
@@ -447,6 +457,7 @@ func TestCLIUserDisableEnable(t *testing.T) {
 }
 
 func TestCLIUsersEnv(t *testing.T) {
+	// Not parallel: it changes the working directory (t.Chdir).
 	dir := t.TempDir()
 	envPath, flagPath := filepath.Join(dir, "env.json"), filepath.Join(dir, "flag.json")
 	env := map[string]string{"AUTHSVC_USERS": envPath}
@@ -490,6 +501,7 @@ func TestCLIUsersEnv(t *testing.T) {
 }
 
 func TestCLIUserList(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	addUser(t, path, "alice", "pw", "--name", "Alice Liddell", "--email", "alice@example.com", "--group", "dev", "--group", "ops", "--admin")
 	addUser(t, path, "bob", "pw")
@@ -569,6 +581,7 @@ func checkGolden(t *testing.T, name, got string) {
 }
 
 func TestCLIHash(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "s3cret\nnot this\n", nil, "hash", "--cost", "4")
 	if code != 0 {
 		t.Fatalf("hash --cost 4 = exit %d, stderr %q; want 0", code, stderr)
@@ -588,6 +601,7 @@ func TestCLIHash(t *testing.T) {
 }
 
 func TestCLIVersion(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "", nil, "version")
 	if code != 0 || !strings.HasPrefix(stdout, "authsvc ") || strings.Count(stdout, "\n") != 1 || !strings.HasSuffix(stdout, "\n") || stderr != "" {
 		t.Errorf("version = exit %d, stdout %q, stderr %q; want exit 0 and one line starting \"authsvc \"", code, stdout, stderr)
@@ -598,6 +612,7 @@ func TestCLIVersion(t *testing.T) {
 // import --help name every --store form that works, and each form they
 // name opens a store (openStore, which connects to nothing yet).
 func TestHelpNamesEveryStore(t *testing.T) {
+	t.Parallel()
 	forms := map[string]string{ // the form → a URL of it
 		"memory":             "memory",
 		"redis://":           "redis://127.0.0.1:1/0",
@@ -635,6 +650,7 @@ func TestHelpNamesEveryStore(t *testing.T) {
 // is wanted, and every command's errors have one form, "authsvc: COMMAND:
 // message" (COMMAND as typed: serve, hash, user add, …).
 func TestCLIMessages(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
 	addUser(t, path, "alice", "pw")

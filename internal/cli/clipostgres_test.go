@@ -15,6 +15,7 @@ import (
 // stdout and stderr alike, and a connection error is one line (issue 19,
 // point 5: user add and user del printed the whole URL).
 func TestCLIPostgresNeverPrintsPassword(t *testing.T) {
+	t.Parallel()
 	pgURL, _, _ := testservers.Postgres(t)
 	db := testservers.NewDatabase(t, pgURL)
 	// The test server trusts local connections: a password in the URL is
@@ -55,6 +56,7 @@ func TestCLIPostgresNeverPrintsPassword(t *testing.T) {
 // a database no authsvc has set up fail, and leave it as it was; a
 // command that writes sets it up.
 func TestCLIPostgresReadOnlyCommandsDoNotMigrate(t *testing.T) {
+	t.Parallel()
 	pgURL, _, _ := testservers.Postgres(t)
 	db := testservers.NewDatabase(t, pgURL)
 	tables := func() int {

@@ -12,6 +12,7 @@ import (
 // the server loads it: a line that is not a record is exit 1, naming it,
 // on one line; a record cut short at the end is not an error.
 func TestCLICheckReadsCutoffs(t *testing.T) {
+	t.Parallel()
 	path := writeTestUsers(t)
 	mustRunCLI(t, "", "user", "logout", "--users", path, "alice")
 	cuts := usersfile.CutoffsPath(path)

@@ -220,6 +220,7 @@ func checkServeFlags(t *testing.T, what string, args []string, env map[string]st
 }
 
 func TestSystemdUnit(t *testing.T) {
+	t.Parallel()
 	u := parseUnit(t, unitFile)
 	svc := u["Service"]
 	if svc == nil {
@@ -331,6 +332,7 @@ func execForm(t *testing.T, stage []dockerInstr, cmd string) []string {
 }
 
 func TestDockerfile(t *testing.T) {
+	t.Parallel()
 	stage := finalStage(t)
 	entrypoint := execForm(t, stage, "ENTRYPOINT")
 	if len(entrypoint) != 1 {
@@ -397,6 +399,7 @@ func TestDockerfile(t *testing.T) {
 // TestDockerignore: the build context keeps what go build needs, the
 // embedded openapi.json included.
 func TestDockerignore(t *testing.T) {
+	t.Parallel()
 	needed := []string{"go.mod", "go.sum", "internal/httpapi/openapi.json", "internal/password/commonpasswords.txt"}
 	err := filepath.WalkDir(".", func(p string, e fs.DirEntry, err error) error {
 		switch {
@@ -484,6 +487,7 @@ func readCompose(t *testing.T) map[string]*composeService {
 // flags and variables the real serve FlagSet accepts, sharing one
 // PostgreSQL (users) and one Redis (tokens and throttle) of the same file.
 func TestCompose(t *testing.T) {
+	t.Parallel()
 	services := readCompose(t)
 	entrypoint := execForm(t, finalStage(t), "ENTRYPOINT")
 	var fleet []serveConfig
@@ -522,6 +526,7 @@ func TestCompose(t *testing.T) {
 // password is printed by whichever instance sets up the database first, so
 // the logs command asks every instance.
 func TestComposeHeader(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ const djangoFixture = "testdata/django/dumpdata.json"
 // TestImportDjangoShapes: what the fixture does not show, imported or
 // refused clearly, one stderr line per record left out, exit 1.
 func TestImportDjangoShapes(t *testing.T) {
+	t.Parallel()
 	hash := passwordtest.MustHash(t, "pw", testCost)
 	user := func(pk int, fields map[string]any) map[string]any {
 		base := map[string]any{"password": hash, "first_name": "", "last_name": "", "email": "", "is_active": true,
@@ -87,6 +88,7 @@ func TestImportDjangoShapes(t *testing.T) {
 
 // TestUserCheck: user check validates a users file offline.
 func TestUserCheck(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.json"), filepath.Join(dir, "bad.json")
 	usersfile.Write(good, testUsers(t))

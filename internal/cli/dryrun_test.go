@@ -16,6 +16,7 @@ import (
 // file, lock, row or schema), prints what the import would do, and exits as
 // the real run does, with the same lines on stderr (issue 20, point 3).
 func TestImportDryRun(t *testing.T) {
+	t.Parallel()
 	importFixture := func(usersPath string, dryRun bool, extra ...string) (int, string, string) {
 		args := append([]string{"user", "import", "--users", usersPath, "--from", "django"}, extra...)
 		if dryRun {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestEnvName(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ flag, want string }{
 		{"users", "AUTHSVC_USERS"},
 		{"token-ttl", "AUTHSVC_TOKEN_TTL"},
@@ -48,6 +49,7 @@ func parseTestFlags(args []string, env map[string]string) (parsedFlags, string, 
 }
 
 func TestParseFlags(t *testing.T) {
+	t.Parallel()
 	def := parsedFlags{users: "users.json", ttl: time.Hour, positional: []string{}}
 	with := func(change func(p *parsedFlags)) parsedFlags {
 		p := def
@@ -111,6 +113,7 @@ func TestParseFlags(t *testing.T) {
 }
 
 func TestParseFlagsUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		args []string
 		env  map[string]string
@@ -140,6 +143,7 @@ func TestParseFlagsUsageErrors(t *testing.T) {
 }
 
 func TestParseFlagsHelp(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--help"}, {"-help"}, {"-h"}, {"alice", "--help"}, {"--admin", "-h", "--bogus"},
 	} {
@@ -154,6 +158,7 @@ func TestParseFlagsHelp(t *testing.T) {
 }
 
 func TestStringList(t *testing.T) {
+	t.Parallel()
 	var l stringList
 	for _, v := range []string{"a", "b", ""} {
 		if err := l.Set(v); err != nil {
@@ -166,6 +171,7 @@ func TestStringList(t *testing.T) {
 }
 
 func TestParsePrefixes(t *testing.T) {
+	t.Parallel()
 	got, err := parsePrefixes([]string{"10.1.2.3/8", "192.0.2.1", " 2001:db8::/32 "})
 	if err != nil {
 		t.Fatal(err)

@@ -178,6 +178,7 @@ func loginToken(t *testing.T, base, username, password string) string {
 // TestEndToEnd drives the real program over HTTP: bootstrap, login, info,
 // reload on file change and on SIGHUP, graceful shutdown.
 func TestEndToEnd(t *testing.T) {
+	// Not parallel: its SIGHUP reaches every server in the process.
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
 	base, log, stop := startServer(t, map[string]string{"AUTHSVC_USERS": usersPath, "AUTHSVC_RELOAD_INTERVAL": "50ms"})
@@ -266,6 +267,7 @@ func runCLIProgram(t testing.TB, stdin string, args ...string) (int, string, str
 
 // TestServeRefusesBrokenUsersFile: a file that fails to validate stops start-up with its reason.
 func TestServeRefusesBrokenUsersFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	hash, _ := bcrypt.GenerateFromPassword([]byte("x"), testCost)
 	doc := fmt.Sprintf(`{"users":[{"username":"ok","password_hash":%q},{"username":"bad","password_hash":"plain"}]}`, hash)

@@ -22,6 +22,7 @@ import (
 // key. With the right key, the factors are counted, and user check and
 // serve accept the destination.
 func TestImportFileFactorsKey(t *testing.T) {
+	t.Parallel()
 	srcDir := t.TempDir()
 	src := filepath.Join(srcDir, "users.json")
 	if err := usersfile.Write(src, testUsers(t)); err != nil {

@@ -72,6 +72,7 @@ func writeDjangoDump(t *testing.T, dir, name string, records ...djangoUserRecord
 // a changed one replaces it (a legacy form wrapped) and moves the cut-off;
 // without --secret-key-file the import is a usage error.
 func TestImportUpdatePostgres(t *testing.T) {
+	t.Parallel()
 	pgURL, _, _ := testservers.Postgres(t)
 	db := testservers.NewDatabase(t, pgURL)
 	dir := t.TempDir()

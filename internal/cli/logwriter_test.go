@@ -39,6 +39,7 @@ func (b *syncBuffer) take() string {
 }
 
 func TestLogWriter(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var out syncBuffer
 		l := newLogWriter(&out, 100*time.Millisecond)
@@ -63,6 +64,7 @@ func TestLogWriter(t *testing.T) {
 
 // TestLogWriterConcurrentLines: lines written at once come out whole, none lost.
 func TestLogWriterConcurrentLines(t *testing.T) {
+	t.Parallel()
 	var out syncBuffer
 	l := newLogWriter(&out, time.Millisecond)
 	var wg sync.WaitGroup
@@ -91,6 +93,7 @@ func TestLogWriterConcurrentLines(t *testing.T) {
 // TestLogWriterSynced: a line through synced is on the destination when
 // Write returns, after the batched lines before it; batched lines wait.
 func TestLogWriterSynced(t *testing.T) {
+	t.Parallel()
 	var dst syncBuffer
 	l := newLogWriter(&dst, time.Hour)
 	defer l.Close()

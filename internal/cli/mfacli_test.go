@@ -172,6 +172,7 @@ func testResetMFA(t *testing.T, spec string) {
 }
 
 func TestCLIUserResetMFA(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	testResetMFA(t, path)
 	data, err := os.ReadFile(path)
@@ -202,6 +203,7 @@ func TestCLIUserResetMFA(t *testing.T) {
 }
 
 func TestCLIUserResetMFAPostgres(t *testing.T) {
+	t.Parallel()
 	pgURL, _, _ := testservers.Postgres(t)
 	testResetMFA(t, testservers.NewDatabase(t, pgURL))
 }
@@ -209,6 +211,7 @@ func TestCLIUserResetMFAPostgres(t *testing.T) {
 // TestResetMFAEndsTokens: a token of the user issued before user
 // reset-mfa is refused by a running server within 5 s of it.
 func TestResetMFAEndsTokens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
 	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
@@ -308,6 +311,7 @@ func (x *rekeyFixture) checkRekeyed(t *testing.T) {
 }
 
 func TestCLIUserRekey(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	x := newRekeyFixture(t, path)
 	original, err := os.ReadFile(path)
@@ -367,6 +371,7 @@ func TestCLIUserRekey(t *testing.T) {
 // TestCLIUserRekeyPartial: a user whose secret opens under none of the
 // keys is left as it was, and the others are re-sealed.
 func TestCLIUserRekeyPartial(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	x := newRekeyFixture(t, path)
 	mustRunCLI(t, "a long enough passphrase\n", "user", "add", "--users", path, "--cost", "4", "cy")
@@ -388,6 +393,7 @@ func TestCLIUserRekeyPartial(t *testing.T) {
 // TestCLIUserRekeyNewKeyFile: a missing new key file is created (said on
 // stderr), but not by a dry run; --secret-key-file is required.
 func TestCLIUserRekeyNewKeyFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	x := newRekeyFixture(t, path)
 	newPath := filepath.Join(t.TempDir(), "new.key")
@@ -439,6 +445,7 @@ func TestCLIUserRekeyNewKeyFile(t *testing.T) {
 }
 
 func TestCLIUserRekeyPostgres(t *testing.T) {
+	t.Parallel()
 	pgURL, _, _ := testservers.Postgres(t)
 	db := testservers.NewDatabase(t, pgURL)
 	x := newRekeyFixture(t, db)
@@ -459,6 +466,7 @@ func TestCLIUserRekeyPostgres(t *testing.T) {
 // TestCLIUserRekeyDjangoHashes: the summary counts the users whose Django
 // hash fingerprints stay under the old key, which user import needs.
 func TestCLIUserRekeyDjangoHashes(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	x := newRekeyFixture(t, path)
 	dir := usersfile.New(path, slog.New(slog.DiscardHandler))
@@ -485,6 +493,7 @@ func TestCLIUserRekeyDjangoHashes(t *testing.T) {
 // stops with; the old keys of a rotation count as serve's do; and user
 // check never creates a key file.
 func TestUserCheckSecretKey(t *testing.T) {
+	t.Parallel()
 	t.Run("file", func(t *testing.T) {
 		dir := t.TempDir()
 		spec := filepath.Join(dir, "users.json")
@@ -567,6 +576,7 @@ func serveRefusal(t *testing.T, env map[string]string, args ...string) string {
 // and user check use the key it holds or stop, and leave its bytes as they
 // were. A replaced key would lose every factor sealed under it.
 func TestNoCommandReplacesAKeyFile(t *testing.T) {
+	t.Parallel()
 	for _, content := range []string{"", "good", "not a key\n"} {
 		dir := t.TempDir()
 		usersPath := filepath.Join(dir, "users.json")

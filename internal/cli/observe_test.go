@@ -11,6 +11,7 @@ import (
 )
 
 func TestNormalizeOrigins(t *testing.T) {
+	t.Parallel()
 	got, err := normalizeOrigins([]string{"https://app.example.com/", "http://127.0.0.1:3000,http://localhost:8000"})
 	if err != nil || strings.Join(got, " ") != "https://app.example.com http://127.0.0.1:3000 http://localhost:8000" {
 		t.Errorf("normalizeOrigins = %q, %v", got, err)
@@ -24,6 +25,7 @@ func TestNormalizeOrigins(t *testing.T) {
 
 // TestMetricsAddr: with --metrics-addr, /metrics moves off the main listener.
 func TestMetricsAddr(t *testing.T) {
+	t.Parallel()
 	path := writeTestUsers(t)
 	base, log, stop := startServer(t, nil, "--users", path, "--metrics-addr", "127.0.0.1:0")
 	m := log.waitFor(t, regexp.MustCompile(`msg="metrics listening" addr=(\S+)`))
@@ -61,6 +63,7 @@ func writeTestUsers(t *testing.T) string {
 
 // TestNoAccessLog: --access-log=false drops the per-request line and keeps the audit line.
 func TestNoAccessLog(t *testing.T) {
+	t.Parallel()
 	path := writeTestUsers(t)
 	base, log, stop := startServer(t, nil, "--users", path, "--access-log=false")
 	loginToken(t, base, "alice", "alice-pw")

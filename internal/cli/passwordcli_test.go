@@ -13,6 +13,7 @@ import (
 // policy refuses, with exit 1, one line naming the rule and never the
 // password, and the users file untouched.
 func TestCLIPasswordPolicy(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	policyEnv := map[string]string{"AUTHSVC_PASSWORD_MIN_LENGTH": ""} // the default, 12
 	if code, _, stderr := runCLI(t, "correct horse battery\n", policyEnv, "user", "add", "--users", path, "--cost", "4", "alice"); code != 0 {
@@ -60,6 +61,7 @@ func TestCLIPasswordPolicy(t *testing.T) {
 // TestCLIHashPolicy: argon2id by default, bcrypt with --hash bcrypt or
 // --cost alone, and --hash argon2id --cost is a usage error.
 func TestCLIHashPolicy(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		flags  []string
 		scheme string
@@ -100,6 +102,7 @@ func TestCLIHashPolicy(t *testing.T) {
 
 // TestServeHashFlags: serve takes the same rules, from flags or variables.
 func TestServeHashFlags(t *testing.T) {
+	t.Parallel()
 	noenv := func(string) string { return "" }
 	for _, tt := range []struct {
 		args   []string

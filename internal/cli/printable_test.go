@@ -3,6 +3,7 @@ package cli
 import "testing"
 
 func TestPrintable(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ in, want string }{
 		{"", ""},
 		{"Alice Liddell", "Alice Liddell"},

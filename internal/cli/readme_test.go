@@ -16,6 +16,7 @@ import (
 // every folder there; and every folder it names exists, so that a move
 // leaves no stale row behind.
 func TestREADMECodeMap(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -159,6 +159,7 @@ func metricsOf(m *httpapi.Metrics) string {
 // policy is bcrypt at the test cost: argon2id's 19 MiB, twice per user,
 // would take a minute under -race (TestRehashWrittenAtShutdown has it).
 func TestRehashWaveBatched(t *testing.T) {
+	t.Parallel()
 	const n, batch = 200, 50
 	path := writeImportedUsers(t, n)
 	policy := testConfig(path).hashPolicy
@@ -200,6 +201,7 @@ func TestRehashWaveBatched(t *testing.T) {
 // TestRehashWrittenAtShutdown: the rehashes still waiting when the server
 // is told to stop are written before it returns.
 func TestRehashWrittenAtShutdown(t *testing.T) {
+	t.Parallel()
 	path := writeImportedUsers(t, 3)
 	imported := mustReadUsers(t, path)[waveUser(0)].PasswordHash
 	srv := startWaveServer(t, path, password.DefaultHashPolicy(), func(g *httpapi.LoginGuard) { g.RehashDelay = time.Hour })
@@ -244,6 +246,7 @@ func (d *stallingDirectory) UpdateAll(ctx context.Context, changes map[string]fu
 // once, no hash in the log) and its user keeps the old hash, to be
 // rehashed at a later login; the rest are written.
 func TestRehashQueueBounded(t *testing.T) {
+	t.Parallel()
 	const batch, n = 2, 2 + 4*2 + 1
 	ctx := context.Background()
 	old := passwordtest.MustHash(t, "pw", testCost) // bcrypt at the test cost, under a policy one above it

@@ -21,6 +21,7 @@ import (
 
 // TestUsageListsEveryServeFlag keeps --help and the serve flags in step, both ways.
 func TestUsageListsEveryServeFlag(t *testing.T) {
+	t.Parallel()
 	var c serveConfig
 	fs := serveFlagSet(&c)
 	defined := make(map[string]bool)
@@ -46,6 +47,7 @@ func TestUsageListsEveryServeFlag(t *testing.T) {
 // TestREADMEFlagTable keeps the README's table of server flags and
 // serveSettings in step: every row's flag, default and variable, both ways.
 func TestREADMEFlagTable(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +74,7 @@ func TestREADMEFlagTable(t *testing.T) {
 }
 
 func TestParseServeFlags(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"AUTHSVC_TOKEN_TTL": "1h", "AUTHSVC_TRUSTED_PROXY": "10.0.0.0/8,192.0.2.1", "AUTHSVC_LOGIN_FAILURES": "7"}
 	getenv := func(k string) string { return env[k] }
 	c, err := parseServeFlags([]string{"--login-failures", "3", "--cors-origin", "https://a.example"}, getenv, io.Discard)
@@ -101,6 +104,7 @@ func TestParseServeFlags(t *testing.T) {
 // TestServeMaxConns: with --max-conns 4 and four idle keep-alive
 // connections open, a new client is still served, and an idle one is shed.
 func TestServeMaxConns(t *testing.T) {
+	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
 		t.Fatal(err)
@@ -156,6 +160,7 @@ func TestServeMaxConns(t *testing.T) {
 // note that serve logs; the new names win over the old variables, and a
 // flag on the command line over any variable.
 func TestDeprecatedFlagNames(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name      string
 		args      []string
@@ -192,6 +197,7 @@ func TestDeprecatedFlagNames(t *testing.T) {
 
 // TestDeprecatedFlagLogged: serve logs a former name's note as a warning.
 func TestDeprecatedFlagLogged(t *testing.T) {
+	t.Parallel()
 	usersPath := writeTestUsers(t)
 	_, log, stop := startServer(t, nil, "--users", usersPath, "--bcrypt-slots", "1")
 	log.waitFor(t, regexp.MustCompile(`level=WARN msg="--bcrypt-slots is deprecated; use --password-slots"`))
