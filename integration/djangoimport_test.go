@@ -46,7 +46,7 @@ func TestImportDjangoFixture(t *testing.T) {
 		}
 	}
 
-	base, _, stop := startServer(t, nil, "--users", usersPath) // the default policy: argon2id
+	base, _, stop := serveBinary(t, nil, "--users", usersPath) // the default policy: argon2id
 	defer stop()
 	passwords := map[string]string{
 		"ada": "analytical-engine-1843", "grace": "cobol-compiler-1959", "linus": "kernel-monolith-1991",

@@ -26,7 +26,7 @@ func TestDjangoOTPLogin(t *testing.T) {
 	if code != 1 || !strings.HasSuffix(stdout, "; factors 0 imported, 0 updated, 4 unchanged, 1 skipped\n") {
 		t.Fatalf("user import --update again = exit %d, %q; want 1, the 4 devices unchanged\n%s", code, stdout, stderr)
 	}
-	base, log, stop := startServer(t, nil, "--users", usersPath, "--cost", "4")
+	base, log, stop := serveBinary(t, nil, "--users", usersPath, "--cost", "4")
 	defer func() {
 		stop()
 		if t.Failed() {
