@@ -24,6 +24,7 @@ func TestUserUnlock(t *testing.T) {
 		{"per user", []string{"--user-failures", "3"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			path := writeTestUsers(t)
 			args := append([]string{"--users", path, "--cost", "4", "--reload-interval", "100ms", "--login-rate", "1000", "--login-burst", "1000"}, tt.limits...)
 			base, _, stop := startServer(t, nil, args...)
@@ -32,6 +33,7 @@ func TestUserUnlock(t *testing.T) {
 		})
 	}
 	t.Run("two instances on one Redis throttle", func(t *testing.T) {
+		t.Parallel()
 		redisURL, _, _ := testservers.Redis(t)
 		path := filepath.Join(t.TempDir(), "users.json")
 		if err := usersfile.Write(path, testUsers(t)); err != nil {
