@@ -18,14 +18,17 @@ import (
 // check's time holds no hasher slot while it waits, so with one slot
 // another login goes through meanwhile.
 func TestLoginPaddingHoldsNoSlot(t *testing.T) {
-	// Not parallel: it gives a cost-4 check 100ms to end, which other
-	// tests' hashing would stretch.
-	const pad = time.Second
+	// Not parallel: other tests' hashing would stretch bob's check. The
+	// pad is long so that a loaded machine (make test runs packages side
+	// by side) still ends bob's cost-4 login well within it; a held
+	// failure that kept the one slot would end bob's after it, however
+	// slow the machine.
+	const pad = 5 * time.Second
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.tokenTTL = time.Hour
 		c.passwordSlots, c.passwordQueue, c.passwordWait = 1, 4, 5*time.Second
 	})
-	e.users.Slowest().Took.Store(int64(pad)) // as if a check against the slowest hash took 1s
+	e.users.Slowest().Took.Store(int64(pad)) // as if a check against the slowest hash took 5s
 	failed := make(chan time.Time)
 	go func() {
 		e.do("POST", "/api/auth/login/", `{"username":"alice","password":"wrong"}`, jsonCT)
