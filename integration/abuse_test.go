@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"bufio"
 	"encoding/json"
 	"errors"
@@ -46,7 +47,7 @@ const (
 type abuseServer struct {
 	base string // http://host:port
 	addr string // host:port
-	log  *lineLog
+	log  *harness.LineLog
 
 	mu      sync.Mutex // guards secrets
 	secrets []string   // passwords and tokens
@@ -58,10 +59,10 @@ type abuseServer struct {
 func startAbuseServer(t *testing.T, args ...string) *abuseServer {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	base, log, stop := startServer(t, nil, append([]string{"--users", path}, args...)...)
+	base, log, stop := harness.StartServer(t, nil, append([]string{"--users", path}, args...)...)
 	s := &abuseServer{
 		base:    base,
 		addr:    strings.TrimPrefix(base, "http://"),
@@ -99,15 +100,6 @@ func (s *abuseServer) checkLog(t *testing.T) {
 			}
 		}
 	}
-}
-
-// clientFrom returns an HTTP client whose connections start from the
-// loopback address src, and closes its idle connections when t ends.
-func clientFrom(t *testing.T, src string) *http.Client {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
-	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 128}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
 // loginResult is one login reply.
@@ -154,9 +146,9 @@ func (s *abuseServer) login(t *testing.T, c *http.Client, username, password str
 // works for info.
 func (s *abuseServer) loginAndInfo(t *testing.T) {
 	t.Helper()
-	token := loginToken(t, s.base, "alice", "alice-pw")
+	token := harness.LoginToken(t, s.base, "alice", "alice-pw")
 	s.addSecret(token)
-	if code, body := getInfo(t, s.base, token, ""); code != 200 || !strings.Contains(body, `"username":"alice"`) {
+	if code, body := harness.GetInfo(t, s.base, token, ""); code != 200 || !strings.Contains(body, `"username":"alice"`) {
 		t.Errorf("info with a fresh token = %d %s; want 200 alice", code, body)
 	}
 }
@@ -658,10 +650,10 @@ func TestAbuseLoginFlood(t *testing.T) {
 		"--password-slots", "1", "--password-queue", "2",
 		"--login-rate", "1000", "--login-burst", "1000",
 		"--login-failures", "1000000", "--user-failures", "1000000")
-	token := loginToken(t, s.base, "bob", "bob-pw")
+	token := harness.LoginToken(t, s.base, "bob", "bob-pw")
 	s.addSecret(token)
 
-	flood := clientFrom(t, "127.0.0.1")
+	flood := harness.ClientFrom(t, "127.0.0.1")
 	deadline := time.Now().Add(2 * time.Second)
 	var (
 		mu       sync.Mutex // guards counts, problems, infoOK
@@ -703,7 +695,7 @@ func TestAbuseLoginFlood(t *testing.T) {
 			}
 		})
 	}
-	info := clientFrom(t, "127.0.0.1")
+	info := harness.ClientFrom(t, "127.0.0.1")
 	wg.Go(func() {
 		for {
 			req, _ := http.NewRequest("GET", s.base+"/api/auth/info", nil)
@@ -748,7 +740,7 @@ func TestAbusePerClientThrottle(t *testing.T) {
 	t.Parallel()
 	t.Run("source-address", func(t *testing.T) {
 		s := startAbuseServer(t)
-		guesser := clientFrom(t, "127.0.0.2")
+		guesser := harness.ClientFrom(t, "127.0.0.2")
 		for i := 1; i <= 5; i++ {
 			if r := s.login(t, guesser, "alice", abuseWrongPassword); r.status != 401 {
 				t.Fatalf("wrong password %d from 127.0.0.2 = %v; want 401", i, r)
@@ -758,7 +750,7 @@ func TestAbusePerClientThrottle(t *testing.T) {
 		if r.status != 429 || r.code != "throttled" || r.header.Get("Retry-After") != "1" {
 			t.Errorf("right password from 127.0.0.2 after 5 failures = %v; want 429 throttled, Retry-After 1", r)
 		}
-		if r := s.login(t, clientFrom(t, "127.0.0.3"), "alice", "alice-pw"); r.status != 200 {
+		if r := s.login(t, harness.ClientFrom(t, "127.0.0.3"), "alice", "alice-pw"); r.status != 200 {
 			t.Errorf("right password from 127.0.0.3 = %v; want 200", r)
 		}
 		time.Sleep(1100 * time.Millisecond) // the Retry-After
@@ -768,7 +760,7 @@ func TestAbusePerClientThrottle(t *testing.T) {
 
 		// Without --trusted-proxy X-Forwarded-For is ignored: a guesser
 		// cannot escape its throttle by inventing addresses.
-		forger := clientFrom(t, "127.0.0.4")
+		forger := harness.ClientFrom(t, "127.0.0.4")
 		for i := 1; i <= 5; i++ {
 			if r := s.login(t, forger, "alice", abuseWrongPassword, fmt.Sprintf("X-Forwarded-For: 198.51.100.%d", i)); r.status != 401 {
 				t.Fatalf("wrong password %d from 127.0.0.4 = %v; want 401", i, r)
@@ -777,11 +769,11 @@ func TestAbusePerClientThrottle(t *testing.T) {
 		if r := s.login(t, forger, "alice", "alice-pw", "X-Forwarded-For: 198.51.100.99"); r.status != 429 {
 			t.Errorf("right password from 127.0.0.4 with a fresh X-Forwarded-For = %v; want 429 (untrusted header ignored)", r)
 		}
-		s.log.waitFor(t, regexp.MustCompile(`msg=login outcome=throttled username=alice client=127\.0\.0\.4( |$)`))
+		s.log.WaitFor(t, regexp.MustCompile(`msg=login outcome=throttled username=alice client=127\.0\.0\.4( |$)`))
 	})
 	t.Run("trusted-proxy", func(t *testing.T) {
 		s := startAbuseServer(t, "--trusted-proxy", "127.0.0.0/8")
-		proxy := clientFrom(t, "127.0.0.1")
+		proxy := harness.ClientFrom(t, "127.0.0.1")
 		for i := 1; i <= 5; i++ {
 			if r := s.login(t, proxy, "alice", abuseWrongPassword, "X-Forwarded-For: 203.0.113.7"); r.status != 401 {
 				t.Fatalf("wrong password %d for 203.0.113.7 = %v; want 401", i, r)
@@ -794,7 +786,7 @@ func TestAbusePerClientThrottle(t *testing.T) {
 		if r := s.login(t, proxy, "alice", "alice-pw", "X-Forwarded-For: 203.0.113.8"); r.status != 200 {
 			t.Errorf("right password for 203.0.113.8 through the same proxy connection source = %v; want 200", r)
 		}
-		s.log.waitFor(t, regexp.MustCompile(`msg=login outcome=throttled username=alice client=203\.0\.113\.7( |$)`))
-		s.log.waitFor(t, regexp.MustCompile(`msg=login outcome=success username=alice client=203\.0\.113\.8( |$)`))
+		s.log.WaitFor(t, regexp.MustCompile(`msg=login outcome=throttled username=alice client=203\.0\.113\.7( |$)`))
+		s.log.WaitFor(t, regexp.MustCompile(`msg=login outcome=success username=alice client=203\.0\.113\.8( |$)`))
 	})
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"bytes"
 	"fmt"
 	"os/exec"
@@ -19,7 +20,7 @@ func TestCLIConcurrentAdd(t *testing.T) {
 		t.Skip("runs 20 processes")
 	}
 	t.Parallel()
-	requireBinary(t)
+	harness.RequireBinary(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
 
@@ -27,7 +28,7 @@ func TestCLIConcurrentAdd(t *testing.T) {
 	cmds := make([]*exec.Cmd, n)
 	outs := make([]bytes.Buffer, n)
 	for i := range cmds {
-		cmd := exec.Command(binary, "user", "add", "--users", path, "--cost", "4", fmt.Sprintf("u%02d", i))
+		cmd := exec.Command(harness.Binary(), "user", "add", "--users", path, "--cost", "4", fmt.Sprintf("u%02d", i))
 		cmd.Env = []string{} // nothing from the real environment
 		cmd.Stdin = strings.NewReader(fmt.Sprintf("long-enough-pw%02d\n", i))
 		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
@@ -67,8 +68,8 @@ func TestCLIConcurrentAdd(t *testing.T) {
 			t.Errorf("after %d concurrent user adds: %s missing", n, name)
 		}
 	}
-	checkMode(t, path, 0o600)
-	for _, name := range dirNames(t, dir) {
+	harness.CheckMode(t, path, 0o600)
+	for _, name := range harness.DirNames(t, dir) {
 		if strings.HasSuffix(name, ".tmp") {
 			t.Errorf("temporary file %s left behind", name)
 		}

@@ -4,6 +4,7 @@ package integration
 // takes: they are not parallel, so that no other test's server is running.
 
 import (
+	"authsvc/integration/harness"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,16 +21,16 @@ import (
 func TestCopyBackAfterUserDel(t *testing.T) {
 	for _, cmd := range []string{"del", "disable", "logout"} {
 		t.Run(cmd, func(t *testing.T) {
-			path := writeTestUsers(t)
+			path := harness.WriteTestUsers(t)
 			// No reload but the one this test asks for: the server never sees the file without alice.
-			base, log, stop := startServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
+			base, log, stop := harness.StartServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
 			defer stop()
-			token := loginToken(t, base, "alice", "alice-pw")
+			token := harness.LoginToken(t, base, "alice", "alice-pw")
 			older, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			mustRunCLI(t, "", "user", cmd, "--users", path, "alice")
+			harness.MustRunCLI(t, "", "user", cmd, "--users", path, "alice")
 			if err := os.WriteFile(path, older, 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -40,10 +41,10 @@ func TestCopyBackAfterUserDel(t *testing.T) {
 					t.Fatalf("no reload within 10 s of SIGHUP; log:\n%s", log)
 				}
 			}
-			if code, body := getInfo(t, base, token, ""); code != http.StatusUnauthorized {
+			if code, body := harness.GetInfo(t, base, token, ""); code != http.StatusUnauthorized {
 				t.Errorf("info with alice's token after `user %s alice` and the older file put back = %d %s; want 401 (dead stays dead)", cmd, code, body)
 			}
-			if code, _ := getInfo(t, base, loginToken(t, base, "bob", "bob-pw"), ""); code != http.StatusOK {
+			if code, _ := harness.GetInfo(t, base, harness.LoginToken(t, base, "bob", "bob-pw"), ""); code != http.StatusOK {
 				t.Errorf("info with a new token of bob's = %d; want 200", code)
 			}
 		})
@@ -60,12 +61,12 @@ func TestCopyBackAfterUserDel(t *testing.T) {
 // Tokens: deletions and disables are kept outside the users file too).
 // Before, the copy brought both logins back: only the cut-off was applied.
 func TestCopyBackKeepsDeletionsAndDisables(t *testing.T) {
-	path := writeTestUsers(t)
-	base, log, stop := startServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
+	path := harness.WriteTestUsers(t)
+	base, log, stop := harness.StartServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
 	defer stop()
 	login := func(base, user, pw string) int {
 		t.Helper()
-		resp, _ := postJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, user, pw))
+		resp, _ := harness.PostJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, user, pw))
 		return resp.StatusCode
 	}
 	want := func(when, base string, logins map[[2]string]int) {
@@ -89,20 +90,20 @@ func TestCopyBackKeepsDeletionsAndDisables(t *testing.T) {
 	}
 	want("before", base, map[[2]string]int{{"alice", "alice-pw"}: 200, {"bob", "bob-pw"}: 200})
 
-	mustRunCLI(t, "", "user", "disable", "--users", path, "alice")
-	mustRunCLI(t, "", "user", "del", "--users", path, "bob")
+	harness.MustRunCLI(t, "", "user", "disable", "--users", path, "alice")
+	harness.MustRunCLI(t, "", "user", "del", "--users", path, "bob")
 	putBack(older)
 	gone := map[[2]string]int{{"alice", "alice-pw"}: 401, {"bob", "bob-pw"}: 401}
 	want("the older file put back, reloaded", base, gone)
-	if out := mustRunCLI(t, "", "user", "check", "--users", path); !strings.Contains(out, ": 2 users, valid") {
+	if out := harness.MustRunCLI(t, "", "user", "check", "--users", path); !strings.Contains(out, ": 2 users, valid") {
 		t.Errorf("user check of the older file put back = %q; want 2 users (alice and carol), valid", out)
 	}
-	other, _, stopOther := startServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
+	other, _, stopOther := harness.StartServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
 	want("a server started on the older file", other, gone)
 	stopOther()
 
-	mustRunCLI(t, "", "user", "enable", "--users", path, "alice")
-	addUser(t, path, "bob", "bob-new-pw")
+	harness.MustRunCLI(t, "", "user", "enable", "--users", path, "alice")
+	harness.AddUser(t, path, "bob", "bob-new-pw")
 	hupAndWait(t, log)
 	back := map[[2]string]int{{"alice", "alice-pw"}: 200, {"bob", "bob-new-pw"}: 200, {"bob", "bob-pw"}: 401}
 	want("`user enable alice` and `user add bob`", base, back)

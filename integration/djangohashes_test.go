@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,11 +16,6 @@ import (
 	"authsvc/internal/password"
 	"authsvc/internal/testservers"
 )
-
-// django42Fixture is the real Django 4.2 dump, one user per hash form (a
-// verbatim copy of ../shared/fixtures/django; its README lists every
-// password). Never edited.
-var django42Fixture = fromRoot("testdata/django42/dumpdata.json")
 
 // djangoNewForms are the fixture's users whose hash forms are verified as
 // Django does (pbkdf2_sha1, argon2i, scrypt) or wrapped at import (the
@@ -58,9 +54,9 @@ func TestDjangoHashFormsLogInFromFile(t *testing.T) {
 			t.Errorf("the users file holds %s's fast hash %s", f.username, f.digest)
 		}
 	}
-	base, _, stop := serveBinary(t, nil, "--users", usersPath, "--login-burst", "100")
+	base, _, stop := harness.ServeBinary(t, nil, "--users", usersPath, "--login-burst", "100")
 	defer stop()
-	checkDjangoLogins(t, base, func(username string) string { return mustReadUsers(t, usersPath)[username].PasswordHash })
+	checkDjangoLogins(t, base, func(username string) string { return harness.MustReadUsers(t, usersPath)[username].PasswordHash })
 }
 
 // TestDjangoHashFormsLogInFromPostgres: the same with the users in
@@ -86,7 +82,7 @@ func TestDjangoHashFormsLogInFromPostgres(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), `select count(*) from authsvc_users where password_hash ~ '^[0-9a-f]{32}$' or password_hash ~ '^(sha1|md5)\$'`).Scan(&fast); err != nil || fast != 0 {
 		t.Errorf("rows holding a fast hash: %d, %v; want none", fast, err)
 	}
-	base, _, stop := serveBinary(t, nil, "--users", db, "--login-burst", "100")
+	base, _, stop := harness.ServeBinary(t, nil, "--users", db, "--login-burst", "100")
 	defer stop()
 	checkDjangoLogins(t, base, hashOf)
 }
@@ -96,7 +92,7 @@ func TestDjangoHashFormsLogInFromPostgres(t *testing.T) {
 // refused with its reason, so exit 1).
 func importDjango42(t *testing.T, users string) {
 	t.Helper()
-	data, err := os.ReadFile(django42Fixture)
+	data, err := os.ReadFile(harness.Django42Fixture)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +125,8 @@ func importDjango42(t *testing.T, users string) {
 		t.Fatal(err)
 	}
 	keyPath := filepath.Join(t.TempDir(), "authsvc.key")
-	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", users, "--from", "django", "--secret-key-file", keyPath, dumpPath)
-	if code != 1 || importedUsers(stdout, false) != len(djangoNewForms) {
+	code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "import", "--users", users, "--from", "django", "--secret-key-file", keyPath, dumpPath)
+	if code != 1 || harness.ImportedUsers(stdout, false) != len(djangoNewForms) {
 		t.Fatalf("user import of the 4.2 fixture's users = exit %d, stdout %q, stderr %q; want exit 1, %d users (bill refused)", code, stdout, stderr, len(djangoNewForms))
 	}
 	if strings.Count(stderr, "\n") != 3 || !strings.Contains(stderr, "created the secret key file "+keyPath) || !strings.Contains(stderr, `(auth.user "bill"): password: unsupported password hash scheme: Django crypt (CryptPasswordHasher), refused: DES crypt(3) reads only the first 8 characters of a password`) {
@@ -160,7 +156,7 @@ func checkDjangoLogins(t *testing.T, base string, hashOf func(username string) s
 		// One wrong password each: a failed login waits as long as a check
 		// of the slowest hash (PBKDF2-SHA1 at 600,000 iterations here).
 		for _, wrong := range []string{f.password[:len(f.password)-1]} {
-			resp, body := postJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, f.username, wrong))
+			resp, body := harness.PostJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, f.username, wrong))
 			if resp.StatusCode != 401 {
 				t.Errorf("login of %s (%s) with %q = %d %s; want 401", f.username, f.scheme, wrong, resp.StatusCode, body)
 			}
@@ -168,7 +164,7 @@ func checkDjangoLogins(t *testing.T, base string, hashOf func(username string) s
 		if now := hashOf(f.username); now != imported {
 			t.Errorf("%s's hash changed after failed logins", f.username)
 		}
-		tokens[f.username] = loginToken(t, base, f.username, f.password)
+		tokens[f.username] = harness.LoginToken(t, base, f.username, f.password)
 		importedHashes[f.username] = imported
 	}
 	// The rehashes are written together, within a second of the first.
@@ -181,15 +177,15 @@ func checkDjangoLogins(t *testing.T, base string, hashOf func(username string) s
 		if h, err := password.ParseHash(rehashed); err != nil || h.Scheme() != password.SchemeArgon2id || policy.NeedsRehash(h) {
 			t.Errorf("%s's hash after the first login = %.30q…, %v; want a plain argon2id hash under the default policy", f.username, rehashed, err)
 		}
-		if code, body := getInfo(t, base, tok, ""); code != 200 {
+		if code, body := harness.GetInfo(t, base, tok, ""); code != 200 {
 			t.Errorf("info with %s's first token = %d %s; want 200", f.username, code, body)
 		}
-		loginToken(t, base, f.username, f.password) // the new hash takes the same password
+		harness.LoginToken(t, base, f.username, f.password) // the new hash takes the same password
 		if now := hashOf(f.username); now != rehashed {
 			t.Errorf("%s's hash changed again at the second login", f.username)
 		}
 	}
-	resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"bill","password":"vi-editor-1976"}`)
+	resp, body := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"bill","password":"vi-editor-1976"}`)
 	if resp.StatusCode != 401 {
 		t.Errorf("login of bill (crypt, not imported) = %d %s; want 401", resp.StatusCode, body)
 	}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +13,7 @@ import (
 // djangoFixture is the real Django 3.2 dump (a verbatim copy of
 // ../shared/fixtures/django, as internal/cli's tests name it); its README
 // lists every user's password. Never edited.
-var djangoFixture = fromRoot("testdata/django/dumpdata.json")
+var djangoFixture = harness.FromRoot("testdata/django/dumpdata.json")
 
 // TestImportDjangoFixture: every user of the real dump is imported as
 // API.md maps it, logs in with their Django password, is rehashed under
@@ -20,12 +21,12 @@ var djangoFixture = fromRoot("testdata/django/dumpdata.json")
 func TestImportDjangoFixture(t *testing.T) {
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", djangoFixture)
+	code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", djangoFixture)
 	keyLine := "authsvc: user import: created the secret key file " + filepath.Join(filepath.Dir(usersPath), "authsvc.key")
-	if code != 0 || importedUsers(stdout, false) != 7 || !strings.HasPrefix(stderr, keyLine) || strings.Count(stderr, "\n") != 1 {
+	if code != 0 || harness.ImportedUsers(stdout, false) != 7 || !strings.HasPrefix(stderr, keyLine) || strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("user import of the fixture = exit %d, stdout %q, stderr %q; want exit 0, 7 users, the key file's creation alone on stderr", code, stdout, stderr)
 	}
-	list := mustReadUsers(t, usersPath)
+	list := harness.MustReadUsers(t, usersPath)
 	for _, want := range []users.User{
 		{Username: "ada", Name: "Ada Lovelace", Email: "ada@example.com", Groups: []string{"engineering", "research"}},
 		{Username: "grace", Name: "Grace Hopper", Email: "grace@example.com", Groups: []string{"engineering"}, Admin: true},
@@ -46,31 +47,31 @@ func TestImportDjangoFixture(t *testing.T) {
 		}
 	}
 
-	base, _, stop := serveBinary(t, nil, "--users", usersPath) // the default policy: argon2id
+	base, _, stop := harness.ServeBinary(t, nil, "--users", usersPath) // the default policy: argon2id
 	defer stop()
 	passwords := map[string]string{
 		"ada": "analytical-engine-1843", "grace": "cobol-compiler-1959", "linus": "kernel-monolith-1991",
 		"ken": "unix-timesharing-1969", "josé": "contraseña-segura-42",
 	}
-	imported := mustReadUsers(t, usersPath)
+	imported := harness.MustReadUsers(t, usersPath)
 	tokens := map[string]string{}
 	for user, pw := range passwords {
-		tokens[user] = loginToken(t, base, user, pw)
+		tokens[user] = harness.LoginToken(t, base, user, pw)
 	}
-	hashOf := func(user string) string { return mustReadUsers(t, usersPath)[user].PasswordHash }
+	hashOf := func(user string) string { return harness.MustReadUsers(t, usersPath)[user].PasswordHash }
 	for user, pw := range passwords {
 		// The rehashes are written together, within a second.
 		h, err := password.ParseHash(waitForRehash(t, user, imported[user].PasswordHash, hashOf))
 		if err != nil || h.Scheme() != password.SchemeArgon2id {
 			t.Errorf("%s's hash after the first login = %v, %v; want rehashed to argon2id", user, h, err)
 		}
-		if code, body := getInfo(t, base, tokens[user], ""); code != 200 {
+		if code, body := harness.GetInfo(t, base, tokens[user], ""); code != 200 {
 			t.Errorf("info with %s's token from before the rehash = %d %s; want 200", user, code, body)
 		}
-		loginToken(t, base, user, pw) // the new hash takes the same password
+		harness.LoginToken(t, base, user, pw) // the new hash takes the same password
 	}
 	for user, pw := range map[string]string{"margo": "berkeley-db-1996-x", "nobodyhome": "anything-at-all"} {
-		resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"`+user+`","password":"`+pw+`"}`)
+		resp, body := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"`+user+`","password":"`+pw+`"}`)
 		if resp.StatusCode != 401 {
 			t.Errorf("login of %s (disabled) = %d %s; want 401", user, resp.StatusCode, body)
 		}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"authsvc/internal/mfa/mfatest"
 	"fmt"
 	"path/filepath"
@@ -18,15 +19,15 @@ import (
 func TestDjangoOTPLogin(t *testing.T) {
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", django42Fixture)
+	code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", harness.Django42Fixture)
 	if code != 1 || !strings.HasSuffix(stdout, "; factors 4 imported, 0 updated, 0 unchanged, 1 skipped\n") {
 		t.Fatalf("user import = exit %d, %q; want 1 (bill and adi's device skipped), 4 devices imported\n%s", code, stdout, stderr)
 	}
-	code, stdout, stderr = runCLI(t, "", nil, "user", "import", "--update", "--users", usersPath, "--from", "django", django42Fixture)
+	code, stdout, stderr = harness.RunCLI(t, "", nil, "user", "import", "--update", "--users", usersPath, "--from", "django", harness.Django42Fixture)
 	if code != 1 || !strings.HasSuffix(stdout, "; factors 0 imported, 0 updated, 4 unchanged, 1 skipped\n") {
 		t.Fatalf("user import --update again = exit %d, %q; want 1, the 4 devices unchanged\n%s", code, stdout, stderr)
 	}
-	base, log, stop := serveBinary(t, nil, "--users", usersPath, "--cost", "4")
+	base, log, stop := harness.ServeBinary(t, nil, "--users", usersPath, "--cost", "4")
 	defer func() {
 		stop()
 		if t.Failed() {
@@ -39,7 +40,7 @@ func TestDjangoOTPLogin(t *testing.T) {
 		if otp != "" {
 			body = fmt.Sprintf(`{"username":%q,"password":%q,"otp":%q}`, username, password, otp)
 		}
-		return mfaCall(t, "POST", base+"/api/auth/login/", "", body)
+		return harness.MFACall(t, "POST", base+"/api/auth/login/", "", body)
 	}
 	now := time.Now()
 	const (
@@ -57,10 +58,10 @@ func TestDjangoOTPLogin(t *testing.T) {
 		t.Fatalf("whitfield's password alone = %d %v; want 401 mfa_required", status, body)
 	}
 	usedStep := time.Unix(59851953*30, 0) // his device's last_t: used in Django
-	if status, body := mfaCall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+mfatest.Code(t, whitfieldKey, 6, 30*time.Second, usedStep)+`"}`); status != 401 {
+	if status, body := harness.MFACall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+mfatest.Code(t, whitfieldKey, 6, 30*time.Second, usedStep)+`"}`); status != 401 {
 		t.Errorf("whitfield's code of the step Django last took = %d %v; want 401", status, body)
 	}
-	if status, body := mfaCall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+mfatest.Code(t, whitfieldKey, 6, 30*time.Second, now)+`"}`); status != 200 {
+	if status, body := harness.MFACall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+mfatest.Code(t, whitfieldKey, 6, 30*time.Second, now)+`"}`); status != 200 {
 		t.Errorf("whitfield's second step with his device's code = %d %v; want 200", status, body)
 	}
 	if status, body := login("whitfield", "wrong password", mfatest.Code(t, whitfieldKey, 6, 30*time.Second, now.Add(30*time.Second))); status != 401 || body["code"] != "invalid_credentials" {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -13,27 +14,6 @@ import (
 	"authsvc/internal/testservers"
 )
 
-// django42Tokens are the fixture's DRF keys (its README), by user.
-var django42Tokens = map[string]string{
-	"ada": "882ff61e9669694d05a4e17a8fb68b49826d3e52", "grace": "52176908c0d677336ba63c9c4752ffabbf5623ca",
-	"linus": "fd4729dfeed3449912ac94f232f8f0e253385d65", "margo": "154bd080eab45d42d0520f7289729048958a6f66",
-	"josé": "7cb78db5cda42578561e3624564548490cae69e3", "charles": "4f464d5ac867df4020c207ba0a6108d6b47ea45a",
-	"niklaus": "e6d3badd4ff9840e01d4d926c924e91d71e88411", "zoë": "977fecca8b710e17ef364b670f3436371a619e50",
-	"tim": "30a19733bec8b4f5320ac00a9ca8195734fdae01", "vint": "3b5604678aa5e4ad35260113348da59e10e77424",
-	"bjarne": "de8500d7b1b195df23a8ece31c3fca32d6fe6b50", "guido": "3220c7e0147747cf4d39ff6be2ad2d711c7d2baf",
-	"bill": "b4c14f6181b037d0c3f5da5572c5141e3df50a6b", "whitfield": "5f78d834f0046c4b4f505371c6c95fb5211c1eeb",
-	"martin": "ca24ba3444392d61882b0bddaec91d52934eb78a", "adi": "d5f3a204d6df5ae44a644a5c8c5317ef358c46f1",
-}
-
-// wantTokenTally checks the tokens part of an import's summary line.
-func wantTokenTally(t *testing.T, what, stdout string, dryRun bool, want importTally) {
-	t.Helper()
-	dry, _, got, ok := importSummary(stdout)
-	if !ok || dry != dryRun || got != want {
-		t.Fatalf("%s: summary %q: tokens %+v (dry run %v); want %+v (dry run %v)", what, stdout, got, dry, want, dryRun)
-	}
-}
-
 // TestImportDjangoTokens (issue 20, point 1): user import --store redis://
 // brings the fixture's DRF keys, and each one answers /info as its user,
 // byte for byte, through the Redis store: created at DRF's created time,
@@ -45,31 +25,31 @@ func TestImportDjangoTokens(t *testing.T) {
 	prefix := testservers.UniquePrefix()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	importArgs := func(extra ...string) []string {
-		return append([]string{"user", "import", "--users", usersPath, "--from", "django", "--store", redisURL, "--store-prefix", prefix}, append(extra, django42Fixture)...)
+		return append([]string{"user", "import", "--users", usersPath, "--from", "django", "--store", redisURL, "--store-prefix", prefix}, append(extra, harness.Django42Fixture)...)
 	}
-	code, stdout, stderr := runCLI(t, "", nil, importArgs("--token-ttl", "2h")...)
+	code, stdout, stderr := harness.RunCLI(t, "", nil, importArgs("--token-ttl", "2h")...)
 	// bill (crypt) is refused, and his key with him; adi's device is unconfirmed.
 	if code != 1 || strings.Count(stderr, "\n") != 5 || !strings.Contains(stderr, `record 47 (otp_totp.totpdevice of "adi"): an unconfirmed device`) || !strings.Contains(stderr, `record 38 (authtoken.token): its user is not imported`) {
 		t.Errorf("user import = exit %d, stderr:\n%s\nwant exit 1, bill's record and key and adi's device skipped", code, stderr)
 	}
-	if strings.Contains(stderr, django42Tokens["bill"]) || strings.Contains(stdout, django42Tokens["bill"]) {
+	if strings.Contains(stderr, harness.Django42Tokens["bill"]) || strings.Contains(stdout, harness.Django42Tokens["bill"]) {
 		t.Errorf("user import quoted a DRF key:\n%s%s", stdout, stderr)
 	}
-	wantTokenTally(t, "user import", stdout, false, importTally{imported: 15, skipped: 1})
+	harness.WantTokenTally(t, "user import", stdout, false, harness.ImportTally{Imported: 15, Skipped: 1})
 	imported := time.Now()
 
-	base, _, stop := startServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
+	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
 	defer stop()
-	for name, key := range django42Tokens {
+	for name, key := range harness.Django42Tokens {
 		want := 200
 		if name == "bill" || name == "margo" { // not imported; disabled
 			want = 401
 		}
-		if r := miDo(t, "GET", base+"/api/auth/info", key, ""); r.status != want || want == 200 && !strings.Contains(r.body, `"username":"`+name+`"`) {
+		if r := harness.Do(t, "GET", base+"/api/auth/info", key, ""); r.Status != want || want == 200 && !strings.Contains(r.Body, `"username":"`+name+`"`) {
 			t.Errorf("info with %s's DRF key = %v; want %d as %s", name, r, want, name)
 		}
 	}
-	r := miDo(t, "GET", base+"/api/auth/sessions/", django42Tokens["ada"], "")
+	r := harness.Do(t, "GET", base+"/api/auth/sessions/", harness.Django42Tokens["ada"], "")
 	var list struct {
 		Sessions []struct {
 			CreatedAt time.Time `json:"created_at"`
@@ -77,10 +57,10 @@ func TestImportDjangoTokens(t *testing.T) {
 			Current   bool
 		}
 	}
-	if !strings.Contains(r.body, `"expires_at":"`) || strings.Contains(r.body, `.`) {
-		t.Errorf("ada's sessions = %s; want times to the second (API.md)", r.body)
+	if !strings.Contains(r.Body, `"expires_at":"`) || strings.Contains(r.Body, `.`) {
+		t.Errorf("ada's sessions = %s; want times to the second (API.md)", r.Body)
 	}
-	if err := json.Unmarshal([]byte(r.body), &list); err != nil || len(list.Sessions) != 1 {
+	if err := json.Unmarshal([]byte(r.Body), &list); err != nil || len(list.Sessions) != 1 {
 		t.Fatalf("ada's sessions = %v (%v); want her imported key alone", r, err)
 	}
 	s := list.Sessions[0]
@@ -90,8 +70,8 @@ func TestImportDjangoTokens(t *testing.T) {
 	}
 
 	// Again without --update: every user is left alone, and so are their keys.
-	code, stdout, _ = runCLI(t, "", nil, importArgs()...)
-	wantTokenTally(t, "user import again, without --update", stdout, false, importTally{skipped: 16})
+	code, stdout, _ = harness.RunCLI(t, "", nil, importArgs()...)
+	harness.WantTokenTally(t, "user import again, without --update", stdout, false, harness.ImportTally{Skipped: 16})
 	if code != 1 {
 		t.Errorf("user import again = exit %d; want 1", code)
 	}
@@ -99,8 +79,8 @@ func TestImportDjangoTokens(t *testing.T) {
 	t.Run("dry run", func(t *testing.T) {
 		other := testservers.UniquePrefix()
 		path := filepath.Join(t.TempDir(), "users.json")
-		code, stdout, _ := runCLI(t, "", nil, "user", "import", "--dry-run", "--users", path, "--from", "django", "--store", redisURL, "--store-prefix", other, django42Fixture)
-		wantTokenTally(t, "user import --dry-run", stdout, true, importTally{imported: 15, skipped: 1})
+		code, stdout, _ := harness.RunCLI(t, "", nil, "user", "import", "--dry-run", "--users", path, "--from", "django", "--store", redisURL, "--store-prefix", other, harness.Django42Fixture)
+		harness.WantTokenTally(t, "user import --dry-run", stdout, true, harness.ImportTally{Imported: 15, Skipped: 1})
 		if code != 1 {
 			t.Errorf("user import --dry-run = exit %d; want 1, as the real run", code)
 		}
@@ -112,8 +92,8 @@ func TestImportDjangoTokens(t *testing.T) {
 	})
 	t.Run("memory store", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "users.json")
-		code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", path, "--from", "django", django42Fixture)
-		wantTokenTally(t, "user import into the memory store", stdout, false, importTally{skipped: 16})
+		code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "import", "--users", path, "--from", "django", harness.Django42Fixture)
+		harness.WantTokenTally(t, "user import into the memory store", stdout, false, harness.ImportTally{Skipped: 16})
 		if code != 1 || !strings.Contains(stderr, "skipped 15 tokens: the memory token store cannot keep them") {
 			t.Errorf("user import into the memory store = exit %d, stderr:\n%s\nwant 1, the 15 keys reported skipped", code, stderr)
 		}
@@ -141,32 +121,32 @@ func TestImportedTokensNeverExpire(t *testing.T) {
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
 	key := strings.Repeat("a7", 20)
-	dump := writeDjangoDump(t, dir, "dump.json", djangoUserRecord{username: "ann", hash: djangoPBKDF2(t, "ann-pw", "salt"), first: "Ann", active: true, key: key, created: "2025-06-01T09:00:00.000Z"})
+	dump := harness.WriteDjangoDump(t, dir, "dump.json", harness.DjangoUserRecord{Username: "ann", Hash: harness.DjangoPBKDF2(t, "ann-pw", "salt"), First: "Ann", Active: true, Key: key, Created: "2025-06-01T09:00:00.000Z"})
 	serveEnv := map[string]string{"AUTHSVC_TOKEN_TTL": "1h"} // serve's, in the import's environment too
 	importKey := func(extra ...string) {
 		t.Helper()
 		args := append([]string{"user", "import", "--users", usersPath, "--from", "django", "--store", redisURL, "--store-prefix", prefix}, append(extra, dump)...)
-		if code, stdout, stderr := runCLI(t, "", serveEnv, args...); code != 0 {
+		if code, stdout, stderr := harness.RunCLI(t, "", serveEnv, args...); code != 0 {
 			t.Fatalf("authsvc %s = exit %d, %q, %q; want 0", strings.Join(args, " "), code, stdout, stderr)
 		}
 	}
 	var base string
 	expiry := func(what string) *time.Time {
 		t.Helper()
-		r := miDo(t, "GET", base+"/api/auth/sessions/", key, "")
+		r := harness.Do(t, "GET", base+"/api/auth/sessions/", key, "")
 		var list struct {
 			Sessions []struct {
 				ExpiresAt *time.Time `json:"expires_at"`
 			}
 		}
-		if err := json.Unmarshal([]byte(r.body), &list); r.status != 200 || err != nil || len(list.Sessions) != 1 {
+		if err := json.Unmarshal([]byte(r.Body), &list); r.Status != 200 || err != nil || len(list.Sessions) != 1 {
 			t.Fatalf("%s: ann's sessions = %v (%v); want 200, her imported key alone", what, r, err)
 		}
 		return list.Sessions[0].ExpiresAt
 	}
 
 	importKey()
-	base, _, stop := startServer(t, serveEnv, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
+	base, _, stop := harness.StartServer(t, serveEnv, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
 	defer stop()
 	if e := expiry("after an import without --token-ttl"); e != nil {
 		t.Errorf("imported without --token-ttl, under AUTHSVC_TOKEN_TTL=1h: expires_at %v; want null, never", e)

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"encoding/hex"
 	"path/filepath"
 	"strings"
@@ -43,8 +44,8 @@ func TestImportDjangoTwins(t *testing.T) {
 			prefix := testservers.UniquePrefix()
 			dir := t.TempDir()
 			usersPath := filepath.Join(dir, "users.json")
-			code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django",
-				"--store", redisURL, "--store-prefix", prefix, fromRoot(filepath.Join("testdata/djangotwins", tt.dump)))
+			code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django",
+				"--store", redisURL, "--store-prefix", prefix, harness.FromRoot(filepath.Join("testdata/djangotwins", tt.dump)))
 			if code != 1 || !strings.Contains(stdout, "users 1 imported, 0 updated, 0 unchanged, 1 skipped; tokens 1 imported, 0 updated, 0 left dead, 1 skipped; factors 2 imported, 0 updated, 0 unchanged, 2 skipped") {
 				t.Errorf("user import = exit %d, stdout %q, stderr:\n%s\nwant exit 1; one user, its key and its two devices imported, the other's skipped", code, stdout, stderr)
 			}
@@ -54,16 +55,16 @@ func TestImportDjangoTwins(t *testing.T) {
 				}
 			}
 
-			base, _, stop := startServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
+			base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
 			defer stop()
-			if r := miDo(t, "GET", base+"/api/auth/info", tt.kept.drf, ""); r.status != 200 || !strings.Contains(r.body, `"username":"mallory"`) {
+			if r := harness.Do(t, "GET", base+"/api/auth/info", tt.kept.drf, ""); r.Status != 200 || !strings.Contains(r.Body, `"username":"mallory"`) {
 				t.Errorf("info with the kept user's DRF key = %v; want 200 as mallory", r)
 			}
-			if r := miDo(t, "GET", base+"/api/auth/info", tt.skipped.drf, ""); r.status != 401 {
+			if r := harness.Do(t, "GET", base+"/api/auth/info", tt.skipped.drf, ""); r.Status != 401 {
 				t.Errorf("info with the skipped user's DRF key = %v; want 401: it is no key of mallory's", r)
 			}
 
-			u, ok := mustReadUsers(t, usersPath)["mallory"]
+			u, ok := harness.MustReadUsers(t, usersPath)["mallory"]
 			if !ok || u.MFA == nil || u.MFA.TOTP == nil {
 				t.Fatalf("mallory = %+v; want imported with an authenticator", u)
 			}

@@ -13,6 +13,7 @@ package integration
 // Values that differ between runs (docVolatiles) bind to the real ones.
 
 import (
+	"authsvc/integration/harness"
 	"bufio"
 	"fmt"
 	"io"
@@ -39,7 +40,7 @@ func TestDocs(t *testing.T) {
 	// cannot quietly drop a session.
 	docFiles := []string{"README.md", "docs/two-factor.md", "docs/django.md"}
 	docWantSessions := []string{"quickstart", "two-factor", "django"}
-	requireBinary(t)
+	harness.RequireBinary(t)
 	for _, tool := range []string{"curl", "oathtool"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			mfatest.SkipOrFail(t, "the documentation's sessions need %s: %v", tool, err)
@@ -208,7 +209,7 @@ func newDocSession(t *testing.T, blocks []docBlock) *docSession {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for link, target := range map[string]string{"authsvc": binary, "testdata": filepath.Join(root, "testdata")} {
+	for link, target := range map[string]string{"authsvc": harness.Binary(), "testdata": filepath.Join(root, "testdata")} {
 		if err := os.Symlink(target, filepath.Join(s.dir, link)); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ package integration
 // the test reads the result from it.
 
 import (
+	"authsvc/integration/harness"
 	"bytes"
 	"context"
 	"errors"
@@ -47,7 +48,7 @@ func requireChromium(t *testing.T) {
 // returns the page's origin.
 func servePage(t *testing.T) string {
 	t.Helper()
-	page, err := os.ReadFile(fromRoot("testdata/e2e/page.html"))
+	page, err := os.ReadFile(harness.FromRoot("testdata/e2e/page.html"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func console(stderr string) string {
 }
 
 // accessLines returns authsvc's access-log lines for method and path.
-func accessLines(log *lineLog, method, path string) []string {
+func accessLines(log *harness.LineLog, method, path string) []string {
 	var lines []string
 	for _, line := range strings.Split(log.String(), "\n") {
 		if strings.Contains(line, "msg=request ") && strings.Contains(line, " method="+method+" ") && strings.Contains(line, " path="+path+" ") {
@@ -187,11 +188,11 @@ func accessLines(log *lineLog, method, path string) []string {
 func TestBrowserCORS(t *testing.T) {
 	t.Parallel()
 	requireChromium(t)
-	users := writeTestUsers(t)
+	users := harness.WriteTestUsers(t)
 
 	t.Run("allowed", func(t *testing.T) {
 		page := servePage(t)
-		base, log, stop := startServer(t, nil, "--users", users, "--cors-origin", page)
+		base, log, stop := harness.StartServer(t, nil, "--users", users, "--cors-origin", page)
 		result, stderr := browse(t, page, base)
 		if err := stop(); err != nil {
 			t.Fatal(err)
@@ -222,7 +223,7 @@ func TestBrowserCORS(t *testing.T) {
 	// corsArgs gives for the page's origin.
 	blocked := func(t *testing.T, corsArgs func(page string) []string) {
 		page := servePage(t)
-		base, log, stop := startServer(t, nil, append([]string{"--users", users}, corsArgs(page)...)...)
+		base, log, stop := harness.StartServer(t, nil, append([]string{"--users", users}, corsArgs(page)...)...)
 		result, stderr := browse(t, page, base)
 		if err := stop(); err != nil { // every request authsvc got is logged now
 			t.Fatal(err)

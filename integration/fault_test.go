@@ -9,6 +9,7 @@ package integration
 // storm. Run them with go test -race -run 'TestFault|TestSIGHUPStorm' .
 
 import (
+	"authsvc/integration/harness"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -59,7 +60,7 @@ var faultSeq atomic.Int64
 // instead of hanging it.
 func newFaultLoad() *faultLoad {
 	return &faultLoad{client: &http.Client{
-		Timeout:   3 * outageBound,
+		Timeout:   3 * harness.OutageBound,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 16},
 	}}
 }
@@ -318,8 +319,8 @@ func successfulLogins(replies []faultReply) []faultReply {
 // the package.
 func buildAuthsvc(t *testing.T) string {
 	t.Helper()
-	requireBinary(t)
-	return binary
+	harness.RequireBinary(t)
+	return harness.Binary()
 }
 
 // requireOrSkip skips t with the reason, or fails it where the fault
@@ -330,55 +331,6 @@ func requireOrSkip(t *testing.T, format string, args ...any) {
 		t.Fatalf(format+" (CI or AUTHSVC_REQUIRE_E2E is set: this case must run)", args...)
 	}
 	t.Skipf(format, args...)
-}
-
-// serverProcess is the server running as an OS process of its own.
-type serverProcess struct {
-	cmd    *exec.Cmd
-	base   string        // http://127.0.0.1:PORT
-	log    func() string // its stderr so far
-	exited chan struct{} // closed once it has exited
-}
-
-// startServerProcess starts cmd, a server whose stderr log returns (the
-// file it writes to, or a lineLog), and waits for its "listening" line.
-// It is killed when the test ends if it still runs.
-func startServerProcess(t *testing.T, cmd *exec.Cmd, log func() string) *serverProcess {
-	t.Helper()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", cmd.Path, err)
-	}
-	p := &serverProcess{cmd: cmd, log: log, exited: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.exited
-	})
-	listening := regexp.MustCompile(`msg=listening addr=(\S+)`)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m := listening.FindStringSubmatch(log()); m != nil {
-			p.base = "http://" + m[1]
-			return p
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("%s exited before listening (%v); its stderr:\n%s", cmd.Path, cmd.ProcessState, log())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not listening after 30 s; its stderr:\n%s", cmd.Path, log())
-		}
-	}
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (p *serverProcess) kill() {
-	p.cmd.Process.Kill()
-	<-p.exited
 }
 
 // fileLog returns a function reading the file at path whole.
@@ -400,13 +352,13 @@ func TestFaultKillServerRedis(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	bin := buildAuthsvc(t)
 	dir := t.TempDir()
-	usersPath := writeTestUsers(t)
+	usersPath := harness.WriteTestUsers(t)
 	// No eviction (--max-tokens-per-user 0): every token issued must stay
 	// live; no throttle in the way of the load's logins.
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--store", redisURL,
 		"--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--max-tokens-per-user", "0",
 		"--login-rate", "1000", "--login-burst", "1000"}
-	start := func(name string) *serverProcess {
+	start := func(name string) *harness.ServerProcess {
 		path := filepath.Join(dir, name+".log")
 		f, err := os.Create(path)
 		if err != nil {
@@ -416,7 +368,7 @@ func TestFaultKillServerRedis(t *testing.T) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = []string{} // nothing from the real environment
 		cmd.Stdout, cmd.Stderr = f, f
-		return startServerProcess(t, cmd, fileLog(path))
+		return harness.StartServerProcess(t, cmd, fileLog(path))
 	}
 
 	first := start("first")
@@ -426,13 +378,13 @@ func TestFaultKillServerRedis(t *testing.T) {
 	names := []string{"alice", "bob"}
 	wait := load.run(4, stop, func(w int) {
 		user := names[w%2]
-		if r := load.login(first.base, user, user+"-pw"); r.status == http.StatusOK && r.err == nil {
-			load.info("info", first.base, user, r.token)
+		if r := load.login(first.Base, user, user+"-pw"); r.status == http.StatusOK && r.err == nil {
+			load.info("info", first.Base, user, r.token)
 		}
 	})
 	time.Sleep(1500 * time.Millisecond)
 	killedAt := time.Now()
-	first.kill()
+	first.Kill()
 	close(stop)
 	wait()
 	replies := load.all()
@@ -463,7 +415,7 @@ func TestFaultKillServerRedis(t *testing.T) {
 
 	// Every token handed out answers on the new process.
 	lost := faultErrors{t: t, max: 10}
-	for _, r := range infoAll(second.base, tokens) {
+	for _, r := range infoAll(second.Base, tokens) {
 		if r.status != http.StatusOK {
 			lost.errorf("token of %s, issued by the killed server, on the new one: info = %d %q %v; want 200", r.user, r.status, r.code, r.err)
 		}
@@ -472,7 +424,7 @@ func TestFaultKillServerRedis(t *testing.T) {
 
 	// Every login that got a reply has its audit line in the killed
 	// server's stderr file.
-	audited, unaudited := checkLoginAudit(t, first.log(), replies)
+	audited, unaudited := checkLoginAudit(t, first.Log(), replies)
 	t.Logf("killed after %s: %s; %d requests cut short by the kill; restarted in %v; %d/%d tokens answer 200 on the new process; %d/%d replied logins have their audit line",
 		killedAt.Sub(replies[0].sent).Round(time.Millisecond), faultTally(replies), cut, restarted.Round(time.Millisecond),
 		len(tokens)-lost.count, len(tokens), audited-unaudited, audited)

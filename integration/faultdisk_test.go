@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"bytes"
 	"errors"
 	"fmt"
@@ -184,7 +185,7 @@ func TestFaultDiskFull(t *testing.T) {
 func writeDiskUsers(t *testing.T, d *fullDisk, name string) (string, []byte) {
 	t.Helper()
 	path := filepath.Join(d.dir, name)
-	if err := usersfile.Write(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	content, err := os.ReadFile(path)
@@ -217,7 +218,7 @@ func checkUsersFileWhole(t *testing.T, path string, want []byte) {
 	if strings.Join(names, ",") != "alice,bob,carol" {
 		t.Errorf("users after the failed write: %q; want alice, bob, carol", names)
 	}
-	for _, name := range dirNames(t, filepath.Dir(path)) {
+	for _, name := range harness.DirNames(t, filepath.Dir(path)) {
 		if strings.HasSuffix(name, ".tmp") {
 			t.Errorf("temporary file %s left beside the users file", name)
 		}
@@ -282,34 +283,34 @@ func testDiskFullRehash(t *testing.T, bin string, d *fullDisk) {
 	oldHash, bobHash := userHash(t, path, "alice"), userHash(t, path, "bob")
 	// --cost 5: alice's bcrypt hash at cost 4 is outside the policy, so a
 	// successful login rewrites it.
-	serve := func() (*serverProcess, *lineLog) {
+	serve := func() (*harness.ServerProcess, *harness.LineLog) {
 		t.Helper()
-		log := newLineLog()
+		log := harness.NewLineLog()
 		cmd := d.command(bin, "serve", "--addr", "127.0.0.1:0", "--users", path, "--cost", "5", "--reload-interval", "100ms")
 		cmd.Stderr = log // a pipe: no file size limit applies to it
-		return startServerProcess(t, cmd, log.String), log
+		return harness.StartServerProcess(t, cmd, log.String), log
 	}
 	rehashFailed := regexp.MustCompile(`level=WARN msg="rehash on login failed; the old hash stays" username=alice err=.*` + d.errText + `.*`)
 	rehashed := regexp.MustCompile(`msg="rehashed on login" username=alice`)
 
 	d.fill(t, path)
 	server, log := serve()
-	token := loginToken(t, server.base, "alice", "alice-pw") // 200, or the test stops here
-	m := log.waitFor(t, rehashFailed)
+	token := harness.LoginToken(t, server.Base, "alice", "alice-pw") // 200, or the test stops here
+	m := log.WaitFor(t, rehashFailed)
 	t.Logf("login on a full disk: 200, and the server logged: %s", m[0])
 	if rehashed.MatchString(log.String()) {
 		t.Errorf("server log says the rehash was written on a full disk:\n%s", log)
 	}
 	checkUsersFileWhole(t, path, before)
-	if code, body := getInfo(t, server.base, token, ""); code != http.StatusOK {
+	if code, body := harness.GetInfo(t, server.Base, token, ""); code != http.StatusOK {
 		t.Errorf("info with the token of the login whose rehash failed = %d %s; want 200", code, body)
 	}
-	server.kill()
+	server.Kill()
 
 	d.free(t, path)
 	server, log = serve()
-	loginToken(t, server.base, "alice", "alice-pw")
-	log.waitFor(t, rehashed)
+	harness.LoginToken(t, server.Base, "alice", "alice-pw")
+	log.WaitFor(t, rehashed)
 	h, err := password.ParseHash(userHash(t, path, "alice"))
 	if err != nil || h.Cost != 5 {
 		t.Errorf("alice's hash after a login with room again = %v, %v; want bcrypt at cost 5", h, err)
@@ -317,5 +318,5 @@ func testDiskFullRehash(t *testing.T, bin string, d *fullDisk) {
 	if userHash(t, path, "alice") == oldHash || userHash(t, path, "bob") != bobHash {
 		t.Errorf("the rehash with room again did not rewrite alice's hash alone")
 	}
-	server.kill()
+	server.Kill()
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -29,11 +30,11 @@ func TestFaultPostgresRestart(t *testing.T) {
 	}
 	dbURL := testservers.NewDatabase(t, pgURL)
 	for _, user := range []string{"fay", "gus", "hal"} {
-		if code, _, stderr := runCLI(t, faultPassword(user)+"\n", nil, "user", "add", "--users", dbURL, "--cost", "4", user); code != 0 {
+		if code, _, stderr := harness.RunCLI(t, faultPassword(user)+"\n", nil, "user", "add", "--users", dbURL, "--cost", "4", user); code != 0 {
 			t.Fatalf("user add %s = exit %d, %s", user, code, stderr)
 		}
 	}
-	base, log, stopServer := startServer(t, nil, "--users", dbURL, "--cost", "4", "--max-tokens-per-user", "0",
+	base, log, stopServer := harness.StartServer(t, nil, "--users", dbURL, "--cost", "4", "--max-tokens-per-user", "0",
 		"--reload-interval", "200ms", "--login-rate", "1000", "--login-burst", "1000")
 	defer stopServer()
 	defer func() {
@@ -60,14 +61,14 @@ func TestFaultPostgresRestart(t *testing.T) {
 		t.Fatalf("logout = %d %q %v; want 204", r.status, r.code, r.err)
 	}
 	deadDir := login(setup, "hal")
-	if code, _, stderr := runCLI(t, "", nil, "user", "logout", "--users", dbURL, "hal"); code != 0 {
+	if code, _, stderr := harness.RunCLI(t, "", nil, "user", "logout", "--users", dbURL, "hal"); code != 0 {
 		t.Fatalf("user logout hal = exit %d, %s", code, stderr)
 	}
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		if r := setup.info("info-dead", base, "hal", deadDir); r.status == http.StatusUnauthorized {
 			break
 		}
-		if time.Since(start) > 2*outageBound {
+		if time.Since(start) > 2*harness.OutageBound {
 			t.Fatalf("hal's token still answers 10 s after user logout")
 		}
 	}
@@ -97,7 +98,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 	stopPG()
 	// Longer than an instance trusts its cache (5 s): the outage reaches
 	// every request, not only the ones the cache cannot answer.
-	time.Sleep(outageBound + 2*time.Second)
+	time.Sleep(harness.OutageBound + 2*time.Second)
 	startPG() // returns once it accepts connections
 	ph.up = time.Now()
 	waitHealed(load, base, "gus", faultPassword("gus"), old[1])
@@ -181,12 +182,12 @@ func TestPostgresOutageChecksNoPassword(t *testing.T) {
 	}
 	dbURL := testservers.NewDatabase(t, pgURL)
 	pw := faultPassword("fay")
-	if code, _, stderr := runCLI(t, pw+"\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "fay"); code != 0 {
+	if code, _, stderr := harness.RunCLI(t, pw+"\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "fay"); code != 0 {
 		t.Fatalf("user add fay = exit %d, %s", code, stderr)
 	}
 	keyPath := filepath.Join(t.TempDir(), "authsvc.key")
-	writeKeyFile(t, keyPath)
-	base, log, stop := startServer(t, nil, "--users", dbURL, "--cost", "4", "--secret-key-file", keyPath,
+	harness.WriteKeyFile(t, keyPath)
+	base, log, stop := harness.StartServer(t, nil, "--users", dbURL, "--cost", "4", "--secret-key-file", keyPath,
 		"--reload-interval", "200ms", "--login-rate", "1000", "--login-burst", "1000")
 	defer stop()
 	defer func() {
@@ -194,28 +195,28 @@ func TestPostgresOutageChecksNoPassword(t *testing.T) {
 			t.Logf("server log, access lines left out:\n%s", logExcerpt(log.String()))
 		}
 	}()
-	token := loginToken(t, base, "fay", pw) // fay is in the instance's cache now
-	login := func(password string) miReply {
-		return miDo(t, "POST", base+"/api/auth/login/", "", fmt.Sprintf(`{"username":"fay","password":%q}`, password))
+	token := harness.LoginToken(t, base, "fay", pw) // fay is in the instance's cache now
+	login := func(password string) harness.Reply {
+		return harness.Do(t, "POST", base+"/api/auth/login/", "", fmt.Sprintf(`{"username":"fay","password":%q}`, password))
 	}
 
 	stopPG()
 	stopped := time.Now()
 	for _, c := range []struct {
 		name string
-		r    miReply
+		r    harness.Reply
 	}{
 		{"login, right password", login(pw)},
 		{"login, wrong password", login("wrong " + pw)},
-		{"password change", miDo(t, "POST", base+"/api/auth/password/", token, changeBody(pw, "a new passphrase for fay"))},
-		{"second-factor enrolment", miDo(t, "POST", base+"/api/auth/mfa/totp/", token, fmt.Sprintf(`{"password":%q}`, pw))},
+		{"password change", harness.Do(t, "POST", base+"/api/auth/password/", token, harness.ChangeBody(pw, "a new passphrase for fay"))},
+		{"second-factor enrolment", harness.Do(t, "POST", base+"/api/auth/mfa/totp/", token, fmt.Sprintf(`{"password":%q}`, pw))},
 	} {
-		if c.r.status != http.StatusServiceUnavailable || c.r.code() != "unavailable" {
+		if c.r.Status != http.StatusServiceUnavailable || c.r.Code() != "unavailable" {
 			t.Errorf("%s of a cached user, %v into the outage = %v; want 503 unavailable", c.name, time.Since(stopped).Round(time.Millisecond), c.r)
 		}
 	}
 	// The token check's grace: 5 s from the last round trip that worked.
-	if r := miDo(t, "GET", base+"/api/auth/info", token, ""); time.Since(stopped) < 4*time.Second && r.status != http.StatusOK {
+	if r := harness.Do(t, "GET", base+"/api/auth/info", token, ""); time.Since(stopped) < 4*time.Second && r.Status != http.StatusOK {
 		t.Errorf("info with fay's token, %v into the outage = %v; want 200 from the cached state (5 s)", time.Since(stopped).Round(time.Millisecond), r)
 	}
 
@@ -223,19 +224,19 @@ func TestPostgresOutageChecksNoPassword(t *testing.T) {
 	up := time.Now()
 	for {
 		r := login(pw)
-		if r.status == http.StatusOK {
+		if r.Status == http.StatusOK {
 			break
 		}
-		if r.status != http.StatusServiceUnavailable {
+		if r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("login of fay after PostgreSQL's return = %v; want 200, or 503 until it is back", r)
 		}
-		if time.Since(up) > outageBound {
-			t.Fatalf("login of fay not back within %v of PostgreSQL's return: %v", outageBound, r)
+		if time.Since(up) > harness.OutageBound {
+			t.Fatalf("login of fay not back within %v of PostgreSQL's return: %v", harness.OutageBound, r)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("login back %v after PostgreSQL accepted connections", time.Since(up).Round(time.Millisecond))
-	if r := login("wrong " + pw); r.status != http.StatusUnauthorized {
+	if r := login("wrong " + pw); r.Status != http.StatusUnauthorized {
 		t.Errorf("login with a wrong password after the return = %v; want 401", r)
 	}
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"net/http"
 	"testing"
 	"time"
@@ -49,8 +50,8 @@ func checkOutage(t *testing.T, what string, replies []faultReply, ph faultPhases
 	if last503.After(ph.up) {
 		heal = last503.Sub(ph.up)
 	}
-	if heal >= outageBound {
-		t.Errorf("a 503 came %v after %s answered again; API.md: service back within %v, no restart", heal, what, outageBound)
+	if heal >= harness.OutageBound {
+		t.Errorf("a 503 came %v after %s answered again; API.md: service back within %v, no restart", heal, what, harness.OutageBound)
 	}
 	return heal, unavailable
 }
@@ -59,7 +60,7 @@ func checkOutage(t *testing.T, what string, replies []faultReply, ph faultPhases
 // at most 2 × outageBound (then the case fails in checkOutage, which
 // names the bound).
 func waitHealed(load *faultLoad, base, user, password, token string) {
-	deadline := time.Now().Add(2 * outageBound)
+	deadline := time.Now().Add(2 * harness.OutageBound)
 	for time.Now().Before(deadline) {
 		l := load.login(base, user, password)
 		i := load.info("info-old", base, user, token)
@@ -84,7 +85,7 @@ func TestFaultRedisRestart(t *testing.T) {
 	if stopRedis == nil {
 		t.Skip("AUTHSVC_TEST_REDIS names a Redis this test cannot restart")
 	}
-	base, log, stopServer := startServer(t, nil, "--users", writeTestUsers(t), "--store", redisURL,
+	base, log, stopServer := harness.StartServer(t, nil, "--users", harness.WriteTestUsers(t), "--store", redisURL,
 		"--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--max-tokens-per-user", "0",
 		"--login-rate", "1000", "--login-burst", "1000")
 	defer stopServer()

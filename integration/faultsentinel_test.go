@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"net/http"
 	"testing"
 	"time"
@@ -50,11 +51,11 @@ func firstOK(replies []faultReply, kind string, from time.Time) (time.Time, bool
 func TestFaultSentinelFailover(t *testing.T) {
 	t.Parallel()
 	g := testservers.Sentinel(t)
-	args := []string{"--users", writeTestUsers(t), "--store", g.URL, "--store-prefix", testservers.UniquePrefix(),
+	args := []string{"--users", harness.WriteTestUsers(t), "--store", g.URL, "--store-prefix", testservers.UniquePrefix(),
 		"--cost", "4", "--max-tokens-per-user", "0", "--login-rate", "1000", "--login-burst", "1000"}
-	baseA, logA, stopA := startServer(t, nil, args...)
+	baseA, logA, stopA := harness.StartServer(t, nil, args...)
 	defer stopA()
-	baseB, logB, stopB := startServer(t, nil, args...)
+	baseB, logB, stopB := harness.StartServer(t, nil, args...)
 	defer stopB()
 	bases := []string{baseA, baseB}
 	defer func() {
@@ -160,7 +161,7 @@ func TestFaultSentinelFailover(t *testing.T) {
 		// cache until it notices that its invalidation link died with the
 		// primary (linkBound, as in TestMultiInstance); a dead token never
 		// is (the case above the noPrimary one).
-		cachedLive := r.status == http.StatusOK && (r.kind == "info-old" || r.kind == "info-new") && r.got.Before(killDone.Add(linkBound))
+		cachedLive := r.status == http.StatusOK && (r.kind == "info-old" || r.kind == "info-new") && r.got.Before(killDone.Add(harness.LinkBound))
 		switch {
 		case r.status == 0 || r.err != nil:
 			errs.errorf("%s %s sent %v after the kill: no reply: %v", r.kind, r.reqID, r.sent.Sub(killed), r.err)

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -178,7 +179,7 @@ var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // start runs inst's process on addr and waits until it listens.
 func (f *fleet) start(inst *instance, addr string) error {
 	inst.log = &processLog{}
-	inst.cmd = exec.Command(binary, append([]string{"serve", "--addr", addr}, f.serve...)...)
+	inst.cmd = exec.Command(harness.Binary(), append([]string{"serve", "--addr", addr}, f.serve...)...)
 	inst.cmd.Stderr = inst.log
 	inst.cmd.Stdout = inst.log
 	if err := inst.cmd.Start(); err != nil {
@@ -267,7 +268,7 @@ func (f *fleet) close() {
 func (f *fleet) logs() string {
 	var b strings.Builder
 	for _, inst := range f.insts {
-		fmt.Fprintf(&b, "--- instance %s (%s), the last 40 lines of its log:\n%s", inst.name, inst.addr, tail(inst.log.String(), 40))
+		fmt.Fprintf(&b, "--- instance %s (%s), the last 40 lines of its log:\n%s", inst.name, inst.addr, harness.Tail(inst.log.String(), 40))
 	}
 	return b.String()
 }
@@ -291,7 +292,7 @@ func (f *fleet) cli(stdin string, sub string, args ...string) cliResult {
 	full = append(full, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, full...)
+	cmd := exec.CommandContext(ctx, harness.Binary(), full...)
 	cmd.Dir = f.dir
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin + "\n")

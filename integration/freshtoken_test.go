@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ type freshTokenFleet struct {
 func freshTokenFleets() []freshTokenFleet {
 	fileUsers := func(t *testing.T, dir string) string {
 		path := filepath.Join(dir, "users.json")
-		if err := usersfile.Write(path, testUsers(t)); err != nil {
+		if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
 			t.Fatal(err)
 		}
 		return path
@@ -35,7 +36,7 @@ func freshTokenFleets() []freshTokenFleet {
 		{"file+redis", func(t *testing.T) []string {
 			dir := t.TempDir()
 			redisURL, _, _ := testservers.Redis(t)
-			writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+			harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
 			return []string{"--users", fileUsers(t, dir), "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
 				"--secret-key-file", filepath.Join(dir, "fleet.key")}
 		}},
@@ -44,8 +45,8 @@ func freshTokenFleets() []freshTokenFleet {
 			pgURL, _, _ := testservers.Postgres(t)
 			dbURL := testservers.NewDatabase(t, pgURL)
 			redisURL, _, _ := testservers.Redis(t)
-			writeKeyFile(t, filepath.Join(dir, "fleet.key"))
-			if code, _, stderr := runCLI(t, "alice-pw\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "alice"); code != 0 {
+			harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
+			if code, _, stderr := harness.RunCLI(t, "alice-pw\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "alice"); code != 0 {
 				t.Fatalf("user add alice = exit %d, %s", code, stderr)
 			}
 			return []string{"--users", dbURL, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
@@ -54,7 +55,7 @@ func freshTokenFleets() []freshTokenFleet {
 		{"file+cluster", func(t *testing.T) []string {
 			dir := t.TempDir()
 			addrs, _ := testservers.RedisCluster(t)
-			writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+			harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
 			return []string{"--users", fileUsers(t, dir), "--store", "redis+cluster://" + strings.Join(addrs, ","),
 				"--store-prefix", testservers.UniquePrefix(), "--secret-key-file", filepath.Join(dir, "fleet.key")}
 		}},
@@ -74,8 +75,8 @@ func TestFreshTokenLivesEverywhere(t *testing.T) {
 		t.Run(fleet.name, func(t *testing.T) {
 			t.Parallel()
 			args := append(fleet.start(t), "--cost", "4", "--login-failures", "100", "--user-failures", "100")
-			baseA, logA, stopA := startServer(t, nil, args...)
-			baseB, logB, stopB := startServer(t, nil, args...)
+			baseA, logA, stopA := harness.StartServer(t, nil, args...)
+			baseB, logB, stopB := harness.StartServer(t, nil, args...)
 			defer func() {
 				stopA()
 				stopB()
@@ -89,7 +90,7 @@ func TestFreshTokenLivesEverywhere(t *testing.T) {
 				t.Helper()
 				for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); {
 					for _, b := range []struct{ name, base string }{{"B", baseB}, {"A", baseA}} {
-						if r := miDo(t, "GET", b.base+"/api/auth/info", token, ""); r.status != 200 {
+						if r := harness.Do(t, "GET", b.base+"/api/auth/info", token, ""); r.Status != 200 {
 							t.Fatalf("%s: info on %s = %v; want 200 on every instance", what, b.name, r)
 						}
 					}
@@ -98,27 +99,27 @@ func TestFreshTokenLivesEverywhere(t *testing.T) {
 			}
 
 			// Both instances know alice's first password.
-			waitLogin(t, baseB, "alice", "alice-pw")
-			token := tokenOf(t, "login on A", miLogin(t, baseA, "alice"))
-			r := miDo(t, "POST", baseA+"/api/auth/password/", token, changeBody("alice-pw", "a brand new passphrase"))
-			fresh := tokenOf(t, "password change on A", r)
+			harness.WaitLogin(t, baseB, "alice", "alice-pw")
+			token := harness.TokenOf(t, "login on A", harness.Login(t, baseA, "alice"))
+			r := harness.Do(t, "POST", baseA+"/api/auth/password/", token, harness.ChangeBody("alice-pw", "a brand new passphrase"))
+			fresh := harness.TokenOf(t, "password change on A", r)
 			liveEverywhere("the password change's token", fresh)
 
 			// A second factor confirmed on A: the presenting token is re-bound.
-			status, body := mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/", fresh, `{"password":"a brand new passphrase"}`)
+			status, body := harness.MFACall(t, "POST", baseA+"/api/auth/mfa/totp/", fresh, `{"password":"a brand new passphrase"}`)
 			if status != 200 {
 				t.Fatalf("enrol on A = %d %v", status, body)
 			}
 			secret32 := body["secret"].(string)
 			confirmedAt := time.Now()
-			if status, body = mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/confirm/", fresh, `{"code":"`+totpCode(t, secret32, confirmedAt)+`"}`); status != 200 {
+			if status, body = harness.MFACall(t, "POST", baseA+"/api/auth/mfa/totp/confirm/", fresh, `{"code":"`+harness.TOTPCode(t, secret32, confirmedAt)+`"}`); status != 200 {
 				t.Fatalf("confirm on A = %d %v", status, body)
 			}
 			recovery := body["recovery_codes"].([]any)
 			liveEverywhere("the token that confirmed an authenticator", fresh)
 
 			// Removed on A, with a recovery code: the token is re-bound again.
-			if status, body = mfaCall(t, "DELETE", baseA+"/api/auth/mfa/totp/", fresh, `{"password":"a brand new passphrase","code":"`+recovery[0].(string)+`"}`); status != 204 {
+			if status, body = harness.MFACall(t, "DELETE", baseA+"/api/auth/mfa/totp/", fresh, `{"password":"a brand new passphrase","code":"`+recovery[0].(string)+`"}`); status != 204 {
 				t.Fatalf("removal on A = %d %v", status, body)
 			}
 			liveEverywhere("the token that removed the authenticator", fresh)
@@ -137,35 +138,35 @@ func TestLaggingInstanceLogsIn(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
-	if err := usersfile.Write(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+	harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
 	args := []string{"--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4",
 		"--secret-key-file", filepath.Join(dir, "fleet.key")}
-	baseA, _, stopA := startServer(t, nil, append(args, "--reload-interval", "100ms")...)
+	baseA, _, stopA := harness.StartServer(t, nil, append(args, "--reload-interval", "100ms")...)
 	defer stopA()
-	baseB, _, stopB := startServer(t, nil, append(args, "--reload-interval", "1h")...)
+	baseB, _, stopB := harness.StartServer(t, nil, append(args, "--reload-interval", "1h")...)
 	defer stopB()
 
-	token := tokenOf(t, "alice on A", miLogin(t, baseA, "alice"))
-	status, body := mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`)
+	token := harness.TokenOf(t, "alice on A", harness.Login(t, baseA, "alice"))
+	status, body := harness.MFACall(t, "POST", baseA+"/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`)
 	if status != 200 {
 		t.Fatalf("enrol on A = %d %v", status, body)
 	}
 	secret32 := body["secret"].(string)
-	if status, body = mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+totpCode(t, secret32, time.Now())+`"}`); status != 200 {
+	if status, body = harness.MFACall(t, "POST", baseA+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+harness.TOTPCode(t, secret32, time.Now())+`"}`); status != 200 {
 		t.Fatalf("confirm on A = %d %v", status, body)
 	}
 	recovery := body["recovery_codes"].([]any)
-	if status, body = mfaCall(t, "DELETE", baseA+"/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"`+recovery[0].(string)+`"}`); status != 204 {
+	if status, body = harness.MFACall(t, "DELETE", baseA+"/api/auth/mfa/totp/", token, `{"password":"alice-pw","code":"`+recovery[0].(string)+`"}`); status != 204 {
 		t.Fatalf("removal on A = %d %v", status, body)
 	}
 	// B has not reloaded (1h): its copy has alice's first generation.
-	fresh := tokenOf(t, "alice on B, behind two factor changes", miLogin(t, baseB, "alice"))
-	wantInfo(t, "B's token, on A", baseA, fresh, aliceInfo)
-	wantInfo(t, "B's token, on B", baseB, fresh, aliceInfo)
-	wantInfo(t, "the re-bound token, on B", baseB, token, aliceInfo)
+	fresh := harness.TokenOf(t, "alice on B, behind two factor changes", harness.Login(t, baseB, "alice"))
+	harness.WantInfo(t, "B's token, on A", baseA, fresh, harness.AliceInfo)
+	harness.WantInfo(t, "B's token, on B", baseB, fresh, harness.AliceInfo)
+	harness.WantInfo(t, "the re-bound token, on B", baseB, token, harness.AliceInfo)
 }
 
 // TestLaggingInstanceFollowsFactors: a login on an instance that has not
@@ -179,44 +180,44 @@ func TestLaggingInstanceFollowsFactors(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
-	if err := usersfile.Write(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	key := filepath.Join(dir, "fleet.key")
-	writeKeyFile(t, key)
+	harness.WriteKeyFile(t, key)
 	args := []string{"--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--secret-key-file", key}
-	baseA, _, stopA := startServer(t, nil, append(args, "--reload-interval", "100ms")...)
+	baseA, _, stopA := harness.StartServer(t, nil, append(args, "--reload-interval", "100ms")...)
 	defer stopA()
-	baseB, _, stopB := startServer(t, nil, append(args, "--reload-interval", "1h")...)
+	baseB, _, stopB := harness.StartServer(t, nil, append(args, "--reload-interval", "1h")...)
 	defer stopB()
 	confirm := func(base, user string) {
 		t.Helper()
-		token := tokenOf(t, user+" on "+base, miLogin(t, base, user))
-		status, body := mfaCall(t, "POST", base+"/api/auth/mfa/totp/", token, `{"password":"`+user+`-pw"}`)
+		token := harness.TokenOf(t, user+" on "+base, harness.Login(t, base, user))
+		status, body := harness.MFACall(t, "POST", base+"/api/auth/mfa/totp/", token, `{"password":"`+user+`-pw"}`)
 		if status != 200 {
 			t.Fatalf("enrol %s = %d %v", user, status, body)
 		}
-		if status, body = mfaCall(t, "POST", base+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+totpCode(t, body["secret"].(string), time.Now())+`"}`); status != 200 {
+		if status, body = harness.MFACall(t, "POST", base+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+harness.TOTPCode(t, body["secret"].(string), time.Now())+`"}`); status != 200 {
 			t.Fatalf("confirm %s = %d %v", user, status, body)
 		}
 	}
 
 	// alice confirms an authenticator on A; B, behind, still has none for her.
 	confirm(baseA, "alice")
-	if r := miLogin(t, baseB, "alice"); r.status != 401 || r.code() != "mfa_required" {
+	if r := harness.Login(t, baseB, "alice"); r.Status != 401 || r.Code() != "mfa_required" {
 		t.Errorf("alice's password on B after a confirm on A = %v; want 401 mfa_required", r)
 	}
 	// bob confirms on B (B knows his factor), then user reset-mfa removes it.
 	confirm(baseB, "bob")
-	mustRunCLI(t, "", "user", "reset-mfa", "--users", path, "bob")
+	harness.MustRunCLI(t, "", "user", "reset-mfa", "--users", path, "bob")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		// A reloads within 100 ms and tells the store; B never reloads.
-		r := miLogin(t, baseB, "bob")
-		if r.status == 200 {
+		r := harness.Login(t, baseB, "bob")
+		if r.Status == 200 {
 			break
 		}
-		if r.code() != "mfa_required" || time.Now().After(deadline) {
+		if r.Code() != "mfa_required" || time.Now().After(deadline) {
 			t.Fatalf("bob's password on B after user reset-mfa = %v; want mfa_required until the store hears of it, then 200", r)
 		}
 		time.Sleep(20 * time.Millisecond)

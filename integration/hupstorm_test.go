@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -17,10 +18,10 @@ import (
 // and no request sees a half-loaded directory (issue 19, point 11, one of
 // the fault cases).
 func TestSIGHUPStorm(t *testing.T) {
-	path := writeTestUsers(t)
-	base, log, stop := startServer(t, nil, "--users", path, "--cost", "4", "--login-rate", "1000", "--login-burst", "1000")
+	path := harness.WriteTestUsers(t)
+	base, log, stop := harness.StartServer(t, nil, "--users", path, "--cost", "4", "--login-rate", "1000", "--login-burst", "1000")
 	defer stop()
-	token := loginToken(t, base, "alice", "alice-pw")
+	token := harness.LoginToken(t, base, "alice", "alice-pw")
 
 	done := make(chan struct{})
 	var hups atomic.Int64
@@ -55,9 +56,9 @@ func TestSIGHUPStorm(t *testing.T) {
 					return
 				default:
 				}
-				code, _ := getInfo(t, base, token, "")
+				code, _ := harness.GetInfo(t, base, token, "")
 				count("info", code)
-				resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"bob","password":"bob-pw"}`)
+				resp, body := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"bob","password":"bob-pw"}`)
 				var reply struct{ Token string }
 				if resp.StatusCode == http.StatusOK && json.Unmarshal([]byte(body), &reply) != nil {
 					t.Errorf("login reply %q is not JSON", body)
@@ -69,7 +70,7 @@ func TestSIGHUPStorm(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	close(done)
 	wg.Wait()
-	log.waitFor(t, regexp.MustCompile(`users file reloaded`))
+	log.WaitFor(t, regexp.MustCompile(`users file reloaded`))
 	t.Logf("%d SIGHUPs; replies %v", hups.Load(), statuses)
 	for kind, byStatus := range statuses {
 		for code, n := range byStatus {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"bytes"
 	"fmt"
 	"os"
@@ -20,28 +21,17 @@ import (
 // server's account, not the CLI's.
 const nobody = 65534
 
-// owner returns the uid and gid of the file at path.
-func owner(t *testing.T, path string) (uid, gid int) {
-	t.Helper()
-	info, err := os.Stat(path)
-	if err != nil {
-		t.Fatalf("os.Stat(%q) = %v", path, err)
-	}
-	st := info.Sys().(*syscall.Stat_t)
-	return int(st.Uid), int(st.Gid)
-}
-
 // TestCLIKeepsOwner: root editing the server's users file must leave it the
 // server's, or the server can no longer read it.
 func TestCLIKeepsOwner(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
-	addUser(t, path, "alice", "pw")
+	harness.AddUser(t, path, "alice", "pw")
 
 	// The trivial case, for any user: the file stays the editor's.
-	uid, gid := owner(t, path)
-	addUser(t, path, "bob", "pw")
-	if u, g := owner(t, path); u != uid || g != gid {
+	uid, gid := harness.Owner(t, path)
+	harness.AddUser(t, path, "bob", "pw")
+	if u, g := harness.Owner(t, path); u != uid || g != gid {
 		t.Errorf("owner of %s after user add = %d:%d; want %d:%d as before", path, u, g, uid, gid)
 	}
 
@@ -53,12 +43,12 @@ func TestCLIKeepsOwner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	addUser(t, path, "carol", "pw")
-	if u, g := owner(t, path); u != nobody || g != nobody {
+	harness.AddUser(t, path, "carol", "pw")
+	if u, g := harness.Owner(t, path); u != nobody || g != nobody {
 		t.Errorf("owner of %s after root's user add = %d:%d; want %d:%d as before", path, u, g, nobody, nobody)
 	}
-	checkMode(t, path, 0o600)
-	if users := mustReadUsers(t, path); len(users) != 3 {
+	harness.CheckMode(t, path, 0o600)
+	if users := harness.MustReadUsers(t, path); len(users) != 3 {
 		t.Errorf("users after user add carol = %+v; want alice, bob and carol", users)
 	}
 
@@ -67,9 +57,9 @@ func TestCLIKeepsOwner(t *testing.T) {
 	if err := os.Chown(path+".lock", 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	mustRunCLI(t, "", "user", "disable", "--users", path, "carol")
+	harness.MustRunCLI(t, "", "user", "disable", "--users", path, "carol")
 	for _, p := range []string{path, path + ".lock"} {
-		if u, g := owner(t, p); u != nobody || g != nobody {
+		if u, g := harness.Owner(t, p); u != nobody || g != nobody {
 			t.Errorf("owner of %s after root's user disable = %d:%d; want %d:%d", p, u, g, nobody, nobody)
 		}
 	}
@@ -83,7 +73,7 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: cannot run the CLI as another user")
 	}
-	requireBinary(t)
+	harness.RequireBinary(t)
 	// t.TempDir's parents are 0700; nobody must reach this one.
 	dir, err := os.MkdirTemp("", "authsvc-owner-")
 	if err != nil {
@@ -95,7 +85,7 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 	}
 	// A copy of the binary, where nobody can run it.
 	bin := filepath.Join(dir, "authsvc")
-	data, err := os.ReadFile(binary)
+	data, err := os.ReadFile(harness.Binary())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +104,7 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 		path := filepath.Join(dir, "users.json")
 		os.Remove(path)
 		os.Remove(path + ".lock")
-		addUser(t, path, "alice", "pw")
+		harness.AddUser(t, path, "alice", "pw")
 		// Readable by nobody, but root's.
 		if err := os.Chmod(path, 0o644); err != nil {
 			t.Fatal(err)
@@ -135,17 +125,17 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 		cmd.Stderr = &stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 		err := cmd.Run()
-		msg := withoutWarning(stderr.String())
+		msg := harness.WithoutWarning(stderr.String())
 		if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(msg, tt.want) || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "authsvc: ") {
 			t.Errorf("%s: nobody's user add bob on root's file = %v (exit %d), stderr %q; want exit 1, one line containing %q", tt.name, err, code, msg, tt.want)
 		}
 		if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
 			t.Errorf("%s: refused user add changed the users file", tt.name)
 		}
-		if u, g := owner(t, path); u != 0 || g != 0 {
+		if u, g := harness.Owner(t, path); u != 0 || g != 0 {
 			t.Errorf("%s: owner of %s after the refused user add = %d:%d; want 0:0", tt.name, path, u, g)
 		}
-		for _, name := range dirNames(t, dir) {
+		for _, name := range harness.DirNames(t, dir) {
 			if strings.HasSuffix(name, ".tmp") {
 				t.Errorf("%s: temporary file %s left behind", tt.name, name)
 			}
@@ -158,20 +148,20 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 func TestHashCostMaximum(t *testing.T) {
 	t.Parallel()
 	for _, cost := range []string{"15", "31"} {
-		doc := usersJSON(okAlice, entry("bob", hashField("$2a$"+cost+passwordtest.Hash[6:])))
+		doc := harness.UsersJSON(harness.OKAlice, harness.Entry("bob", harness.HashField("$2a$"+cost+passwordtest.Hash[6:])))
 		want := `users[1] ("bob"): password_hash: bcrypt cost ` + cost + ` is above the maximum 14`
 		if _, err := usersfile.Parse([]byte(doc)); err == nil || err.Error() != want {
 			t.Errorf("usersfile.Parse(bob at cost %s) = %v; want %q", cost, err, want)
 		}
 	}
 	// The maximum itself is accepted.
-	doc := usersJSON(okAlice, entry("bob", hashField("$2a$14"+passwordtest.Hash[6:])))
+	doc := harness.UsersJSON(harness.OKAlice, harness.Entry("bob", harness.HashField("$2a$14"+passwordtest.Hash[6:])))
 	if _, err := usersfile.Parse([]byte(doc)); err != nil {
 		t.Errorf("usersfile.Parse(bob at cost 14) = %v; want nil", err)
 	}
 
 	path := filepath.Join(t.TempDir(), "users.json")
-	addUser(t, path, "alice", "pw")
+	harness.AddUser(t, path, "alice", "pw")
 	before, _ := os.ReadFile(path)
 	for _, args := range [][]string{
 		{"user", "add", "--users", path, "--cost", "15", "bob"},
@@ -179,7 +169,7 @@ func TestHashCostMaximum(t *testing.T) {
 		{"hash", "--cost", "15"},
 		{"serve", "--users", path, "--cost", "15"},
 	} {
-		code, stdout, stderr := runCLI(t, "pw\n", nil, args...)
+		code, stdout, stderr := harness.RunCLI(t, "pw\n", nil, args...)
 		cmd := args[0]
 		if cmd == "user" {
 			cmd += " " + args[1]
@@ -205,7 +195,7 @@ func TestCLIUserListEscapes(t *testing.T) {
 	if err := usersfile.Write(path, list); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI(t, "", nil, "user", "list", "--users", path)
+	code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "list", "--users", path)
 	if code != 0 || stderr != "" {
 		t.Fatalf("user list = exit %d, stderr %q; want 0, nothing", code, stderr)
 	}
@@ -267,10 +257,10 @@ func TestCLIUserAddProfileLimits(t *testing.T) {
 		{groups(101), false, "--group"},
 	} {
 		path := filepath.Join(t.TempDir(), "users.json")
-		addUser(t, path, "alice", "pw")
+		harness.AddUser(t, path, "alice", "pw")
 		before, _ := os.ReadFile(path)
 		args := append([]string{"user", "add", "--users", path, "--cost", "4", "bob"}, tt.flags...)
-		code, stdout, stderr := runCLI(t, "pw\n", nil, args...)
+		code, stdout, stderr := harness.RunCLI(t, "pw\n", nil, args...)
 		call := fmt.Sprintf("user add bob %.60q", strings.Join(tt.flags, " "))
 		if tt.ok {
 			if code != 0 {
@@ -278,7 +268,7 @@ func TestCLIUserAddProfileLimits(t *testing.T) {
 			}
 			continue
 		}
-		msg := withoutWarning(stderr)
+		msg := harness.WithoutWarning(stderr)
 		if code != 2 || !strings.HasPrefix(msg, "authsvc: ") || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, tt.want) || len(msg) > 200 {
 			t.Errorf("%s = exit %d, stderr %.300q; want exit 2, one short line starting \"authsvc: \" naming %s", call, code, stderr, tt.want)
 		}
@@ -295,15 +285,15 @@ func TestCLIUserAddProfileLimits(t *testing.T) {
 func TestCLIPasswordNotUTF8(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
-	addUser(t, path, "alice", "pw")
+	harness.AddUser(t, path, "alice", "pw")
 	before, _ := os.ReadFile(path)
 	for _, args := range [][]string{
 		{"user", "add", "--users", path, "--cost", "4", "bob"},
 		{"user", "passwd", "--users", path, "--cost", "4", "alice"},
 		{"hash", "--cost", "4"},
 	} {
-		code, stdout, stderr := runCLI(t, "\xff\xfe-password\n", nil, args...)
-		msg := withoutWarning(stderr)
+		code, stdout, stderr := harness.RunCLI(t, "\xff\xfe-password\n", nil, args...)
+		msg := harness.WithoutWarning(stderr)
 		if code != 1 || stdout != "" || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "authsvc: ") || !strings.Contains(msg, "UTF-8") {
 			t.Errorf("authsvc %s with a password not UTF-8 = exit %d, stdout %q, stderr %q; want exit 1, one line about UTF-8", strings.Join(args, " "), code, stdout, stderr)
 		}
@@ -322,7 +312,7 @@ func TestCLILockSymlink(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
-	addUser(t, path, "alice", "pw")
+	harness.AddUser(t, path, "alice", "pw")
 	before, _ := os.ReadFile(path)
 	target := filepath.Join(dir, "elsewhere")
 	if err := os.Remove(path + ".lock"); err != nil {
@@ -331,8 +321,8 @@ func TestCLILockSymlink(t *testing.T) {
 	if err := os.Symlink(target, path+".lock"); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI(t, "pw\n", nil, "user", "add", "--users", path, "--cost", "4", "bob")
-	msg := withoutWarning(stderr)
+	code, stdout, stderr := harness.RunCLI(t, "pw\n", nil, "user", "add", "--users", path, "--cost", "4", "bob")
+	msg := harness.WithoutWarning(stderr)
 	if code != 1 || stdout != "" || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "authsvc: ") || !strings.Contains(msg, "symbolic link") {
 		t.Errorf("user add with users.json.lock a symlink = exit %d, stdout %q, stderr %q; want exit 1, one line about the symbolic link", code, stdout, stderr)
 	}
@@ -350,7 +340,7 @@ func TestCLIRemovesStaleTemp(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
-	addUser(t, path, "alice", "pw")
+	harness.AddUser(t, path, "alice", "pw")
 	stale := []string{".users.json.123456.tmp", ".users.json.4294967295.tmp"}
 	// Other users files' temporary files (users.json.x is a users file too),
 	// and files merely alike.
@@ -360,7 +350,7 @@ func TestCLIRemovesStaleTemp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	addUser(t, path, "bob", "pw")
+	harness.AddUser(t, path, "bob", "pw")
 	for _, name := range stale {
 		if _, err := os.Lstat(filepath.Join(dir, name)); !os.IsNotExist(err) {
 			t.Errorf("stale %s after user add: lstat = %v; want not exist", name, err)
@@ -371,7 +361,7 @@ func TestCLIRemovesStaleTemp(t *testing.T) {
 			t.Errorf("%s after user add: lstat = %v; want it untouched", name, err)
 		}
 	}
-	if users := mustReadUsers(t, path); len(users) != 2 {
+	if users := harness.MustReadUsers(t, path); len(users) != 2 {
 		t.Errorf("users after user add bob = %+v; want alice and bob", users)
 	}
 }
@@ -382,34 +372,34 @@ func TestCLIRemovesStaleTemp(t *testing.T) {
 func TestUsersFieldNamesExact(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ doc, want string }{
-		{usersJSON(entry("alice", hashField(passwordtest.Hash), `"ADMIN": true`)), `users[0] ("alice"): unknown field "ADMIN"`},
-		{usersJSON(okAlice, entry("bob", hashField(passwordtest.Hash), `"Disabled": false`)), `users[1] ("bob"): unknown field "Disabled"`},
-		{usersJSON(entry("alice", `"Password_Hash": "`+passwordtest.Hash+`"`)), `users[0] ("alice"): unknown field "Password_Hash"`},
-		{usersJSON(`{"UserName": "alice", ` + hashField(passwordtest.Hash) + `}`), `users[0] ("alice"): unknown field "UserName"`},
+		{harness.UsersJSON(harness.Entry("alice", harness.HashField(passwordtest.Hash), `"ADMIN": true`)), `users[0] ("alice"): unknown field "ADMIN"`},
+		{harness.UsersJSON(harness.OKAlice, harness.Entry("bob", harness.HashField(passwordtest.Hash), `"Disabled": false`)), `users[1] ("bob"): unknown field "Disabled"`},
+		{harness.UsersJSON(harness.Entry("alice", `"Password_Hash": "`+passwordtest.Hash+`"`)), `users[0] ("alice"): unknown field "Password_Hash"`},
+		{harness.UsersJSON(`{"UserName": "alice", ` + harness.HashField(passwordtest.Hash) + `}`), `users[0] ("alice"): unknown field "UserName"`},
 		// encoding/json folds U+017F (long s) to s as well.
-		{usersJSON(entry("alice", hashField(passwordtest.Hash), `"di\u017fabled": true`)), `users[0] ("alice"): unknown field "diſabled"`},
-		{usersJSON(entry("alice", hashField(passwordtest.Hash), `"admin": false`, `"admin": true`)), `users[0] ("alice"): duplicate field "admin"`},
-		{`{"USERS": [` + okAlice + `]}`, `not a users file: unknown field "USERS"`},
-		{`{"users": [], "users": [` + okAlice + `]}`, `not a users file: duplicate field "users"`},
+		{harness.UsersJSON(harness.Entry("alice", harness.HashField(passwordtest.Hash), `"di\u017fabled": true`)), `users[0] ("alice"): unknown field "diſabled"`},
+		{harness.UsersJSON(harness.Entry("alice", harness.HashField(passwordtest.Hash), `"admin": false`, `"admin": true`)), `users[0] ("alice"): duplicate field "admin"`},
+		{`{"USERS": [` + harness.OKAlice + `]}`, `not a users file: unknown field "USERS"`},
+		{`{"users": [], "users": [` + harness.OKAlice + `]}`, `not a users file: duplicate field "users"`},
 	} {
 		if users, err := usersfile.Parse([]byte(tt.doc)); err == nil || err.Error() != tt.want {
 			t.Errorf("usersfile.Parse(%s) = %+v, %v; want %q", tt.doc, users, err, tt.want)
 		}
 	}
 	// Escapes in a name are decoded first: this is "admin".
-	if users, err := usersfile.Parse([]byte(usersJSON(entry("alice", hashField(passwordtest.Hash), `"\u0061dmin": true`)))); err != nil || !users[0].Admin {
+	if users, err := usersfile.Parse([]byte(harness.UsersJSON(harness.Entry("alice", harness.HashField(passwordtest.Hash), `"\u0061dmin": true`)))); err != nil || !users[0].Admin {
 		t.Errorf(`parseUsers("\u0061dmin": true) = %+v, %v; want alice an admin`, users, err)
 	}
 
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := os.WriteFile(path, []byte(usersJSON(entry("alice", hashField(passwordtest.Hash), `"ADMIN": true`))), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(harness.UsersJSON(harness.Entry("alice", harness.HashField(passwordtest.Hash), `"ADMIN": true`))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	want := path + `: users[0] ("alice"): unknown field "ADMIN"`
 	if _, err := usersfile.Read(path); err == nil || err.Error() != want {
 		t.Errorf("usersfile.Read(%q) = %v; want %q", path, err, want)
 	}
-	code, stdout, stderr := runCLI(t, "", nil, "user", "list", "--users", path)
+	code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "list", "--users", path)
 	if code != 1 || stdout != "" || stderr != "authsvc: user list: "+want+"\n" {
 		t.Errorf("user list of a file with \"ADMIN\" = exit %d, stdout %q, stderr %q; want exit 1, %q", code, stdout, stderr, want)
 	}

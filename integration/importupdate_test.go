@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"context"
 	"crypto/md5"
 	"crypto/sha1"
@@ -30,12 +31,12 @@ func djangoMD5(pw, salt string) string {
 
 // waitStatus polls until do answers want, for up to 5 s (a server picks up
 // a users file change within its reload interval).
-func waitStatus(t *testing.T, what string, want int, do func() miReply) {
+func waitStatus(t *testing.T, what string, want int, do func() harness.Reply) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		r := do()
-		if r.status == want {
+		if r.Status == want {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -65,7 +66,7 @@ func TestImportUpdate(t *testing.T) {
 	prefix := testservers.UniquePrefix()
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
-	if code, _, stderr := runCLI(t, "dave-authsvc-pw\n", nil, "user", "add", "--users", usersPath, "dave"); code != 0 {
+	if code, _, stderr := harness.RunCLI(t, "dave-authsvc-pw\n", nil, "user", "add", "--users", usersPath, "dave"); code != 0 {
 		t.Fatalf("user add dave = exit %d, %s", code, stderr)
 	}
 	const created = "2025-06-01T09:00:00.000Z"
@@ -73,65 +74,65 @@ func TestImportUpdate(t *testing.T) {
 		"alice": strings.Repeat("a1", 20), "bob": strings.Repeat("b2", 20), "carol": strings.Repeat("c3", 20),
 		"dave": strings.Repeat("d4", 20), "erin": strings.Repeat("e5", 20),
 	}
-	first := writeDjangoDump(t, dir, "first.json",
-		djangoUserRecord{"alice", djangoPBKDF2(t, "alice-pass-one", "s1"), "Alice", true, keys["alice"], created},
-		djangoUserRecord{"bob", djangoPBKDF2(t, "bob-pass-one", "s2"), "Bob", true, keys["bob"], created},
-		djangoUserRecord{"carol", djangoSHA1("carol-pass-one", "s3"), "Carol", true, keys["carol"], created},
-		djangoUserRecord{"dave", djangoPBKDF2(t, "dave-django-pw", "s4"), "Dave", true, keys["dave"], created},
+	first := harness.WriteDjangoDump(t, dir, "first.json",
+		harness.DjangoUserRecord{Username: "alice", Hash: harness.DjangoPBKDF2(t, "alice-pass-one", "s1"), First: "Alice", Active: true, Key: keys["alice"], Created: created},
+		harness.DjangoUserRecord{Username: "bob", Hash: harness.DjangoPBKDF2(t, "bob-pass-one", "s2"), First: "Bob", Active: true, Key: keys["bob"], Created: created},
+		harness.DjangoUserRecord{Username: "carol", Hash: djangoSHA1("carol-pass-one", "s3"), First: "Carol", Active: true, Key: keys["carol"], Created: created},
+		harness.DjangoUserRecord{Username: "dave", Hash: harness.DjangoPBKDF2(t, "dave-django-pw", "s4"), First: "Dave", Active: true, Key: keys["dave"], Created: created},
 	)
 	bobNewHash := djangoMD5("bob-pass-two", "s5")
-	second := writeDjangoDump(t, dir, "second.json",
-		djangoUserRecord{"alice", djangoPBKDF2(t, "alice-pass-one", "s1"), "Alice B", true, keys["alice"], created},
-		djangoUserRecord{"bob", bobNewHash, "Bob", true, keys["bob"], created},
-		djangoUserRecord{"carol", djangoSHA1("carol-pass-one", "s3"), "Carol", false, keys["carol"], created},
-		djangoUserRecord{"dave", djangoPBKDF2(t, "dave-django-pw", "s4"), "Dave D", true, keys["dave"], created},
-		djangoUserRecord{"erin", djangoPBKDF2(t, "erin-pass-one", "s6"), "Erin", true, keys["erin"], created},
+	second := harness.WriteDjangoDump(t, dir, "second.json",
+		harness.DjangoUserRecord{Username: "alice", Hash: harness.DjangoPBKDF2(t, "alice-pass-one", "s1"), First: "Alice B", Active: true, Key: keys["alice"], Created: created},
+		harness.DjangoUserRecord{Username: "bob", Hash: bobNewHash, First: "Bob", Active: true, Key: keys["bob"], Created: created},
+		harness.DjangoUserRecord{Username: "carol", Hash: djangoSHA1("carol-pass-one", "s3"), First: "Carol", Active: false, Key: keys["carol"], Created: created},
+		harness.DjangoUserRecord{Username: "dave", Hash: harness.DjangoPBKDF2(t, "dave-django-pw", "s4"), First: "Dave D", Active: true, Key: keys["dave"], Created: created},
+		harness.DjangoUserRecord{Username: "erin", Hash: harness.DjangoPBKDF2(t, "erin-pass-one", "s6"), First: "Erin", Active: true, Key: keys["erin"], Created: created},
 	)
 	importDump := func(path string, extra ...string) (int, string, string) {
 		args := append([]string{"user", "import", "--users", usersPath, "--from", "django", "--store", redisURL, "--store-prefix", prefix}, extra...)
-		return runCLI(t, "", nil, append(args, path)...)
+		return harness.RunCLI(t, "", nil, append(args, path)...)
 	}
-	wantSummary := func(what, stdout string, dryRun bool, users, tokens importTally) {
+	wantSummary := func(what, stdout string, dryRun bool, users, tokens harness.ImportTally) {
 		t.Helper()
-		dry, u, k, ok := importSummary(stdout)
+		dry, u, k, ok := harness.ImportSummary(stdout)
 		if !ok || dry != dryRun || u != users || k != tokens {
 			t.Errorf("%s: summary %q; want users %+v, tokens %+v (dry run %v)", what, stdout, users, tokens, dryRun)
 		}
 	}
 
 	code, stdout, stderr := importDump(first)
-	wantSummary("the first import", stdout, false, importTally{imported: 3, skipped: 1}, importTally{imported: 3, skipped: 1})
+	wantSummary("the first import", stdout, false, harness.ImportTally{Imported: 3, Skipped: 1}, harness.ImportTally{Imported: 3, Skipped: 1})
 	if code != 1 || !strings.Contains(stderr, `left alone: user "dave" already exists`) || !strings.Contains(stderr, `created the secret key file `+filepath.Join(dir, "authsvc.key")) {
 		t.Errorf("the first import = exit %d, stderr:\n%s\nwant 1, dave left alone, the key file created", code, stderr)
 	}
-	checkMode(t, filepath.Join(dir, "authsvc.key"), 0o600)
+	harness.CheckMode(t, filepath.Join(dir, "authsvc.key"), 0o600)
 
-	base, _, stop := startServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix, "--login-burst", "100")
+	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix, "--login-burst", "100")
 	defer stop()
-	loginReply := func(user, pw string) miReply {
-		return miDo(t, "POST", base+"/api/auth/login/", "", `{"username":"`+user+`","password":"`+pw+`"}`)
+	loginReply := func(user, pw string) harness.Reply {
+		return harness.Do(t, "POST", base+"/api/auth/login/", "", `{"username":"`+user+`","password":"`+pw+`"}`)
 	}
-	info := func(user string) func() miReply {
-		return func() miReply { return miDo(t, "GET", base+"/api/auth/info", keys[user], "") }
+	info := func(user string) func() harness.Reply {
+		return func() harness.Reply { return harness.Do(t, "GET", base+"/api/auth/info", keys[user], "") }
 	}
 	// A login upgrades a Django hash to the policy's, written in the
 	// background: waitRehashed waits for the write.
 	waitRehashed := func(name string) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
-		for !strings.HasPrefix(mustReadUsers(t, usersPath)[name].PasswordHash, "$argon2id$") {
+		for !strings.HasPrefix(harness.MustReadUsers(t, usersPath)[name].PasswordHash, "$argon2id$") {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s's hash after a login = %q; want it rehashed to argon2id", name, mustReadUsers(t, usersPath)[name].PasswordHash)
+				t.Fatalf("%s's hash after a login = %q; want it rehashed to argon2id", name, harness.MustReadUsers(t, usersPath)[name].PasswordHash)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	// alice's first login upgrades her pbkdf2 hash to the policy's.
-	if r := loginReply("alice", "alice-pass-one"); r.status != 200 {
+	if r := loginReply("alice", "alice-pass-one"); r.Status != 200 {
 		t.Fatalf("alice's login = %v; want 200", r)
 	}
 	waitRehashed("alice")
-	upgraded := mustReadUsers(t, usersPath)["alice"].PasswordHash
+	upgraded := harness.MustReadUsers(t, usersPath)["alice"].PasswordHash
 
 	// A dry run: everything the real run does, nothing written.
 	before, err := os.ReadFile(usersPath)
@@ -148,8 +149,8 @@ func TestImportUpdate(t *testing.T) {
 		return k
 	}
 	keysBefore := len(redisKeys())
-	wantUsers := importTally{imported: 1, updated: 4}
-	wantTokens := importTally{imported: 1, updated: 1, dead: 2, skipped: 1}
+	wantUsers := harness.ImportTally{Imported: 1, Updated: 4}
+	wantTokens := harness.ImportTally{Imported: 1, Updated: 1, Dead: 2, Skipped: 1}
 	dryCode, stdout, dryErr := importDump(second, "--update", "--dry-run")
 	wantSummary("the dry run of --update", stdout, true, wantUsers, wantTokens)
 	if after, err := os.ReadFile(usersPath); err != nil || string(after) != string(before) {
@@ -165,7 +166,7 @@ func TestImportUpdate(t *testing.T) {
 		!strings.Contains(stderr, `skipped the token of "dave"`) {
 		t.Errorf("import --update = exit %d, stderr:\n%s\nwant exit 1 (dave's key), dave reported, and the dry run's exit %d and stderr:\n%s", code, stderr, dryCode, dryErr)
 	}
-	got := mustReadUsers(t, usersPath)
+	got := harness.MustReadUsers(t, usersPath)
 	if got["alice"].PasswordHash != upgraded || got["alice"].Name != "Alice B" {
 		t.Errorf("alice after --update: hash %q, name %q; want the upgraded hash kept (%q), the name updated", got["alice"].PasswordHash, got["alice"].Name, upgraded)
 	}
@@ -175,16 +176,16 @@ func TestImportUpdate(t *testing.T) {
 	if got["dave"].Name != "Dave D" || !got["carol"].Disabled {
 		t.Errorf("dave's name %q, carol disabled %v; want Dave D, true", got["dave"].Name, got["carol"].Disabled)
 	}
-	waitStatus(t, "bob's login with his new Django password", 200, func() miReply { return loginReply("bob", "bob-pass-two") })
+	waitStatus(t, "bob's login with his new Django password", 200, func() harness.Reply { return loginReply("bob", "bob-pass-two") })
 	for _, tt := range []struct {
 		what string
 		want int
-		do   func() miReply
+		do   func() harness.Reply
 	}{
-		{"alice's login", 200, func() miReply { return loginReply("alice", "alice-pass-one") }},
-		{"bob's login with his old password", 401, func() miReply { return loginReply("bob", "bob-pass-one") }},
-		{"dave's login with his authsvc password", 200, func() miReply { return loginReply("dave", "dave-authsvc-pw") }},
-		{"erin's login", 200, func() miReply { return loginReply("erin", "erin-pass-one") }},
+		{"alice's login", 200, func() harness.Reply { return loginReply("alice", "alice-pass-one") }},
+		{"bob's login with his old password", 401, func() harness.Reply { return loginReply("bob", "bob-pass-one") }},
+		{"dave's login with his authsvc password", 200, func() harness.Reply { return loginReply("dave", "dave-authsvc-pw") }},
+		{"erin's login", 200, func() harness.Reply { return loginReply("erin", "erin-pass-one") }},
 		{"info with alice's key", 200, info("alice")},
 		{"info with bob's key", 401, info("bob")},
 		{"info with carol's key", 401, info("carol")},
@@ -200,7 +201,7 @@ func TestImportUpdate(t *testing.T) {
 
 	// Again: nothing to change, and the dead keys stay dead.
 	code, stdout, _ = importDump(second, "--update")
-	wantSummary("import --update again", stdout, false, importTally{unchanged: 5}, importTally{updated: 2, dead: 2, skipped: 1})
+	wantSummary("import --update again", stdout, false, harness.ImportTally{Unchanged: 5}, harness.ImportTally{Updated: 2, Dead: 2, Skipped: 1})
 	if code != 1 {
 		t.Errorf("import --update again = exit %d; want 1 (dave's key)", code)
 	}

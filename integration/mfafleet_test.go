@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -24,7 +25,7 @@ func TestTwoFactorFleet(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
-	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
@@ -32,9 +33,9 @@ func TestTwoFactorFleet(t *testing.T) {
 		"--login-failures", "100", "--user-failures", "100", "--login-burst", "1000", "--login-rate", "1000"}
 	// The key file must exist for --secret-key-file: the first instance
 	// would not create it. Give it as an operator would.
-	writeKeyFile(t, filepath.Join(dir, "fleet.key"))
-	baseA, logA, stopA := startServer(t, nil, args...)
-	baseB, logB, stopB := startServer(t, nil, args...)
+	harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
+	baseA, logA, stopA := harness.StartServer(t, nil, args...)
+	baseB, logB, stopB := harness.StartServer(t, nil, args...)
 	defer func() {
 		stopA()
 		stopB()
@@ -43,14 +44,14 @@ func TestTwoFactorFleet(t *testing.T) {
 		}
 	}()
 
-	token := tokenOf(t, "alice on A", miLogin(t, baseA, "alice"))
-	status, body := mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`)
+	token := harness.TokenOf(t, "alice on A", harness.Login(t, baseA, "alice"))
+	status, body := harness.MFACall(t, "POST", baseA+"/api/auth/mfa/totp/", token, `{"password":"alice-pw"}`)
 	if status != 200 {
 		t.Fatalf("enrol on A = %d %v", status, body)
 	}
 	secret32 := body["secret"].(string)
 	confirmedAt := time.Now()
-	status, body = mfaCall(t, "POST", baseA+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+totpCode(t, secret32, confirmedAt)+`"}`)
+	status, body = harness.MFACall(t, "POST", baseA+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+harness.TOTPCode(t, secret32, confirmedAt)+`"}`)
 	if status != 200 {
 		t.Fatalf("confirm on A = %d %v", status, body)
 	}
@@ -58,15 +59,15 @@ func TestTwoFactorFleet(t *testing.T) {
 	// B sees the factors once it has reloaded the file.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if status, _ = mfaCall(t, "POST", baseB+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`); status == 401 || time.Now().After(deadline) {
+		if status, _ = harness.MFACall(t, "POST", baseB+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`); status == 401 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	next := totpCode(t, secret32, confirmedAt.Add(30*time.Second))
+	next := harness.TOTPCode(t, secret32, confirmedAt.Add(30*time.Second))
 	login := func(base, code string) int {
-		status, _ := mfaCall(t, "POST", base+"/api/auth/login/", "", fmt.Sprintf(`{"username":"alice","password":"alice-pw","otp":%q}`, code))
+		status, _ := harness.MFACall(t, "POST", base+"/api/auth/login/", "", fmt.Sprintf(`{"username":"alice","password":"alice-pw","otp":%q}`, code))
 		return status
 	}
 	if got := login(baseA, next); got != 200 {
@@ -80,7 +81,7 @@ func TestTwoFactorFleet(t *testing.T) {
 	}
 
 	// 30 codes at once for one mfa_token, half to each instance.
-	_, body = mfaCall(t, "POST", baseA+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`)
+	_, body = harness.MFACall(t, "POST", baseA+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`)
 	mfaTok, _ := body["mfa_token"].(string)
 	var wg sync.WaitGroup
 	var mu sync.Mutex // guards counts
@@ -93,7 +94,7 @@ func TestTwoFactorFleet(t *testing.T) {
 			if i%2 == 1 {
 				base = baseB
 			}
-			status, body := mfaCall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+strconv.Itoa(200000+i)+`"}`)
+			status, body := harness.MFACall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+strconv.Itoa(200000+i)+`"}`)
 			mu.Lock()
 			counts[fmt.Sprint(status, " ", body["code"])]++
 			mu.Unlock()
@@ -105,12 +106,12 @@ func TestTwoFactorFleet(t *testing.T) {
 	}
 
 	// An mfa_token from A dies with a logoutall on B.
-	_, body = mfaCall(t, "POST", baseA+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`)
+	_, body = harness.MFACall(t, "POST", baseA+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`)
 	mfaTok, _ = body["mfa_token"].(string)
-	if st, _ := mfaCall(t, "POST", baseB+"/api/auth/logoutall/", token, ""); st != 204 {
+	if st, _ := harness.MFACall(t, "POST", baseB+"/api/auth/logoutall/", token, ""); st != 204 {
 		t.Fatalf("logoutall on B = %d; want 204", st)
 	}
-	if st, body := mfaCall(t, "POST", baseA+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+recovery[0].(string)+`"}`); st != 401 || body["code"] != "invalid_token" {
+	if st, body := harness.MFACall(t, "POST", baseA+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+recovery[0].(string)+`"}`); st != 401 || body["code"] != "invalid_token" {
 		t.Errorf("second step on A after logoutall on B = %d %v; want 401 invalid_token", st, body)
 	}
 }
@@ -119,7 +120,7 @@ func TestTwoFactorFleet(t *testing.T) {
 // one secret key and one token store (and so one throttle).
 type mfaFleet struct {
 	a, b       string // base URLs
-	logA, logB *lineLog
+	logA, logB *harness.LineLog
 	usersPath  string
 }
 
@@ -129,16 +130,16 @@ func startMFAFleet(t *testing.T, store string, extra ...string) *mfaFleet {
 	t.Helper()
 	dir := t.TempDir()
 	f := &mfaFleet{usersPath: filepath.Join(dir, "users.json")}
-	if err := usersfile.Write(f.usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(f.usersPath, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	writeKeyFile(t, filepath.Join(dir, "fleet.key"))
+	harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
 	args := append([]string{"--users", f.usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix(),
 		"--secret-key-file", filepath.Join(dir, "fleet.key"), "--reload-interval", "50ms", "--refusal-delay", "0",
 		"--login-failures", "100", "--user-failures", "100", "--login-burst", "1000", "--login-rate", "1000"}, extra...)
 	var stopA, stopB func() error
-	f.a, f.logA, stopA = startServer(t, nil, args...)
-	f.b, f.logB, stopB = startServer(t, nil, args...)
+	f.a, f.logA, stopA = harness.StartServer(t, nil, args...)
+	f.b, f.logB, stopB = harness.StartServer(t, nil, args...)
 	t.Cleanup(func() {
 		stopA()
 		stopB()
@@ -155,14 +156,14 @@ func startMFAFleet(t *testing.T, store string, extra ...string) *mfaFleet {
 // made (its counter is used).
 func (f *mfaFleet) enrol(t *testing.T, username string) (token, secret32 string, recovery []string, confirmedAt time.Time) {
 	t.Helper()
-	token = tokenOf(t, username+" on A", miLogin(t, f.a, username))
-	status, body := mfaCall(t, "POST", f.a+"/api/auth/mfa/totp/", token, `{"password":"`+username+`-pw"}`)
+	token = harness.TokenOf(t, username+" on A", harness.Login(t, f.a, username))
+	status, body := harness.MFACall(t, "POST", f.a+"/api/auth/mfa/totp/", token, `{"password":"`+username+`-pw"}`)
 	if status != 200 {
 		t.Fatalf("enrol on A = %d %v", status, body)
 	}
 	secret32, _ = body["secret"].(string)
 	confirmedAt = time.Now()
-	status, body = mfaCall(t, "POST", f.a+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+totpCode(t, secret32, confirmedAt)+`"}`)
+	status, body = harness.MFACall(t, "POST", f.a+"/api/auth/mfa/totp/confirm/", token, `{"code":"`+harness.TOTPCode(t, secret32, confirmedAt)+`"}`)
 	if status != 200 {
 		t.Fatalf("confirm on A = %d %v", status, body)
 	}
@@ -171,7 +172,7 @@ func (f *mfaFleet) enrol(t *testing.T, username string) (token, secret32 string,
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		status, body = mfaCall(t, "POST", f.b+"/api/auth/login/", "", `{"username":"`+username+`","password":"`+username+`-pw"}`)
+		status, body = harness.MFACall(t, "POST", f.b+"/api/auth/login/", "", `{"username":"`+username+`","password":"`+username+`-pw"}`)
 		if status == 401 && body["code"] == "mfa_required" {
 			break
 		}
@@ -187,7 +188,7 @@ func (f *mfaFleet) enrol(t *testing.T, username string) (token, secret32 string,
 // returns the mfa_token of the mfa_required reply.
 func mfaTokenOn(t *testing.T, base, username string) string {
 	t.Helper()
-	status, body := mfaCall(t, "POST", base+"/api/auth/login/", "", `{"username":"`+username+`","password":"`+username+`-pw"}`)
+	status, body := harness.MFACall(t, "POST", base+"/api/auth/login/", "", `{"username":"`+username+`","password":"`+username+`-pw"}`)
 	tok, _ := body["mfa_token"].(string)
 	if status != 401 || body["code"] != "mfa_required" || tok == "" {
 		t.Fatalf("login(%s) on %s = %d %v; want 401 mfa_required with an mfa_token", username, base, status, body)
@@ -235,7 +236,7 @@ func testMFATokenSpentOnceFleet(t *testing.T, store string) {
 					base = f.b
 				}
 				<-start
-				status, body := mfaCall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+recovery[round*parallel+i]+`"}`)
+				status, body := harness.MFACall(t, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTok+`","code":"`+recovery[round*parallel+i]+`"}`)
 				key := fmt.Sprint(status, " ", body["code"])
 				if status == 200 {
 					key = "200"
@@ -257,7 +258,7 @@ func testMFATokenSpentOnceFleet(t *testing.T, store string) {
 	want := float64(len(recovery) - rounds)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, body := mfaCall(t, "GET", f.a+"/api/auth/mfa/", token, "")
+		_, body := harness.MFACall(t, "GET", f.a+"/api/auth/mfa/", token, "")
 		if body["recovery_codes_left"] == want {
 			break
 		}
@@ -284,7 +285,7 @@ func TestMFACodeLockFleet(t *testing.T) {
 	// must refuse.
 	f := startMFAFleet(t, redisURL, "--login-failures", "1000", "--user-failures", "1000")
 	_, _, recovery, _ := f.enrol(t, "alice")
-	clients := []*http.Client{clientFrom(t, "127.0.0.2"), clientFrom(t, "127.0.0.3"), clientFrom(t, "127.0.0.4")}
+	clients := []*http.Client{harness.ClientFrom(t, "127.0.0.2"), harness.ClientFrom(t, "127.0.0.3"), harness.ClientFrom(t, "127.0.0.4")}
 	bases := []string{f.a, f.b}
 	const wrong = "aaaaaa-aaaaaa-aaaaaa-aaaaaa"
 	// wrongCodes sends n wrong codes, alternating instances and clients;
@@ -299,12 +300,12 @@ func TestMFACodeLockFleet(t *testing.T) {
 			var status int
 			var body map[string]any
 			if i%10 == 9 {
-				status, _, body = mfaCallFrom(t, client, "POST", base+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+wrong+`"}`)
+				status, _, body = harness.MFACallFrom(t, client, "POST", base+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+wrong+`"}`)
 			} else {
 				if i%5 == 0 {
 					tok = mfaTokenOn(t, bases[(i/5)%2], "alice")
 				}
-				status, _, body = mfaCallFrom(t, client, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+tok+`","code":"`+wrong+`"}`)
+				status, _, body = harness.MFACallFrom(t, client, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+tok+`","code":"`+wrong+`"}`)
 			}
 			if status != 401 || body["code"] != "invalid_credentials" {
 				t.Fatalf("wrong code %d of %d = %d %v; want 401 invalid_credentials", i+1, n, status, body)
@@ -314,7 +315,7 @@ func TestMFACodeLockFleet(t *testing.T) {
 	nextCode := 0
 	rightCode := func(base, tok string) (int, http.Header, map[string]any) {
 		t.Helper()
-		return mfaCallFrom(t, http.DefaultClient, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+tok+`","code":"`+recovery[nextCode]+`"}`)
+		return harness.MFACallFrom(t, http.DefaultClient, "POST", base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+tok+`","code":"`+recovery[nextCode]+`"}`)
 	}
 
 	// A success starts the count again: 99 wrong codes before it and 100
@@ -327,7 +328,7 @@ func TestMFACodeLockFleet(t *testing.T) {
 
 	early := mfaTokenOn(t, f.b, "alice")
 	wrongCodes(throttle.MaxCodeFailures - 1)
-	if status, _, body := mfaCallFrom(t, clients[0], "POST", f.a+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTokenOn(t, f.a, "alice")+`","code":"`+wrong+`"}`); status != 401 {
+	if status, _, body := harness.MFACallFrom(t, clients[0], "POST", f.a+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTokenOn(t, f.a, "alice")+`","code":"`+wrong+`"}`); status != 401 {
 		t.Fatalf("the 100th wrong code = %d %v; want 401", status, body)
 	}
 	for _, tt := range []struct {
@@ -342,7 +343,7 @@ func TestMFACodeLockFleet(t *testing.T) {
 			t.Errorf("a right code on %s after %d wrong ones = %d %v (Retry-After %q); want 429 throttled with Retry-After", tt.name, throttle.MaxCodeFailures, status, body, header.Get("Retry-After"))
 		}
 	}
-	status, _, body := mfaCallFrom(t, http.DefaultClient, "POST", f.b+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+recovery[nextCode]+`"}`)
+	status, _, body := harness.MFACallFrom(t, http.DefaultClient, "POST", f.b+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+recovery[nextCode]+`"}`)
 	if status != 429 {
 		t.Errorf("one-step login on B with a right code after %d wrong ones = %d %v; want 429", throttle.MaxCodeFailures, status, body)
 	}
@@ -352,7 +353,7 @@ func TestMFACodeLockFleet(t *testing.T) {
 
 	// user unlock, through the directory: both instances let the right
 	// code in once they have read it (within 5 s).
-	if code, stdout, stderr := runCLIProgram(t, "", "user", "unlock", "--users", f.usersPath, "alice"); code != 0 {
+	if code, stdout, stderr := harness.RunCLIProgram(t, "", "user", "unlock", "--users", f.usersPath, "alice"); code != 0 {
 		t.Fatalf("user unlock = %d %s %s", code, stdout, stderr)
 	}
 	for _, base := range bases {

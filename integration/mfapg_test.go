@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"context"
 	"fmt"
 	"io"
@@ -27,13 +28,13 @@ func TestTwoFactorPostgres(t *testing.T) {
 	pgURL, _, _ := testservers.Postgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)
 	pw := "fay passphrase, long enough"
-	if code, _, stderr := runCLI(t, pw+"\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "fay"); code != 0 {
+	if code, _, stderr := harness.RunCLI(t, pw+"\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "fay"); code != 0 {
 		t.Fatalf("user add = exit %d, %s", code, stderr)
 	}
 
-	base, _, stop := startServer(t, nil, "--users", dbURL, "--cost", "4")
-	token := loginToken(t, base, "fay", pw)
-	if status, body := mfaCall(t, "POST", base+"/api/auth/mfa/totp/", token, fmt.Sprintf(`{"password":%q}`, pw)); status != 503 || body["code"] != "unavailable" {
+	base, _, stop := harness.StartServer(t, nil, "--users", dbURL, "--cost", "4")
+	token := harness.LoginToken(t, base, "fay", pw)
+	if status, body := harness.MFACall(t, "POST", base+"/api/auth/mfa/totp/", token, fmt.Sprintf(`{"password":%q}`, pw)); status != 503 || body["code"] != "unavailable" {
 		t.Errorf("enrol with PostgreSQL and no key = %d %v; want 503 unavailable", status, body)
 	}
 	if err := stop(); err != nil {
@@ -41,22 +42,22 @@ func TestTwoFactorPostgres(t *testing.T) {
 	}
 
 	keyPath := filepath.Join(t.TempDir(), "fleet.key")
-	key := writeKeyFile(t, keyPath)
-	base, _, stop = startServer(t, nil, "--users", dbURL, "--cost", "4", "--secret-key-file", keyPath)
-	token = loginToken(t, base, "fay", pw)
-	status, body := mfaCall(t, "POST", base+"/api/auth/mfa/totp/", token, fmt.Sprintf(`{"password":%q}`, pw))
+	key := harness.WriteKeyFile(t, keyPath)
+	base, _, stop = harness.StartServer(t, nil, "--users", dbURL, "--cost", "4", "--secret-key-file", keyPath)
+	token = harness.LoginToken(t, base, "fay", pw)
+	status, body := harness.MFACall(t, "POST", base+"/api/auth/mfa/totp/", token, fmt.Sprintf(`{"password":%q}`, pw))
 	if status != 200 {
 		t.Fatalf("enrol with the key = %d %v; want 200", status, body)
 	}
 	secret32 := body["secret"].(string)
-	status, body = mfaCall(t, "POST", base+"/api/auth/mfa/totp/confirm/", token, fmt.Sprintf(`{"code":%q}`, totpCode(t, secret32, time.Now())))
+	status, body = harness.MFACall(t, "POST", base+"/api/auth/mfa/totp/confirm/", token, fmt.Sprintf(`{"code":%q}`, harness.TOTPCode(t, secret32, time.Now())))
 	if status != 200 {
 		t.Fatalf("confirm = %d %v; want 200", status, body)
 	}
 	// A second instance on the same database and key: the password alone
 	// is not enough there either.
-	base2, _, stop2 := startServer(t, nil, "--users", dbURL, "--cost", "4", "--secret-key-file", keyPath)
-	if status, body := mfaCall(t, "POST", base2+"/api/auth/login/", "", fmt.Sprintf(`{"username":"fay","password":%q}`, pw)); status != 401 || body["code"] != "mfa_required" {
+	base2, _, stop2 := harness.StartServer(t, nil, "--users", dbURL, "--cost", "4", "--secret-key-file", keyPath)
+	if status, body := harness.MFACall(t, "POST", base2+"/api/auth/login/", "", fmt.Sprintf(`{"username":"fay","password":%q}`, pw)); status != 401 || body["code"] != "mfa_required" {
 		t.Errorf("login on a second instance = %d %v; want 401 mfa_required", status, body)
 	}
 	stop2()

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,13 +21,13 @@ func TestMultiInstanceCluster(t *testing.T) {
 	t.Parallel()
 	addrs, _ := testservers.RedisCluster(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	storeURL := "redis+cluster://" + strings.Join(addrs, ",")
 	args := []string{"--users", usersPath, "--store", storeURL, "--store-prefix", testservers.UniquePrefix()}
-	baseA, logA, stopA := startServer(t, nil, args...)
-	baseB, logB, stopB := startServer(t, nil, args...)
+	baseA, logA, stopA := harness.StartServer(t, nil, args...)
+	baseB, logB, stopB := harness.StartServer(t, nil, args...)
 	defer func() {
 		if err := stopA(); err != nil {
 			t.Errorf("run (A) after stop = %v; want nil", err)
@@ -41,30 +42,30 @@ func TestMultiInstanceCluster(t *testing.T) {
 	}()
 
 	// 1. A token from either server works on the other.
-	aliceA := tokenOf(t, "alice on A", miLogin(t, baseA, "alice"))
-	aliceB := tokenOf(t, "alice on B", miLogin(t, baseB, "alice"))
-	wantInfo(t, "A's token on B", baseB, aliceA, aliceInfo)
-	wantInfo(t, "B's token on A", baseA, aliceB, aliceInfo)
+	aliceA := harness.TokenOf(t, "alice on A", harness.Login(t, baseA, "alice"))
+	aliceB := harness.TokenOf(t, "alice on B", harness.Login(t, baseB, "alice"))
+	harness.WantInfo(t, "A's token on B", baseB, aliceA, harness.AliceInfo)
+	harness.WantInfo(t, "B's token on A", baseA, aliceB, harness.AliceInfo)
 
 	// 2. A logout on A: refused on A at once, on B within revocationBound
 	// (B cached the token above); alice's other token lives on.
-	if r := miDo(t, "POST", baseA+"/api/auth/logout/", aliceA, ""); r.status != 204 {
+	if r := harness.Do(t, "POST", baseA+"/api/auth/logout/", aliceA, ""); r.Status != 204 {
 		t.Fatalf("logout on A = %v; want 204", r)
 	}
-	wantInvalidTokenWithin(t, "token logged out on A, on B", baseB, aliceA)
-	wantInvalidToken(t, "token logged out on A, on A", baseA, aliceA)
-	wantInfo(t, "alice's other token after a logout, on A", baseA, aliceB, aliceInfo)
+	harness.WantInvalidTokenWithin(t, "token logged out on A, on B", baseB, aliceA)
+	harness.WantInvalidToken(t, "token logged out on A, on A", baseA, aliceA)
+	harness.WantInfo(t, "alice's other token after a logout, on A", baseA, aliceB, harness.AliceInfo)
 
 	// 3. A logoutall on B ends alice's tokens everywhere, not bob's.
-	bobA := tokenOf(t, "bob on A", miLogin(t, baseA, "bob"))
-	alice2A := tokenOf(t, "second alice on A", miLogin(t, baseA, "alice"))
-	wantInfo(t, "second alice on A, on A", baseA, alice2A, aliceInfo)
-	if r := miDo(t, "POST", baseB+"/api/auth/logoutall/", aliceB, ""); r.status != 204 {
+	bobA := harness.TokenOf(t, "bob on A", harness.Login(t, baseA, "bob"))
+	alice2A := harness.TokenOf(t, "second alice on A", harness.Login(t, baseA, "alice"))
+	harness.WantInfo(t, "second alice on A, on A", baseA, alice2A, harness.AliceInfo)
+	if r := harness.Do(t, "POST", baseB+"/api/auth/logoutall/", aliceB, ""); r.Status != 204 {
 		t.Fatalf("logoutall on B = %v; want 204", r)
 	}
-	wantInvalidTokenWithin(t, "alice's token after logoutall on B, on A", baseA, alice2A)
-	wantInvalidToken(t, "alice's token after logoutall on B, on B", baseB, aliceB)
-	wantInfo(t, "bob's token after alice's logoutall, on B", baseB, bobA, bobInfo)
+	harness.WantInvalidTokenWithin(t, "alice's token after logoutall on B, on A", baseA, alice2A)
+	harness.WantInvalidToken(t, "alice's token after logoutall on B, on B", baseB, aliceB)
+	harness.WantInfo(t, "bob's token after alice's logoutall, on B", baseB, bobA, harness.BobInfo)
 }
 
 // TestImportDjangoTokensCluster: user import --store redis+cluster:// puts
@@ -77,22 +78,22 @@ func TestImportDjangoTokensCluster(t *testing.T) {
 	storeURL := "redis+cluster://" + strings.Join(addrs, ",")
 	prefix := testservers.UniquePrefix()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	importArgs := []string{"user", "import", "--users", usersPath, "--from", "django", "--store", storeURL, "--store-prefix", prefix, django42Fixture}
-	code, stdout, stderr := runCLI(t, "", nil, importArgs...)
+	importArgs := []string{"user", "import", "--users", usersPath, "--from", "django", "--store", storeURL, "--store-prefix", prefix, harness.Django42Fixture}
+	code, stdout, stderr := harness.RunCLI(t, "", nil, importArgs...)
 	if code != 1 { // bill's record and adi's device are skipped, as in TestImportDjangoTokens
 		t.Errorf("user import --store %s = exit %d, stderr:\n%s\nwant exit 1", storeURL, code, stderr)
 	}
-	wantTokenTally(t, "user import --store redis+cluster://", stdout, false, importTally{imported: 15, skipped: 1})
+	harness.WantTokenTally(t, "user import --store redis+cluster://", stdout, false, harness.ImportTally{Imported: 15, Skipped: 1})
 
-	base, _, stop := startServer(t, nil, "--users", usersPath, "--store", storeURL, "--store-prefix", prefix)
+	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", storeURL, "--store-prefix", prefix)
 	defer stop()
-	ada := django42Tokens["ada"]
-	if r := miDo(t, "GET", base+"/api/auth/info", ada, ""); r.status != 200 || !strings.Contains(r.body, `"username":"ada"`) {
+	ada := harness.Django42Tokens["ada"]
+	if r := harness.Do(t, "GET", base+"/api/auth/info", ada, ""); r.Status != 200 || !strings.Contains(r.Body, `"username":"ada"`) {
 		t.Fatalf("info with ada's imported DRF key = %v; want 200 as ada", r)
 	}
-	if r := miDo(t, "POST", base+"/api/auth/logout/", ada, ""); r.status != 204 {
+	if r := harness.Do(t, "POST", base+"/api/auth/logout/", ada, ""); r.Status != 204 {
 		t.Fatalf("logout with ada's imported DRF key = %v; want 204", r)
 	}
-	runCLI(t, "", nil, importArgs...)
-	wantInvalidToken(t, "ada's DRF key logged out, then imported again", base, ada)
+	harness.RunCLI(t, "", nil, importArgs...)
+	harness.WantInvalidToken(t, "ada's DRF key logged out, then imported again", base, ada)
 }

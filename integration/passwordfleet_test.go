@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -51,11 +52,11 @@ func racingLogins(t *testing.T, base string) (snapshot, stop func() []raceLogin)
 				default:
 				}
 				sent := time.Now()
-				r := miDo(t, "POST", base+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`)
-				l := raceLogin{sent: sent, code: r.status}
-				if r.status == 200 {
+				r := harness.Do(t, "POST", base+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`)
+				l := raceLogin{sent: sent, code: r.Status}
+				if r.Status == 200 {
 					var reply struct{ Token string }
-					json.Unmarshal([]byte(r.body), &reply)
+					json.Unmarshal([]byte(r.Body), &reply)
 					l.token = reply.Token
 				}
 				mu.Lock()
@@ -122,11 +123,11 @@ func issuedBefore(logins []raceLogin, at time.Time) (before, all int) {
 func TestPasswordChangeEndsRacingLoginsFleet(t *testing.T) {
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
-	usersPath := writeTestUsers(t)
+	usersPath := harness.WriteTestUsers(t)
 	prefix := testservers.UniquePrefix()
-	baseA, logA, stopA := startServer(t, nil, fleetRaceFlags(usersPath, redisURL, prefix, "1h")...)
+	baseA, logA, stopA := harness.StartServer(t, nil, fleetRaceFlags(usersPath, redisURL, prefix, "1h")...)
 	defer stopA()
-	baseB, logB, stopB := startServer(t, nil, fleetRaceFlags(usersPath, redisURL, prefix, "1h")...)
+	baseB, logB, stopB := harness.StartServer(t, nil, fleetRaceFlags(usersPath, redisURL, prefix, "1h")...)
 	defer stopB()
 	defer func() {
 		if t.Failed() {
@@ -134,14 +135,14 @@ func TestPasswordChangeEndsRacingLoginsFleet(t *testing.T) {
 			t.Logf("server B log:\n%s", logB)
 		}
 	}()
-	owner := tokenOf(t, "alice on A", miLogin(t, baseA, "alice"))
+	owner := harness.TokenOf(t, "alice on A", harness.Login(t, baseA, "alice"))
 
 	snapshot, stop := racingLogins(t, baseB)
 	defer stop()
 	awaitTokens(t, snapshot)
-	change := miDo(t, "POST", baseA+"/api/auth/password/", owner, changeBody("alice-pw", newPassphrase))
+	change := harness.Do(t, "POST", baseA+"/api/auth/password/", owner, harness.ChangeBody("alice-pw", harness.NewPassphrase))
 	answered := time.Now()
-	if change.status != 200 {
+	if change.Status != 200 {
 		t.Fatalf("password change on A = %v; want 200", change)
 	}
 	// At once, to the bound another instance's token cache allows (API.md,
@@ -149,13 +150,13 @@ func TestPasswordChangeEndsRacingLoginsFleet(t *testing.T) {
 	// not seen the change.
 	for _, l := range snapshot() {
 		if l.token != "" {
-			wantInvalidTokenWithin(t, "a token of the old password from B, on B, right after the change answered", baseB, l.token)
+			harness.WantInvalidTokenWithin(t, "a token of the old password from B, on B, right after the change answered", baseB, l.token)
 		}
 	}
 	// A fresh login with the new password on the instance that answered.
-	fresh := tokenOf(t, "alice on A with the new password, right after the change", miDo(t, "POST", baseA+"/api/auth/login/", "", `{"username":"alice","password":"`+newPassphrase+`"}`))
-	wantInfo(t, "the change's own token on A", baseA, tokenOf(t, "the change's reply", change), aliceInfo)
-	wantInfo(t, "a new-password token on A", baseA, fresh, aliceInfo)
+	fresh := harness.TokenOf(t, "alice on A with the new password, right after the change", harness.Do(t, "POST", baseA+"/api/auth/login/", "", `{"username":"alice","password":"`+harness.NewPassphrase+`"}`))
+	harness.WantInfo(t, "the change's own token on A", baseA, harness.TokenOf(t, "the change's reply", change), harness.AliceInfo)
+	harness.WantInfo(t, "a new-password token on A", baseA, fresh, harness.AliceInfo)
 	time.Sleep(200 * time.Millisecond) // logins on B go on after the change
 	logins := stop()
 
@@ -167,8 +168,8 @@ func TestPasswordChangeEndsRacingLoginsFleet(t *testing.T) {
 	for _, l := range logins {
 		switch {
 		case l.token != "":
-			wantInvalidToken(t, "a token of the old password from B, on A", baseA, l.token)
-			wantInvalidToken(t, "a token of the old password from B, on B", baseB, l.token)
+			harness.WantInvalidToken(t, "a token of the old password from B, on A", baseA, l.token)
+			harness.WantInvalidToken(t, "a token of the old password from B, on B", baseB, l.token)
 		case l.code != 401:
 			t.Errorf("a login on B with the old password = %d; want 200 before the change, else 401", l.code)
 		}
@@ -176,7 +177,7 @@ func TestPasswordChangeEndsRacingLoginsFleet(t *testing.T) {
 			t.Errorf("a login on B with the old password, sent after the change answered = %d; want 401", l.code)
 		}
 	}
-	if r := miDo(t, "POST", baseB+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`); r.status != 401 || r.code() != "invalid_credentials" {
+	if r := harness.Do(t, "POST", baseB+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`); r.Status != 401 || r.Code() != "invalid_credentials" {
 		t.Errorf("a login on B with the old password after the change = %v; want 401 invalid_credentials", r)
 	}
 }
@@ -191,11 +192,11 @@ func TestPasswordChangeEndsRacingLoginsFleet(t *testing.T) {
 // issuing and accepting them until its own reload.
 func TestCLIPasswdEndsRacingLoginsFleet(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
-	usersPath := writeTestUsers(t)
+	usersPath := harness.WriteTestUsers(t)
 	prefix := testservers.UniquePrefix()
-	baseA, logA, stopA := startServer(t, nil, fleetRaceFlags(usersPath, redisURL, prefix, "100ms")...)
+	baseA, logA, stopA := harness.StartServer(t, nil, fleetRaceFlags(usersPath, redisURL, prefix, "100ms")...)
 	defer stopA()
-	baseB, logB, stopB := startServer(t, nil, fleetRaceFlags(usersPath, redisURL, prefix, "1h")...)
+	baseB, logB, stopB := harness.StartServer(t, nil, fleetRaceFlags(usersPath, redisURL, prefix, "1h")...)
 	defer stopB()
 	defer func() {
 		if t.Failed() {
@@ -207,20 +208,20 @@ func TestCLIPasswdEndsRacingLoginsFleet(t *testing.T) {
 	snapshot, stop := racingLogins(t, baseB)
 	defer stop()
 	awaitTokens(t, snapshot)
-	mustRunCLI(t, newPassphrase+"\n", "user", "passwd", "--users", usersPath, "--cost", "4", "alice")
+	harness.MustRunCLI(t, harness.NewPassphrase+"\n", "user", "passwd", "--users", usersPath, "--cost", "4", "alice")
 	exited := time.Now()
 	// B has not reloaded: it still checks the old password, and only the
 	// store, told by A's reload, can refuse the login.
 	var refused time.Time
 	for refused.IsZero() {
-		r := miDo(t, "POST", baseB+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`)
+		r := harness.Do(t, "POST", baseB+"/api/auth/login/", "", `{"username":"alice","password":"alice-pw"}`)
 		switch {
-		case r.status == 401 && r.code() == "invalid_credentials":
+		case r.Status == 401 && r.Code() == "invalid_credentials":
 			refused = time.Now()
-		case r.status != 200:
+		case r.Status != 200:
 			t.Fatalf("a login on B with the old password after user passwd = %v; want 200 until A has reloaded, then 401", r)
-		case time.Since(exited) > outageBound:
-			t.Fatalf("B still took the old password %v after user passwd exited; want 401 within %v", time.Since(exited), outageBound)
+		case time.Since(exited) > harness.OutageBound:
+			t.Fatalf("B still took the old password %v after user passwd exited; want 401 within %v", time.Since(exited), harness.OutageBound)
 		}
 	}
 	t.Logf("B refused the old password %v after user passwd exited", refused.Sub(exited))
@@ -232,19 +233,19 @@ func TestCLIPasswdEndsRacingLoginsFleet(t *testing.T) {
 	t.Logf("%d logins on B, %d tokens issued on the old password, %d of them sent before user passwd exited", len(logins), all, before)
 	for _, l := range logins {
 		if l.token != "" {
-			wantInvalidToken(t, "a token of the old password from B, on A", baseA, l.token)
-			wantInvalidToken(t, "a token of the old password from B, on B (not reloaded)", baseB, l.token)
+			harness.WantInvalidToken(t, "a token of the old password from B, on A", baseA, l.token)
+			harness.WantInvalidToken(t, "a token of the old password from B, on B (not reloaded)", baseB, l.token)
 		}
 		if l.sent.After(refused) && l.code != 401 {
 			t.Errorf("a login on B with the old password, sent after B first refused it = %d; want 401", l.code)
 		}
 	}
-	wantInfo(t, "a new-password token from A, on A", baseA, tokenOf(t, "alice on A with the new password", miDo(t, "POST", baseA+"/api/auth/login/", "", `{"username":"alice","password":"`+newPassphrase+`"}`)), aliceInfo)
+	harness.WantInfo(t, "a new-password token from A, on A", baseA, harness.TokenOf(t, "alice on A with the new password", harness.Do(t, "POST", baseA+"/api/auth/login/", "", `{"username":"alice","password":"`+harness.NewPassphrase+`"}`)), harness.AliceInfo)
 }
 
 // hupAndWait sends the process a SIGHUP and waits for the server whose log
 // is log to reload.
-func hupAndWait(t *testing.T, log *lineLog) {
+func hupAndWait(t *testing.T, log *harness.LineLog) {
 	t.Helper()
 	reloads := strings.Count(log.String(), "users file reloaded")
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
@@ -263,21 +264,21 @@ func TestUserAddedAgainLogsIn(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	for _, apart := range []bool{true, false} {
 		t.Run(fmt.Sprint("apart=", apart), func(t *testing.T) {
-			path := writeTestUsers(t)
-			base, log, stop := startServer(t, nil, "--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--reload-interval", "1h")
+			path := harness.WriteTestUsers(t)
+			base, log, stop := harness.StartServer(t, nil, "--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--reload-interval", "1h")
 			defer stop()
-			owner := tokenOf(t, "alice", miLogin(t, base, "alice"))
-			if r := miDo(t, "POST", base+"/api/auth/password/", owner, changeBody("alice-pw", newPassphrase)); r.status != 200 {
+			owner := harness.TokenOf(t, "alice", harness.Login(t, base, "alice"))
+			if r := harness.Do(t, "POST", base+"/api/auth/password/", owner, harness.ChangeBody("alice-pw", harness.NewPassphrase)); r.Status != 200 {
 				t.Fatalf("password change = %v; want 200", r)
 			}
-			mustRunCLI(t, "", "user", "del", "--users", path, "alice")
+			harness.MustRunCLI(t, "", "user", "del", "--users", path, "alice")
 			if apart {
 				hupAndWait(t, log)
 			}
-			addUser(t, path, "alice", "alice-again")
+			harness.AddUser(t, path, "alice", "alice-again")
 			hupAndWait(t, log)
-			r := miDo(t, "POST", base+"/api/auth/login/", "", `{"username":"alice","password":"alice-again"}`)
-			wantInfo(t, "the new alice's token", base, tokenOf(t, "the new alice", r), `{"username":"alice","name":"","email":"","groups":[],"admin":false}`)
+			r := harness.Do(t, "POST", base+"/api/auth/login/", "", `{"username":"alice","password":"alice-again"}`)
+			harness.WantInfo(t, "the new alice's token", base, harness.TokenOf(t, "the new alice", r), `{"username":"alice","name":"","email":"","groups":[],"admin":false}`)
 		})
 	}
 }
@@ -291,24 +292,24 @@ func TestUserAddedAgainLogsIn(t *testing.T) {
 // password's logins.
 func TestCopyBackAfterPasswordChange(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
-	path := writeTestUsers(t)
-	base, log, stop := startServer(t, nil, "--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--reload-interval", "1h")
+	path := harness.WriteTestUsers(t)
+	base, log, stop := harness.StartServer(t, nil, "--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--reload-interval", "1h")
 	defer stop()
 	older, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := tokenOf(t, "alice", miLogin(t, base, "alice"))
-	if r := miDo(t, "POST", base+"/api/auth/password/", before, changeBody("alice-pw", newPassphrase)); r.status != 200 {
+	before := harness.TokenOf(t, "alice", harness.Login(t, base, "alice"))
+	if r := harness.Do(t, "POST", base+"/api/auth/password/", before, harness.ChangeBody("alice-pw", harness.NewPassphrase)); r.Status != 200 {
 		t.Fatalf("password change = %v; want 200", r)
 	}
 	if err := os.WriteFile(path, older, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	hupAndWait(t, log)
-	wantInfo(t, "a login on the restored password", base, tokenOf(t, "alice on the restored password", miLogin(t, base, "alice")), aliceInfo)
-	wantInvalidToken(t, "a token from before the change", base, before)
-	if r := miDo(t, "POST", base+"/api/auth/login/", "", `{"username":"alice","password":"`+newPassphrase+`"}`); r.status != 401 {
+	harness.WantInfo(t, "a login on the restored password", base, harness.TokenOf(t, "alice on the restored password", harness.Login(t, base, "alice")), harness.AliceInfo)
+	harness.WantInvalidToken(t, "a token from before the change", base, before)
+	if r := harness.Do(t, "POST", base+"/api/auth/login/", "", `{"username":"alice","password":"`+harness.NewPassphrase+`"}`); r.Status != 401 {
 		t.Errorf("a login on the password the older file took back = %v; want 401", r)
 	}
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"testing"
 
 	"authsvc/internal/users/usersfile"
@@ -12,19 +13,19 @@ import (
 func TestPasswordChangeReachesOtherInstance(t *testing.T) {
 	t.Parallel()
 	usersPath := t.TempDir() + "/users.json"
-	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	baseA, _, stopA := startServer(t, nil, "--users", usersPath, "--hash", "bcrypt", "--cost", "4")
+	baseA, _, stopA := harness.StartServer(t, nil, "--users", usersPath, "--hash", "bcrypt", "--cost", "4")
 	defer stopA()
-	baseB, _, stopB := startServer(t, nil, "--users", usersPath, "--hash", "bcrypt", "--cost", "4")
+	baseB, _, stopB := harness.StartServer(t, nil, "--users", usersPath, "--hash", "bcrypt", "--cost", "4")
 	defer stopB()
-	onB := loginToken(t, baseB, "alice", "alice-pw")
-	onA := loginToken(t, baseA, "alice", "alice-pw")
-	r := miDo(t, "POST", baseA+"/api/auth/password/", onA, changeBody("alice-pw", newPassphrase))
-	if r.status != 200 {
+	onB := harness.LoginToken(t, baseB, "alice", "alice-pw")
+	onA := harness.LoginToken(t, baseA, "alice", "alice-pw")
+	r := harness.Do(t, "POST", baseA+"/api/auth/password/", onA, harness.ChangeBody("alice-pw", harness.NewPassphrase))
+	if r.Status != 200 {
 		t.Fatalf("password change on A = %s; want 200", r)
 	}
-	waitInfo(t, baseB, onB, 401, "B's token after the change on A")
-	waitLogin(t, baseB, "alice", newPassphrase)
+	harness.WaitInfo(t, baseB, onB, 401, "B's token after the change on A")
+	harness.WaitLogin(t, baseB, "alice", harness.NewPassphrase)
 }

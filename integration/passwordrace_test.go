@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"testing"
 	"time"
 )
@@ -11,12 +12,12 @@ import (
 // accepted again (issue 19, point 1: 15 such tokens survived).
 func TestCLIPasswdEndsRacingLogins(t *testing.T) {
 	t.Parallel()
-	path := writeTestUsers(t)
-	base, _, stop := startServer(t, nil, "--users", path, "--reload-interval", "200ms", "--login-failures", "1000", "--user-failures", "1000", "--login-rate", "1000", "--login-burst", "1000", "--password-slots", "4", "--cost", "4")
+	path := harness.WriteTestUsers(t)
+	base, _, stop := harness.StartServer(t, nil, "--users", path, "--reload-interval", "200ms", "--login-failures", "1000", "--user-failures", "1000", "--login-rate", "1000", "--login-burst", "1000", "--password-slots", "4", "--cost", "4")
 	defer stop()
 	snapshot, stopLogins := racingLogins(t, base)
 	awaitTokens(t, snapshot)
-	code, _, stderr := runCLI(t, newPassphrase+"\n", map[string]string{"AUTHSVC_PASSWORD_MIN_LENGTH": ""}, "user", "passwd", "--users", path, "--cost", "4", "alice")
+	code, _, stderr := harness.RunCLI(t, harness.NewPassphrase+"\n", map[string]string{"AUTHSVC_PASSWORD_MIN_LENGTH": ""}, "user", "passwd", "--users", path, "--cost", "4", "alice")
 	passwdExited := time.Now()
 	time.Sleep(500 * time.Millisecond) // logins go on until the server has reloaded
 	logins := stopLogins()
@@ -31,7 +32,7 @@ func TestCLIPasswdEndsRacingLogins(t *testing.T) {
 		}
 	}
 	for _, tok := range issued {
-		if code, body := getInfo(t, base, tok, ""); code != 401 {
+		if code, body := harness.GetInfo(t, base, tok, ""); code != 401 {
 			t.Errorf("info with a token of the old password, 5 s after user passwd exited = %d %s; want 401 (%d tokens issued)", code, body, len(issued))
 		}
 	}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,22 +18,22 @@ func TestFleetThrottleShared(t *testing.T) {
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4"}
-	baseA, _, stopA := startServer(t, nil, args...)
+	baseA, _, stopA := harness.StartServer(t, nil, args...)
 	defer stopA()
-	baseB, _, stopB := startServer(t, nil, args...)
+	baseB, _, stopB := harness.StartServer(t, nil, args...)
 	defer stopB()
 	wrong := `{"username":"alice","password":"wrong"}`
 	for i, base := range []string{baseA, baseB, baseA, baseB, baseA} {
-		if resp, body := postJSON(t, base+"/api/auth/login/", wrong); resp.StatusCode != 401 {
+		if resp, body := harness.PostJSON(t, base+"/api/auth/login/", wrong); resp.StatusCode != 401 {
 			t.Fatalf("wrong password %d = %d %s; want 401", i+1, resp.StatusCode, body)
 		}
 	}
 	for name, base := range map[string]string{"A": baseA, "B": baseB} {
-		resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"alice","password":"alice-pw"}`)
+		resp, body := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"alice","password":"alice-pw"}`)
 		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
 			t.Errorf("right password on %s after 5 failures split over two instances = %d %s; want 429 with Retry-After", name, resp.StatusCode, body)
 		}
@@ -50,9 +51,9 @@ func TestFleet(t *testing.T) {
 	dbURL := testservers.NewDatabase(t, pgURL)
 	redisURL, _, _ := testservers.Redis(t)
 	args := []string{"--users", dbURL, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--reload-interval", "200ms"}
-	baseA, logA, stopA := startServer(t, nil, args...)
+	baseA, logA, stopA := harness.StartServer(t, nil, args...)
 	defer stopA()
-	baseB, logB, stopB := startServer(t, nil, args...)
+	baseB, logB, stopB := harness.StartServer(t, nil, args...)
 	defer stopB()
 	// The empty database got its admin from one instance, which alone printed the password.
 	if a, b := strings.Contains(logA.String(), "password: "), strings.Contains(logB.String(), "password: "); a == b {
@@ -60,26 +61,26 @@ func TestFleet(t *testing.T) {
 	}
 
 	// A user added on the CLI, against the database, logs in on both.
-	if code, _, stderr := runCLI(t, "a fleet-wide passphrase\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "fay"); code != 0 {
+	if code, _, stderr := harness.RunCLI(t, "a fleet-wide passphrase\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "fay"); code != 0 {
 		t.Fatalf("user add fay against PostgreSQL = exit %d, %s", code, stderr)
 	}
-	tokA := waitLogin(t, baseA, "fay", "a fleet-wide passphrase")
-	tokB := waitLogin(t, baseB, "fay", "a fleet-wide passphrase")
+	tokA := harness.WaitLogin(t, baseA, "fay", "a fleet-wide passphrase")
+	tokB := harness.WaitLogin(t, baseB, "fay", "a fleet-wide passphrase")
 
 	// A password change on A: in force on B, and B's earlier token is dead.
-	if r := miDo(t, "POST", baseA+"/api/auth/password/", tokA, changeBody("a fleet-wide passphrase", "another fleet passphrase")); r.status != 200 {
+	if r := harness.Do(t, "POST", baseA+"/api/auth/password/", tokA, harness.ChangeBody("a fleet-wide passphrase", "another fleet passphrase")); r.Status != 200 {
 		t.Fatalf("password change on A = %s; want 200", r)
 	}
-	wantInvalidTokenWithin(t, "B, fay's token from before the change on A", baseB, tokB)
-	waitLogin(t, baseB, "fay", "another fleet passphrase")
+	harness.WantInvalidTokenWithin(t, "B, fay's token from before the change on A", baseB, tokB)
+	harness.WaitLogin(t, baseB, "fay", "another fleet passphrase")
 
 	// Failures split across the two instances throttle as one.
 	for i, base := range []string{baseA, baseB, baseA, baseB, baseA} {
-		if resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"fay","password":"wrong"}`); resp.StatusCode != 401 {
+		if resp, body := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"fay","password":"wrong"}`); resp.StatusCode != 401 {
 			t.Fatalf("wrong password %d = %d %s; want 401", i+1, resp.StatusCode, body)
 		}
 	}
-	if resp, _ := postJSON(t, baseB+"/api/auth/login/", `{"username":"fay","password":"another fleet passphrase"}`); resp.StatusCode != 429 {
+	if resp, _ := harness.PostJSON(t, baseB+"/api/auth/login/", `{"username":"fay","password":"another fleet passphrase"}`); resp.StatusCode != 429 {
 		t.Errorf("right password on B after 5 failures split over A and B = %d; want 429", resp.StatusCode)
 	}
 
@@ -88,31 +89,31 @@ func TestFleet(t *testing.T) {
 	if stopPG == nil {
 		t.Skip("AUTHSVC_TEST_POSTGRES names a server this test cannot stop")
 	}
-	admin := waitLogin(t, baseA, "fay", "another fleet passphrase")
+	admin := harness.WaitLogin(t, baseA, "fay", "another fleet passphrase")
 	stopPG()
 	for _, base := range []string{baseA, baseB} {
 		start := time.Now()
 		for {
-			r := miDo(t, "GET", base+"/api/auth/info", admin, "")
-			if r.status == 503 {
+			r := harness.Do(t, "GET", base+"/api/auth/info", admin, "")
+			if r.Status == 503 {
 				break
 			}
-			if time.Since(start) > 2*outageBound {
+			if time.Since(start) > 2*harness.OutageBound {
 				t.Fatalf("info on %s with PostgreSQL stopped = %s after %v; want 503 within 10 s", base, r, time.Since(start))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		wantUnavailable(t, "login", miDo(t, "POST", base+"/api/auth/login/", "", `{"username":"bob","password":"bob-pw"}`), true)
-		wantUnavailable(t, "readyz", miDo(t, "GET", base+"/readyz", "", ""), true)
+		harness.WantUnavailable(t, "login", harness.Do(t, "POST", base+"/api/auth/login/", "", `{"username":"bob","password":"bob-pw"}`), true)
+		harness.WantUnavailable(t, "readyz", harness.Do(t, "GET", base+"/readyz", "", ""), true)
 	}
 	restartPG()
 	for _, base := range []string{baseA, baseB} {
 		start := time.Now()
 		for {
-			if r := miDo(t, "GET", base+"/api/auth/info", admin, ""); r.status == 200 {
+			if r := harness.Do(t, "GET", base+"/api/auth/info", admin, ""); r.Status == 200 {
 				break
 			}
-			if time.Since(start) > outageBound {
+			if time.Since(start) > harness.OutageBound {
 				t.Fatalf("info on %s not healed within 5 s of PostgreSQL's return", base)
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -127,20 +128,20 @@ func TestImportFileIntoPostgres(t *testing.T) {
 	pgURL, _, _ := testservers.Postgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)
 	file := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(file, testUsers(t)); err != nil {
+	if err := usersfile.Write(file, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", dbURL, "--from", "file", file)
-	if code != 0 || importedUsers(stdout, false) != 3 {
+	code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "import", "--users", dbURL, "--from", "file", file)
+	if code != 0 || harness.ImportedUsers(stdout, false) != 3 {
 		t.Fatalf("user import --from file into PostgreSQL = exit %d, %q, %q; want 0, 3 users", code, stdout, stderr)
 	}
-	if code, _, _ := runCLI(t, "", nil, "user", "import", "--users", dbURL, "--from", "file", file); code != 1 {
+	if code, _, _ := harness.RunCLI(t, "", nil, "user", "import", "--users", dbURL, "--from", "file", file); code != 1 {
 		t.Errorf("the same import again = exit %d; want 1 (every user already there)", code)
 	}
-	base, _, stop := startServer(t, nil, "--users", dbURL, "--cost", "4")
+	base, _, stop := harness.StartServer(t, nil, "--users", dbURL, "--cost", "4")
 	defer stop()
-	loginToken(t, base, "alice", "alice-pw")
-	if resp, _ := postJSON(t, base+"/api/auth/login/", `{"username":"carol","password":"carol-pw"}`); resp.StatusCode != 401 {
+	harness.LoginToken(t, base, "alice", "alice-pw")
+	if resp, _ := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"carol","password":"carol-pw"}`); resp.StatusCode != 401 {
 		t.Errorf("carol (disabled in the file) logs in against the database = %d; want 401", resp.StatusCode)
 	}
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"bytes"
 	"context"
 	"io/fs"
@@ -38,7 +39,7 @@ const (
 func TestPythonDjangoClientREADME(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"docs/django.md", "clients/django/README.md"} {
-		data, err := os.ReadFile(fromRoot(name))
+		data, err := os.ReadFile(harness.FromRoot(name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +70,7 @@ func TestPythonDjangoClient(t *testing.T) {
 	if out, err := exec.Command(debianPython, "-c", "import django, rest_framework, setuptools, pip, venv, ensurepip").CombinedOutput(); err != nil {
 		skip("%s lacks Django, DRF, setuptools, pip or venv (apt-get install python3-django python3-djangorestframework python3-setuptools python3-pip python3-venv): %v\n%s", debianPython, err, out)
 	}
-	requireBinary(t)
+	harness.RequireBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -77,7 +78,7 @@ func TestPythonDjangoClient(t *testing.T) {
 
 	// pip builds in the source tree (build/, *.egg-info): it gets a copy.
 	src, venv := filepath.Join(dir, "src"), filepath.Join(dir, ".venv")
-	copyPackage(t, fromRoot("clients/django"), src)
+	copyPackage(t, harness.FromRoot("clients/django"), src)
 	var pipOut bytes.Buffer
 	start := time.Now()
 	for _, args := range [][]string{
@@ -93,7 +94,7 @@ func TestPythonDjangoClient(t *testing.T) {
 	}
 	t.Logf("venv and pip install: %v", time.Since(start).Round(time.Millisecond))
 
-	tests, err := filepath.Abs(fromRoot("clients/django/tests"))
+	tests, err := filepath.Abs(harness.FromRoot("clients/django/tests"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestPythonDjangoClient(t *testing.T) {
 	cmd.Dir = dir // not the source folder: the installed copy is the one under test
 	cmd.Env = append(env,
 		"AUTHSVC_DJANGO_INSTALLED=1",
-		"AUTHSVC_BIN="+binary,
+		"AUTHSVC_BIN="+harness.Binary(),
 		"AUTHSVC_REQUIRE_PYTHON=1", // nothing in the suite may skip
 	)
 	var out bytes.Buffer

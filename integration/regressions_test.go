@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"strings"
 	"testing"
 )
@@ -31,7 +32,7 @@ var modelRegressions = []struct {
 // TestModelRegressions replays modelRegressions against the model.
 func TestModelRegressions(t *testing.T) {
 	t.Parallel()
-	requireBinary(t)
+	harness.RequireBinary(t)
 	for _, reg := range modelRegressions {
 		t.Run(reg.name, func(t *testing.T) {
 			t.Parallel()

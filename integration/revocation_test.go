@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"context"
 	"fmt"
 	"io"
@@ -17,11 +18,6 @@ import (
 	"authsvc/internal/users/usersfile"
 )
 
-// revocationBound is API.md's Operations bound for a token revoked on one
-// instance, on every other: 100 ms at the 99th percentile, from the
-// revoking reply, under load.
-const revocationBound = 100 * time.Millisecond
-
 // TestRevocationP99: two instances on one Redis, each caching the tokens it
 // checks (--store-cache at its default), /info load on both. They are
 // processes of the binary (serveBinary): the figure is the server's, not
@@ -35,25 +31,25 @@ const revocationBound = 100 * time.Millisecond
 func TestRevocationP99(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	// The users' own hash policy, so that no login rehashes.
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
-		"--hash", "bcrypt", "--cost", fmt.Sprint(testCost)}
-	baseA, logA, stopA := serveBinary(t, nil, args...)
-	baseB, logB, stopB := serveBinary(t, nil, args...)
+		"--hash", "bcrypt", "--cost", fmt.Sprint(harness.TestCost)}
+	baseA, logA, stopA := harness.ServeBinary(t, nil, args...)
+	baseB, logB, stopB := harness.ServeBinary(t, nil, args...)
 	defer func() {
 		stopA()
 		stopB()
 		if t.Failed() {
-			t.Logf("server A log (last lines):\n%s", tail(logA.String(), 20))
-			t.Logf("server B log (last lines):\n%s", tail(logB.String(), 20))
+			t.Logf("server A log (last lines):\n%s", harness.Tail(logA.String(), 20))
+			t.Logf("server B log (last lines):\n%s", harness.Tail(logB.String(), 20))
 		}
 	}()
 
 	// /info load on both instances with bob's token, for the whole test.
-	bob := tokenOf(t, "bob on A", miLogin(t, baseA, "bob"))
+	bob := harness.TokenOf(t, "bob on A", harness.Login(t, baseA, "bob"))
 	ctx, cancel := context.WithCancel(context.Background())
 	var load sync.WaitGroup
 	var loaded, loadErrors atomic.Int64
@@ -103,13 +99,13 @@ func TestRevocationP99(t *testing.T) {
 	start := time.Now()
 	lags := make([]time.Duration, 0, n)
 	for i := range n {
-		token := tokenOf(t, "alice on A", miLogin(t, baseA, "alice"))
+		token := harness.TokenOf(t, "alice on A", harness.Login(t, baseA, "alice"))
 		for range 2 {
 			if got := status(baseB, token); got != 200 {
 				t.Fatalf("revocation %d: info on B before the logout = %d; want 200", i, got)
 			}
 		}
-		if r := miDo(t, "POST", baseA+"/api/auth/logout/", token, ""); r.status != 204 {
+		if r := harness.Do(t, "POST", baseA+"/api/auth/logout/", token, ""); r.Status != 204 {
 			t.Fatalf("revocation %d: logout on A = %v; want 204", i, r)
 		}
 		revoked := time.Now()
@@ -146,8 +142,8 @@ func TestRevocationP99(t *testing.T) {
 	p50, p99, worst := pct(0.50), pct(0.99), lags[len(lags)-1]
 	t.Logf("revocation p99 %.2f ms, p50 %.2f ms, max %.2f ms over %d revocations (logout on A → first 401 on B) under %.0f /info req/s on both instances",
 		ms(p99), ms(p50), ms(worst), n, float64(loaded.Load())/took.Seconds())
-	if p99 > revocationBound {
-		t.Errorf("revocation p99 = %v; want ≤ %v", p99, revocationBound)
+	if p99 > harness.RevocationBound {
+		t.Errorf("revocation p99 = %v; want ≤ %v", p99, harness.RevocationBound)
 	}
 }
 
@@ -156,8 +152,8 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // metric reads one unlabelled series from base's /metrics.
 func metric(t *testing.T, base, name string) float64 {
 	t.Helper()
-	r := miDo(t, "GET", base+"/metrics", "", "")
-	for _, line := range strings.Split(r.body, "\n") {
+	r := harness.Do(t, "GET", base+"/metrics", "", "")
+	for _, line := range strings.Split(r.Body, "\n") {
 		var v float64
 		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
 			if _, err := fmt.Sscan(f[1], &v); err == nil {
@@ -165,6 +161,6 @@ func metric(t *testing.T, base, name string) float64 {
 			}
 		}
 	}
-	t.Fatalf("%s/metrics has no %s:\n%s", base, name, r.body)
+	t.Fatalf("%s/metrics has no %s:\n%s", base, name, r.Body)
 	return 0
 }

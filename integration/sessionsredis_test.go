@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -18,30 +19,30 @@ func TestSessionsAcrossInstances(t *testing.T) {
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
-	baseA, _, stopA := startServer(t, nil, args...)
+	baseA, _, stopA := harness.StartServer(t, nil, args...)
 	defer stopA()
-	baseB, _, stopB := startServer(t, nil, args...)
+	baseB, _, stopB := harness.StartServer(t, nil, args...)
 	defer stopB()
-	aliceTok := loginToken(t, baseB, "alice", "alice-pw")
-	bobTok := loginToken(t, baseA, "bob", "bob-pw")
+	aliceTok := harness.LoginToken(t, baseB, "alice", "alice-pw")
+	bobTok := harness.LoginToken(t, baseA, "bob", "bob-pw")
 
-	r := miDo(t, "GET", baseA+"/api/auth/sessions/?username=alice", bobTok, "")
+	r := harness.Do(t, "GET", baseA+"/api/auth/sessions/?username=alice", bobTok, "")
 	var list struct{ Sessions []httpapi.SessionReply }
-	if r.status != 200 || json.Unmarshal([]byte(r.body), &list) != nil || len(list.Sessions) != 1 {
+	if r.Status != 200 || json.Unmarshal([]byte(r.Body), &list) != nil || len(list.Sessions) != 1 {
 		t.Fatalf("admin on A lists alice's sessions = %s; want one session", r)
 	}
 	if s := list.Sessions[0]; s.Client != "127.0.0.1" || s.Current || s.ID == (tokens.SessionID{}) {
 		t.Errorf("alice's session = %+v; want client 127.0.0.1, an id, not current", s)
 	}
-	if r := miDo(t, "DELETE", baseA+"/api/auth/sessions/"+list.Sessions[0].ID.String()+"?username=alice", bobTok, ""); r.status != 204 {
+	if r := harness.Do(t, "DELETE", baseA+"/api/auth/sessions/"+list.Sessions[0].ID.String()+"?username=alice", bobTok, ""); r.Status != 204 {
 		t.Fatalf("admin on A ends alice's session = %s; want 204", r)
 	}
-	wantInvalidToken(t, "B, right after the revocation on A", baseB, aliceTok)
-	wantInvalidToken(t, "A", baseA, aliceTok)
+	harness.WantInvalidToken(t, "B, right after the revocation on A", baseB, aliceTok)
+	harness.WantInvalidToken(t, "A", baseA, aliceTok)
 }
 
 // TestTokenIdleRedis: with the Redis store, a token in use stays alive
@@ -50,21 +51,21 @@ func TestTokenIdleRedis(t *testing.T) {
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	const idle = 2 * time.Second // lag: a quarter, 500 ms
-	base, _, stop := startServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String())
+	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String())
 	defer stop()
-	busy, unused := loginToken(t, base, "alice", "alice-pw"), loginToken(t, base, "alice", "alice-pw")
+	busy, unused := harness.LoginToken(t, base, "alice", "alice-pw"), harness.LoginToken(t, base, "alice", "alice-pw")
 	start := time.Now()
 	for time.Since(start) < 3*idle {
-		if code, body := getInfo(t, base, busy, ""); code != 200 {
+		if code, body := harness.GetInfo(t, base, busy, ""); code != 200 {
 			t.Fatalf("a token used every 300 ms under a %v idle limit, after %v = %d %s; want 200", idle, time.Since(start), code, body)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if code, _ := getInfo(t, base, unused, ""); code != 401 {
+	if code, _ := harness.GetInfo(t, base, unused, ""); code != 401 {
 		t.Errorf("a token unused for %v under a %v idle limit = %d; want 401", 3*idle, idle, code)
 	}
 }
@@ -77,31 +78,31 @@ func TestTokenIdleFleet(t *testing.T) {
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	const idle = time.Second // lag: a quarter, 250 ms
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String()}
-	baseA, _, stopA := startServer(t, nil, args...)
+	baseA, _, stopA := harness.StartServer(t, nil, args...)
 	defer stopA()
-	baseB, _, stopB := startServer(t, nil, args...)
+	baseB, _, stopB := harness.StartServer(t, nil, args...)
 	defer stopB()
-	token := loginToken(t, baseA, "alice", "alice-pw")
+	token := harness.LoginToken(t, baseA, "alice", "alice-pw")
 	// A caches it (the second check is answered from A's cache).
 	for range 2 {
-		if code, body := getInfo(t, baseA, token, ""); code != 200 {
+		if code, body := harness.GetInfo(t, baseA, token, ""); code != 200 {
 			t.Fatalf("info on A = %d %s; want 200", code, body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	start := time.Now()
 	for time.Since(start) < 3*idle {
-		if code, body := getInfo(t, baseB, token, ""); code != 200 {
+		if code, body := harness.GetInfo(t, baseB, token, ""); code != 200 {
 			t.Fatalf("a token used on B every 200 ms under a %v idle limit, after %v = %d %s; want 200", idle, time.Since(start), code, body)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if code, body := getInfo(t, baseA, token, ""); code != 200 {
+	if code, body := harness.GetInfo(t, baseA, token, ""); code != 200 {
 		t.Errorf("on A, a token used on B all along, %v after A last saw it = %d %s; want 200 (A judged its cached last use)", 3*idle, code, body)
 	}
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,13 +21,13 @@ func TestCLIWarnsOfSlowHashes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	slow := filepath.Join(dir, "slow.json")
-	doc := usersJSON(okAlice,
-		entry("bob", hashField("pbkdf2_sha256$4000000$salt$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=")),
-		entry("carol", hashField("$2a$14"+passwordtest.Hash[6:])))
+	doc := harness.UsersJSON(harness.OKAlice,
+		harness.Entry("bob", harness.HashField("pbkdf2_sha256$4000000$salt$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=")),
+		harness.Entry("carol", harness.HashField("$2a$14"+passwordtest.Hash[6:])))
 	if err := os.WriteFile(slow, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runBinary(t, "", nil, "user", "check", "--users", slow)
+	code, stdout, stderr := harness.RunBinary(t, "", nil, "user", "check", "--users", slow)
 	if code != 0 || !strings.Contains(stdout, "3 users, valid") {
 		t.Fatalf("user check = exit %d, %q, %q; want exit 0, valid", code, stdout, stderr)
 	}
@@ -40,15 +41,15 @@ func TestCLIWarnsOfSlowHashes(t *testing.T) {
 	}
 
 	into := filepath.Join(dir, "into.json")
-	code, _, stderr = runBinary(t, "", nil, "user", "import", "--users", into, "--from", "file", slow)
+	code, _, stderr = harness.RunBinary(t, "", nil, "user", "import", "--users", into, "--from", "file", slow)
 	if code != 0 || !strings.Contains(stderr, `user import: warning: user "bob"`) || !strings.Contains(stderr, `user import: warning: user "carol"`) {
 		t.Errorf("user import of slow hashes = exit %d, stderr %q; want exit 0 and a warning naming bob and carol", code, stderr)
 	}
-	code, _, stderr = runBinary(t, "", nil, "user", "check", "--users", into)
+	code, _, stderr = harness.RunBinary(t, "", nil, "user", "check", "--users", into)
 	if code != 0 || strings.Count(stderr, "warning") != 2 {
 		t.Errorf("user check after the import = exit %d, %q; want the same two warnings", code, stderr)
 	}
-	if code, _, stderr := runBinary(t, "", nil, "user", "check", "--users", writeTestUsers(t)); code != 0 || stderr != "" {
+	if code, _, stderr := harness.RunBinary(t, "", nil, "user", "check", "--users", harness.WriteTestUsers(t)); code != 0 || stderr != "" {
 		t.Errorf("user check of cheap hashes = exit %d, stderr %q; want no warning", code, stderr)
 	}
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"context"
 	"io"
 	"net/http"
@@ -27,7 +28,7 @@ func TestServeStopsOnRefusedStore(t *testing.T) {
 		"redis://:the-password@" + host + "/99",    // no such database
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		err := cli.Run(ctx, []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", writeTestUsers(t), "--store", store}, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+		err := cli.Run(ctx, []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", harness.WriteTestUsers(t), "--store", store}, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
 		timedOut := ctx.Err() != nil
 		cancel()
 		if err == nil || timedOut {
@@ -52,9 +53,9 @@ func TestServeWaitsForStore(t *testing.T) {
 		t.Skip("needs a Redis it can stop: unset AUTHSVC_TEST_REDIS")
 	}
 	stop()
-	base, log, stopServer := startServer(t, nil, "--users", writeTestUsers(t), "--store", url, "--store-prefix", testservers.UniquePrefix(), "--cost", "4")
+	base, log, stopServer := harness.StartServer(t, nil, "--users", harness.WriteTestUsers(t), "--store", url, "--store-prefix", testservers.UniquePrefix(), "--cost", "4")
 	defer stopServer()
-	log.waitFor(t, regexp.MustCompile(`token store not reachable yet`))
+	log.WaitFor(t, regexp.MustCompile(`token store not reachable yet`))
 	readyz := func() int {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
@@ -74,5 +75,5 @@ func TestServeWaitsForStore(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	loginToken(t, base, "alice", "alice-pw")
+	harness.LoginToken(t, base, "alice", "alice-pw")
 }

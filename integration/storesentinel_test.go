@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"context"
 	"io"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 func TestStoreSentinelURLUsage(t *testing.T) {
 	t.Parallel()
 	const pw, sentPW = "Store-Secret-3", "Sentinel-Secret-4"
-	usersPath := writeTestUsers(t)
+	usersPath := harness.WriteTestUsers(t)
 	for _, tc := range []struct{ url, want string }{
 		{"redis+sentinel://u:" + pw + "@127.0.0.1:26379?sentinel_password=" + sentPW, "no master name"},
 		{"redis+sentinel://u:" + pw + "@/mymaster", "no sentinel addresses"},
@@ -28,10 +29,10 @@ func TestStoreSentinelURLUsage(t *testing.T) {
 	} {
 		for _, cmd := range [][]string{
 			{"serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--store", tc.url},
-			{"user", "import", "--users", filepath.Join(t.TempDir(), "users.json"), "--from", "django", "--store", tc.url, django42Fixture},
+			{"user", "import", "--users", filepath.Join(t.TempDir(), "users.json"), "--from", "django", "--store", tc.url, harness.Django42Fixture},
 		} {
 			// user import may first say it created a secret key file.
-			code, _, stderr := runCLI(t, "", nil, cmd...)
+			code, _, stderr := harness.RunCLI(t, "", nil, cmd...)
 			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 			last := lines[len(lines)-1]
 			if code != 2 || !strings.Contains(last, "--store: ") || !strings.Contains(last, tc.want) ||
@@ -41,12 +42,12 @@ func TestStoreSentinelURLUsage(t *testing.T) {
 		}
 	}
 	// A cluster has only database 0: a path is a usage error, not ignored.
-	code, _, stderr := runCLI(t, "", nil, "serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--store", "redis+cluster://u:"+pw+"@h:1/1")
+	code, _, stderr := harness.RunCLI(t, "", nil, "serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--store", "redis+cluster://u:"+pw+"@h:1/1")
 	if code != 2 || !strings.Contains(stderr, "--store: ") || strings.Contains(stderr, pw) {
 		t.Errorf("serve --store redis+cluster://…/1 = exit %d, %q; want exit 2 naming --store, no password", code, stderr)
 	}
 	// A brace in the prefix would move the cluster keys' hash tags.
-	code, _, stderr = runCLI(t, "", nil, "serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--store", "redis+cluster://u:"+pw+"@h:1", "--store-prefix", "a{b}:")
+	code, _, stderr = harness.RunCLI(t, "", nil, "serve", "--addr", "127.0.0.1:0", "--users", usersPath, "--store", "redis+cluster://u:"+pw+"@h:1", "--store-prefix", "a{b}:")
 	if code != 2 || !strings.Contains(stderr, "--store-prefix") || strings.Contains(stderr, pw) {
 		t.Errorf("serve --store redis+cluster://… --store-prefix a{b}: = exit %d, %q; want exit 2 naming --store-prefix, no password", code, stderr)
 	}
@@ -61,16 +62,16 @@ func TestImportDjangoTokensSentinel(t *testing.T) {
 	g := testservers.Sentinel(t)
 	prefix := testservers.UniquePrefix()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	code, stdout, stderr := runCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", "--store", g.URL, "--store-prefix", prefix, django42Fixture)
+	code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", "--store", g.URL, "--store-prefix", prefix, harness.Django42Fixture)
 	if code != 1 { // bill's record and adi's device are skipped, as in TestImportDjangoTokens
 		t.Errorf("user import --store %s = exit %d, stderr:\n%s\nwant exit 1", g.URL, code, stderr)
 	}
-	wantTokenTally(t, "user import --store redis+sentinel://", stdout, false, importTally{imported: 15, skipped: 1})
+	harness.WantTokenTally(t, "user import --store redis+sentinel://", stdout, false, harness.ImportTally{Imported: 15, Skipped: 1})
 
-	base, _, stop := startServer(t, nil, "--users", usersPath, "--store", g.URL, "--store-prefix", prefix)
+	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", g.URL, "--store-prefix", prefix)
 	defer stop()
-	ada := django42Tokens["ada"]
-	if r := miDo(t, "GET", base+"/api/auth/info", ada, ""); r.status != 200 || !strings.Contains(r.body, `"username":"ada"`) {
+	ada := harness.Django42Tokens["ada"]
+	if r := harness.Do(t, "GET", base+"/api/auth/info", ada, ""); r.Status != 200 || !strings.Contains(r.Body, `"username":"ada"`) {
 		t.Fatalf("info with ada's imported DRF key = %v; want 200 as ada", r)
 	}
 	old := g.KillPrimary()
@@ -79,12 +80,12 @@ func TestImportDjangoTokensSentinel(t *testing.T) {
 	}
 	healed := false
 	for range 200 { // 10 s, API.md's bound from the promotion
-		r := miDo(t, "GET", base+"/api/auth/info", ada, "")
-		if r.status == 200 {
+		r := harness.Do(t, "GET", base+"/api/auth/info", ada, "")
+		if r.Status == 200 {
 			healed = true
 			break
 		}
-		if r.status != 503 {
+		if r.Status != 503 {
 			t.Fatalf("info with ada's DRF key after the kill = %v; want 503 until the failover, then 200", r)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -104,7 +105,7 @@ func TestServeStopsOnUnknownSentinelMaster(t *testing.T) {
 	url := strings.Replace(g.URL, "/"+testservers.SentinelMaster+"/", "/nosuchmaster/", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err := cli.Run(ctx, []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", writeTestUsers(t), "--store", url}, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+	err := cli.Run(ctx, []string{"authsvc", "serve", "--addr", "127.0.0.1:0", "--users", harness.WriteTestUsers(t), "--store", url}, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("serve --store %s = %v (timed out %v); want it to stop at once with an error", url, err, ctx.Err() != nil)
 	}

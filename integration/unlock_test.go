@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -25,9 +26,9 @@ func TestUserUnlock(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			path := writeTestUsers(t)
+			path := harness.WriteTestUsers(t)
 			args := append([]string{"--users", path, "--cost", "4", "--reload-interval", "100ms", "--login-rate", "1000", "--login-burst", "1000"}, tt.limits...)
-			base, _, stop := startServer(t, nil, args...)
+			base, _, stop := harness.StartServer(t, nil, args...)
 			defer stop()
 			testUnlock(t, path, base)
 		})
@@ -36,14 +37,14 @@ func TestUserUnlock(t *testing.T) {
 		t.Parallel()
 		redisURL, _, _ := testservers.Redis(t)
 		path := filepath.Join(t.TempDir(), "users.json")
-		if err := usersfile.Write(path, testUsers(t)); err != nil {
+		if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
 			t.Fatal(err)
 		}
 		args := []string{"--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4",
 			"--reload-interval", "100ms", "--login-rate", "1000", "--login-burst", "1000", "--user-failures", "3"}
-		baseA, _, stopA := startServer(t, nil, args...)
+		baseA, _, stopA := harness.StartServer(t, nil, args...)
 		defer stopA()
-		baseB, _, stopB := startServer(t, nil, args...)
+		baseB, _, stopB := harness.StartServer(t, nil, args...)
 		defer stopB()
 		testUnlock(t, path, baseA, baseB)
 	})
@@ -55,7 +56,7 @@ func TestUserUnlock(t *testing.T) {
 func testUnlock(t *testing.T, path string, bases ...string) {
 	t.Helper()
 	login := func(base, username, password string) int {
-		resp, _ := postJSON(t, base+"/api/auth/login/", `{"username":"`+username+`","password":"`+password+`"}`)
+		resp, _ := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"`+username+`","password":"`+password+`"}`)
 		return resp.StatusCode
 	}
 	for _, name := range []string{"alice", "bob"} {
@@ -70,7 +71,7 @@ func testUnlock(t *testing.T, path string, bases ...string) {
 			}
 		}
 	}
-	mustRunCLI(t, "", "user", "unlock", "--users", path, "alice")
+	harness.MustRunCLI(t, "", "user", "unlock", "--users", path, "alice")
 	for _, base := range bases {
 		deadline := time.Now().Add(5 * time.Second)
 		for login(base, "alice", "alice-pw") != http.StatusOK {

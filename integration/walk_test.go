@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"authsvc/integration/harness"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -32,7 +33,7 @@ import (
 // look past a known bug).
 func TestModelFleet(t *testing.T) {
 	t.Parallel()
-	requireBinary(t)
+	harness.RequireBinary(t)
 	cfg := readConfig(t)
 	for _, topo := range topologies {
 		if cfg.topology != "" && cfg.topology != topo.name {
@@ -540,15 +541,6 @@ func report(topo topology, seed uint64, first, small result) string {
 		topo.name, seed, strings.Join(replay, "; "))
 	fmt.Fprintf(&b, "the shrunk run's logs:\n%s", small.logs)
 	return b.String()
-}
-
-// tail is the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.SplitAfter(s, "\n")
-	if len(lines) <= n {
-		return s
-	}
-	return "…\n" + strings.Join(lines[len(lines)-n:], "")
 }
 
 func reloadText(seed uint64) string {
