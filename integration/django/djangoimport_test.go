@@ -1,4 +1,4 @@
-package integration
+package django
 
 import (
 	"authsvc/integration/harness"

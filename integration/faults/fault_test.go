@@ -1,4 +1,4 @@
-package integration
+package faults
 
 // The fault suite of issue 19, point 11: real servers, real Redis and
 // PostgreSQL processes, each case asserting what API.md's "Operations"

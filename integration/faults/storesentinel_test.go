@@ -1,4 +1,4 @@
-package integration
+package faults
 
 import (
 	"authsvc/integration/harness"
