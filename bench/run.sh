@@ -72,7 +72,7 @@ say "building authsvc, the baseline, bcryptrate, bigusers, the driver and authsv
 "$GO" build -o "$OUT/bigusers" ./bench/bigusers
 "$GO" build -o "$OUT/driver" ./bench/driver
 "$GO" test -c -o "$OUT/authsvc.test" ./internal/cli
-"$GO" test -c -o "$OUT/integration.test" ./integration
+"$GO" test -c -o "$OUT/faults.test" ./integration/faults
 
 # --- helpers -------------------------------------------------------------------
 # free_port prints a loopback port nothing listens on.
@@ -310,7 +310,7 @@ pg_args=(-pg-skip "$pg_skip")
 [ -z "$pg_url" ] || pg_args=(-pg-url "$pg_url" -pg-users "$PG_USERS" -pg-n "$PG_N")
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
 "$OUT/driver" -cost "$COST" -authsvc-flags "${AUTHSVC_FLAGS[*]-}" -servers "$SERVERS" \
-	-bcryptrate "$OUT/bcryptrate" -testbin "$OUT/authsvc.test" -integrationbin "$OUT/integration.test" -authsvc "$OUT/authsvc" -lua bench/login.lua \
+	-bcryptrate "$OUT/bcryptrate" -testbin "$OUT/authsvc.test" -integrationbin "$OUT/faults.test" -authsvc "$OUT/authsvc" -lua bench/login.lua \
 	-redis-skip "$redis_skip" -cluster-skip "$cluster_skip" -big-users "$BIG" -big-n "$BIG_N" "${pg_args[@]}" \
 	-out "$OUT/latest.txt" -runs "$OUT/runs.txt" ${BENCH_ARGS:-} &
 dpid=$!
@@ -347,9 +347,9 @@ fi
 # redis+sentinel:// under login and /info load, kills the primary with
 # SIGKILL, and logs how long until both answer 200 again.
 say "killing a Sentinel-managed primary under load (TestFaultSentinelFailover)"
-# AUTHSVC_TEST_BINARY: integration's TestMain tests the authsvc built above
-# instead of building one from integration/'s parent.
-heal_out=$(AUTHSVC_TEST_BINARY="$OUT/authsvc" "$OUT/integration.test" -test.run '^TestFaultSentinelFailover$' -test.count 1 -test.v 2>&1) || true
+# AUTHSVC_TEST_BINARY: integration/faults' TestMain tests the authsvc built above
+# instead of building one from the module root.
+heal_out=$(AUTHSVC_TEST_BINARY="$OUT/authsvc" "$OUT/faults.test" -test.run '^TestFaultSentinelFailover$' -test.count 1 -test.v 2>&1) || true
 heal=$(grep -Eo 'sentinel time to heal: .*' <<<"$heal_out" | head -n 1) || true
 if [ -n "$heal" ] && grep -q '^--- PASS: TestFaultSentinelFailover' <<<"$heal_out"; then
 	echo "${heal/sentinel time to heal/Sentinel time to heal, kill -9 of the primary, 2 instances under load} (target: within 10 s of the promotion)" | tee -a "$OUT/latest.txt"

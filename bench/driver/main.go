@@ -72,7 +72,7 @@ func main() {
 	flag.StringVar(&c.lua, "lua", "bench/login.lua", "wrk script that posts a login")
 	flag.StringVar(&c.bcryptrate, "bcryptrate", "bench/out/bcryptrate", "bcryptrate binary (raw hash rate)")
 	flag.StringVar(&c.testbin, "testbin", "bench/out/authsvc.test", "authsvc's test binary (go test -c)")
-	flag.StringVar(&c.integrationbin, "integrationbin", "bench/out/integration.test", "integration's test binary (go test -c ./integration)")
+	flag.StringVar(&c.integrationbin, "integrationbin", "bench/out/faults.test", "integration/faults' test binary (go test -c ./integration/faults)")
 	flag.StringVar(&c.authsvc, "authsvc", "bench/out/authsvc", "authsvc binary, for the users-file and PostgreSQL parts")
 	flag.StringVar(&c.serversFile, "servers", "bench/out/servers.txt", `servers file: lines "name url token"`)
 	flag.StringVar(&c.out, "out", "bench/out/latest.txt", "where the table is saved too")

@@ -20,7 +20,7 @@ type revocationResult struct {
 
 var reRevocation = regexp.MustCompile(`revocation p99 ([\d.]+) ms, p50 ([\d.]+) ms.*`)
 
-// revocation runs TestRevocationP99 from integration's test binary (it
+// revocation runs TestRevocationP99 from integration/faults' test binary (it
 // starts its own redis-server and two servers of the authsvc binary) and
 // reads its log line.
 func (d *driver) revocation() revocationResult {
@@ -30,7 +30,7 @@ func (d *driver) revocation() revocationResult {
 	d.logf("== revocation p99: TestRevocationP99 (1,000 logouts on one instance, each polled on another)")
 	cmd := exec.CommandContext(d.ctx, d.cfg.integrationbin, "-test.run", "^TestRevocationP99$", "-test.v", "-test.count", "1", "-test.timeout", "10m")
 	// AUTHSVC_TEST_BINARY: the authsvc built for the bench, not one that
-	// integration's TestMain builds.
+	// integration/faults' TestMain builds.
 	cmd.Env = append(os.Environ(), "AUTHSVC_REQUIRE_REDIS=1", "AUTHSVC_TEST_BINARY="+d.cfg.authsvc)
 	out, err := cmd.CombinedOutput()
 	m := reRevocation.FindStringSubmatch(string(out))
