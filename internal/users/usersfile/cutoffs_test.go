@@ -532,3 +532,43 @@ func state(u *users.User) string {
 	}
 	return "enabled"
 }
+
+// TestRecheckSeesEnableRecord: an enable writes the users file, then
+// appends its record to the cut-offs file. A server that loaded between
+// the two keeps the user disabled (the disable's record says so), and the
+// append alone, which leaves the users file as it is, must still reach
+// it: a token another instance issued after the enable lives there too
+// (the model-based fleet test's walk, seed 1, under CI's load).
+func TestRecheckSeesEnableRecord(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "users.json")
+	hash := passwordtest.MustHash(t, "pw", passwordtest.Cost)
+	bob := users.User{Username: "bob", PasswordHash: hash, Groups: []string{}}
+	if err := Write(path, []users.User{bob}); err != nil {
+		t.Fatal(err)
+	}
+	server, err := Open(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := New(path, slog.New(slog.DiscardHandler))
+	if err := users.Disable(ctx, cli, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	// The enable's first half: the users file says enabled.
+	enabledAt := time.Now().UTC()
+	bob.TokensAfter = enabledAt
+	if err := Write(path, []users.User{bob}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := server.Recheck(ctx, "bob"); err != nil || !u.Disabled() {
+		t.Fatalf("Recheck(bob) before the enable's record = %v, %v; want disabled (the disable's record holds)", u, err)
+	}
+	// Its second half: the record, appended; the users file is unchanged.
+	if err := appendCutoffs(path, cutoffRecord{Username: "bob", TokensAfter: enabledAt, Event: eventEnable}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := server.Recheck(ctx, "bob"); err != nil || u.Disabled() {
+		t.Errorf("Recheck(bob) after the enable's record = disabled %v, %v; want enabled", u != nil && u.Disabled(), err)
+	}
+}

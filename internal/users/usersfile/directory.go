@@ -429,7 +429,7 @@ func (s *Directory) readCutoffs() (cutoffs, error) {
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case s.cutsSeen != nil && os.SameFile(info, s.cutsSeen) && info.Size() == s.cutsSeen.Size() && info.ModTime().Equal(s.cutsSeen.ModTime()):
+	case s.cutsSeen != nil && sameState(info, s.cutsSeen):
 		return s.cuts, nil
 	}
 	cuts, err := readCutoffs(path)
@@ -476,16 +476,32 @@ func (s *Directory) read(old *userIndex, cuts cutoffs) (*userIndex, error) {
 // collection is not worth its time.
 const bigUsersFile = 10_000
 
-// changed reports whether the file differs from the one last loaded.
+// changed reports whether the file, or its cut-offs file, differs from
+// the one last loaded.
 func (s *Directory) changed() bool {
 	info, err := os.Stat(s.path)
+	cutsInfo, cutsErr := os.Stat(CutoffsPath(s.path))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
 		return s.seen != nil // vanished: try, fail and log once per change
 	}
-	return s.seen == nil || !os.SameFile(info, s.seen) ||
-		!info.ModTime().Equal(s.seen.ModTime()) || info.Size() != s.seen.Size()
+	if s.seen == nil || !sameState(info, s.seen) {
+		return true
+	}
+	// The cut-offs file changes alone too: an enable appends its record
+	// after writing the users file, and a load between the two keeps the
+	// user disabled until the record is read.
+	if cutsErr != nil {
+		return s.cutsSeen != nil
+	}
+	return s.cutsSeen == nil || !sameState(cutsInfo, s.cutsSeen)
+}
+
+// sameState reports whether a and b are the same file, unchanged: the same
+// inode, size and modification time.
+func sameState(a, b os.FileInfo) bool {
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
 
 // Watch reloads on every value from hup and whenever the file changes,
