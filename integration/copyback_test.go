@@ -5,6 +5,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"fmt"
 	"net/http"
 	"os"
@@ -25,7 +26,7 @@ func TestCopyBackAfterUserDel(t *testing.T) {
 			// No reload but the one this test asks for: the server never sees the file without alice.
 			base, log, stop := harness.StartServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
 			defer stop()
-			token := harness.LoginToken(t, base, "alice", "alice-pw")
+			token := servertest.LoginToken(t, base, "alice", "alice-pw")
 			older, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -41,10 +42,10 @@ func TestCopyBackAfterUserDel(t *testing.T) {
 					t.Fatalf("no reload within 10 s of SIGHUP; log:\n%s", log)
 				}
 			}
-			if code, body := harness.GetInfo(t, base, token, ""); code != http.StatusUnauthorized {
+			if code, body := servertest.GetInfo(t, base, token, ""); code != http.StatusUnauthorized {
 				t.Errorf("info with alice's token after `user %s alice` and the older file put back = %d %s; want 401 (dead stays dead)", cmd, code, body)
 			}
-			if code, _ := harness.GetInfo(t, base, harness.LoginToken(t, base, "bob", "bob-pw"), ""); code != http.StatusOK {
+			if code, _ := servertest.GetInfo(t, base, servertest.LoginToken(t, base, "bob", "bob-pw"), ""); code != http.StatusOK {
 				t.Errorf("info with a new token of bob's = %d; want 200", code)
 			}
 		})
@@ -66,7 +67,7 @@ func TestCopyBackKeepsDeletionsAndDisables(t *testing.T) {
 	defer stop()
 	login := func(base, user, pw string) int {
 		t.Helper()
-		resp, _ := harness.PostJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, user, pw))
+		resp, _ := servertest.PostJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, user, pw))
 		return resp.StatusCode
 	}
 	want := func(when, base string, logins map[[2]string]int) {

@@ -12,6 +12,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"bytes"
 	"context"
 	"errors"
@@ -171,7 +172,7 @@ func console(stderr string) string {
 }
 
 // accessLines returns authsvc's access-log lines for method and path.
-func accessLines(log *harness.LineLog, method, path string) []string {
+func accessLines(log *servertest.LineLog, method, path string) []string {
 	var lines []string
 	for _, line := range strings.Split(log.String(), "\n") {
 		if strings.Contains(line, "msg=request ") && strings.Contains(line, " method="+method+" ") && strings.Contains(line, " path="+path+" ") {

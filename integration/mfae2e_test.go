@@ -2,6 +2,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"context"
 	"fmt"
 	"io"
@@ -42,7 +43,7 @@ func TestTwoFactorEndToEnd(t *testing.T) {
 		t.Errorf("%s = %q; want 64 hex characters", keyPath, keyText)
 	}
 
-	token := harness.LoginToken(t, base, "admin", adminPW)
+	token := servertest.LoginToken(t, base, "admin", adminPW)
 	status, body := harness.MFACall(t, "POST", base+"/api/auth/mfa/totp/", token, fmt.Sprintf(`{"password":%q}`, adminPW))
 	if status != 200 {
 		t.Fatalf("enrol = %d %v; want 200", status, body)
@@ -69,7 +70,7 @@ func TestTwoFactorEndToEnd(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("second step = %d %v; want 200", status, body)
 	}
-	if st, _ := harness.GetInfo(t, base, body["token"].(string), ""); st != 200 {
+	if st, _ := servertest.GetInfo(t, base, body["token"].(string), ""); st != 200 {
 		t.Errorf("/info with the second step's token = %d; want 200", st)
 	}
 	if err := stop(); err != nil {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -120,7 +121,7 @@ func TestTwoFactorFleet(t *testing.T) {
 // one secret key and one token store (and so one throttle).
 type mfaFleet struct {
 	a, b       string // base URLs
-	logA, logB *harness.LineLog
+	logA, logB *servertest.LineLog
 	usersPath  string
 }
 

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"context"
 	"fmt"
 	"io"
@@ -33,7 +34,7 @@ func TestTwoFactorPostgres(t *testing.T) {
 	}
 
 	base, _, stop := harness.StartServer(t, nil, "--users", dbURL, "--cost", "4")
-	token := harness.LoginToken(t, base, "fay", pw)
+	token := servertest.LoginToken(t, base, "fay", pw)
 	if status, body := harness.MFACall(t, "POST", base+"/api/auth/mfa/totp/", token, fmt.Sprintf(`{"password":%q}`, pw)); status != 503 || body["code"] != "unavailable" {
 		t.Errorf("enrol with PostgreSQL and no key = %d %v; want 503 unavailable", status, body)
 	}
@@ -44,7 +45,7 @@ func TestTwoFactorPostgres(t *testing.T) {
 	keyPath := filepath.Join(t.TempDir(), "fleet.key")
 	key := harness.WriteKeyFile(t, keyPath)
 	base, _, stop = harness.StartServer(t, nil, "--users", dbURL, "--cost", "4", "--secret-key-file", keyPath)
-	token = harness.LoginToken(t, base, "fay", pw)
+	token = servertest.LoginToken(t, base, "fay", pw)
 	status, body := harness.MFACall(t, "POST", base+"/api/auth/mfa/totp/", token, fmt.Sprintf(`{"password":%q}`, pw))
 	if status != 200 {
 		t.Fatalf("enrol with the key = %d %v; want 200", status, body)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -245,7 +246,7 @@ func TestCLIPasswdEndsRacingLoginsFleet(t *testing.T) {
 
 // hupAndWait sends the process a SIGHUP and waits for the server whose log
 // is log to reload.
-func hupAndWait(t *testing.T, log *harness.LineLog) {
+func hupAndWait(t *testing.T, log *servertest.LineLog) {
 	t.Helper()
 	reloads := strings.Count(log.String(), "users file reloaded")
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)

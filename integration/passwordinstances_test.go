@@ -2,6 +2,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"testing"
 
 	"authsvc/internal/users/usersfile"
@@ -20,8 +21,8 @@ func TestPasswordChangeReachesOtherInstance(t *testing.T) {
 	defer stopA()
 	baseB, _, stopB := harness.StartServer(t, nil, "--users", usersPath, "--hash", "bcrypt", "--cost", "4")
 	defer stopB()
-	onB := harness.LoginToken(t, baseB, "alice", "alice-pw")
-	onA := harness.LoginToken(t, baseA, "alice", "alice-pw")
+	onB := servertest.LoginToken(t, baseB, "alice", "alice-pw")
+	onA := servertest.LoginToken(t, baseA, "alice", "alice-pw")
 	r := harness.Do(t, "POST", baseA+"/api/auth/password/", onA, harness.ChangeBody("alice-pw", harness.NewPassphrase))
 	if r.Status != 200 {
 		t.Fatalf("password change on A = %s; want 200", r)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"testing"
 	"time"
 )
@@ -32,7 +33,7 @@ func TestCLIPasswdEndsRacingLogins(t *testing.T) {
 		}
 	}
 	for _, tok := range issued {
-		if code, body := harness.GetInfo(t, base, tok, ""); code != 401 {
+		if code, body := servertest.GetInfo(t, base, tok, ""); code != 401 {
 			t.Errorf("info with a token of the old password, 5 s after user passwd exited = %d %s; want 401 (%d tokens issued)", code, body, len(issued))
 		}
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,12 +29,12 @@ func TestFleetThrottleShared(t *testing.T) {
 	defer stopB()
 	wrong := `{"username":"alice","password":"wrong"}`
 	for i, base := range []string{baseA, baseB, baseA, baseB, baseA} {
-		if resp, body := harness.PostJSON(t, base+"/api/auth/login/", wrong); resp.StatusCode != 401 {
+		if resp, body := servertest.PostJSON(t, base+"/api/auth/login/", wrong); resp.StatusCode != 401 {
 			t.Fatalf("wrong password %d = %d %s; want 401", i+1, resp.StatusCode, body)
 		}
 	}
 	for name, base := range map[string]string{"A": baseA, "B": baseB} {
-		resp, body := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"alice","password":"alice-pw"}`)
+		resp, body := servertest.PostJSON(t, base+"/api/auth/login/", `{"username":"alice","password":"alice-pw"}`)
 		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
 			t.Errorf("right password on %s after 5 failures split over two instances = %d %s; want 429 with Retry-After", name, resp.StatusCode, body)
 		}
@@ -76,11 +77,11 @@ func TestFleet(t *testing.T) {
 
 	// Failures split across the two instances throttle as one.
 	for i, base := range []string{baseA, baseB, baseA, baseB, baseA} {
-		if resp, body := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"fay","password":"wrong"}`); resp.StatusCode != 401 {
+		if resp, body := servertest.PostJSON(t, base+"/api/auth/login/", `{"username":"fay","password":"wrong"}`); resp.StatusCode != 401 {
 			t.Fatalf("wrong password %d = %d %s; want 401", i+1, resp.StatusCode, body)
 		}
 	}
-	if resp, _ := harness.PostJSON(t, baseB+"/api/auth/login/", `{"username":"fay","password":"another fleet passphrase"}`); resp.StatusCode != 429 {
+	if resp, _ := servertest.PostJSON(t, baseB+"/api/auth/login/", `{"username":"fay","password":"another fleet passphrase"}`); resp.StatusCode != 429 {
 		t.Errorf("right password on B after 5 failures split over A and B = %d; want 429", resp.StatusCode)
 	}
 
@@ -140,8 +141,8 @@ func TestImportFileIntoPostgres(t *testing.T) {
 	}
 	base, _, stop := harness.StartServer(t, nil, "--users", dbURL, "--cost", "4")
 	defer stop()
-	harness.LoginToken(t, base, "alice", "alice-pw")
-	if resp, _ := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"carol","password":"carol-pw"}`); resp.StatusCode != 401 {
+	servertest.LoginToken(t, base, "alice", "alice-pw")
+	if resp, _ := servertest.PostJSON(t, base+"/api/auth/login/", `{"username":"carol","password":"carol-pw"}`); resp.StatusCode != 401 {
 		t.Errorf("carol (disabled in the file) logs in against the database = %d; want 401", resp.StatusCode)
 	}
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -27,8 +28,8 @@ func TestSessionsAcrossInstances(t *testing.T) {
 	defer stopA()
 	baseB, _, stopB := harness.StartServer(t, nil, args...)
 	defer stopB()
-	aliceTok := harness.LoginToken(t, baseB, "alice", "alice-pw")
-	bobTok := harness.LoginToken(t, baseA, "bob", "bob-pw")
+	aliceTok := servertest.LoginToken(t, baseB, "alice", "alice-pw")
+	bobTok := servertest.LoginToken(t, baseA, "bob", "bob-pw")
 
 	r := harness.Do(t, "GET", baseA+"/api/auth/sessions/?username=alice", bobTok, "")
 	var list struct{ Sessions []httpapi.SessionReply }
@@ -57,15 +58,15 @@ func TestTokenIdleRedis(t *testing.T) {
 	const idle = 2 * time.Second // lag: a quarter, 500 ms
 	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String())
 	defer stop()
-	busy, unused := harness.LoginToken(t, base, "alice", "alice-pw"), harness.LoginToken(t, base, "alice", "alice-pw")
+	busy, unused := servertest.LoginToken(t, base, "alice", "alice-pw"), servertest.LoginToken(t, base, "alice", "alice-pw")
 	start := time.Now()
 	for time.Since(start) < 3*idle {
-		if code, body := harness.GetInfo(t, base, busy, ""); code != 200 {
+		if code, body := servertest.GetInfo(t, base, busy, ""); code != 200 {
 			t.Fatalf("a token used every 300 ms under a %v idle limit, after %v = %d %s; want 200", idle, time.Since(start), code, body)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if code, _ := harness.GetInfo(t, base, unused, ""); code != 401 {
+	if code, _ := servertest.GetInfo(t, base, unused, ""); code != 401 {
 		t.Errorf("a token unused for %v under a %v idle limit = %d; want 401", 3*idle, idle, code)
 	}
 }
@@ -87,22 +88,22 @@ func TestTokenIdleFleet(t *testing.T) {
 	defer stopA()
 	baseB, _, stopB := harness.StartServer(t, nil, args...)
 	defer stopB()
-	token := harness.LoginToken(t, baseA, "alice", "alice-pw")
+	token := servertest.LoginToken(t, baseA, "alice", "alice-pw")
 	// A caches it (the second check is answered from A's cache).
 	for range 2 {
-		if code, body := harness.GetInfo(t, baseA, token, ""); code != 200 {
+		if code, body := servertest.GetInfo(t, baseA, token, ""); code != 200 {
 			t.Fatalf("info on A = %d %s; want 200", code, body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	start := time.Now()
 	for time.Since(start) < 3*idle {
-		if code, body := harness.GetInfo(t, baseB, token, ""); code != 200 {
+		if code, body := servertest.GetInfo(t, baseB, token, ""); code != 200 {
 			t.Fatalf("a token used on B every 200 ms under a %v idle limit, after %v = %d %s; want 200", idle, time.Since(start), code, body)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if code, body := harness.GetInfo(t, baseA, token, ""); code != 200 {
+	if code, body := servertest.GetInfo(t, baseA, token, ""); code != 200 {
 		t.Errorf("on A, a token used on B all along, %v after A last saw it = %d %s; want 200 (A judged its cached last use)", 3*idle, code, body)
 	}
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -56,7 +57,7 @@ func TestUserUnlock(t *testing.T) {
 func testUnlock(t *testing.T, path string, bases ...string) {
 	t.Helper()
 	login := func(base, username, password string) int {
-		resp, _ := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"`+username+`","password":"`+password+`"}`)
+		resp, _ := servertest.PostJSON(t, base+"/api/auth/login/", `{"username":"`+username+`","password":"`+password+`"}`)
 		return resp.StatusCode
 	}
 	for _, name := range []string{"alice", "bob"} {

@@ -2,6 +2,7 @@ package django
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"bytes"
 	"fmt"
 	"os/exec"
@@ -68,8 +69,8 @@ func TestCLIConcurrentAdd(t *testing.T) {
 			t.Errorf("after %d concurrent user adds: %s missing", n, name)
 		}
 	}
-	harness.CheckMode(t, path, 0o600)
-	for _, name := range harness.DirNames(t, dir) {
+	servertest.CheckMode(t, path, 0o600)
+	for _, name := range servertest.DirNames(t, dir) {
 		if strings.HasSuffix(name, ".tmp") {
 			t.Errorf("temporary file %s left behind", name)
 		}

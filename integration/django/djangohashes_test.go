@@ -2,6 +2,7 @@ package django
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -156,7 +157,7 @@ func checkDjangoLogins(t *testing.T, base string, hashOf func(username string) s
 		// One wrong password each: a failed login waits as long as a check
 		// of the slowest hash (PBKDF2-SHA1 at 600,000 iterations here).
 		for _, wrong := range []string{f.password[:len(f.password)-1]} {
-			resp, body := harness.PostJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, f.username, wrong))
+			resp, body := servertest.PostJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, f.username, wrong))
 			if resp.StatusCode != 401 {
 				t.Errorf("login of %s (%s) with %q = %d %s; want 401", f.username, f.scheme, wrong, resp.StatusCode, body)
 			}
@@ -164,7 +165,7 @@ func checkDjangoLogins(t *testing.T, base string, hashOf func(username string) s
 		if now := hashOf(f.username); now != imported {
 			t.Errorf("%s's hash changed after failed logins", f.username)
 		}
-		tokens[f.username] = harness.LoginToken(t, base, f.username, f.password)
+		tokens[f.username] = servertest.LoginToken(t, base, f.username, f.password)
 		importedHashes[f.username] = imported
 	}
 	// The rehashes are written together, within a second of the first.
@@ -177,15 +178,15 @@ func checkDjangoLogins(t *testing.T, base string, hashOf func(username string) s
 		if h, err := password.ParseHash(rehashed); err != nil || h.Scheme() != password.SchemeArgon2id || policy.NeedsRehash(h) {
 			t.Errorf("%s's hash after the first login = %.30q…, %v; want a plain argon2id hash under the default policy", f.username, rehashed, err)
 		}
-		if code, body := harness.GetInfo(t, base, tok, ""); code != 200 {
+		if code, body := servertest.GetInfo(t, base, tok, ""); code != 200 {
 			t.Errorf("info with %s's first token = %d %s; want 200", f.username, code, body)
 		}
-		harness.LoginToken(t, base, f.username, f.password) // the new hash takes the same password
+		servertest.LoginToken(t, base, f.username, f.password) // the new hash takes the same password
 		if now := hashOf(f.username); now != rehashed {
 			t.Errorf("%s's hash changed again at the second login", f.username)
 		}
 	}
-	resp, body := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"bill","password":"vi-editor-1976"}`)
+	resp, body := servertest.PostJSON(t, base+"/api/auth/login/", `{"username":"bill","password":"vi-editor-1976"}`)
 	if resp.StatusCode != 401 {
 		t.Errorf("login of bill (crypt, not imported) = %d %s; want 401", resp.StatusCode, body)
 	}

@@ -2,6 +2,7 @@ package django
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func TestImportDjangoFixture(t *testing.T) {
 	imported := harness.MustReadUsers(t, usersPath)
 	tokens := map[string]string{}
 	for user, pw := range passwords {
-		tokens[user] = harness.LoginToken(t, base, user, pw)
+		tokens[user] = servertest.LoginToken(t, base, user, pw)
 	}
 	hashOf := func(user string) string { return harness.MustReadUsers(t, usersPath)[user].PasswordHash }
 	for user, pw := range passwords {
@@ -65,13 +66,13 @@ func TestImportDjangoFixture(t *testing.T) {
 		if err != nil || h.Scheme() != password.SchemeArgon2id {
 			t.Errorf("%s's hash after the first login = %v, %v; want rehashed to argon2id", user, h, err)
 		}
-		if code, body := harness.GetInfo(t, base, tokens[user], ""); code != 200 {
+		if code, body := servertest.GetInfo(t, base, tokens[user], ""); code != 200 {
 			t.Errorf("info with %s's token from before the rehash = %d %s; want 200", user, code, body)
 		}
-		harness.LoginToken(t, base, user, pw) // the new hash takes the same password
+		servertest.LoginToken(t, base, user, pw) // the new hash takes the same password
 	}
 	for user, pw := range map[string]string{"margo": "berkeley-db-1996-x", "nobodyhome": "anything-at-all"} {
-		resp, body := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"`+user+`","password":"`+pw+`"}`)
+		resp, body := servertest.PostJSON(t, base+"/api/auth/login/", `{"username":"`+user+`","password":"`+pw+`"}`)
 		if resp.StatusCode != 401 {
 			t.Errorf("login of %s (disabled) = %d %s; want 401", user, resp.StatusCode, body)
 		}

@@ -2,6 +2,7 @@ package django
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"context"
 	"crypto/md5"
 	"crypto/sha1"
@@ -105,7 +106,7 @@ func TestImportUpdate(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, `left alone: user "dave" already exists`) || !strings.Contains(stderr, `created the secret key file `+filepath.Join(dir, "authsvc.key")) {
 		t.Errorf("the first import = exit %d, stderr:\n%s\nwant 1, dave left alone, the key file created", code, stderr)
 	}
-	harness.CheckMode(t, filepath.Join(dir, "authsvc.key"), 0o600)
+	servertest.CheckMode(t, filepath.Join(dir, "authsvc.key"), 0o600)
 
 	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix, "--login-burst", "100")
 	defer stop()

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"bufio"
 	"encoding/json"
 	"errors"
@@ -47,7 +48,7 @@ const (
 type abuseServer struct {
 	base string // http://host:port
 	addr string // host:port
-	log  *harness.LineLog
+	log  *servertest.LineLog
 
 	mu      sync.Mutex // guards secrets
 	secrets []string   // passwords and tokens
@@ -146,9 +147,9 @@ func (s *abuseServer) login(t *testing.T, c *http.Client, username, password str
 // works for info.
 func (s *abuseServer) loginAndInfo(t *testing.T) {
 	t.Helper()
-	token := harness.LoginToken(t, s.base, "alice", "alice-pw")
+	token := servertest.LoginToken(t, s.base, "alice", "alice-pw")
 	s.addSecret(token)
-	if code, body := harness.GetInfo(t, s.base, token, ""); code != 200 || !strings.Contains(body, `"username":"alice"`) {
+	if code, body := servertest.GetInfo(t, s.base, token, ""); code != 200 || !strings.Contains(body, `"username":"alice"`) {
 		t.Errorf("info with a fresh token = %d %s; want 200 alice", code, body)
 	}
 }
@@ -650,7 +651,7 @@ func TestAbuseLoginFlood(t *testing.T) {
 		"--password-slots", "1", "--password-queue", "2",
 		"--login-rate", "1000", "--login-burst", "1000",
 		"--login-failures", "1000000", "--user-failures", "1000000")
-	token := harness.LoginToken(t, s.base, "bob", "bob-pw")
+	token := servertest.LoginToken(t, s.base, "bob", "bob-pw")
 	s.addSecret(token)
 
 	flood := harness.ClientFrom(t, "127.0.0.1")

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,7 +16,7 @@ import (
 func stillDead(t *testing.T, base, token, why string) {
 	t.Helper()
 	for range 10 {
-		if code, body := harness.GetInfo(t, base, token, ""); code != 401 {
+		if code, body := servertest.GetInfo(t, base, token, ""); code != 401 {
 			t.Fatalf("%s: info = %d %s; want 401: dead stays dead", why, code, body)
 		}
 		time.Sleep(30 * time.Millisecond)
@@ -41,7 +42,7 @@ func TestDeadStaysDead(t *testing.T) {
 	}
 
 	t.Run("disable then enable", func(t *testing.T) {
-		tok := harness.LoginToken(t, base, "alice", "alice-pw")
+		tok := servertest.LoginToken(t, base, "alice", "alice-pw")
 		cli("", "disable", "alice")
 		harness.WaitInfo(t, base, tok, 401, "after user disable")
 		cli("", "enable", "alice")
@@ -58,7 +59,7 @@ func TestDeadStaysDead(t *testing.T) {
 	})
 
 	t.Run("delete then add again", func(t *testing.T) {
-		tok := harness.LoginToken(t, base, "bob", "bob-pw")
+		tok := servertest.LoginToken(t, base, "bob", "bob-pw")
 		cli("", "del", "bob")
 		harness.WaitInfo(t, base, tok, 401, "after user del")
 		cli("bob-pw\n", "add", "--admin", "--cost", "4", "bob")
@@ -111,7 +112,7 @@ func TestDeadStaysDeadAcrossInstances(t *testing.T) {
 	defer stopA()
 	baseB, _, stopB := harness.StartServer(t, nil, "--users", pathB, "--store", redisURL, "--store-prefix", prefix, "--reload-interval", "20ms")
 	defer stopB()
-	tok := harness.LoginToken(t, baseA, "alice", "alice-pw")
+	tok := servertest.LoginToken(t, baseA, "alice", "alice-pw")
 	harness.WaitInfo(t, baseB, tok, 200, "B, before anything happened")
 	if code, _, stderr := harness.RunCLI(t, "", nil, "user", "disable", "alice", "--users", pathA); code != 0 {
 		t.Fatalf("user disable = %d %s", code, stderr)

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"bytes"
 	"errors"
 	"fmt"
@@ -218,7 +219,7 @@ func checkUsersFileWhole(t *testing.T, path string, want []byte) {
 	if strings.Join(names, ",") != "alice,bob,carol" {
 		t.Errorf("users after the failed write: %q; want alice, bob, carol", names)
 	}
-	for _, name := range harness.DirNames(t, filepath.Dir(path)) {
+	for _, name := range servertest.DirNames(t, filepath.Dir(path)) {
 		if strings.HasSuffix(name, ".tmp") {
 			t.Errorf("temporary file %s left beside the users file", name)
 		}
@@ -283,9 +284,9 @@ func testDiskFullRehash(t *testing.T, bin string, d *fullDisk) {
 	oldHash, bobHash := userHash(t, path, "alice"), userHash(t, path, "bob")
 	// --cost 5: alice's bcrypt hash at cost 4 is outside the policy, so a
 	// successful login rewrites it.
-	serve := func() (*harness.ServerProcess, *harness.LineLog) {
+	serve := func() (*harness.ServerProcess, *servertest.LineLog) {
 		t.Helper()
-		log := harness.NewLineLog()
+		log := servertest.NewLineLog()
 		cmd := d.command(bin, "serve", "--addr", "127.0.0.1:0", "--users", path, "--cost", "5", "--reload-interval", "100ms")
 		cmd.Stderr = log // a pipe: no file size limit applies to it
 		return harness.StartServerProcess(t, cmd, log.String), log
@@ -295,21 +296,21 @@ func testDiskFullRehash(t *testing.T, bin string, d *fullDisk) {
 
 	d.fill(t, path)
 	server, log := serve()
-	token := harness.LoginToken(t, server.Base, "alice", "alice-pw") // 200, or the test stops here
+	token := servertest.LoginToken(t, server.Base, "alice", "alice-pw") // 200, or the test stops here
 	m := log.WaitFor(t, rehashFailed)
 	t.Logf("login on a full disk: 200, and the server logged: %s", m[0])
 	if rehashed.MatchString(log.String()) {
 		t.Errorf("server log says the rehash was written on a full disk:\n%s", log)
 	}
 	checkUsersFileWhole(t, path, before)
-	if code, body := harness.GetInfo(t, server.Base, token, ""); code != http.StatusOK {
+	if code, body := servertest.GetInfo(t, server.Base, token, ""); code != http.StatusOK {
 		t.Errorf("info with the token of the login whose rehash failed = %d %s; want 200", code, body)
 	}
 	server.Kill()
 
 	d.free(t, path)
 	server, log = serve()
-	harness.LoginToken(t, server.Base, "alice", "alice-pw")
+	servertest.LoginToken(t, server.Base, "alice", "alice-pw")
 	log.WaitFor(t, rehashed)
 	h, err := password.ParseHash(userHash(t, path, "alice"))
 	if err != nil || h.Cost != 5 {

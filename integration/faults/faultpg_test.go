@@ -2,6 +2,7 @@ package faults
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -195,7 +196,7 @@ func TestPostgresOutageChecksNoPassword(t *testing.T) {
 			t.Logf("server log, access lines left out:\n%s", logExcerpt(log.String()))
 		}
 	}()
-	token := harness.LoginToken(t, base, "fay", pw) // fay is in the instance's cache now
+	token := servertest.LoginToken(t, base, "fay", pw) // fay is in the instance's cache now
 	login := func(password string) harness.Reply {
 		return harness.Do(t, "POST", base+"/api/auth/login/", "", fmt.Sprintf(`{"username":"fay","password":%q}`, password))
 	}

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -21,7 +22,7 @@ func TestSIGHUPStorm(t *testing.T) {
 	path := harness.WriteTestUsers(t)
 	base, log, stop := harness.StartServer(t, nil, "--users", path, "--cost", "4", "--login-rate", "1000", "--login-burst", "1000")
 	defer stop()
-	token := harness.LoginToken(t, base, "alice", "alice-pw")
+	token := servertest.LoginToken(t, base, "alice", "alice-pw")
 
 	done := make(chan struct{})
 	var hups atomic.Int64
@@ -56,9 +57,9 @@ func TestSIGHUPStorm(t *testing.T) {
 					return
 				default:
 				}
-				code, _ := harness.GetInfo(t, base, token, "")
+				code, _ := servertest.GetInfo(t, base, token, "")
 				count("info", code)
-				resp, body := harness.PostJSON(t, base+"/api/auth/login/", `{"username":"bob","password":"bob-pw"}`)
+				resp, body := servertest.PostJSON(t, base+"/api/auth/login/", `{"username":"bob","password":"bob-pw"}`)
 				var reply struct{ Token string }
 				if resp.StatusCode == http.StatusOK && json.Unmarshal([]byte(body), &reply) != nil {
 					t.Errorf("login reply %q is not JSON", body)

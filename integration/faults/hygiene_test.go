@@ -2,6 +2,7 @@ package faults
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"bytes"
 	"fmt"
 	"os"
@@ -47,7 +48,7 @@ func TestCLIKeepsOwner(t *testing.T) {
 	if u, g := harness.Owner(t, path); u != nobody || g != nobody {
 		t.Errorf("owner of %s after root's user add = %d:%d; want %d:%d as before", path, u, g, nobody, nobody)
 	}
-	harness.CheckMode(t, path, 0o600)
+	servertest.CheckMode(t, path, 0o600)
 	if users := harness.MustReadUsers(t, path); len(users) != 3 {
 		t.Errorf("users after user add carol = %+v; want alice, bob and carol", users)
 	}
@@ -135,7 +136,7 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 		if u, g := harness.Owner(t, path); u != 0 || g != 0 {
 			t.Errorf("%s: owner of %s after the refused user add = %d:%d; want 0:0", tt.name, path, u, g)
 		}
-		for _, name := range harness.DirNames(t, dir) {
+		for _, name := range servertest.DirNames(t, dir) {
 			if strings.HasSuffix(name, ".tmp") {
 				t.Errorf("%s: temporary file %s left behind", tt.name, name)
 			}
@@ -148,14 +149,14 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 func TestHashCostMaximum(t *testing.T) {
 	t.Parallel()
 	for _, cost := range []string{"15", "31"} {
-		doc := harness.UsersJSON(harness.OKAlice, harness.Entry("bob", harness.HashField("$2a$"+cost+passwordtest.Hash[6:])))
+		doc := servertest.UsersJSON(servertest.OKAlice, servertest.Entry("bob", servertest.HashField("$2a$"+cost+passwordtest.Hash[6:])))
 		want := `users[1] ("bob"): password_hash: bcrypt cost ` + cost + ` is above the maximum 14`
 		if _, err := usersfile.Parse([]byte(doc)); err == nil || err.Error() != want {
 			t.Errorf("usersfile.Parse(bob at cost %s) = %v; want %q", cost, err, want)
 		}
 	}
 	// The maximum itself is accepted.
-	doc := harness.UsersJSON(harness.OKAlice, harness.Entry("bob", harness.HashField("$2a$14"+passwordtest.Hash[6:])))
+	doc := servertest.UsersJSON(servertest.OKAlice, servertest.Entry("bob", servertest.HashField("$2a$14"+passwordtest.Hash[6:])))
 	if _, err := usersfile.Parse([]byte(doc)); err != nil {
 		t.Errorf("usersfile.Parse(bob at cost 14) = %v; want nil", err)
 	}
@@ -372,27 +373,27 @@ func TestCLIRemovesStaleTemp(t *testing.T) {
 func TestUsersFieldNamesExact(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ doc, want string }{
-		{harness.UsersJSON(harness.Entry("alice", harness.HashField(passwordtest.Hash), `"ADMIN": true`)), `users[0] ("alice"): unknown field "ADMIN"`},
-		{harness.UsersJSON(harness.OKAlice, harness.Entry("bob", harness.HashField(passwordtest.Hash), `"Disabled": false`)), `users[1] ("bob"): unknown field "Disabled"`},
-		{harness.UsersJSON(harness.Entry("alice", `"Password_Hash": "`+passwordtest.Hash+`"`)), `users[0] ("alice"): unknown field "Password_Hash"`},
-		{harness.UsersJSON(`{"UserName": "alice", ` + harness.HashField(passwordtest.Hash) + `}`), `users[0] ("alice"): unknown field "UserName"`},
+		{servertest.UsersJSON(servertest.Entry("alice", servertest.HashField(passwordtest.Hash), `"ADMIN": true`)), `users[0] ("alice"): unknown field "ADMIN"`},
+		{servertest.UsersJSON(servertest.OKAlice, servertest.Entry("bob", servertest.HashField(passwordtest.Hash), `"Disabled": false`)), `users[1] ("bob"): unknown field "Disabled"`},
+		{servertest.UsersJSON(servertest.Entry("alice", `"Password_Hash": "`+passwordtest.Hash+`"`)), `users[0] ("alice"): unknown field "Password_Hash"`},
+		{servertest.UsersJSON(`{"UserName": "alice", ` + servertest.HashField(passwordtest.Hash) + `}`), `users[0] ("alice"): unknown field "UserName"`},
 		// encoding/json folds U+017F (long s) to s as well.
-		{harness.UsersJSON(harness.Entry("alice", harness.HashField(passwordtest.Hash), `"di\u017fabled": true`)), `users[0] ("alice"): unknown field "diſabled"`},
-		{harness.UsersJSON(harness.Entry("alice", harness.HashField(passwordtest.Hash), `"admin": false`, `"admin": true`)), `users[0] ("alice"): duplicate field "admin"`},
-		{`{"USERS": [` + harness.OKAlice + `]}`, `not a users file: unknown field "USERS"`},
-		{`{"users": [], "users": [` + harness.OKAlice + `]}`, `not a users file: duplicate field "users"`},
+		{servertest.UsersJSON(servertest.Entry("alice", servertest.HashField(passwordtest.Hash), `"di\u017fabled": true`)), `users[0] ("alice"): unknown field "diſabled"`},
+		{servertest.UsersJSON(servertest.Entry("alice", servertest.HashField(passwordtest.Hash), `"admin": false`, `"admin": true`)), `users[0] ("alice"): duplicate field "admin"`},
+		{`{"USERS": [` + servertest.OKAlice + `]}`, `not a users file: unknown field "USERS"`},
+		{`{"users": [], "users": [` + servertest.OKAlice + `]}`, `not a users file: duplicate field "users"`},
 	} {
 		if users, err := usersfile.Parse([]byte(tt.doc)); err == nil || err.Error() != tt.want {
 			t.Errorf("usersfile.Parse(%s) = %+v, %v; want %q", tt.doc, users, err, tt.want)
 		}
 	}
 	// Escapes in a name are decoded first: this is "admin".
-	if users, err := usersfile.Parse([]byte(harness.UsersJSON(harness.Entry("alice", harness.HashField(passwordtest.Hash), `"\u0061dmin": true`)))); err != nil || !users[0].Admin {
+	if users, err := usersfile.Parse([]byte(servertest.UsersJSON(servertest.Entry("alice", servertest.HashField(passwordtest.Hash), `"\u0061dmin": true`)))); err != nil || !users[0].Admin {
 		t.Errorf(`parseUsers("\u0061dmin": true) = %+v, %v; want alice an admin`, users, err)
 	}
 
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := os.WriteFile(path, []byte(harness.UsersJSON(harness.Entry("alice", harness.HashField(passwordtest.Hash), `"ADMIN": true`))), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(servertest.UsersJSON(servertest.Entry("alice", servertest.HashField(passwordtest.Hash), `"ADMIN": true`))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	want := path + `: users[0] ("alice"): unknown field "ADMIN"`

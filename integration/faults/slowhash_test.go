@@ -2,6 +2,7 @@ package faults
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,9 +22,9 @@ func TestCLIWarnsOfSlowHashes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	slow := filepath.Join(dir, "slow.json")
-	doc := harness.UsersJSON(harness.OKAlice,
-		harness.Entry("bob", harness.HashField("pbkdf2_sha256$4000000$salt$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=")),
-		harness.Entry("carol", harness.HashField("$2a$14"+passwordtest.Hash[6:])))
+	doc := servertest.UsersJSON(servertest.OKAlice,
+		servertest.Entry("bob", servertest.HashField("pbkdf2_sha256$4000000$salt$fO5nEjze04FaEq+zdzE9prZ5bNC5sTt4re4cRcuj+YA=")),
+		servertest.Entry("carol", servertest.HashField("$2a$14"+passwordtest.Hash[6:])))
 	if err := os.WriteFile(slow, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"context"
 	"io"
 	"net/http"
@@ -75,5 +76,5 @@ func TestServeWaitsForStore(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	harness.LoginToken(t, base, "alice", "alice-pw")
+	servertest.LoginToken(t, base, "alice", "alice-pw")
 }

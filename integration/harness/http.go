@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"authsvc/internal/servertest"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,7 +29,7 @@ func WaitInfo(t *testing.T, base, token string, want int, why string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		code, body := GetInfo(t, base, token, "")
+		code, body := servertest.GetInfo(t, base, token, "")
 		if code == want {
 			return
 		}
@@ -44,7 +45,7 @@ func WaitLogin(t *testing.T, base, username, password string) string {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		resp, body := PostJSON(t, base+"/api/auth/login/", `{"username":"`+username+`","password":"`+password+`"}`)
+		resp, body := servertest.PostJSON(t, base+"/api/auth/login/", `{"username":"`+username+`","password":"`+password+`"}`)
 		if resp.StatusCode == 200 {
 			var reply struct{ Token string }
 			if err := json.Unmarshal([]byte(body), &reply); err != nil {
@@ -57,46 +58,6 @@ func WaitLogin(t *testing.T, base, username, password string) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// PostJSON posts body, JSON, to url and returns the response and its body.
-func PostJSON(t *testing.T, url, body string) (*http.Response, string) {
-	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
-
-// GetInfo asks base's /api/auth/info, with query, as token's holder and
-// returns the status and the body.
-func GetInfo(t *testing.T, base, token, query string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", base+"/api/auth/info"+query, nil)
-	req.Header.Set("authorization", "TOKEN "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-// LoginToken logs username in on base and returns the token; it fails t
-// unless the login answers 200.
-func LoginToken(t *testing.T, base, username, password string) string {
-	t.Helper()
-	resp, body := PostJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, username, password))
-	if resp.StatusCode != 200 {
-		t.Fatalf("login(%s) = %d %s; want 200", username, resp.StatusCode, body)
-	}
-	var reply struct{ Token string }
-	json.Unmarshal([]byte(body), &reply)
-	return reply.Token
 }
 
 // OutageBound is API.md's "Operations" bound: with Redis down, requests that

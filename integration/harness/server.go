@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"authsvc/internal/servertest"
 	"bytes"
 	"context"
 	"errors"
@@ -9,7 +10,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -66,69 +66,12 @@ func (p *ServerProcess) Kill() {
 	<-p.Exited
 }
 
-// LineLog is a stderr that keeps every line and can wait for one.
-type LineLog struct {
-	mu    sync.Mutex // guards buf, lines and waits
-	buf   []byte
-	lines []string
-	wake  chan struct{}
-}
-
-// NewLineLog returns an empty LineLog.
-func NewLineLog() *LineLog { return &LineLog{wake: make(chan struct{})} }
-
-func (l *LineLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := strings.IndexByte(string(l.buf), '\n')
-		if i < 0 {
-			break
-		}
-		l.lines = append(l.lines, string(l.buf[:i]))
-		l.buf = l.buf[i+1:]
-	}
-	close(l.wake)
-	l.wake = make(chan struct{})
-	return len(p), nil
-}
-
-func (l *LineLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
-// WaitFor returns the submatches of the first line matching re, waiting up to 10 s.
-func (l *LineLog) WaitFor(t *testing.T, re *regexp.Regexp) []string {
-	t.Helper()
-	deadline := time.After(60 * time.Second)
-	seen := 0
-	for {
-		l.mu.Lock()
-		for ; seen < len(l.lines); seen++ {
-			if m := re.FindStringSubmatch(l.lines[seen]); m != nil {
-				l.mu.Unlock()
-				return m
-			}
-		}
-		wake := l.wake
-		l.mu.Unlock()
-		select {
-		case <-wake:
-		case <-deadline:
-			t.Fatalf("no log line matching %s within 60s; log:\n%s", re, l)
-		}
-	}
-}
-
 // StartServer runs the whole program in-process on 127.0.0.1:0 and returns
 // its base URL, its log and a function that stops it and returns run's error.
-func StartServer(t *testing.T, env map[string]string, args ...string) (string, *LineLog, func() error) {
+func StartServer(t *testing.T, env map[string]string, args ...string) (string, *servertest.LineLog, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stderr := NewLineLog()
+	stderr := servertest.NewLineLog()
 	done := make(chan error, 1)
 	getenv := func(k string) string { return env[k] }
 	go func() {
@@ -154,12 +97,12 @@ func StartServer(t *testing.T, env map[string]string, args ...string) (string, *
 // tests whose figure is the server's speed, and those whose hashes the
 // race detector would make minutes of work. stop sends SIGTERM, as an
 // operator does, and returns the error of an exit status other than 0.
-func ServeBinary(t *testing.T, env map[string]string, args ...string) (string, *LineLog, func() error) {
+func ServeBinary(t *testing.T, env map[string]string, args ...string) (string, *servertest.LineLog, func() error) {
 	t.Helper()
 	RequireBinary(t)
 	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = environ(env)
-	log := NewLineLog()
+	log := servertest.NewLineLog()
 	cmd.Stderr = log
 	p := StartServerProcess(t, cmd, log.String)
 	stop := func() error {

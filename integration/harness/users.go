@@ -1,13 +1,10 @@
 package harness
 
 import (
-	"fmt"
 	"os"
-	"strings"
 	"syscall"
 	"testing"
 
-	"authsvc/internal/password/passwordtest"
 	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"
 
@@ -43,50 +40,6 @@ func WriteTestUsers(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// UsersJSON returns a users file holding the given entries, each a JSON object.
-func UsersJSON(entries ...string) string {
-	return `{"users": [` + strings.Join(entries, ",\n") + `]}`
-}
-
-// Entry returns a users file entry for username with the given extra fields.
-func Entry(username string, extra ...string) string {
-	fields := append([]string{fmt.Sprintf("%q: %q", "username", username)}, extra...)
-	return "{" + strings.Join(fields, ", ") + "}"
-}
-
-// HashField is a users file entry's password_hash field of h.
-func HashField(h string) string { return fmt.Sprintf(`"password_hash": %q`, h) }
-
-// OKAlice is a users file entry of alice with a valid hash.
-var OKAlice = Entry("alice", HashField(passwordtest.Hash))
-
-// CheckMode fails t unless the file at path has permission bits mode.
-func CheckMode(t *testing.T, path string, mode os.FileMode) {
-	t.Helper()
-	info, err := os.Stat(path)
-	if err != nil {
-		t.Errorf("os.Stat(%q) = %v", path, err)
-		return
-	}
-	if got := info.Mode().Perm(); got != mode {
-		t.Errorf("mode of %s = %v; want %v", path, got, mode)
-	}
-}
-
-// DirNames returns the sorted names in dir.
-func DirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
 }
 
 // Owner returns the uid and gid of the file at path.

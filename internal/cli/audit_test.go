@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"authsvc/internal/servertest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -27,7 +28,7 @@ func TestAuditThrottleLimitRedis(t *testing.T) {
 	cfg := testConfig(path)
 	cfg.store, cfg.storePrefix = redisURL, testservers.UniquePrefix()
 	cfg.throttle.UserFailures, cfg.throttle.AddrRate, cfg.throttle.AddrBurst = 5, 0.01, 5
-	var logged syncBuffer
+	var logged servertest.SyncBuffer
 	key, err := secret.Generate()
 	if err != nil {
 		t.Fatal(err)
@@ -48,11 +49,11 @@ func TestAuditThrottleLimitRedis(t *testing.T) {
 	for range 5 {
 		login("wrong")
 	}
-	logged.take()
+	logged.Take()
 	if code := login("alice-pw"); code != http.StatusTooManyRequests {
 		t.Fatalf("login after 5 wrong passwords = %d; want 429", code)
 	}
-	if line := regexp.MustCompile(`msg=login outcome=throttled .*`).FindString(logged.take()); !strings.HasSuffix(line, " limit=pair,user,client") {
+	if line := regexp.MustCompile(`msg=login outcome=throttled .*`).FindString(logged.Take()); !strings.HasSuffix(line, " limit=pair,user,client") {
 		t.Errorf("audit line = %q; want it to end limit=pair,user,client", line)
 	}
 }
@@ -66,7 +67,7 @@ func TestAuditLineBeforeReply(t *testing.T) {
 	base, log, stop := startServer(t, nil, "--users", writeTestUsers(t), "--cost", "4")
 	defer stop()
 	for i, pw := range []string{"alice-pw", "wrong", "alice-pw"} {
-		resp, body := postJSON(t, base+"/api/auth/login/", `{"username":"alice","password":"`+pw+`"}`)
+		resp, body := servertest.PostJSON(t, base+"/api/auth/login/", `{"username":"alice","password":"`+pw+`"}`)
 		want := map[string]string{"alice-pw": "success", "wrong": "invalid_credentials"}[pw]
 		if n := strings.Count(log.String(), "msg=login outcome="+want); n < 1+i/2 {
 			t.Errorf("login %d (%d %s): stderr when the reply arrived holds %d audit lines with outcome=%s; want it written before the reply", i, resp.StatusCode, body, n, want)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"authsvc/internal/servertest"
 	"bytes"
 	"flag"
 	"fmt"
@@ -107,7 +108,7 @@ func TestCLIUserAdd(t *testing.T) {
 	if !strings.Contains(stderr, "warning: bcrypt cost 4 is below 10") || withoutWarning(stderr) != "" {
 		t.Errorf("user add --cost 4: stderr = %q; want the low-cost warning alone", stderr)
 	}
-	checkMode(t, path, 0o600)
+	servertest.CheckMode(t, path, 0o600)
 	list := mustReadUsers(t, path)
 	alice := list["alice"]
 	want := users.User{Username: "alice", PasswordHash: alice.PasswordHash, Name: "Alice Liddell", Email: "alice@example.com", Groups: []string{"dev", "ops"}, Admin: true,
@@ -396,7 +397,7 @@ func TestCLIUserPasswd(t *testing.T) {
 	if !reflect.DeepEqual(alice, wantAlice) || !reflect.DeepEqual(after["bob"], before["bob"]) || len(after) != 2 {
 		t.Errorf("users after user passwd alice = %+v; want only alice's hash, cut-off and password generation changed from %+v", after, before)
 	}
-	checkMode(t, path, 0o600)
+	servertest.CheckMode(t, path, 0o600)
 
 	// An empty new password is refused and changes nothing.
 	code, _, stderr = runCLI(t, "\n", nil, "user", "passwd", "--users", path, "--cost", "4", "alice")
@@ -426,7 +427,7 @@ func TestCLIUserDel(t *testing.T) {
 	if list, err := usersfile.Read(path); err != nil || len(list) != 0 {
 		t.Errorf("users after deleting everyone = %+v, %v; want none", list, err)
 	}
-	checkMode(t, path, 0o600)
+	servertest.CheckMode(t, path, 0o600)
 }
 
 func TestCLIUserDisableEnable(t *testing.T) {

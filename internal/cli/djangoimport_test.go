@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"authsvc/internal/servertest"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -92,7 +93,7 @@ func TestUserCheck(t *testing.T) {
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.json"), filepath.Join(dir, "bad.json")
 	usersfile.Write(good, testUsers(t))
-	os.WriteFile(bad, []byte(usersJSON(okAlice, entry("bob", hashField("$2a$31$"+passwordtest.Hash[7:])))), 0o600)
+	os.WriteFile(bad, []byte(servertest.UsersJSON(servertest.OKAlice, servertest.Entry("bob", servertest.HashField("$2a$31$"+passwordtest.Hash[7:])))), 0o600)
 	if code, stdout, _ := runCLI(t, "", nil, "user", "check", "--users", good); code != 0 || !strings.Contains(stdout, "3 users, valid") {
 		t.Errorf("user check of a good file = exit %d, %q; want 0, 3 users", code, stdout)
 	}

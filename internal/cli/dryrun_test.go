@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"authsvc/internal/servertest"
 	"bytes"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ func TestImportDryRun(t *testing.T) {
 		if code != 0 || importedUsers(stdout, true) != 7 || !strings.HasPrefix(stderr, "authsvc: user import: would create the secret key file ") || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("user import --dry-run = exit %d, %q, %q; want 0, would import 7 users, would create the key", code, stdout, stderr)
 		}
-		if names := dirNames(t, dir); len(names) != 0 {
+		if names := servertest.DirNames(t, dir); len(names) != 0 {
 			t.Errorf("files after user import --dry-run = %v; want none", names)
 		}
 	})

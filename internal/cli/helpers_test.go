@@ -1,9 +1,9 @@
 package cli
 
 import (
+	"authsvc/internal/servertest"
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,74 +57,18 @@ func chdirModuleRoot() error {
 	}
 }
 
-// lineLog is a stderr that keeps every line and can wait for one.
-type lineLog struct {
-	mu    sync.Mutex // guards buf, lines and waits
-	buf   []byte
-	lines []string
-	wake  chan struct{}
-}
-
-func newLineLog() *lineLog { return &lineLog{wake: make(chan struct{})} }
-
-func (l *lineLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := strings.IndexByte(string(l.buf), '\n')
-		if i < 0 {
-			break
-		}
-		l.lines = append(l.lines, string(l.buf[:i]))
-		l.buf = l.buf[i+1:]
-	}
-	close(l.wake)
-	l.wake = make(chan struct{})
-	return len(p), nil
-}
-
-func (l *lineLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
-// waitFor returns the submatches of the first line matching re, waiting up to 10 s.
-func (l *lineLog) waitFor(t *testing.T, re *regexp.Regexp) []string {
-	t.Helper()
-	deadline := time.After(60 * time.Second)
-	seen := 0
-	for {
-		l.mu.Lock()
-		for ; seen < len(l.lines); seen++ {
-			if m := re.FindStringSubmatch(l.lines[seen]); m != nil {
-				l.mu.Unlock()
-				return m
-			}
-		}
-		wake := l.wake
-		l.mu.Unlock()
-		select {
-		case <-wake:
-		case <-deadline:
-			t.Fatalf("no log line matching %s within 60s; log:\n%s", re, l)
-		}
-	}
-}
-
 // startServer runs the whole program in-process on 127.0.0.1:0 and returns
 // its base URL, its log and a function that stops it and returns run's error.
-func startServer(t *testing.T, env map[string]string, args ...string) (string, *lineLog, func() error) {
+func startServer(t *testing.T, env map[string]string, args ...string) (string, *servertest.LineLog, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stderr := newLineLog()
+	stderr := servertest.NewLineLog()
 	done := make(chan error, 1)
 	getenv := func(k string) string { return env[k] }
 	go func() {
 		done <- Run(ctx, append([]string{"authsvc", "serve", "--addr", "127.0.0.1:0"}, args...), getenv, strings.NewReader(""), io.Discard, stderr)
 	}()
-	m := stderr.waitFor(t, regexp.MustCompile(`msg=listening addr=(\S+)`))
+	m := stderr.WaitFor(t, regexp.MustCompile(`msg=listening addr=(\S+)`))
 	stop := func() error {
 		cancel()
 		select {
@@ -140,41 +83,6 @@ func startServer(t *testing.T, env map[string]string, args ...string) (string, *
 	return "http://" + m[1], stderr, stop
 }
 
-func postJSON(t *testing.T, url, body string) (*http.Response, string) {
-	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
-
-func getInfo(t *testing.T, base, token, query string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", base+"/api/auth/info"+query, nil)
-	req.Header.Set("authorization", "TOKEN "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func loginToken(t *testing.T, base, username, password string) string {
-	t.Helper()
-	resp, body := postJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, username, password))
-	if resp.StatusCode != 200 {
-		t.Fatalf("login(%s) = %d %s; want 200", username, resp.StatusCode, body)
-	}
-	var reply struct{ Token string }
-	json.Unmarshal([]byte(body), &reply)
-	return reply.Token
-}
-
 // TestEndToEnd drives the real program over HTTP: bootstrap, login, info,
 // reload on file change and on SIGHUP, graceful shutdown.
 func TestEndToEnd(t *testing.T) {
@@ -184,13 +92,13 @@ func TestEndToEnd(t *testing.T) {
 	base, log, stop := startServer(t, map[string]string{"AUTHSVC_USERS": usersPath, "AUTHSVC_RELOAD_INTERVAL": "50ms"})
 
 	// First start: the bootstrap admin and its password, once, on stderr.
-	m := log.waitFor(t, regexp.MustCompile(`password: (\S+)$`))
+	m := log.WaitFor(t, regexp.MustCompile(`password: (\S+)$`))
 	adminPassword := m[1]
 	if info, err := os.Stat(usersPath); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("users file after bootstrap: %v, mode %v; want mode 0600", err, info.Mode().Perm())
 	}
-	admin := loginToken(t, base, "admin", adminPassword)
-	if code, body := getInfo(t, base, admin, "?username=admin"); code != 200 || !strings.Contains(body, `"admin":true`) {
+	admin := servertest.LoginToken(t, base, "admin", adminPassword)
+	if code, body := servertest.GetInfo(t, base, admin, "?username=admin"); code != 200 || !strings.Contains(body, `"admin":true`) {
 		t.Fatalf("info(admin) = %d %s; want 200 admin", code, body)
 	}
 
@@ -198,9 +106,9 @@ func TestEndToEnd(t *testing.T) {
 	if code, stdout, stderr := runCLIProgram(t, "dave-is-back-in-town\n", "user", "add", "--users", usersPath, "--cost", "4", "dave"); code != 0 {
 		t.Fatalf("user add = %d %s %s", code, stdout, stderr)
 	}
-	log.waitFor(t, regexp.MustCompile(`users file reloaded.*reason="file changed" users=2`))
-	dave := loginToken(t, base, "dave", "dave-is-back-in-town")
-	if code, _ := getInfo(t, base, dave, ""); code != 200 {
+	log.WaitFor(t, regexp.MustCompile(`users file reloaded.*reason="file changed" users=2`))
+	dave := servertest.LoginToken(t, base, "dave", "dave-is-back-in-town")
+	if code, _ := servertest.GetInfo(t, base, dave, ""); code != 200 {
 		t.Fatalf("info(dave) = %d; want 200", code)
 	}
 
@@ -208,8 +116,8 @@ func TestEndToEnd(t *testing.T) {
 	if err := os.WriteFile(usersPath, []byte(`{"users": [}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log.waitFor(t, regexp.MustCompile(`users file refused`))
-	if code, _ := getInfo(t, base, dave, ""); code != 200 {
+	log.WaitFor(t, regexp.MustCompile(`users file refused`))
+	if code, _ := servertest.GetInfo(t, base, dave, ""); code != 200 {
 		t.Errorf("info(dave) after a broken file = %d; want 200", code)
 	}
 	list := testUsers(t)
@@ -217,11 +125,11 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	log.waitFor(t, regexp.MustCompile(`users file reloaded.*users=3`))
-	if code, _ := getInfo(t, base, dave, ""); code != 401 {
+	log.WaitFor(t, regexp.MustCompile(`users file reloaded.*users=3`))
+	if code, _ := servertest.GetInfo(t, base, dave, ""); code != 401 {
 		t.Errorf("info(dave) after dave was deleted = %d; want 401", code)
 	}
-	alice := loginToken(t, base, "alice", "alice-pw")
+	alice := servertest.LoginToken(t, base, "alice", "alice-pw")
 
 	// Shutdown waits for a request in flight: send half a login, stop, send the rest.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
@@ -234,7 +142,7 @@ func TestEndToEnd(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // let the server start reading the request
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
-	log.waitFor(t, regexp.MustCompile(`shutting down`))
+	log.WaitFor(t, regexp.MustCompile(`shutting down`))
 	fmt.Fprint(conn, body[10:])
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {

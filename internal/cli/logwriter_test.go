@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"bytes"
+	"authsvc/internal/servertest"
 	"fmt"
 	"io"
 	"strings"
@@ -11,37 +11,10 @@ import (
 	"time"
 )
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// take returns what was written since the last take.
-func (b *syncBuffer) take() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	b.buf.Reset()
-	return s
-}
-
 func TestLogWriter(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var out syncBuffer
+		var out servertest.SyncBuffer
 		l := newLogWriter(&out, 100*time.Millisecond)
 		fmt.Fprintln(l, "first")
 		if got := out.String(); got != "" {
@@ -65,7 +38,7 @@ func TestLogWriter(t *testing.T) {
 // TestLogWriterConcurrentLines: lines written at once come out whole, none lost.
 func TestLogWriterConcurrentLines(t *testing.T) {
 	t.Parallel()
-	var out syncBuffer
+	var out servertest.SyncBuffer
 	l := newLogWriter(&out, time.Millisecond)
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -94,7 +67,7 @@ func TestLogWriterConcurrentLines(t *testing.T) {
 // Write returns, after the batched lines before it; batched lines wait.
 func TestLogWriterSynced(t *testing.T) {
 	t.Parallel()
-	var dst syncBuffer
+	var dst servertest.SyncBuffer
 	l := newLogWriter(&dst, time.Hour)
 	defer l.Close()
 	io.WriteString(l, "access 1\n")

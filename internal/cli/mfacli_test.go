@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"authsvc/internal/servertest"
 	"bytes"
 	"context"
 	"errors"
@@ -182,7 +183,7 @@ func TestCLIUserResetMFA(t *testing.T) {
 	if bytes.Contains(data, []byte(`"mfa"`)) {
 		t.Errorf("users file after user reset-mfa of every user with factors:\n%s\nwant no \"mfa\"", data)
 	}
-	checkMode(t, path, 0o600)
+	servertest.CheckMode(t, path, 0o600)
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -221,8 +222,8 @@ func TestResetMFAEndsTokens(t *testing.T) {
 	defer stop()
 	// Logged in before the factors are there: the password alone is then
 	// enough, whatever the server makes of a second factor.
-	alice := loginToken(t, base, "alice", "alice-pw")
-	bob := loginToken(t, base, "bob", "bob-pw")
+	alice := servertest.LoginToken(t, base, "alice", "alice-pw")
+	bob := servertest.LoginToken(t, base, "bob", "bob-pw")
 	key, _ := newKeyFile(t, dir, "factors.key")
 	f, _ := testFactors(t, key, "alice", mustSecret(t), nil, 10)
 	setFactors(t, usersPath, "alice", f)
@@ -232,7 +233,7 @@ func TestResetMFAEndsTokens(t *testing.T) {
 	mustRunCLI(t, "", "user", "reset-mfa", "--users", usersPath, "alice")
 	waitInfo(t, base, alice, 401, "after user reset-mfa alice")
 	stillDead(t, base, alice, "after user reset-mfa alice")
-	if code, body := getInfo(t, base, bob, ""); code != 200 {
+	if code, body := servertest.GetInfo(t, base, bob, ""); code != 200 {
 		t.Errorf("bob's token after user reset-mfa alice: info = %d %s; want 200", code, body)
 	}
 }
@@ -355,7 +356,7 @@ func TestCLIUserRekey(t *testing.T) {
 		t.Errorf("user rekey B with A old = exit %d, stdout %q, stderr %q; want exit 0, %q", code, stdout, stderr, want)
 	}
 	x.checkRekeyed(t)
-	checkMode(t, path, 0o600)
+	servertest.CheckMode(t, path, 0o600)
 
 	// Again: everything is under B already, so nothing is written.
 	rekeyed, _ := os.ReadFile(path)
@@ -621,7 +622,7 @@ func waitInfo(t *testing.T, base, token string, want int, why string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		code, body := getInfo(t, base, token, "")
+		code, body := servertest.GetInfo(t, base, token, "")
 		if code == want {
 			return
 		}
@@ -636,7 +637,7 @@ func waitInfo(t *testing.T, base, token string, want int, why string) {
 func stillDead(t *testing.T, base, token, why string) {
 	t.Helper()
 	for range 10 {
-		if code, body := getInfo(t, base, token, ""); code != 401 {
+		if code, body := servertest.GetInfo(t, base, token, ""); code != 401 {
 			t.Fatalf("%s: info = %d %s; want 401: dead stays dead", why, code, body)
 		}
 		time.Sleep(30 * time.Millisecond)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"authsvc/internal/servertest"
 	"io"
 	"net/http"
 	"regexp"
@@ -28,7 +29,7 @@ func TestMetricsAddr(t *testing.T) {
 	t.Parallel()
 	path := writeTestUsers(t)
 	base, log, stop := startServer(t, nil, "--users", path, "--metrics-addr", "127.0.0.1:0")
-	m := log.waitFor(t, regexp.MustCompile(`msg="metrics listening" addr=(\S+)`))
+	m := log.WaitFor(t, regexp.MustCompile(`msg="metrics listening" addr=(\S+)`))
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestNoAccessLog(t *testing.T) {
 	t.Parallel()
 	path := writeTestUsers(t)
 	base, log, stop := startServer(t, nil, "--users", path, "--access-log=false")
-	loginToken(t, base, "alice", "alice-pw")
+	servertest.LoginToken(t, base, "alice", "alice-pw")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"authsvc/internal/servertest"
 	"context"
 	"crypto/pbkdf2"
 	"crypto/sha256"
@@ -59,7 +60,7 @@ type waveServer struct {
 	base string
 	deps httpapi.Deps
 	dir  *usersfile.Directory
-	log  *lineLog
+	log  *servertest.LineLog
 	// stop cancels the server's context and waits for runServers to
 	// return: the shutdown serve makes, its last rehashes written.
 	stop func()
@@ -72,7 +73,7 @@ func startWaveServer(t *testing.T, path string, policy password.HashPolicy, tune
 	cfg := testConfig(path)
 	cfg.addr = "127.0.0.1:0"
 	cfg.hashPolicy = policy
-	log := newLineLog()
+	log := servertest.NewLineLog()
 	deps, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(log, nil)))
 	t.Cleanup(closeDeps)
 	if err != nil {
@@ -92,7 +93,7 @@ func startWaveServer(t *testing.T, path string, policy password.HashPolicy, tune
 		})
 	}
 	t.Cleanup(stop) // before closeDeps
-	m := log.waitFor(t, regexp.MustCompile(`msg=listening addr=(\S+)`))
+	m := log.WaitFor(t, regexp.MustCompile(`msg=listening addr=(\S+)`))
 	return &waveServer{base: "http://" + m[1], deps: deps, dir: deps.Users.(*usersfile.Directory), log: log, stop: stop}
 }
 
@@ -192,7 +193,7 @@ func TestRehashWaveBatched(t *testing.T) {
 		t.Errorf("users file writes after every user's second login = %d; want %d, none more", got, writes)
 	}
 	for i := 0; i < n; i += 37 {
-		if code, body := getInfo(t, srv.base, tokens[i], ""); code != http.StatusOK {
+		if code, body := servertest.GetInfo(t, srv.base, tokens[i], ""); code != http.StatusOK {
 			t.Errorf("info with %s's token from before the rehash = %d %s; want 200", waveUser(i), code, body)
 		}
 	}
@@ -263,7 +264,7 @@ func TestRehashQueueBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := &stallingDirectory{Directory: file, entered: make(chan struct{}), release: make(chan struct{})}
-	log := newLineLog()
+	log := servertest.NewLineLog()
 	cfg := testConfig(path)
 	cfg.hashPolicy.BcryptCost = testCost + 1
 	d, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(log, nil)), withDirectory(dir))

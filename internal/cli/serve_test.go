@@ -200,7 +200,7 @@ func TestDeprecatedFlagLogged(t *testing.T) {
 	t.Parallel()
 	usersPath := writeTestUsers(t)
 	_, log, stop := startServer(t, nil, "--users", usersPath, "--bcrypt-slots", "1")
-	log.waitFor(t, regexp.MustCompile(`level=WARN msg="--bcrypt-slots is deprecated; use --password-slots"`))
+	log.WaitFor(t, regexp.MustCompile(`level=WARN msg="--bcrypt-slots is deprecated; use --password-slots"`))
 	if err := stop(); err != nil {
 		t.Errorf("run = %v; want nil after cancel", err)
 	}

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"authsvc/internal/servertest"
 	"context"
 	"fmt"
 	"log/slog"
@@ -25,7 +26,7 @@ import (
 // another user's session is audited too.
 func TestAuditLines(t *testing.T) {
 	t.Parallel()
-	var logged syncBuffer
+	var logged servertest.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey && len(groups) == 0 {
@@ -83,9 +84,9 @@ func TestAuditLines(t *testing.T) {
 		if tt.before != nil {
 			tt.before()
 		}
-		all.WriteString(logged.take())
+		all.WriteString(logged.Take())
 		w := tt.send()
-		out := logged.take()
+		out := logged.Take()
 		all.WriteString(out)
 		var got []string
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -116,37 +117,37 @@ func TestAuditThrottleLimit(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		change func(c *envConfig)
-		before func(e *testEnv, logged *syncBuffer, login func(username, password string) int)
+		before func(e *testEnv, logged *servertest.SyncBuffer, login func(username, password string) int)
 		want   string // the throttled line's limit attribute; "" for none
 	}{
-		{"pair", nil, func(e *testEnv, logged *syncBuffer, login func(string, string) int) {
+		{"pair", nil, func(e *testEnv, logged *servertest.SyncBuffer, login func(string, string) int) {
 			for range 5 {
 				login("alice", "wrong")
 			}
 		}, "limit=pair"},
-		{"pair and user", func(c *envConfig) { c.throttle.UserFailures = 5 }, func(e *testEnv, logged *syncBuffer, login func(string, string) int) {
+		{"pair and user", func(c *envConfig) { c.throttle.UserFailures = 5 }, func(e *testEnv, logged *servertest.SyncBuffer, login func(string, string) int) {
 			for range 5 {
 				login("alice", "wrong")
 			}
 		}, "limit=pair,user"},
-		{"user", func(c *envConfig) { c.throttle.PairFailures, c.throttle.UserFailures = 10, 5 }, func(e *testEnv, logged *syncBuffer, login func(string, string) int) {
+		{"user", func(c *envConfig) { c.throttle.PairFailures, c.throttle.UserFailures = 10, 5 }, func(e *testEnv, logged *servertest.SyncBuffer, login func(string, string) int) {
 			for range 5 {
 				login("alice", "wrong")
 			}
 		}, "limit=user"},
-		{"client, over all usernames", func(c *envConfig) { c.throttle.AddrRate, c.throttle.AddrBurst = 0.01, 3 }, func(e *testEnv, logged *syncBuffer, login func(string, string) int) {
+		{"client, over all usernames", func(c *envConfig) { c.throttle.AddrRate, c.throttle.AddrBurst = 0.01, 3 }, func(e *testEnv, logged *servertest.SyncBuffer, login func(string, string) int) {
 			login("bob", "wrong")
 			login("carol", "wrong")
 			login("nobody", "wrong")
 		}, "limit=client"},
-		{"unlock lifts all but the client", func(c *envConfig) { c.throttle.AddrRate, c.throttle.AddrBurst = 0.01, 5 }, func(e *testEnv, logged *syncBuffer, login func(string, string) int) {
+		{"unlock lifts all but the client", func(c *envConfig) { c.throttle.AddrRate, c.throttle.AddrBurst = 0.01, 5 }, func(e *testEnv, logged *servertest.SyncBuffer, login func(string, string) int) {
 			for range 5 {
 				login("alice", "wrong")
 			}
 			if code := login("alice", "alice-pw"); code != http.StatusTooManyRequests {
 				t.Fatalf("login after 5 wrong passwords = %d; want 429", code)
 			}
-			if line := regexp.MustCompile(`outcome=throttled .*`).FindString(logged.take()); !strings.HasSuffix(line, " limit=pair,client") {
+			if line := regexp.MustCompile(`outcome=throttled .*`).FindString(logged.Take()); !strings.HasSuffix(line, " limit=pair,client") {
 				t.Errorf("audit line before the unlock = %q; want it to end limit=pair,client", line)
 			}
 			if err := users.Unlock(context.Background(), e.users, "alice"); err != nil {
@@ -155,18 +156,18 @@ func TestAuditThrottleLimit(t *testing.T) {
 		}, "limit=client"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var logged syncBuffer
+			var logged servertest.SyncBuffer
 			e := newTestEnvConfig(t, slog.New(slog.NewTextHandler(&logged, nil)), tt.change)
 			login := func(username, password string) int {
 				return e.do("POST", "/api/auth/login/", `{"username":"`+username+`","password":"`+password+`"}`, jsonCT).Code
 			}
 			tt.before(e, &logged, login)
-			logged.take()
+			logged.Take()
 			w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT)
 			if w.Code != http.StatusTooManyRequests {
 				t.Fatalf("login = %d %s; want 429", w.Code, w.Body)
 			}
-			line := regexp.MustCompile(`msg=login outcome=throttled .*`).FindString(logged.take())
+			line := regexp.MustCompile(`msg=login outcome=throttled .*`).FindString(logged.Take())
 			if got := regexp.MustCompile(` limit=\S*`).FindString(line); strings.TrimSpace(got) != tt.want {
 				t.Errorf("audit line %q has %q; want %q", line, strings.TrimSpace(got), tt.want)
 			}
@@ -198,9 +199,9 @@ func (d *failingDirectory) failAfter(n int64) { d.upTo.Store(d.lookups.Load() + 
 // newFailingEnv returns a test environment on testUsers in a
 // failingDirectory that answers until failAfter is called, with the log,
 // audit lines included, in logged.
-func newFailingEnv(t *testing.T) (e *testEnv, dir *failingDirectory, d httpapi.Deps, logged *syncBuffer) {
+func newFailingEnv(t *testing.T) (e *testEnv, dir *failingDirectory, d httpapi.Deps, logged *servertest.SyncBuffer) {
 	t.Helper()
-	logged = new(syncBuffer)
+	logged = new(servertest.SyncBuffer)
 	e = newTestEnvConfig(t, slog.New(slog.NewTextHandler(logged, nil)), func(c *envConfig) {
 		c.realTime = true
 		c.directory = func(file *usersfile.Directory) users.Directory {
@@ -236,7 +237,7 @@ func TestAuditOutcomeDirectoryDown(t *testing.T) {
 // name a user (issue 19, point 8). Before, these requests had none.
 func TestAuditEveryRequest(t *testing.T) {
 	t.Parallel()
-	var logged syncBuffer
+	var logged servertest.SyncBuffer
 	e := newTestEnvConfig(t, slog.New(slog.NewTextHandler(&logged, nil)), func(c *envConfig) {
 		c.tokenTTL = time.Hour
 		c.passwordSlots, c.passwordQueue = 1, 0

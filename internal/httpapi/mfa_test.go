@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"authsvc/internal/servertest"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -464,7 +465,7 @@ func TestEnrolWithoutKey(t *testing.T) {
 // and no line holds a secret, a code or an mfa_token.
 func TestMFAAuditAndMetrics(t *testing.T) {
 	t.Parallel()
-	logged := new(syncBuffer)
+	logged := new(servertest.SyncBuffer)
 	e := newTestEnvConfig(t, slog.New(slog.NewTextHandler(logged, nil)), nil)
 	token := e.login("alice")
 	lines := func() int { return strings.Count(logged.String(), "username=") }
@@ -672,7 +673,7 @@ func TestMFATokenSpentOnce(t *testing.T) {
 // user unlock (issue 28, point 7). One process, memory throttle.
 func TestMFACodeLock(t *testing.T) {
 	t.Parallel()
-	logged := new(syncBuffer)
+	logged := new(servertest.SyncBuffer)
 	e := newTestEnvConfig(t, slog.New(slog.NewTextHandler(logged, nil)), func(c *envConfig) {
 		c.tokenTTL = time.Hour
 		// The per-pair and per-user windows out of the way: the lock

@@ -1,6 +1,7 @@
 package usersfile
 
 import (
+	"authsvc/internal/servertest"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -138,7 +139,7 @@ func TestEditErrors(t *testing.T) {
 		if data, _ := os.ReadFile(path); string(data) != tt.doc {
 			t.Errorf("%s: refused edit changed the file to %q", tt.name, data)
 		}
-		if names := dirNames(t, filepath.Dir(path)); !reflect.DeepEqual(names, []string{"users.json", "users.json.lock"}) {
+		if names := servertest.DirNames(t, filepath.Dir(path)); !reflect.DeepEqual(names, []string{"users.json", "users.json.lock"}) {
 			t.Errorf("%s: files after a refused edit = %q; want users.json and its lock", tt.name, names)
 		}
 	}

@@ -1,6 +1,7 @@
 package usersfile
 
 import (
+	"authsvc/internal/servertest"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,8 +35,8 @@ func TestWriteUsersFileRoundTrip(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("Read after Write(%+v) = %+v, %v; want the same", list, got, err)
 		}
-		checkMode(t, path, 0o600)
-		if names := dirNames(t, dir); !reflect.DeepEqual(names, []string{"users.json"}) {
+		servertest.CheckMode(t, path, 0o600)
+		if names := servertest.DirNames(t, dir); !reflect.DeepEqual(names, []string{"users.json"}) {
 			t.Errorf("files in dir after Write = %q; want only users.json", names)
 		}
 	}
@@ -82,31 +83,4 @@ func TestEditUsers(t *testing.T) {
 	if data, _ := os.ReadFile(path); string(data) != "{" {
 		t.Errorf("broken file after Edit = %q; want it untouched", data)
 	}
-}
-
-// checkMode fails t unless the file at path has permission bits mode.
-func checkMode(t *testing.T, path string, mode os.FileMode) {
-	t.Helper()
-	info, err := os.Stat(path)
-	if err != nil {
-		t.Errorf("os.Stat(%q) = %v", path, err)
-		return
-	}
-	if got := info.Mode().Perm(); got != mode {
-		t.Errorf("mode of %s = %v; want %v", path, got, mode)
-	}
-}
-
-// dirNames returns the sorted names in dir.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
 }
