@@ -2,6 +2,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ type freshTokenFleet struct {
 func freshTokenFleets() []freshTokenFleet {
 	fileUsers := func(t *testing.T, dir string) string {
 		path := filepath.Join(dir, "users.json")
-		if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
+		if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {
 			t.Fatal(err)
 		}
 		return path
@@ -138,7 +139,7 @@ func TestLaggingInstanceLogsIn(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
-	if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
@@ -180,7 +181,7 @@ func TestLaggingInstanceFollowsFactors(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
-	if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	key := filepath.Join(dir, "fleet.key")

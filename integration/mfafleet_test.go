@@ -26,7 +26,7 @@ func TestTwoFactorFleet(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
-	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
@@ -131,7 +131,7 @@ func startMFAFleet(t *testing.T, store string, extra ...string) *mfaFleet {
 	t.Helper()
 	dir := t.TempDir()
 	f := &mfaFleet{usersPath: filepath.Join(dir, "users.json")}
-	if err := usersfile.Write(f.usersPath, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(f.usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))

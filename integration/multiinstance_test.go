@@ -2,6 +2,7 @@ package integration
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,7 @@ func TestMultiInstance(t *testing.T) {
 	t.Parallel()
 	redisURL, stopRedis, restartRedis := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	prefix := testservers.UniquePrefix()
@@ -145,7 +146,7 @@ func TestMultiInstance(t *testing.T) {
 func TestRedisStoreUnreachableAtStart(t *testing.T) {
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	store := "redis://127.0.0.1:" + testservers.FreePort(t) + "/0" // closed: nothing listens there

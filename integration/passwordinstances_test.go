@@ -14,7 +14,7 @@ import (
 func TestPasswordChangeReachesOtherInstance(t *testing.T) {
 	t.Parallel()
 	usersPath := t.TempDir() + "/users.json"
-	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	baseA, _, stopA := harness.StartServer(t, nil, "--users", usersPath, "--hash", "bcrypt", "--cost", "4")

@@ -19,7 +19,7 @@ func TestFleetThrottleShared(t *testing.T) {
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4"}
@@ -129,7 +129,7 @@ func TestImportFileIntoPostgres(t *testing.T) {
 	pgURL, _, _ := testservers.Postgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)
 	file := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(file, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(file, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "import", "--users", dbURL, "--from", "file", file)

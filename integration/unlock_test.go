@@ -38,7 +38,7 @@ func TestUserUnlock(t *testing.T) {
 		t.Parallel()
 		redisURL, _, _ := testservers.Redis(t)
 		path := filepath.Join(t.TempDir(), "users.json")
-		if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
+		if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {
 			t.Fatal(err)
 		}
 		args := []string{"--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4",

@@ -60,7 +60,7 @@ type abuseServer struct {
 func startAbuseServer(t *testing.T, args ...string) *abuseServer {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	base, log, stop := harness.StartServer(t, nil, append([]string{"--users", path}, args...)...)

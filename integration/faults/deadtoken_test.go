@@ -29,7 +29,7 @@ func stillDead(t *testing.T, base, token, why string) {
 func TestDeadStaysDead(t *testing.T) {
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--reload-interval", "20ms")
@@ -101,7 +101,7 @@ func TestDeadStaysDeadAcrossInstances(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
 	pathA, pathB := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
-	list := harness.TestUsers(t)
+	list := servertest.TestUsers(t)
 	for _, p := range []string{pathA, pathB} {
 		if err := usersfile.Write(p, list); err != nil {
 			t.Fatal(err)

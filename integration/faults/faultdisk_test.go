@@ -186,7 +186,7 @@ func TestFaultDiskFull(t *testing.T) {
 func writeDiskUsers(t *testing.T, d *fullDisk, name string) (string, []byte) {
 	t.Helper()
 	path := filepath.Join(d.dir, name)
-	if err := usersfile.Write(path, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	content, err := os.ReadFile(path)

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"authsvc/integration/harness"
+	"authsvc/internal/servertest"
 	"context"
 	"fmt"
 	"io"
@@ -31,12 +32,12 @@ import (
 func TestRevocationP99(t *testing.T) {
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, harness.TestUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	// The users' own hash policy, so that no login rehashes.
 	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
-		"--hash", "bcrypt", "--cost", fmt.Sprint(harness.TestCost)}
+		"--hash", "bcrypt", "--cost", fmt.Sprint(servertest.TestCost)}
 	baseA, logA, stopA := harness.ServeBinary(t, nil, args...)
 	baseB, logB, stopB := harness.ServeBinary(t, nil, args...)
 	defer func() {

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"authsvc/internal/servertest"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"authsvc/internal/servertest"
 )
 
 // ClientFrom returns an HTTP client whose connections start from the

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"authsvc/internal/servertest"
 	"bytes"
 	"context"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"authsvc/internal/cli"
+	"authsvc/internal/servertest"
 )
 
 // ServerProcess is the server running as an OS process of its own.

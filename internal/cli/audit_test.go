@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"authsvc/internal/servertest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,7 @@ import (
 
 	"authsvc/internal/httpapi"
 	"authsvc/internal/secret"
+	"authsvc/internal/servertest"
 	"authsvc/internal/testservers"
 	"authsvc/internal/users/usersfile"
 )
@@ -22,7 +22,7 @@ func TestAuditThrottleLimitRedis(t *testing.T) {
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	path := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig(path)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"authsvc/internal/servertest"
 	"bytes"
 	"flag"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"authsvc/internal/password"
 	"authsvc/internal/secret"
+	"authsvc/internal/servertest"
 	"authsvc/internal/throttle"
 	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"

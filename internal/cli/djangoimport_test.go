@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"authsvc/internal/servertest"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/servertest"
 	"authsvc/internal/users/usersfile"
 )
 
@@ -21,7 +21,7 @@ const djangoFixture = "testdata/django/dumpdata.json"
 // refused clearly, one stderr line per record left out, exit 1.
 func TestImportDjangoShapes(t *testing.T) {
 	t.Parallel()
-	hash := passwordtest.MustHash(t, "pw", testCost)
+	hash := passwordtest.MustHash(t, "pw", servertest.TestCost)
 	user := func(pk int, fields map[string]any) map[string]any {
 		base := map[string]any{"password": hash, "first_name": "", "last_name": "", "email": "", "is_active": true,
 			"is_staff": false, "is_superuser": false, "groups": []any{}, "user_permissions": []any{}}
@@ -92,7 +92,7 @@ func TestUserCheck(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.json"), filepath.Join(dir, "bad.json")
-	usersfile.Write(good, testUsers(t))
+	usersfile.Write(good, servertest.TestUsers(t))
 	os.WriteFile(bad, []byte(servertest.UsersJSON(servertest.OKAlice, servertest.Entry("bob", servertest.HashField("$2a$31$"+passwordtest.Hash[7:])))), 0o600)
 	if code, stdout, _ := runCLI(t, "", nil, "user", "check", "--users", good); code != 0 || !strings.Contains(stdout, "3 users, valid") {
 		t.Errorf("user check of a good file = exit %d, %q; want 0, 3 users", code, stdout)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"authsvc/internal/servertest"
 	"bytes"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"authsvc/internal/servertest"
 	"authsvc/internal/testservers"
 )
 

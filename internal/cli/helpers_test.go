@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"authsvc/internal/servertest"
 	"bufio"
 	"context"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"authsvc/internal/password"
+	"authsvc/internal/servertest"
 	"authsvc/internal/users/usersfile"
 
 	"golang.org/x/crypto/bcrypt"
@@ -120,7 +120,7 @@ func TestEndToEnd(t *testing.T) {
 	if code, _ := servertest.GetInfo(t, base, dave, ""); code != 200 {
 		t.Errorf("info(dave) after a broken file = %d; want 200", code)
 	}
-	list := testUsers(t)
+	list := servertest.TestUsers(t)
 	if err := usersfile.Write(usersPath, list); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func runCLIProgram(t testing.TB, stdin string, args ...string) (int, string, str
 func TestServeRefusesBrokenUsersFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
-	hash, _ := bcrypt.GenerateFromPassword([]byte("x"), testCost)
+	hash, _ := bcrypt.GenerateFromPassword([]byte("x"), servertest.TestCost)
 	doc := fmt.Sprintf(`{"users":[{"username":"ok","password_hash":%q},{"username":"bad","password_hash":"plain"}]}`, hash)
 	os.WriteFile(path, []byte(doc), 0o600)
 	err := Run(context.Background(), []string{"authsvc", "--addr", "127.0.0.1:0", "--users", path}, func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)

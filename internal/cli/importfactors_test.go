@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"authsvc/internal/secret"
+	"authsvc/internal/servertest"
 	"authsvc/internal/testservers"
 	"authsvc/internal/users/usersfile"
 )
@@ -25,7 +26,7 @@ func TestImportFileFactorsKey(t *testing.T) {
 	t.Parallel()
 	srcDir := t.TempDir()
 	src := filepath.Join(srcDir, "users.json")
-	if err := usersfile.Write(src, testUsers(t)); err != nil {
+	if err := usersfile.Write(src, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	a, aPath := newKeyFile(t, srcDir, defaultKeyFile)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"authsvc/internal/servertest"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"authsvc/internal/servertest"
 )
 
 func TestLogWriter(t *testing.T) {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"authsvc/internal/servertest"
 	"bytes"
 	"context"
 	"errors"
@@ -17,6 +16,7 @@ import (
 
 	"authsvc/internal/mfa"
 	"authsvc/internal/secret"
+	"authsvc/internal/servertest"
 	"authsvc/internal/testservers"
 	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"
@@ -215,7 +215,7 @@ func TestResetMFAEndsTokens(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
-	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	base, _, stop := startServer(t, nil, "--users", usersPath, "--reload-interval", "20ms")
@@ -498,7 +498,7 @@ func TestUserCheckSecretKey(t *testing.T) {
 	t.Run("file", func(t *testing.T) {
 		dir := t.TempDir()
 		spec := filepath.Join(dir, "users.json")
-		if err := usersfile.Write(spec, testUsers(t)); err != nil {
+		if err := usersfile.Write(spec, servertest.TestUsers(t)); err != nil {
 			t.Fatal(err)
 		}
 		testUserCheckSecretKey(t, spec, filepath.Join(dir, defaultKeyFile))
@@ -581,7 +581,7 @@ func TestNoCommandReplacesAKeyFile(t *testing.T) {
 	for _, content := range []string{"", "good", "not a key\n"} {
 		dir := t.TempDir()
 		usersPath := filepath.Join(dir, "users.json")
-		if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
+		if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 			t.Fatal(err)
 		}
 		keyPath := filepath.Join(dir, defaultKeyFile)

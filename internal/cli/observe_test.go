@@ -1,13 +1,13 @@
 package cli
 
 import (
-	"authsvc/internal/servertest"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 
+	"authsvc/internal/servertest"
 	"authsvc/internal/users/usersfile"
 )
 
@@ -56,7 +56,7 @@ func TestMetricsAddr(t *testing.T) {
 func writeTestUsers(t *testing.T) string {
 	t.Helper()
 	path := t.TempDir() + "/users.json"
-	if err := usersfile.Write(path, testUsers(t)); err != nil {
+	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"authsvc/internal/servertest"
 	"context"
 	"crypto/pbkdf2"
 	"crypto/sha256"
@@ -23,6 +22,7 @@ import (
 	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
 	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/servertest"
 	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"
 )
@@ -250,7 +250,7 @@ func TestRehashQueueBounded(t *testing.T) {
 	t.Parallel()
 	const batch, n = 2, 2 + 4*2 + 1
 	ctx := context.Background()
-	old := passwordtest.MustHash(t, "pw", testCost) // bcrypt at the test cost, under a policy one above it
+	old := passwordtest.MustHash(t, "pw", servertest.TestCost) // bcrypt at the test cost, under a policy one above it
 	list := make([]users.User, n)
 	for i := range list {
 		list[i] = users.User{Username: waveUser(i), PasswordHash: old, Groups: []string{}}
@@ -266,7 +266,7 @@ func TestRehashQueueBounded(t *testing.T) {
 	dir := &stallingDirectory{Directory: file, entered: make(chan struct{}), release: make(chan struct{})}
 	log := servertest.NewLineLog()
 	cfg := testConfig(path)
-	cfg.hashPolicy.BcryptCost = testCost + 1
+	cfg.hashPolicy.BcryptCost = servertest.TestCost + 1
 	d, closeDeps, err := buildDeps(cfg, slog.New(slog.NewTextHandler(log, nil)), withDirectory(dir))
 	t.Cleanup(closeDeps)
 	if err != nil {
@@ -297,9 +297,9 @@ func TestRehashQueueBounded(t *testing.T) {
 	stored := mustReadUsers(t, path)
 	for i := range n {
 		h, err := password.ParseHash(stored[waveUser(i)].PasswordHash)
-		want := testCost + 1
+		want := servertest.TestCost + 1
 		if i == n-1 {
-			want = testCost // dropped
+			want = servertest.TestCost // dropped
 		}
 		if err != nil || h.Cost != want {
 			t.Errorf("%s's hash after the writes = %v, %v; want bcrypt at cost %d", waveUser(i), h, err, want)

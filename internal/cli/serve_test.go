@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"authsvc/internal/servertest"
 	"authsvc/internal/users/usersfile"
 )
 
@@ -106,7 +107,7 @@ func TestParseServeFlags(t *testing.T) {
 func TestServeMaxConns(t *testing.T) {
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, testUsers(t)); err != nil {
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	base, _, stop := startServer(t, nil, "--users", usersPath, "--max-conns", "4")

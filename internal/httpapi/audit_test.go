@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"authsvc/internal/servertest"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"authsvc/internal/httpapi"
+	"authsvc/internal/servertest"
 	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"
 )

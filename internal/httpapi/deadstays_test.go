@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"authsvc/internal/httpapi"
+	"authsvc/internal/servertest"
 	"authsvc/internal/users/usersfile"
 )
 
@@ -22,7 +23,7 @@ func TestTokenCheckRemovesDeadToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list := testUsers(t)
+	list := servertest.TestUsers(t)
 	list[0].Disabled, list[0].TokensAfter = true, e.clock.Now().Add(time.Second)
 	if err := usersfile.Write(e.usersPath, list); err != nil {
 		t.Fatal(err)

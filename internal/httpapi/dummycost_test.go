@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/servertest"
 	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"
 )
@@ -22,7 +23,7 @@ func TestUnknownUserHoldsNoSlotForTheSlowestHash(t *testing.T) {
 	e := newTestEnvConfig(t, nil, func(c *envConfig) {
 		c.passwordSlots, c.passwordQueue = 1, 0
 	})
-	list := append(testUsers(t), users.User{Username: "slow", PasswordHash: passwordtest.MustHash(t, "slow-pw", 12), Groups: []string{}})
+	list := append(servertest.TestUsers(t), users.User{Username: "slow", PasswordHash: passwordtest.MustHash(t, "slow-pw", 12), Groups: []string{}})
 	if err := usersfile.Write(e.usersPath, list); err != nil {
 		t.Fatal(err)
 	}

@@ -18,12 +18,11 @@ import (
 	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
 	"authsvc/internal/secret"
+	"authsvc/internal/servertest"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"
-
-	"golang.org/x/crypto/bcrypt"
 )
 
 // TestMain lets the test binary be the hasher pool's worker, as the server
@@ -38,9 +37,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
-
-// testCost keeps bcrypt fast in tests.
-const testCost = bcrypt.MinCost
 
 // Settings serve gives the handlers that a test never varies (internal/cli).
 const (
@@ -79,24 +75,6 @@ type testEnv struct {
 	keys      secret.Keyring // seals the second factors
 }
 
-// testUsers: alice (dev), bob (admin), carol (disabled). Each password is
-// the username + "-pw".
-func testUsers(t testing.TB) []users.User {
-	t.Helper()
-	hash := func(pw string) string {
-		h, err := bcrypt.GenerateFromPassword([]byte(pw), testCost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(h)
-	}
-	return []users.User{
-		{Username: "alice", PasswordHash: hash("alice-pw"), Name: "Alice", Email: "alice@example.com", Groups: []string{"dev"}},
-		{Username: "bob", PasswordHash: hash("bob-pw"), Name: "Bob", Groups: []string{}, Admin: true},
-		{Username: "carol", PasswordHash: hash("carol-pw"), Groups: []string{}, Disabled: true},
-	}
-}
-
 // envConfig is what a test env is built from: the serve settings a
 // handler test varies, under internal/cli's names for them, and the
 // parts a test may put in place of the real ones.
@@ -127,7 +105,7 @@ func testConfig() envConfig {
 	th.AddrRate, th.AddrBurst = 1000, 1000
 	policy := password.DefaultHashPolicy()
 	// New hashes as cheap as testUsers' own: no rehash on login, fast password changes.
-	policy.Scheme, policy.BcryptCost = password.SchemeBcrypt, testCost
+	policy.Scheme, policy.BcryptCost = password.SchemeBcrypt, servertest.TestCost
 	return envConfig{
 		tokenTTL:          24 * time.Hour,
 		maxPerUser:        100,
@@ -159,7 +137,7 @@ func newTestEnvConfig(t *testing.T, log *slog.Logger, change func(c *envConfig))
 		change(&cfg)
 	}
 	if cfg.users == nil {
-		cfg.users = testUsers(t)
+		cfg.users = servertest.TestUsers(t)
 	}
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))

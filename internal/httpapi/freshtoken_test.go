@@ -8,6 +8,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"authsvc/internal/httpapi"
+	"authsvc/internal/servertest"
 	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"
 )
@@ -27,7 +28,7 @@ func TestStoreStampFollowsDirectory(t *testing.T) {
 	}
 	// Another process (user passwd) changes it again; this instance loads
 	// the file without telling the store (no Watch runs here).
-	hash, err := bcrypt.GenerateFromPassword([]byte("a third passphrase"), testCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte("a third passphrase"), servertest.TestCost)
 	if err != nil {
 		t.Fatal(err)
 	}

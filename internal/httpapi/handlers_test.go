@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"authsvc/internal/httpapi"
+	"authsvc/internal/servertest"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"
@@ -328,7 +329,7 @@ func TestTokenLimit(t *testing.T) {
 // kills their tokens from the next reload on.
 func TestTokensDieWithUser(t *testing.T) {
 	t.Parallel()
-	newHash, _ := bcrypt.GenerateFromPassword([]byte("new-pw"), testCost)
+	newHash, _ := bcrypt.GenerateFromPassword([]byte("new-pw"), servertest.TestCost)
 	tests := []struct {
 		name   string
 		change func(list []users.User) []users.User

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"authsvc/internal/servertest"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"authsvc/internal/mfa"
 	"authsvc/internal/mfa/mfatest"
 	"authsvc/internal/secret"
+	"authsvc/internal/servertest"
 	"authsvc/internal/throttle"
 	"authsvc/internal/users"
 )

@@ -11,6 +11,7 @@ import (
 	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
 	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/servertest"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 	"authsvc/internal/users/usersfile"
@@ -186,7 +187,7 @@ func TestRehashLosesToConcurrentPasswd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	passwd := passwordtest.MustHash(t, "set by user passwd meanwhile", testCost)
+	passwd := passwordtest.MustHash(t, "set by user passwd meanwhile", servertest.TestCost)
 	if err := e.users.Update(context.Background(), "alice", func(x *users.User) error { x.PasswordHash = passwd; return nil }); err != nil {
 		t.Fatal(err)
 	}

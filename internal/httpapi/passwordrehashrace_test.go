@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"authsvc/internal/password"
+	"authsvc/internal/servertest"
 	"authsvc/internal/testservers"
 	"authsvc/internal/users"
 	"authsvc/internal/users/postgres"
@@ -47,7 +48,7 @@ func raceDirectories(t *testing.T) map[string]func(t *testing.T) users.Directory
 	return map[string]func(t *testing.T) users.Directory{
 		"file": func(t *testing.T) users.Directory {
 			path := filepath.Join(t.TempDir(), "users.json")
-			if err := usersfile.Write(path, testUsers(t)); err != nil {
+			if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {
 				t.Fatal(err)
 			}
 			dir, err := usersfile.Open(path, slog.New(slog.DiscardHandler))
@@ -63,7 +64,7 @@ func raceDirectories(t *testing.T) map[string]func(t *testing.T) users.Directory
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { dir.Close() })
-			if _, err := dir.AddAll(context.Background(), testUsers(t)); err != nil {
+			if _, err := dir.AddAll(context.Background(), servertest.TestUsers(t)); err != nil {
 				t.Fatal(err)
 			}
 			return dir

@@ -10,6 +10,7 @@ import (
 
 	"authsvc/internal/password"
 	"authsvc/internal/secret"
+	"authsvc/internal/servertest"
 	"authsvc/internal/throttle"
 	"authsvc/internal/users"
 )
@@ -61,7 +62,7 @@ func TestLoginFailureTiming(t *testing.T) {
 		t.Fatal(err)
 	}
 	// argon2id at a fifth of the default memory, for all: a few ms a check.
-	policy := password.HashPolicy{Scheme: password.SchemeArgon2id, BcryptCost: testCost, ArgonMemoryKiB: 4 << 10, ArgonTime: 2, ArgonThreads: 1}
+	policy := password.HashPolicy{Scheme: password.SchemeArgon2id, BcryptCost: servertest.TestCost, ArgonMemoryKiB: 4 << 10, ArgonTime: 2, ArgonThreads: 1}
 	var list []users.User
 	for _, u := range []users.User{
 		{Username: "alice", Groups: []string{}},

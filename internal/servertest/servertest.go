@@ -20,6 +20,9 @@ import (
 	"time"
 
 	"authsvc/internal/password/passwordtest"
+	"authsvc/internal/users"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // LineLog is a stderr that keeps every line and can wait for one.
@@ -189,4 +192,25 @@ func (b *SyncBuffer) Take() string {
 	s := b.buf.String()
 	b.buf.Reset()
 	return s
+}
+
+// TestCost keeps bcrypt fast in tests.
+const TestCost = bcrypt.MinCost
+
+// TestUsers: alice (dev), bob (admin), carol (disabled). Each password is
+// the username + "-pw".
+func TestUsers(t testing.TB) []users.User {
+	t.Helper()
+	hash := func(pw string) string {
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), TestCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(h)
+	}
+	return []users.User{
+		{Username: "alice", PasswordHash: hash("alice-pw"), Name: "Alice", Email: "alice@example.com", Groups: []string{"dev"}},
+		{Username: "bob", PasswordHash: hash("bob-pw"), Name: "Bob", Groups: []string{}, Admin: true},
+		{Username: "carol", PasswordHash: hash("carol-pw"), Groups: []string{}, Disabled: true},
+	}
 }

@@ -1,7 +1,6 @@
 package usersfile
 
 import (
-	"authsvc/internal/servertest"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"authsvc/internal/servertest"
 	"authsvc/internal/users"
 )
 

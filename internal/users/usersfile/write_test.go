@@ -1,7 +1,6 @@
 package usersfile
 
 import (
-	"authsvc/internal/servertest"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"authsvc/internal/servertest"
 	"authsvc/internal/users"
 )
 
