@@ -172,7 +172,7 @@ func BenchmarkParseAuthorization(b *testing.B) {
 	h := http.Header{"Authorization": {benchAuthorization}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := tokens.ParseAuthorization(h); err != nil {
+		if _, _, err := tokens.ParseAuthorization(h); err != nil {
 			b.Fatal(err)
 		}
 	}

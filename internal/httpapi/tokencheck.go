@@ -103,7 +103,7 @@ type tokenCheck struct {
 // errNotAuthenticated or errInvalidToken when there is none, a store error
 // when the store cannot say. It records the token's use.
 func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
-	digest, err := tokens.ParseAuthorization(r.Header)
+	digest, _, err := tokens.ParseAuthorization(r.Header)
 	switch {
 	case errors.Is(err, tokens.ErrNoCredentials):
 		return principal{}, errNotAuthenticated

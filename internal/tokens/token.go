@@ -33,36 +33,48 @@ func New() (string, Digest) {
 	return hex.EncodeToString(raw[:]), sha256.Sum256(raw[:])
 }
 
-// ParseAuthorization extracts the token digest from the request's
-// authorization header, as API.md's "GET /api/auth/info" describes:
-// scheme Token or Bearer (any case), one or more spaces or tabs, exactly one
-// token of Length lowercase hex characters. It returns ErrNoCredentials when
-// no header or another scheme is present, and ErrBadToken for everything else
-// that is wrong. It touches no store.
-func ParseAuthorization(h http.Header) (Digest, error) {
+// ParseAuthorization extracts the token digest and kind from the
+// request's authorization header, as API.md's "GET /api/auth/info"
+// describes: scheme Token or Bearer (any case), one or more spaces or
+// tabs, exactly one token: a session (Length lowercase hex characters) or
+// a personal access token whose checksum matches (ValidPAT). It returns
+// ErrNoCredentials when no header or another scheme is present, and
+// ErrBadToken for everything else that is wrong. It touches no store.
+func ParseAuthorization(h http.Header) (Digest, Kind, error) {
 	values := h["Authorization"]
 	switch {
 	case len(values) == 0:
-		return Digest{}, ErrNoCredentials
+		return Digest{}, 0, ErrNoCredentials
 	case len(values) > 1:
-		return Digest{}, ErrBadToken
+		return Digest{}, 0, ErrBadToken
 	}
 	return ParseCredentials(values[0])
 }
 
 // ParseCredentials parses one authorization header value.
-func ParseCredentials(v string) (Digest, error) {
+func ParseCredentials(v string) (Digest, Kind, error) {
 	i := 0
 	for i < len(v) && v[i] != ' ' && v[i] != '\t' {
 		i++
 	}
 	if !isTokenScheme(v[:i]) {
-		return Digest{}, ErrNoCredentials
+		return Digest{}, 0, ErrNoCredentials
 	}
 	for i < len(v) && (v[i] == ' ' || v[i] == '\t') {
 		i++
 	}
-	return DigestOf(v[i:])
+	return ParseToken(v[i:])
+}
+
+// ParseToken returns the digest and kind of token, a session's or a
+// personal access token, or ErrBadToken when it is neither.
+func ParseToken(token string) (Digest, Kind, error) {
+	if len(token) == Length {
+		d, err := DigestOf(token)
+		return d, KindSession, err
+	}
+	d, err := PATDigestOf(token)
+	return d, KindPAT, err
 }
 
 // isTokenScheme reports whether scheme is "Token" or "Bearer", in any case.

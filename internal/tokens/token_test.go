@@ -50,13 +50,13 @@ func TestParseAuthorization(t *testing.T) {
 		if tt.header != nil {
 			h["Authorization"] = tt.header
 		}
-		got, err := ParseAuthorization(h)
+		got, kind, err := ParseAuthorization(h)
 		if !errors.Is(err, tt.err) {
 			t.Errorf("ParseAuthorization(%q) error = %v; want %v", tt.header, err, tt.err)
 			continue
 		}
-		if tt.err == nil && got != want {
-			t.Errorf("ParseAuthorization(%q) = %x; want %x", tt.header, got, want)
+		if tt.err == nil && (got != want || kind != KindSession) {
+			t.Errorf("ParseAuthorization(%q) = %x, %v; want %x, session", tt.header, got, kind, want)
 		}
 	}
 }
@@ -81,17 +81,24 @@ func FuzzParseCredentials(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		d, err := ParseCredentials(v)
+		d, kind, err := ParseCredentials(v)
 		if err != nil {
 			if !errors.Is(err, ErrNoCredentials) && !errors.Is(err, ErrBadToken) {
 				t.Fatalf("ParseCredentials(%q) error = %v; want ErrNoCredentials or ErrBadToken", v, err)
 			}
 			return
 		}
-		// A success means: a Token/Bearer scheme, blanks, then 40 lowercase hex.
+		// A success means: a Token/Bearer scheme, blanks, then 40 lowercase
+		// hex or a personal access token whose checksum matches.
 		scheme, rest, ok := strings.Cut(strings.ReplaceAll(v, "\t", " "), " ")
 		rest = strings.TrimLeft(rest, " ")
-		if !ok || !isTokenScheme(scheme) || len(rest) != Length || strings.ToLower(rest) != rest {
+		if ok && isTokenScheme(scheme) && kind == KindPAT {
+			if !ValidPAT(rest) || sha256.Sum256([]byte(rest)) != d {
+				t.Fatalf("ParseCredentials(%q) accepted a malformed personal access token", v)
+			}
+			return
+		}
+		if !ok || !isTokenScheme(scheme) || kind != KindSession || len(rest) != Length || strings.ToLower(rest) != rest {
 			t.Fatalf("ParseCredentials(%q) accepted a malformed header", v)
 		}
 		raw, err := hex.DecodeString(rest)
