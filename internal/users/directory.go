@@ -3,6 +3,7 @@ package users
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -85,6 +86,22 @@ var (
 //     be older than the token (docs/design/tokens.md). An error wrapping
 //     ErrUnavailable when the backing cannot answer, or when what it holds
 //     now could not be loaded (the caller answers 503, never 401).
+//   - AccessToken returns the personal access token whose digest (the
+//     SHA-256 of the token) is digest, with its user, as Lookup's copy
+//     has them: ErrNotFound when that copy holds none. It answers from
+//     memory, as Lookup does: it is on the hot path. An expired token is
+//     returned (the caller judges expiry). The *AccessToken is shared:
+//     the caller must not change it.
+//   - RecheckAccessToken is AccessToken at a read of the backing that
+//     began after it was called, and brings Lookup up to that read (or a
+//     later one) for the token's user, as Recheck does: a token made on
+//     another instance a moment ago is found. An error wrapping
+//     ErrUnavailable when the backing cannot answer.
+//   - AccessTokens returns the personal access tokens the backing holds
+//     for username (User.AccessTokens, expired ones included), as the
+//     caller's own copy, never from a copy older than Lookup's:
+//     ErrNotFound for no such user, an error wrapping ErrUnavailable when
+//     the backing cannot answer.
 //   - FactorKeys returns, for every key ID the directory's second factors
 //     need (Factors.KeyIDs: sealed authenticator secrets, active and
 //     pending, and recovery codes), how many users need it, each user
@@ -121,6 +138,9 @@ type Directory interface {
 	Recheck(ctx context.Context, username string) (*Account, error)
 	Factors(ctx context.Context, username string) (*Factors, error)
 	FactorKeys(ctx context.Context) (map[string]int, error)
+	AccessToken(ctx context.Context, digest [sha256.Size]byte) (*Account, *AccessToken, error)
+	RecheckAccessToken(ctx context.Context, digest [sha256.Size]byte) (*Account, *AccessToken, error)
+	AccessTokens(ctx context.Context, username string) ([]AccessToken, error)
 }
 
 // UpdateOne is Update as the contract defines it, UpdateAll of one user
@@ -426,6 +446,9 @@ func Validate(list []User) error {
 		}
 		if err := CheckFactors(u.MFA); err != nil {
 			return fmt.Errorf("users[%d] (%q): mfa: %v", i, u.Username, err)
+		}
+		if err := CheckAccessTokens(u.AccessTokens); err != nil {
+			return fmt.Errorf("users[%d] (%q): %v", i, u.Username, err)
 		}
 		hash, err := password.ParseHash(u.PasswordHash)
 		if err != nil {

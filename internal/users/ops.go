@@ -26,7 +26,7 @@ import (
 // later Enable.
 func Disable(ctx context.Context, d Directory, username string) error {
 	return d.Update(ctx, username, func(u *User) error {
-		u.Disabled, u.TokensAfter = true, time.Now().UTC()
+		u.Disabled, u.TokensAfter, u.AccessTokens = true, time.Now().UTC(), nil
 		return nil
 	})
 }
@@ -37,7 +37,9 @@ func Disable(ctx context.Context, d Directory, username string) error {
 // token is live while a user is disabled, so none that was is lost.
 func Enable(ctx context.Context, d Directory, username string) error {
 	return d.Update(ctx, username, func(u *User) error {
-		u.Disabled, u.TokensAfter = false, Later(u.TokensAfter, time.Now().UTC())
+		// Disable emptied the personal access tokens; an older file put back
+		// while the user was disabled may hold some, dead all the same.
+		u.Disabled, u.TokensAfter, u.AccessTokens = false, Later(u.TokensAfter, time.Now().UTC()), nil
 		return nil
 	})
 }
@@ -47,10 +49,13 @@ func Enable(ctx context.Context, d Directory, username string) error {
 // those issued before the change, and the password generation, moved on,
 // ends the one of a login that checked the old password while the change
 // was written (issued after the cut-off, but stamped with the old
-// generation), however recent.
+// generation), however recent. It is a password set by someone other
+// than the user knowing the current one (an operator, a reset link), so
+// it ends the user's personal access tokens too (API.md); the user's own
+// change (POST /api/auth/password/) keeps them.
 func SetPassword(ctx context.Context, d Directory, username, hash string) error {
 	return d.Update(ctx, username, func(u *User) error {
-		u.PasswordHash, u.TokensAfter = hash, time.Now().UTC()
+		u.PasswordHash, u.TokensAfter, u.AccessTokens = hash, time.Now().UTC(), nil
 		u.PasswordGeneration++
 		return nil
 	})

@@ -80,6 +80,12 @@ type User struct {
 	DjangoHash string `json:"django_hash,omitempty"`
 	// MFA is the user's second factors; nil when it has none.
 	MFA *Factors `json:"mfa,omitempty"`
+	// AccessTokens are the user's personal access tokens (digests, never
+	// tokens). A token lives while it is here and not expired: revoking
+	// one removes it, and what ends them all (disable, enable, a password
+	// set by anyone but the user, SetPassword) empties the list, so that
+	// nothing brings a dead one back.
+	AccessTokens []AccessToken `json:"access_tokens,omitempty"`
 }
 
 // Factors are a user's second factors (API.md, Two-factor authentication).
