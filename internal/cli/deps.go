@@ -63,7 +63,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 	d = httpapi.Deps{
 		Log:           log,
 		Now:           time.Now,
-		Policy:        httpapi.TokenPolicy{TTL: cfg.tokenTTL, Idle: cfg.tokenIdle, MaxPerUser: cfg.maxPerUser},
+		Policy:        httpapi.TokenPolicy{TTL: cfg.tokenTTL, Idle: cfg.tokenIdle, MaxPerUser: cfg.maxPerUser, PATMaxTTL: cfg.patMaxTTL},
 		MetricsOnMain: cfg.metricsAddr == "",
 		CORSOrigins:   cfg.corsOrigins,
 		NoAccessLog:   !cfg.accessLog,

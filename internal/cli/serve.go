@@ -295,6 +295,8 @@ func runServers(ctx context.Context, cfg serveConfig, deps httpapi.Deps) error {
 		maxConns = connlimit.DefaultMax()
 	}
 	conns := connlimit.New(maxConns)
+	uses := httpapi.NewAccessTokenUses(deps.Users, log)
+	deps.AccessTokenUses = uses
 	api := newHTTPServer(log, httpapi.NewServer(deps))
 	api.ConnState = conns.ConnState
 	servers := []*http.Server{api}
@@ -321,6 +323,9 @@ func runServers(ctx context.Context, cfg serveConfig, deps httpapi.Deps) error {
 		Reloaded: func(err error) { deps.Metrics.Reloaded(err, time.Now()) },
 		Cut:      func(c users.Cut) { endTokens(ctx, deps, c) },
 	})
+	usesDone := make(chan struct{})
+	go func() { uses.Run(ctx, httpapi.PATUseFlush); close(usesDone) }()
+	defer func() { cancel(); <-usesDone }() // the last uses are written before serve returns
 	if cfg.tokenTTL > 0 {
 		go tick.Every(ctx, min(cfg.tokenTTL, time.Minute), func(now time.Time) { deps.Store.Sweep(now) })
 	}

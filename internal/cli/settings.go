@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"authsvc/internal/httpapi"
 	"authsvc/internal/password"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens/redisstore"
@@ -22,6 +23,7 @@ type serveConfig struct {
 	usersPath         string
 	tokenTTL          time.Duration
 	tokenIdle         time.Duration
+	patMaxTTL         time.Duration
 	store             string
 	storePrefix       string
 	storeCache        int
@@ -108,6 +110,8 @@ func tokenSettings() []setting {
 			field: func(c *serveConfig) any { return &c.tokenTTL }},
 		{name: "token-idle", arg: "DURATION", def: time.Duration(0), help: "a token unused this long dies; 0 = no idle limit",
 			field: func(c *serveConfig) any { return &c.tokenIdle }},
+		{name: "pat-max-ttl", arg: "DURATION", def: httpapi.DefaultPATMaxTTL, help: "the longest a personal access token may live",
+			field: func(c *serveConfig) any { return &c.patMaxTTL }},
 		{name: "store", arg: "STORE", def: "memory", help: "token store: " + storeForms,
 			field: func(c *serveConfig) any { return &c.store }},
 		{name: "store-prefix", arg: "PREFIX", def: redisstore.DefaultPrefix, help: "key prefix in a shared Redis",
@@ -410,6 +414,8 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, usagef("serve: --token-ttl must not be negative")
 	case c.tokenIdle < 0:
 		return c, usagef("serve: --token-idle must not be negative")
+	case c.patMaxTTL <= 0:
+		return c, usagef("serve: --pat-max-ttl must be positive")
 	case c.passwordMinLength < 1 || c.passwordMinLength > password.MaxLen:
 		return c, usagef("serve: --password-min-length must be 1 to %d", password.MaxLen)
 	case c.userCache < 1:

@@ -45,7 +45,7 @@ func handleInfo(log *slog.Logger, tc tokenCheck) http.Handler {
 	// Reply buffers, reused: Write copies the body into the connection's buffer.
 	bodies := sync.Pool{New: func() any { return new([]byte) }}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := tc.authenticate(r)
+		p, err := tc.authenticateScope(r, users.ScopeInfo, true)
 		var target *users.Account
 		if err == nil {
 			target, err = tc.target(r, p)

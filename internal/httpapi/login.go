@@ -95,6 +95,9 @@ type loginAttempt struct {
 	// says that verify did so. A right password alone must neither clear
 	// the failures of codes guessed with it nor count as one.
 	hold, held bool
+	// attrs are what the audit line adds after the usual ones (a
+	// minted token's id, say); never a secret.
+	attrs []slog.Attr
 }
 
 // attempt starts a password check of username from r's client against users.
@@ -377,7 +380,7 @@ func (a *loginAttempt) audit(err error) {
 			attrs = append(attrs, slog.String("note", e.note))
 		}
 	}
-	a.g.Log.LogAttrs(a.r.Context(), slog.LevelInfo, a.event, attrs...)
+	a.g.Log.LogAttrs(a.r.Context(), slog.LevelInfo, a.event, append(attrs, a.attrs...)...)
 }
 
 // auditRefused writes the audit line of a request refused before any

@@ -30,6 +30,8 @@ type Metrics struct {
 	rehashes       *prometheus.CounterVec // by result
 	reloads        *prometheus.CounterVec // by result
 	lastGoodReload prometheus.Gauge
+	tokenChecksVec *prometheus.CounterVec
+	tokenChecks    [3][5]prometheus.Counter // by tokenKinds, by tokenCheckOutcomes: resolved once, for the hot path
 
 	// routes holds each known route's series, resolved once: label hashing
 	// per request would cost the hot path.
@@ -49,13 +51,14 @@ type routeMetrics struct {
 var metricRoutes = []string{"/api/auth/login", "/api/auth/info", "/api/auth/logout", "/api/auth/logoutall",
 	"/api/auth/password", "/api/auth/sessions", "/api/auth/sessions/{id}",
 	"/api/auth/login/mfa", "/api/auth/mfa", "/api/auth/mfa/totp", "/api/auth/mfa/totp/confirm", "/api/auth/mfa/recovery-codes",
+	"/api/auth/tokens", "/api/auth/tokens/{id}", "/api/auth/introspect",
 	"/api/openapi.json", "/healthz", "/readyz", "/metrics", "other"}
 
 // Outcomes of login and info: API.md's error codes, folded into a fixed set.
 var (
 	loginOutcomes    = []string{"success", "invalid_credentials", "mfa_required", "throttled", "unavailable", "invalid_request", "internal_error"}
 	passwordOutcomes = []string{"success", "invalid_credentials", "weak_password", "throttled", "unavailable", "not_authenticated", "invalid_token", "invalid_request", "internal_error"}
-	infoOutcomes     = []string{"success", "not_authenticated", "invalid_token", "permission_denied", "not_found", "unavailable", "invalid_request", "internal_error"}
+	infoOutcomes     = []string{"success", "not_authenticated", "invalid_token", "insufficient_scope", "permission_denied", "not_found", "unavailable", "invalid_request", "internal_error"}
 )
 
 // outcomeOf folds a reply's status and error code into one of outcomes.
@@ -92,22 +95,23 @@ func NewMetrics(src MetricsSources) *Metrics {
 			Help:    "Time to serve a request, by route.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route"}),
-		logins:       counterVec("authsvc_login_total", "Login attempts by outcome.", "outcome"),
-		passwords:    counterVec("authsvc_password_changes_total", "Password changes (POST /api/auth/password/) by outcome.", "outcome"),
-		mfa:          counterVec("authsvc_mfa_total", "Second-factor steps by step (required, code, enrol, confirm, remove, recovery_codes) and outcome.", "step", "outcome"),
-		mfaLockouts:  counter("authsvc_mfa_lockouts_total", "Users whose second steps are refused after 100 consecutive wrong codes (each wrong code that made 100); authsvc user unlock lifts it."),
-		infos:        counterVec("authsvc_info_total", "Info requests by outcome.", "outcome"),
-		tokensIssued: counter("authsvc_tokens_issued_total", "Tokens issued."),
-		rehashes:     counterVec("authsvc_rehashes_total", "Rehashes on login of a hash outside the hash policy, by result (ok, skipped, error).", "result"),
-		revocations:  counterVec("authsvc_sessions_revoked_total", "Sessions ended before their expiry, by kind.", "kind"),
-		reloads:      counterVec("authsvc_users_reloads_total", "Users file reloads by result.", "result"),
+		logins:         counterVec("authsvc_login_total", "Login attempts by outcome.", "outcome"),
+		passwords:      counterVec("authsvc_password_changes_total", "Password changes (POST /api/auth/password/) by outcome.", "outcome"),
+		mfa:            counterVec("authsvc_mfa_total", "Second-factor steps by step (required, code, enrol, confirm, remove, recovery_codes) and outcome.", "step", "outcome"),
+		mfaLockouts:    counter("authsvc_mfa_lockouts_total", "Users whose second steps are refused after 100 consecutive wrong codes (each wrong code that made 100); authsvc user unlock lifts it."),
+		infos:          counterVec("authsvc_info_total", "Info requests by outcome.", "outcome"),
+		tokensIssued:   counter("authsvc_tokens_issued_total", "Tokens issued."),
+		rehashes:       counterVec("authsvc_rehashes_total", "Rehashes on login of a hash outside the hash policy, by result (ok, skipped, error).", "result"),
+		revocations:    counterVec("authsvc_sessions_revoked_total", "Sessions ended before their expiry, by kind.", "kind"),
+		reloads:        counterVec("authsvc_users_reloads_total", "Users file reloads by result.", "result"),
+		tokenChecksVec: counterVec("authsvc_token_checks_total", "Token checks (the authorization header, an introspected token) by kind (session, pat, unknown: not even parsed) and outcome.", "kind", "outcome"),
 		lastGoodReload: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "authsvc_users_last_reload_success_timestamp_seconds", Help: "When the users file was last loaded successfully.",
 		}),
 	}
 	m.resolveRoutes()
 	m.presetSeries()
-	reg.MustRegister(m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload)
+	reg.MustRegister(m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload, m.tokenChecksVec)
 	registerGauges(reg, src)
 	return m
 }
@@ -215,6 +219,11 @@ func (m *Metrics) presetSeries() {
 	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
+	for k, kind := range tokenKinds {
+		for o, outcome := range tokenCheckOutcomes {
+			m.tokenChecks[k][o] = m.tokenChecksVec.WithLabelValues(kind, outcome)
+		}
+	}
 }
 
 // outcomeCounters resolves the counter of every outcome.
@@ -325,4 +334,40 @@ func (m *Metrics) rehashed(result string) { m.rehashes.WithLabelValues(result).I
 // (redisstore.Cached: Store's and ClusterStore's CacheStats).
 type tokenCacheStats interface {
 	CacheStats() (hits, misses, breaks uint64, size int)
+}
+
+// Kinds and outcomes of token checks, the labels of authsvc_token_checks_total.
+var (
+	tokenKinds         = []string{"session", "pat", "unknown"}
+	tokenCheckOutcomes = []string{"success", "invalid_token", "insufficient_scope", "unavailable", "internal_error"}
+)
+
+// tokenChecked counts one check of a token of kind (0: not even
+// parsed) ending with err.
+func (m *Metrics) tokenChecked(kind tokens.Kind, err error) {
+	if m == nil {
+		return
+	}
+	k := 2
+	switch kind {
+	case tokens.KindSession:
+		k = 0
+	case tokens.KindPAT:
+		k = 1
+	}
+	o := 0
+	if err != nil {
+		e, _ := errorReply(err)
+		switch outcomeOf(e.status, e.code, tokenCheckOutcomes) {
+		case "invalid_token":
+			o = 1
+		case "insufficient_scope":
+			o = 2
+		case "unavailable":
+			o = 3
+		default:
+			o = 4
+		}
+	}
+	m.tokenChecks[k][o].Inc()
 }

@@ -47,6 +47,9 @@ var (
 	errUnavailable        = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", detail: "Service temporarily unavailable; try again later.", retryAfter: 1}
 	errInternal           = &apiError{status: http.StatusInternalServerError, code: "internal_error", detail: "Internal server error."}
 	errMFAEnrolled        = &apiError{status: http.StatusConflict, code: "mfa_enrolled", detail: "An authenticator is already active; remove it first."}
+	errInsufficientScope  = &apiError{status: http.StatusForbidden, code: "insufficient_scope", detail: "This token's scopes do not cover this endpoint."}
+	errTokenNameTaken     = &apiError{status: http.StatusConflict, code: "conflict", detail: "A live personal access token of that name exists."}
+	errTooManyTokens      = &apiError{status: http.StatusConflict, code: "conflict", detail: "Too many live personal access tokens; revoke one first."}
 )
 
 // mfaRequired is the 401 mfa_required reply of a right password whose user
@@ -111,6 +114,12 @@ func errorReply(err error) (e *apiError, warning string) {
 	switch {
 	case errors.As(err, &e):
 		return e, ""
+	case errors.Is(err, users.ErrAccessTokenName):
+		return errTokenNameTaken, ""
+	case errors.Is(err, users.ErrTooManyAccessTokens):
+		return errTooManyTokens, ""
+	case errors.Is(err, users.ErrDisabled):
+		return errInvalidToken, "" // disabled since its token was checked: the token is dead
 	case errors.Is(err, users.ErrNotFound):
 		return errNotFound, ""
 	case errors.Is(err, tokens.ErrSuperseded):

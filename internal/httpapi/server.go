@@ -34,6 +34,10 @@ type Deps struct {
 	// NewLogger's format: access lines skip slog's generic path (accesslog.go).
 	LogOut    io.Writer
 	LogFormat string
+	// AccessTokenUses records personal access tokens' uses; its Run is
+	// the caller's. Nil: NewServer makes one, whose uses are written only
+	// when the caller flushes them.
+	AccessTokenUses *AccessTokenUses
 }
 
 // NewServer returns the service's whole HTTP handler.
@@ -76,7 +80,10 @@ func addRoutes(mux *http.ServeMux, d Deps) []string {
 		}
 		byPath[path][method] = h
 	}
-	tc := tokenCheck{users: d.Users, store: d.Store, policy: d.Policy, metrics: d.Metrics, now: d.Now}
+	if d.AccessTokenUses == nil {
+		d.AccessTokenUses = NewAccessTokenUses(d.Users, d.Log)
+	}
+	tc := tokenCheck{users: d.Users, store: d.Store, policy: d.Policy, metrics: d.Metrics, uses: d.AccessTokenUses, now: d.Now}
 	sf := secondFactors{users: d.Users, store: d.Store, config: d.MFA, now: d.Now, log: d.Log}
 	handle("POST", "/api/auth/login/", handleLogin(d.Log, tc, d.Guard, sf))
 	handle("POST", "/api/auth/login/mfa/", handleLoginMFA(d.Log, tc, d.Guard, sf))
@@ -91,6 +98,10 @@ func addRoutes(mux *http.ServeMux, d Deps) []string {
 	handle("DELETE", "/api/auth/mfa/totp/", handleTOTPRemove(d.Log, tc, d.Guard, sf))
 	handle("POST", "/api/auth/mfa/totp/confirm/", handleTOTPConfirm(d.Log, tc, d.Guard, sf))
 	handle("POST", "/api/auth/mfa/recovery-codes/", handleRecoveryCodes(d.Log, tc, d.Guard, sf))
+	handle("POST", "/api/auth/tokens/", handleTokenCreate(d.Log, tc, d.Guard, sf))
+	handle("GET", "/api/auth/tokens/", handleTokenList(d.Log, tc))
+	handle("DELETE", "/api/auth/tokens/{id}", handleTokenRevoke(d.Log, tc))
+	handle("POST", "/api/auth/introspect/", handleIntrospect(d.Log, tc))
 	handle("GET", "/api/openapi.json", handleOpenAPI())
 	handle("GET", "/healthz", handleHealthz())
 	handle("GET", "/readyz", handleReadyz(d.Log, d.Store, d.Users))

@@ -15,6 +15,7 @@ type TokenPolicy struct {
 	TTL        time.Duration // 0: tokens never expire
 	Idle       time.Duration // 0: no idle limit
 	MaxPerUser int           // 0: no limit
+	PATMaxTTL  time.Duration // the longest a personal access token may live; 0: DefaultPATMaxTTL
 }
 
 // maxTouchLag is how far a session's recorded last use may lag a real one
@@ -82,11 +83,21 @@ func (c tokenCheck) afresh(ctx context.Context, u *users.Account, stamp uint64) 
 	return fresh, now, true
 }
 
-// A principal is who a request's token speaks for.
+// A principal is who a request's token speaks for: a session, or a
+// personal access token (pat set).
 type principal struct {
 	digest  tokens.Digest
 	session tokens.Session
+	pat     *users.AccessToken // shared with the directory: never changed
 	user    *users.Account
+}
+
+// kind returns the kind of the principal's token.
+func (p principal) kind() tokens.Kind {
+	if p.pat != nil {
+		return tokens.KindPAT
+	}
+	return tokens.KindSession
 }
 
 // A tokenCheck authenticates requests by their token: the dependencies
@@ -96,38 +107,67 @@ type tokenCheck struct {
 	store   tokens.Store
 	policy  TokenPolicy
 	metrics *Metrics
+	uses    *AccessTokenUses
 	now     func() time.Time
 }
 
-// authenticate returns the principal of the request's token:
-// errNotAuthenticated or errInvalidToken when there is none, a store error
-// when the store cannot say. It records the token's use.
+// authenticate returns the principal of the request's session token:
+// errNotAuthenticated or errInvalidToken when there is none, a store or
+// directory error when they cannot say. A live personal access token is
+// errInsufficientScope: an endpoint that takes one says so with
+// authenticateScope. It records the token's use.
 func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
-	digest, _, err := tokens.ParseAuthorization(r.Header)
+	return c.authenticateScope(r, "", true)
+}
+
+// authenticateScope returns the principal of the request's token, as
+// authenticate does, but for a personal access token carrying scope
+// (none: "", which none carries), which it takes too; with sessions
+// false, a live session is errInsufficientScope.
+func (c tokenCheck) authenticateScope(r *http.Request, scope string, sessions bool) (principal, error) {
+	digest, kind, err := tokens.ParseAuthorization(r.Header)
 	switch {
 	case errors.Is(err, tokens.ErrNoCredentials):
 		return principal{}, errNotAuthenticated
 	case err != nil:
+		// A malformed token, or one whose checksum fails: refused before
+		// any store or directory is read.
+		c.metrics.tokenChecked(kind, errInvalidToken)
 		return principal{}, errInvalidToken
 	}
+	p, err := c.check(r.Context(), digest, kind)
+	if err == nil && (kind == tokens.KindPAT && !p.pat.Has(scope) || kind == tokens.KindSession && !sessions) {
+		err = errInsufficientScope
+	}
+	c.metrics.tokenChecked(kind, err)
+	return p, err
+}
+
+// check returns the principal of the token of kind whose digest is digest:
+// errInvalidToken when it is not live, a store or directory error when
+// they cannot say. It records the token's use.
+func (c tokenCheck) check(ctx context.Context, digest tokens.Digest, kind tokens.Kind) (principal, error) {
+	if kind == tokens.KindPAT {
+		return c.checkPAT(ctx, digest)
+	}
 	now := c.now()
-	sess, err := c.lookup(r.Context(), digest, now)
+	sess, err := c.lookup(ctx, digest, now)
 	if err != nil {
 		return principal{}, err
 	}
 	if c.policy.idleExpired(sess, now) {
 		// A store's cache may hold a last use that another instance has
 		// since moved: the token dies only on what the store itself says.
-		if sess, err = c.lookup(tokens.WithFresh(r.Context()), digest, now); err != nil {
+		if sess, err = c.lookup(tokens.WithFresh(ctx), digest, now); err != nil {
 			return principal{}, err
 		}
 		if c.policy.idleExpired(sess, now) {
-			c.store.Revoke(r.Context(), digest) // dead stays dead
+			c.store.Revoke(ctx, digest) // dead stays dead
 			c.metrics.Revoked(revokedIdle, 1)
 			return principal{}, errInvalidToken
 		}
 	}
-	u, err := users.SessionUser(r.Context(), c.users, sess.Username, sess.IssuedAt, sess.Stamp)
+	u, err := users.SessionUser(ctx, c.users, sess.Username, sess.IssuedAt, sess.Stamp)
 	if err != nil {
 		return principal{}, err
 	}
@@ -135,13 +175,30 @@ func (c tokenCheck) authenticate(r *http.Request) (principal, error) {
 		// Dead stays dead: remove it, so that no later change of the user
 		// (enable, a re-add, an older file put back) brings it back, on
 		// this instance or any other sharing the store.
-		c.store.Revoke(r.Context(), digest)
+		c.store.Revoke(ctx, digest)
 		return principal{}, errInvalidToken
 	}
 	if now.Sub(sess.LastUsedAt) >= c.policy.touchLag() {
-		c.store.Touch(r.Context(), digest, now)
+		c.store.Touch(ctx, digest, now)
 	}
 	return principal{digest: digest, session: sess, user: u}, nil
+}
+
+// checkPAT returns the principal of the personal access token whose
+// digest is digest: errInvalidToken unless the directory holds it, live,
+// of an enabled user. Its life is the directory's alone: the token store
+// is not read.
+func (c tokenCheck) checkPAT(ctx context.Context, digest tokens.Digest) (principal, error) {
+	now := c.now()
+	u, t, err := users.AccessTokenUser(ctx, c.users, digest, now)
+	switch {
+	case err != nil:
+		return principal{}, err
+	case u == nil:
+		return principal{}, errInvalidToken
+	}
+	c.uses.record(u.Username(), t, now)
+	return principal{digest: digest, pat: t, user: u}, nil
 }
 
 // lookup returns the session of digest at now: errInvalidToken when the

@@ -1,0 +1,375 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"authsvc/internal/tokens"
+	"authsvc/internal/users"
+)
+
+// Personal access tokens' limits (API.md).
+const (
+	// DefaultPATMaxTTL is --pat-max-ttl's default: 366 days.
+	DefaultPATMaxTTL = 8784 * time.Hour
+	// defaultPATTTL is a token's life when the request names no expiry.
+	defaultPATTTL = 30 * 24 * time.Hour
+	// patTouchLag is how stale a token's recorded last use may be before
+	// a use records it again; with the writes every PATUseFlush and a
+	// reload's 5 s, last_used_at lags a real use by well under API.md's
+	// 60 s, and a busy token costs the directory one write per lag.
+	patTouchLag = 30 * time.Second
+	// PATUseFlush is how often the recorded uses are written.
+	PATUseFlush = 15 * time.Second
+)
+
+// patMaxTTL returns the longest a personal access token may live.
+func (p TokenPolicy) patMaxTTL() time.Duration {
+	if p.PATMaxTTL > 0 {
+		return p.PATMaxTTL
+	}
+	return DefaultPATMaxTTL
+}
+
+// tokenCreateRequest is the body of POST /api/auth/tokens/. Scopes is
+// raw so that a wrong type gets its own message; nil: the default.
+type tokenCreateRequest struct {
+	Name      string          `json:"name"`
+	Scopes    json.RawMessage `json:"scopes"`
+	ExpiresAt *string         `json:"expires_at"`
+	Password  string          `json:"password"`
+	Code      string          `json:"code"`
+}
+
+// A tokenSpec is what a create request asks for, checked.
+type tokenSpec struct {
+	name      string
+	scopes    []string
+	expiresAt time.Time
+	password  string
+	code      string
+}
+
+// decodeTokenCreate parses a create body at now, with API.md's rules for
+// each field (400 invalid_request naming the field), never quoting the
+// password.
+func decodeTokenCreate(body []byte, now time.Time, maxTTL time.Duration) (tokenSpec, error) {
+	var req tokenCreateRequest
+	if err := decodeObject(body, &req); err != nil {
+		return tokenSpec{}, err
+	}
+	spec := tokenSpec{name: req.Name, scopes: []string{users.ScopeInfo}, password: req.Password, code: req.Code,
+		expiresAt: now.Add(min(defaultPATTTL, maxTTL))}
+	switch {
+	case req.Password == "":
+		return tokenSpec{}, invalidRequest("password is required.")
+	case len(req.Password) > 1024:
+		return tokenSpec{}, invalidRequest("password is longer than 1024 bytes.")
+	case len(req.Code) > maxCodeLen:
+		return tokenSpec{}, invalidRequest("code is too long.")
+	}
+	if err := users.CheckAccessTokenName(req.Name); err != nil {
+		return tokenSpec{}, invalidRequest("name: " + err.Error() + "; want 1-100 characters without control characters.")
+	}
+	if len(req.Scopes) > 0 && string(req.Scopes) != "null" {
+		if err := json.Unmarshal(req.Scopes, &spec.scopes); err != nil {
+			return tokenSpec{}, invalidRequest("scopes must be a list of strings.")
+		}
+		if err := users.CheckScopes(spec.scopes); err != nil {
+			return tokenSpec{}, invalidRequest("scopes: " + err.Error() + ".")
+		}
+	}
+	if req.ExpiresAt != nil {
+		t, err := time.Parse(time.RFC3339, *req.ExpiresAt)
+		switch {
+		case err != nil:
+			return tokenSpec{}, invalidRequest("expires_at must be an RFC 3339 time, such as 2027-03-01T00:00:00Z.")
+		case !t.After(now):
+			return tokenSpec{}, invalidRequest("expires_at must be in the future.")
+		case t.Sub(now) > maxTTL:
+			return tokenSpec{}, invalidRequest("expires_at is further away than this server allows (" + maxTTL.String() + ").")
+		}
+		spec.expiresAt = t
+	}
+	spec.expiresAt = spec.expiresAt.UTC().Truncate(time.Second)
+	if !spec.expiresAt.After(now) {
+		return tokenSpec{}, invalidRequest("expires_at must be in the future.")
+	}
+	return spec, nil
+}
+
+// tokenReply is a personal access token in a reply: the create reply
+// carries the token itself (Token), and no other reply ever does.
+type tokenReply struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Token      string     `json:"token,omitempty"`
+	Scopes     []string   `json:"scopes"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  time.Time  `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	Prefix     string     `json:"prefix,omitempty"`
+}
+
+// replyOf returns t as a reply shows it, with its last use as lastUsed
+// (zero: none).
+func replyOf(t *users.AccessToken, lastUsed time.Time) tokenReply {
+	r := tokenReply{ID: t.ID, Name: t.Name, Scopes: slices.Clone(t.Scopes), CreatedAt: t.CreatedAt.UTC().Truncate(time.Second),
+		ExpiresAt: t.ExpiresAt.UTC().Truncate(time.Second)}
+	if !lastUsed.IsZero() {
+		at := lastUsed.UTC().Truncate(time.Second)
+		r.LastUsedAt = &at
+	}
+	return r
+}
+
+// handleTokenCreate mints a personal access token, in API.md's order: a
+// session (401; a personal access token: 403), the body (415, 413, 400),
+// the admin scope (403), then the password and, for a user with a second
+// factor, a code, checked as on a password change (429, 503, 401, 401
+// mfa_required without an mfa_token), then the name (409). Every request
+// gets one audit line.
+func handleTokenCreate(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
+	const event = "token create"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := tc.authenticate(r)
+		var body []byte
+		if err == nil {
+			body, err = readLoginBody(w, r)
+		}
+		var spec tokenSpec
+		if err == nil {
+			spec, err = decodeTokenCreate(body, tc.now(), tc.policy.patMaxTTL())
+		}
+		if err == nil && slices.Contains(spec.scopes, users.ScopeAdmin) && !p.user.Admin() {
+			err = errPermissionDenied
+		}
+		if err != nil {
+			username := ""
+			if p.user != nil {
+				username = p.user.Username()
+			}
+			guard.auditRefused(w, r, event, username, err)
+			writeError(w, r, log, err)
+			return
+		}
+		a := guard.attempt(w, r, tc.users, p.user.Username())
+		a.event = event
+		err = sf.proveUser(a, spec.password, spec.code)
+		var reply tokenReply
+		if err == nil {
+			reply, err = createToken(r.Context(), tc, p.user.Username(), spec)
+		}
+		if err == nil {
+			a.attrs = append(a.attrs, slog.String("token_id", reply.ID), slog.String("scopes", scopeString(reply.Scopes)))
+		}
+		a.release()
+		a.audit(err)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		encode(w, http.StatusCreated, reply)
+	})
+}
+
+// proveUser checks that the attempt's user knows password and, when they
+// have a second factor, a code of it, as one attempt: the proof a
+// personal access token is minted on. A user with a second factor who
+// sends no code gets mfa_required without an mfa_token: a token is never
+// a way around the second factor.
+func (sf secondFactors) proveUser(a *loginAttempt, password, code string) error {
+	a.hold = true
+	u, err := a.verify(password)
+	switch {
+	case err != nil:
+		return err
+	case !a.held: // no second factor
+		return nil
+	case code == "":
+		return errCodeMissing
+	}
+	return a.verifyCode(func() (bool, error) { return sf.check(a.r.Context(), u.Username(), code) })
+}
+
+// errCodeMissing: a proof without the code of the user's second factor.
+var errCodeMissing = &apiError{status: http.StatusUnauthorized, code: "mfa_required", detail: "A second factor is required: send a code of it as code."}
+
+// createToken makes a token of spec for username and stores its digest.
+func createToken(ctx context.Context, tc tokenCheck, username string, spec tokenSpec) (tokenReply, error) {
+	token, digest := tokens.NewPAT()
+	var id [8]byte
+	rand.Read(id[:])
+	t := users.AccessToken{ID: hex.EncodeToString(id[:]), Name: spec.name, Digest: hex.EncodeToString(digest[:]),
+		Prefix: token[:tokens.PATShownPrefix], Scopes: spec.scopes, CreatedAt: tc.now().UTC(), ExpiresAt: spec.expiresAt}
+	if err := users.CreateAccessToken(ctx, tc.users, username, t); err != nil {
+		return tokenReply{}, err
+	}
+	reply := replyOf(&t, time.Time{})
+	reply.Token = token
+	return reply, nil
+}
+
+// scopeString returns scopes as RFC 7662's scope: space-separated.
+func scopeString(scopes []string) string {
+	s := ""
+	for i, x := range scopes {
+		if i > 0 {
+			s += " "
+		}
+		s += x
+	}
+	return s
+}
+
+// tokensReply is the body of GET /api/auth/tokens/.
+type tokensReply struct {
+	Tokens []tokenReply `json:"tokens"`
+}
+
+// handleTokenList lists the live personal access tokens of the session's
+// user or, for admins, of the user ?username= names, newest first.
+func handleTokenList(log *slog.Logger, tc tokenCheck) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, target, err := tc.authenticateTarget(r)
+		var list []users.AccessToken
+		if err == nil {
+			list, err = tc.users.AccessTokens(r.Context(), target.Username())
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		reply := tokensReply{Tokens: []tokenReply{}}
+		for _, t := range users.LiveAccessTokens(list, tc.now()) {
+			x := replyOf(&t, users.Later(t.LastUsedAt, tc.uses.lastUse(target.Username(), t.ID)))
+			x.Prefix = t.Prefix
+			reply.Tokens = append(reply.Tokens, x)
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		encode(w, http.StatusOK, reply)
+	})
+}
+
+// handleTokenRevoke revokes the personal access token {id} of the
+// session's user or, for admins, of the user ?username= names: 204, or
+// 404 when that user has no live token of that id. Every revoke gets an
+// audit line.
+func handleTokenRevoke(log *slog.Logger, tc tokenCheck) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, target, err := tc.authenticateTarget(r)
+		id := r.PathValue("id")
+		var gone users.AccessToken
+		if err == nil {
+			gone, err = users.RevokeAccessToken(r.Context(), tc.users, target.Username(), id, tc.now())
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		log.LogAttrs(r.Context(), slog.LevelInfo, "token revoke", slog.String("outcome", "success"),
+			slog.String("by", p.user.Username()), slog.String("username", target.Username()),
+			slog.String("token_id", gone.ID), slog.String("request_id", requestID(w)))
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// AccessTokenUses records the uses of personal access tokens and writes
+// them to the directory now and then (Run): a use is a write of the
+// user's record, too dear for every request. A token's recorded last use
+// lags a real one by at most patTouchLag, plus the time to the next write.
+type AccessTokenUses struct {
+	dir users.Directory
+	log *slog.Logger
+	mu  sync.Mutex
+	// pending are the uses not yet written, by username, by token id;
+	// guarded by mu.
+	pending map[string]map[string]time.Time
+}
+
+// NewAccessTokenUses returns a recorder of uses that writes them to dir.
+func NewAccessTokenUses(dir users.Directory, log *slog.Logger) *AccessTokenUses {
+	return &AccessTokenUses{dir: dir, log: log, pending: make(map[string]map[string]time.Time)}
+}
+
+// record notes a use of username's token t at now, unless its recorded
+// last use is recent enough.
+func (u *AccessTokenUses) record(username string, t *users.AccessToken, now time.Time) {
+	if now.Sub(t.LastUsedAt) < patTouchLag {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	byID := u.pending[username]
+	if byID == nil {
+		byID = make(map[string]time.Time)
+		u.pending[username] = byID
+	}
+	if now.After(byID[t.ID]) {
+		byID[t.ID] = now
+	}
+}
+
+// lastUse returns the use of username's token id recorded here and not
+// yet written; zero if none.
+func (u *AccessTokenUses) lastUse(username, id string) time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.pending[username][id]
+}
+
+// Flush writes the uses recorded so far. Those it cannot write are kept
+// for the next Flush.
+func (u *AccessTokenUses) Flush(ctx context.Context) error {
+	u.mu.Lock()
+	batch := u.pending
+	u.pending = make(map[string]map[string]time.Time)
+	u.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	err := users.TouchAccessTokens(ctx, u.dir, batch)
+	if err != nil {
+		u.mu.Lock()
+		for name, byID := range batch {
+			for id, at := range byID {
+				if cur := u.pending[name]; cur == nil {
+					u.pending[name] = map[string]time.Time{id: at}
+				} else if at.After(cur[id]) {
+					cur[id] = at
+				}
+			}
+		}
+		u.mu.Unlock()
+	}
+	return err
+}
+
+// Run flushes every interval until ctx is done, then once more.
+func (u *AccessTokenUses) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if err := u.Flush(ctx); err != nil {
+				u.log.Warn("cannot record personal access tokens' last use; trying again", "err", err)
+			}
+		case <-ctx.Done():
+			final, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := u.Flush(final); err != nil {
+				u.log.Warn("personal access tokens' last uses since the last write are lost", "err", err)
+			}
+			cancel()
+			return
+		}
+	}
+}
