@@ -118,7 +118,10 @@ func (p *Plan) updateFrom(d users.User, key secret.Key, now time.Time) func(*use
 			x.MFA, endSessions = up.MFA, up.Changed
 		}
 		if x.DjangoHash != "" && x.DjangoHash != d.DjangoHash {
-			x.PasswordHash, x.DjangoHash = d.PasswordHash, d.DjangoHash
+			// Set in Django, by the user or by an administrator: which,
+			// the dump does not say, so it ends the personal access
+			// tokens as an operator's password does.
+			x.PasswordHash, x.DjangoHash, x.AccessTokens = d.PasswordHash, d.DjangoHash, nil
 			endSessions = true
 		}
 		if endSessions {
@@ -126,12 +129,12 @@ func (p *Plan) updateFrom(d users.User, key secret.Key, now time.Time) func(*use
 			x.TokensAfter = users.Later(x.TokensAfter, now)
 		}
 		if d.Disabled && !x.Disabled {
-			x.TokensAfter = users.Later(x.TokensAfter, now)
+			x.TokensAfter, x.AccessTokens = users.Later(x.TokensAfter, now), nil
 		}
 		x.Disabled = d.Disabled
 		if x.Name == before.Name && x.Email == before.Email && slices.Equal(x.Groups, before.Groups) &&
 			x.Admin == before.Admin && x.Disabled == before.Disabled && x.PasswordHash == before.PasswordHash &&
-			reflect.DeepEqual(x.MFA, before.MFA) {
+			reflect.DeepEqual(x.MFA, before.MFA) && len(x.AccessTokens) == len(before.AccessTokens) {
 			return ErrUnchanged
 		}
 		return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,9 +24,10 @@ func TestPlan(t *testing.T) {
 	before := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	now := before.Add(time.Hour)
 	const oldHash, newHash = "$2a$04$QiGvq5sFAv6cEEA9pzq5T.2cQg6lLhAq5a0rnGBCUsEObOQyt2uWW", "$2a$04$1zGr0LlmRErk5DLK9M3Ss.6pArr4g5k5sFBYVBKOXO1nP0fC3wEnK"
+	pat := []users.AccessToken{{ID: "0123456789abcdef", Name: "ci", Digest: strings.Repeat("ab", 32), Scopes: []string{"info"}, CreatedAt: before, ExpiresAt: now.Add(time.Hour)}}
 	held := []users.User{
-		{Username: "ann", PasswordHash: oldHash, DjangoHash: users.DjangoHashFingerprint(key, "ann-old"), Name: "Ann", TokensAfter: before},
-		{Username: "bob", PasswordHash: oldHash, Name: "Bob", TokensAfter: before}, // made in authsvc
+		{Username: "ann", PasswordHash: oldHash, DjangoHash: users.DjangoHashFingerprint(key, "ann-old"), Name: "Ann", TokensAfter: before, AccessTokens: pat},
+		{Username: "bob", PasswordHash: oldHash, Name: "Bob", TokensAfter: before, AccessTokens: pat}, // made in authsvc
 	}
 	dump := func() *Dump {
 		return &Dump{Users: []users.User{
@@ -61,8 +63,12 @@ func TestPlan(t *testing.T) {
 		if len(failed) != 0 {
 			t.Fatalf("Simulate failed %v; want none", failed)
 		}
-		if ann := after["ann"]; ann.PasswordHash != newHash || ann.PasswordGeneration != 1 || !ann.TokensAfter.Equal(now) {
-			t.Errorf("ann after the update = hash %q, generation %d, cut-off %v; want the new hash, 1, %v", ann.PasswordHash, ann.PasswordGeneration, ann.TokensAfter, now)
+		if ann := after["ann"]; ann.PasswordHash != newHash || ann.PasswordGeneration != 1 || !ann.TokensAfter.Equal(now) || len(ann.AccessTokens) != 0 {
+			t.Errorf("ann after the update = hash %q, generation %d, cut-off %v, %d personal access tokens; want the new hash, 1, %v, none (a password set in Django ends them)",
+				ann.PasswordHash, ann.PasswordGeneration, ann.TokensAfter, len(ann.AccessTokens), now)
+		}
+		if bob := after["bob"]; len(bob.AccessTokens) != 1 {
+			t.Errorf("bob after the update has %d personal access tokens; want his 1 (his password was not touched)", len(bob.AccessTokens))
 		}
 		if bob := after["bob"]; bob.PasswordHash != oldHash || bob.DjangoHash != "" || bob.Name != "Robert" || !bob.TokensAfter.Equal(before) {
 			t.Errorf("bob after the update = hash %q, Django hash %q, name %q, cut-off %v; want his own hash, no Django hash, Robert, %v", bob.PasswordHash, bob.DjangoHash, bob.Name, bob.TokensAfter, before)
