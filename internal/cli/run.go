@@ -1,4 +1,4 @@
-// Package cli is authsvc's commands: serve, user, hash and version, each
+// Package cli is authsvc's commands: serve, user, token, hash and version, each
 // with its own flags and help, and Run, which picks one from the command
 // line. The root package main only calls Run.
 //
@@ -56,6 +56,9 @@ func commands() []command {
 		{name: "user import", summary: "add the users of a Django dumpdata file or a users file", run: userImport},
 		{name: "user check", summary: "validate the users file or database", run: userCheck},
 		{name: "user rekey", summary: "re-seal the authenticator secrets under a new secret key", run: userRekey},
+		{name: "token create", summary: "print a new personal access token of a user", run: tokenCreate},
+		{name: "token list", summary: "list the live personal access tokens", run: tokenList},
+		{name: "token revoke", summary: "revoke a personal access token", run: tokenRevoke},
 		{name: "hash", summary: "print the hash of the password on stdin", run: hashCommand},
 		{name: "version", summary: "print the version and build information", run: versionCommand},
 		{name: password.WorkerCommand, hidden: true, run: hashWorker},
@@ -75,41 +78,51 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return nil
 	case len(args) == 0 || strings.HasPrefix(args[0], "-"):
 		return runCommand(ctx, lookup("serve"), e, args) // the command when none is given
-	case args[0] == "user":
-		return userCommand(ctx, e, args[1:]) // "user SUBCOMMAND", or help
+	case groups()[args[0]] != "":
+		return groupCommand(ctx, e, args[0], args[1:]) // "user add", "token list", or help
 	}
 	c := lookup(args[0])
-	if c == nil || strings.HasPrefix(c.name, "user ") {
+	if c == nil || strings.Contains(c.name, " ") {
 		return usagef("unknown command %q; see authsvc --help", args[0])
 	}
 	return runCommand(ctx, c, e, args[1:])
 }
 
-// userCommand runs "authsvc user SUBCOMMAND ...", or says which
-// subcommands there are.
-func userCommand(ctx context.Context, e *env, args []string) error {
+// groups returns the commands that take a subcommand ("user add"), each
+// with what its --help says the group is for.
+func groups() map[string]string {
+	return map[string]string{
+		"user": "Manages the users in the users file or database that --users names.",
+		"token": `Manages the personal access tokens of the users in the users file or
+database that --users names: long-lived tokens for scripts and services.`,
+	}
+}
+
+// groupCommand runs "authsvc GROUP SUBCOMMAND ...", or says which
+// subcommands group has.
+func groupCommand(ctx context.Context, e *env, group string, args []string) error {
 	var names []string
-	for _, c := range userCommands() {
+	for _, c := range subcommands(group) {
 		names = append(names, c.name)
 	}
 	switch {
 	case len(args) == 0:
-		return usagef("user: missing subcommand (%s)", strings.Join(names, ", "))
+		return usagef("%s: missing subcommand (%s)", group, strings.Join(names, ", "))
 	case isHelp(args[0]):
-		fmt.Fprint(e.stdout, userHelp())
+		fmt.Fprint(e.stdout, groupHelp(group))
 		return nil
 	case !slices.Contains(names, args[0]):
-		return usagef("user: unknown subcommand %q (%s)", args[0], strings.Join(names, ", "))
+		return usagef("%s: unknown subcommand %q (%s)", group, args[0], strings.Join(names, ", "))
 	}
-	return runCommand(ctx, lookup("user "+args[0]), e, args[1:])
+	return runCommand(ctx, lookup(group+" "+args[0]), e, args[1:])
 }
 
-// userCommands returns the user commands, in the table's order, each
+// subcommands returns the commands of group, in the table's order, each
 // named as its subcommand ("add").
-func userCommands() []command {
+func subcommands(group string) []command {
 	var subs []command
 	for _, c := range commands() {
-		if sub, ok := strings.CutPrefix(c.name, "user "); ok {
+		if sub, ok := strings.CutPrefix(c.name, group+" "); ok {
 			c.name = sub
 			subs = append(subs, c)
 		}
@@ -200,17 +213,17 @@ commands:
 	return b.String()
 }
 
-// userHelp is authsvc user --help.
-func userHelp() string {
+// groupHelp is authsvc GROUP --help.
+func groupHelp(group string) string {
 	var b strings.Builder
-	b.WriteString("usage: authsvc user SUBCOMMAND [flags] [arguments]\n\nManages the users in the users file or database that --users names.\n\nsubcommands:\n")
+	fmt.Fprintf(&b, "usage: authsvc %s SUBCOMMAND [flags] [arguments]\n\n%s\n\nsubcommands:\n", group, groups()[group])
 	width := 0
-	for _, c := range userCommands() {
+	for _, c := range subcommands(group) {
 		width = max(width, len(c.name))
 	}
-	for _, c := range userCommands() {
+	for _, c := range subcommands(group) {
 		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.name, c.summary)
 	}
-	b.WriteString("\nRun 'authsvc user SUBCOMMAND --help' for its flags.\n")
+	fmt.Fprintf(&b, "\nRun 'authsvc %s SUBCOMMAND --help' for its flags.\n", group)
 	return b.String()
 }
