@@ -546,7 +546,7 @@ func TestCLIUserList(t *testing.T) {
 		mustRunCLI(t, "", "user", "del", "--users", path, u)
 	}
 	stdout = mustRunCLI(t, "", "user", "list", "--users", path)
-	if want := "USERNAME  ADMIN  DISABLED  MFA  NAME  EMAIL  GROUPS\n"; stdout != want {
+	if want := "USERNAME  ADMIN  DISABLED  MFA  TOKENS  NAME  EMAIL  GROUPS\n"; stdout != want {
 		t.Errorf("user list of an empty file = %q; want %q", stdout, want)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"authsvc/internal/users"
 )
@@ -12,7 +13,9 @@ import (
 // userListAbout is user list's --help.
 const userListAbout = `Lists the users, without their hashes. MFA is the user's second factor:
 totp (an authenticator), codes(N) (N unused recovery codes), both as
-totp+codes(N), or - for none (an enrolment not yet confirmed is none).`
+totp+codes(N), or - for none (an enrolment not yet confirmed is none).
+TOKENS counts the user's live personal access tokens (token list shows
+them).`
 
 // userList runs "authsvc user list": it prints the users as a table,
 // without their hashes.
@@ -29,13 +32,14 @@ func userList(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		now := time.Now()
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "USERNAME\tADMIN\tDISABLED\tMFA\tNAME\tEMAIL\tGROUPS")
+		fmt.Fprintln(tw, "USERNAME\tADMIN\tDISABLED\tMFA\tTOKENS\tNAME\tEMAIL\tGROUPS")
 		for _, u := range list {
 			// The file may be hand-edited: every field is printable, or a name
 			// could clear the screen or forge a row.
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(u.Username), yesNo(u.Admin), yesNo(u.Disabled), factorsColumn(&u),
-				dash(printable(u.Name)), dash(printable(u.Email)), dash(printable(strings.Join(u.Groups, ","))))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", printable(u.Username), yesNo(u.Admin), yesNo(u.Disabled), factorsColumn(&u),
+				liveTokens(&u, now), dash(printable(u.Name)), dash(printable(u.Email)), dash(printable(strings.Join(u.Groups, ","))))
 		}
 		return tw.Flush()
 	})
@@ -56,6 +60,17 @@ func factorsColumn(u *users.User) string {
 		parts = append(parts, fmt.Sprintf("codes(%d)", n))
 	}
 	return strings.Join(parts, "+")
+}
+
+// liveTokens returns how many of u's personal access tokens are live at now.
+func liveTokens(u *users.User, now time.Time) int {
+	n := 0
+	for i := range u.AccessTokens {
+		if u.AccessTokens[i].Live(now) {
+			n++
+		}
+	}
+	return n
 }
 
 func yesNo(b bool) string {
