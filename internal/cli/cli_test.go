@@ -282,6 +282,12 @@ func TestCLIHelp(t *testing.T) {
 		{"user import --help", "user-import-help.golden"},
 		{"user check --help", "user-check-help.golden"},
 		{"user rekey --help", "user-rekey-help.golden"},
+		{"token --help", "token-help.golden"},
+		{"token help", "token-help.golden"},
+		{"token create --help", "token-create-help.golden"},
+		{"token create alice -h", "token-create-help.golden"},
+		{"token list --help", "token-list-help.golden"},
+		{"token revoke --help", "token-revoke-help.golden"},
 		{"hash --help", "hash-help.golden"},
 		{"version --help", "version-help.golden"},
 	} {
