@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"authsvc/internal/httpapi"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 )
@@ -23,13 +24,9 @@ scopes and when it expires.
 Scopes: info (GET /api/auth/info), introspect (POST /api/auth/introspect/)
 and admin (the admin API; only an admin user's token may have it).`
 
-// The life of a personal access token (API.md, "Personal access tokens"):
-// it always expires, by default 30 days after it is made and at most
-// --pat-max-ttl after.
-const (
-	defaultPATTTL    = 30 * 24 * time.Hour
-	defaultPATMaxTTL = 8784 * time.Hour // 366 days
-)
+// defaultPATTTL is a personal access token's life when --expires is not
+// given (API.md, "Personal access tokens"), as POST /api/auth/tokens/'s.
+const defaultPATTTL = 30 * 24 * time.Hour
 
 // patFlags are token create's flags but --users: the token asked for.
 type patFlags struct {
@@ -63,7 +60,7 @@ func tokenCreate(ctx context.Context, e *env, args []string) error {
 
 // newPATFlags adds token create's flags to f, and their check.
 func newPATFlags(f *userFlags) *patFlags {
-	p := &patFlags{maxTTL: shortDurationFlag(defaultPATMaxTTL)}
+	p := &patFlags{maxTTL: shortDurationFlag(httpapi.DefaultPATMaxTTL)}
 	p.name = f.String("name", "", "the token's `NAME`, unique among the user's live tokens (required)")
 	f.Var(&p.scopes, "scope", "a `SCOPE` of the token: info, introspect or admin; repeatable (default info)")
 	p.expires = f.String("expires", "", "when the token expires: a `DURATION` from now (720h) or an RFC 3339 time (2027-03-01T00:00:00Z) (default 720h, or --pat-max-ttl when shorter)")
@@ -94,25 +91,26 @@ func (p *patFlags) check() error {
 }
 
 // expiry returns when a token made at now expires, as --expires says:
-// a duration from now, or an RFC 3339 time.
+// a duration from now, or an RFC 3339 time. As POST /api/auth/tokens/
+// does, it keeps whole seconds.
 func (p *patFlags) expiry(now time.Time) (time.Time, error) {
 	maxTTL := time.Duration(p.maxTTL)
-	if *p.expires == "" {
-		return now.Add(min(defaultPATTTL, maxTTL)), nil
+	at := now.Add(min(defaultPATTTL, maxTTL))
+	if *p.expires != "" {
+		if d, err := time.ParseDuration(*p.expires); err == nil {
+			at = now.Add(d)
+		} else if at, err = time.Parse(time.RFC3339, *p.expires); err != nil {
+			return time.Time{}, usagef("token create: --expires %q: want a duration such as 720h or an RFC 3339 time such as 2027-03-01T00:00:00Z", *p.expires)
+		}
 	}
-	at := now
-	if d, err := time.ParseDuration(*p.expires); err == nil {
-		at = now.Add(d)
-	} else if at, err = time.Parse(time.RFC3339, *p.expires); err != nil {
-		return time.Time{}, usagef("token create: --expires %q: want a duration such as 720h or an RFC 3339 time such as 2027-03-01T00:00:00Z", *p.expires)
-	}
+	at = at.UTC().Truncate(time.Second)
 	switch {
 	case !at.After(now):
 		return time.Time{}, usagef("token create: --expires %q: not in the future", *p.expires)
 	case at.Sub(now) > maxTTL:
 		return time.Time{}, usagef("token create: --expires %q: more than --pat-max-ttl %s from now", *p.expires, p.maxTTL.String())
 	}
-	return at.UTC(), nil
+	return at, nil
 }
 
 // tokenCreateError words an error of CreateAccessToken in one line.
