@@ -77,23 +77,34 @@ func (s *Directory) Lookup(_ context.Context, username string) (*users.Account, 
 // the caller is judging. A directory never loaded (the CLI's) reads
 // nothing.
 func (s *Directory) Recheck(ctx context.Context, username string) (*users.Account, error) {
-	if s.cur.Load() != nil {
-		s.recheckMu.Lock()
-		if s.changed() {
-			s.mu.Lock()
-			hooks := s.hooks
-			s.mu.Unlock()
-			s.logReload("recheck", hooks)
-		}
-		s.recheckMu.Unlock()
-		s.mu.Lock()
-		refused := s.refused
-		s.mu.Unlock()
-		if refused {
-			return nil, fmt.Errorf("%w: %s was changed and does not load", users.ErrUnavailable, s.path)
-		}
+	if err := s.recheck(); err != nil {
+		return nil, err
 	}
 	return s.Lookup(ctx, username)
+}
+
+// recheck loads the file again when it has changed since it was last
+// loaded or refused, and returns an error wrapping ErrUnavailable while
+// the file as it is now does not load (Recheck).
+func (s *Directory) recheck() error {
+	if s.cur.Load() == nil {
+		return nil
+	}
+	s.recheckMu.Lock()
+	if s.changed() {
+		s.mu.Lock()
+		hooks := s.hooks
+		s.mu.Unlock()
+		s.logReload("recheck", hooks)
+	}
+	s.recheckMu.Unlock()
+	s.mu.Lock()
+	refused := s.refused
+	s.mu.Unlock()
+	if refused {
+		return fmt.Errorf("%w: %s was changed and does not load", users.ErrUnavailable, s.path)
+	}
+	return nil
 }
 
 // Factors answers from the file as last loaded, as Lookup does: the
@@ -282,10 +293,13 @@ func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 }
 
 // checkEntry returns why a changed entry could not be loaded, or nil: its
-// name and its hash, as a load checks them.
+// name, its hash and its personal access tokens, as a load checks them.
 func checkEntry(u *users.User) error {
 	if err := users.CheckUsername(u.Username); err != nil {
 		return err
+	}
+	if err := users.CheckAccessTokens(u.AccessTokens); err != nil {
+		return fmt.Errorf("user %q: %w", u.Username, err)
 	}
 	if _, err := password.ParseHash(u.PasswordHash); err != nil {
 		return fmt.Errorf("user %q: password_hash: %w", u.Username, err)

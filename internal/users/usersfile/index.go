@@ -92,13 +92,17 @@ func (b *indexBuilder) leaveOut(i int, e *rawEntry) error {
 // put adds entry i, a later entry of the same name replacing an earlier.
 // old is the replaced index's user of that name, if any; u, if not nil, is
 // the user e makes, and hashErr its hash's error (MakeAccount). The index
-// keeps e.factors itself (every decoder makes it afresh).
+// keeps e.factors and e.accessTokens themselves (every decoder makes them
+// afresh).
 func (b *indexBuilder) put(i int, e *rawEntry, old, u *users.Account, hashErr error) error {
 	if err := users.CheckDjangoHash(e.djangoHash); err != nil {
 		return fmt.Errorf("%s: django_hash: %v", entryAt(i, string(e.username)), err)
 	}
 	if err := users.CheckFactors(e.factors); err != nil {
 		return fmt.Errorf("%s: mfa: %v", entryAt(i, string(e.username)), err)
+	}
+	if err := users.CheckAccessTokens(e.accessTokens); err != nil {
+		return fmt.Errorf("%s: %v", entryAt(i, string(e.username)), err)
 	}
 	if u == nil {
 		p := e.parts(b.intern(e.groups))
@@ -118,6 +122,10 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *users.Account, hashErr er
 		b.x.factors[u.Username()] = e.factors
 	case b.x.factors != nil:
 		delete(b.x.factors, u.Username()) // an earlier entry of the name had some
+	}
+	// From the entry too: a reused Account says nothing of tokens.
+	if err := b.x.putAccessTokens(i, u.Username(), e.accessTokens); err != nil {
+		return err
 	}
 	if w := u.Work(); w > 0 && (b.slowest == nil || w > b.slowest.Work()) {
 		b.slowest = u
@@ -181,7 +189,7 @@ func rawUser(u *users.User) *rawEntry {
 	if u.DjangoHash != "" {
 		e.djangoHash = []byte(u.DjangoHash)
 	}
-	e.factors = u.MFA
+	e.factors, e.accessTokens = u.MFA, u.AccessTokens
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}
@@ -212,6 +220,11 @@ type userIndex struct {
 	// apart from their Accounts, which stay small: nil while no one has
 	// any, so a large file without them costs nothing more.
 	factors map[string]*users.Factors
+	// accessTokens are the personal access tokens of the users that have
+	// any, and byDigest finds each of them by its digest; both nil while
+	// no one has any (accesstokens.go).
+	accessTokens map[string][]users.AccessToken
+	byDigest     tokenDigests
 }
 
 // newUserIndex builds an index of validated users, reusing prev's slowest

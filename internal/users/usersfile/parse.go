@@ -39,6 +39,10 @@ type rawEntry struct {
 	generation                  uint64
 	djangoHash                  []byte
 	factors                     *users.Factors // nil: none; the fast decoder leaves "mfa" to the reference
+	// accessTokens are the user's personal access tokens, nil for none:
+	// the fast decoder leaves "access_tokens" to the reference too, so
+	// that only the users who have some pay for decoding them.
+	accessTokens []users.AccessToken
 }
 
 // A usersScanner reads a users file from r through its own buffer.
@@ -151,7 +155,7 @@ func (s *usersScanner) decode(i int, raw []byte) (*rawEntry, error) {
 	*e = rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
 		groups: e.groups[:0], admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter,
 		failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration, djangoHash: []byte(u.DjangoHash),
-		factors: u.MFA}
+		factors: u.MFA, accessTokens: u.AccessTokens}
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}

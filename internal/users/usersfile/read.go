@@ -54,6 +54,7 @@ func decodeUsersStrict(r io.ReadSeeker) ([]users.User, error) {
 // hash valid.
 func collectUsers(list *[]users.User) entrySink {
 	seen := make(map[string]bool)
+	var digests tokenDigests
 	return func(i int, e *rawEntry, _ []byte) error {
 		if err := users.CheckUsername(string(e.username)); err != nil {
 			return fmt.Errorf("users[%d]: %w", i, err)
@@ -65,6 +66,9 @@ func collectUsers(list *[]users.User) entrySink {
 		seen[u.Username] = true
 		if _, err := password.ParseHash(u.PasswordHash); err != nil {
 			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
+		}
+		if err := digests.add(i, u.Username, u.AccessTokens); err != nil {
+			return err
 		}
 		*list = append(*list, u)
 		return nil
@@ -95,6 +99,7 @@ func parseUsersStrict(data []byte) ([]users.User, error) {
 	}
 	list := make([]users.User, len(doc.Users))
 	seen := make(map[string]int, len(doc.Users))
+	var digests tokenDigests
 	for i := range list {
 		u, err := decodeEntryStrict(i, doc.Users[i])
 		if err != nil {
@@ -106,6 +111,9 @@ func parseUsersStrict(data []byte) ([]users.User, error) {
 		seen[u.Username] = i
 		if _, err := password.ParseHash(u.PasswordHash); err != nil {
 			return nil, fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
+		}
+		if err := digests.add(i, u.Username, u.AccessTokens); err != nil {
+			return nil, err
 		}
 		if u.Groups == nil {
 			u.Groups = []string{}
@@ -130,6 +138,15 @@ func decodeEntryStrict(i int, raw []byte) (users.User, error) {
 	}
 	if err := checkFieldNames(raw, userFields...); err != nil {
 		return users.User{}, fmt.Errorf("%s: %w", entryAt(i, u.Username), err)
+	}
+	// A token whose record cannot be judged (no digest, no expiry) must
+	// not load; only entries with "access_tokens" come here to be checked,
+	// since the fast decoder leaves them all to this one.
+	if err := users.CheckAccessTokens(u.AccessTokens); err != nil {
+		return users.User{}, fmt.Errorf("%s: %v", entryAt(i, u.Username), err)
+	}
+	if len(u.AccessTokens) == 0 {
+		u.AccessTokens = nil // [] is written as nothing: as read back
 	}
 	return u, nil
 }

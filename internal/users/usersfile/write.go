@@ -290,13 +290,17 @@ func (w *usersWriter) user(u *users.User) error {
 }
 
 // checkedUser writes u, an entry an edit made, once it passes what a
-// load checks of its Django fingerprint and second factors.
+// load checks of its Django fingerprint, second factors and personal
+// access tokens.
 func (w *usersWriter) checkedUser(u *users.User) error {
 	if err := users.CheckDjangoHash(u.DjangoHash); err != nil {
 		return fmt.Errorf("user %q: django_hash: %w", u.Username, err)
 	}
 	if err := users.CheckFactors(u.MFA); err != nil {
 		return fmt.Errorf("user %q: mfa: %w", u.Username, err)
+	}
+	if err := users.CheckAccessTokens(u.AccessTokens); err != nil {
+		return fmt.Errorf("user %q: %w", u.Username, err)
 	}
 	return w.user(u)
 }
