@@ -63,6 +63,7 @@ func Run(t *testing.T, factory Factory) {
 		{"concurrent writers lose nothing", testConcurrentWriters},
 		{"operations on a user", func(t *testing.T, fx fixture) { runOps(t, fx.factory) }},
 		{"authenticate through the directory", testAuthenticate},
+		{"personal access tokens", runAccessTokens},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, fx) })
 	}
