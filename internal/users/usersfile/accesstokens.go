@@ -16,15 +16,16 @@ import (
 // without any keeps no map at all.
 //
 // What ends a token is a write of its user's entry: revoke removes it;
-// Disable, Enable and SetPassword empty the list; Delete drops the entry,
-// and its tombstone in the cut-offs file hides that entry in any older
-// file put back, tokens and all. The known gap: the cut-offs file keeps
-// no record of a token's death while its user lives on, so an older users
-// file copied back over the current one brings back the tokens revoked,
-// or emptied by a password an operator set, since that file was taken
-// (the user's sessions stay dead: the cut-off records cover those). A
-// disable is covered: its record keeps the user disabled whatever the
-// file says, and the enable that ends it empties the list.
+// Disable, Enable and SetPassword empty the list; Delete drops the entry.
+// None of that may be undone by an older users file copied back over the
+// current one, so each such write also leaves a record in the cut-offs
+// file (cutoffs.go), which every load applies: a deletion's tombstone
+// hides the deleted user's entry, tokens and all; a disable's keeps the
+// user disabled until an enable, which empties the list; and every write
+// that removes live tokens from a user (a revoke, a password set by an
+// operator, a disable) records their ids ("event": "revoke"): a token of
+// those ids loads as absent from whatever file. What is left: a users file edited
+// by hand, or written by a tool other than authsvc, records nothing.
 
 // A tokenRef is where an index finds a personal access token: the name of
 // its user (the user's Account's own string) and the token, in the slice

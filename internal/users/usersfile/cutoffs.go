@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -40,7 +41,10 @@ import (
 // until a later enable's ("event": "enable"), which an edit that enables
 // the user appends once the file is written: the records' order, which
 // the lock makes the order of the edits, decides. A deletion ends a
-// disable: a user added again starts enabled. Records of earlier versions,
+// disable: a user added again starts enabled. An edit that removes live
+// personal access tokens from a user who stays ("event": "revoke") lists
+// their ids, and a token of those ids loads as absent from any file; its
+// time is only when, and ends no session. Records of earlier versions,
 // without "event", carry cut-offs alone, and their files load as before.
 //
 // The file holds one JSON object per line, appended and synced under the
@@ -60,6 +64,10 @@ type cutoffRecord struct {
 	TokensAfter time.Time `json:"tokens_after"`
 	Deleted     bool      `json:"deleted,omitempty"`
 	Event       string    `json:"event,omitempty"`
+	// AccessTokens are the ids of the personal access tokens an edit
+	// ended while their user lived on (eventRevoke), whose TokensAfter is
+	// only when: it ends no session.
+	AccessTokens []string `json:"access_tokens,omitempty"`
 }
 
 // The events a record may carry (cutoffRecord.Event).
@@ -67,13 +75,15 @@ const (
 	eventDelete  = "delete"  // entries of the name with an earlier cut-off are the deleted user: absent
 	eventDisable = "disable" // the user is disabled until an eventEnable
 	eventEnable  = "enable"  // ends an eventDisable
+	eventRevoke  = "revoke"  // the personal access tokens of the record's ids are dead
 )
 
 // A cutoff is what the records say of one username.
 type cutoff struct {
-	after    time.Time // the latest cut-off
-	deleted  time.Time // the last deletion's (eventDelete): an entry whose own cut-off is before it is the deleted user
-	disabled bool      // an eventDisable came after the last eventEnable and eventDelete
+	after    time.Time       // the latest cut-off
+	deleted  time.Time       // the last deletion's (eventDelete): an entry whose own cut-off is before it is the deleted user
+	disabled bool            // an eventDisable came after the last eventEnable and eventDelete
+	revoked  map[string]bool // ids of the personal access tokens ended (eventRevoke); nil for none
 }
 
 // cutoffs holds what the records say, per username.
@@ -105,14 +115,24 @@ func parseCutoffs(r io.Reader, name string) (cutoffs, error) {
 			return nil, err
 		}
 		var rec cutoffRecord
-		if err := json.Unmarshal(line, &rec); err != nil || rec.Username == "" || rec.TokensAfter.IsZero() {
+		if err := json.Unmarshal(line, &rec); err != nil || rec.Username == "" || rec.TokensAfter.IsZero() ||
+			(rec.Event == eventRevoke) != (len(rec.AccessTokens) > 0) {
 			return nil, fmt.Errorf("%s: line %d: not a cut-off record", name, n)
 		}
 		u := c[rec.Username]
 		at := rec.TokensAfter.UTC()
-		u.after = users.Later(u.after, at)
+		if rec.Event != eventRevoke {
+			u.after = users.Later(u.after, at)
+		}
 		switch rec.Event {
 		case "":
+		case eventRevoke:
+			if u.revoked == nil {
+				u.revoked = make(map[string]bool, len(rec.AccessTokens))
+			}
+			for _, id := range rec.AccessTokens {
+				u.revoked[id] = true
+			}
 		case eventDelete:
 			u.deleted, u.disabled = users.Later(u.deleted, at), false
 		case eventDisable:
@@ -146,7 +166,35 @@ func (c cutoffs) apply(e *rawEntry) bool {
 	}
 	e.tokensAfter = users.Later(e.tokensAfter, u.after)
 	e.disabled = e.disabled || u.disabled
+	e.accessTokens = u.live(e.accessTokens)
 	return true
+}
+
+// live returns list without the personal access tokens the records end:
+// list itself when they end none of them.
+func (u cutoff) live(list []users.AccessToken) []users.AccessToken {
+	ended := func(t users.AccessToken) bool { return u.revoked[t.ID] }
+	if len(u.revoked) == 0 || !slices.ContainsFunc(list, ended) {
+		return list
+	}
+	list = slices.DeleteFunc(slices.Clone(list), ended)
+	if len(list) == 0 {
+		return nil
+	}
+	return list
+}
+
+// endedAccessTokens returns the ids of the tokens of was, live at now,
+// that is does not hold: those a change ended. Expired ones are left
+// out: no copy of a file brings them back to life.
+func endedAccessTokens(was, is []users.AccessToken, now time.Time) []string {
+	var ids []string
+	for _, t := range was {
+		if t.Live(now) && !slices.ContainsFunc(is, func(x users.AccessToken) bool { return x.ID == t.ID }) {
+			ids = append(ids, t.ID)
+		}
+	}
+	return ids
 }
 
 // applyUser is apply for a decoded entry.
@@ -160,6 +208,7 @@ func (c cutoffs) applyUser(x *users.User) bool {
 	}
 	x.TokensAfter = users.Later(x.TokensAfter, u.after)
 	x.Disabled = x.Disabled || u.disabled
+	x.AccessTokens = u.live(x.AccessTokens)
 	return true
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,30 +239,17 @@ func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 				}
 				return true, errAsRead
 			}
-			was := *u // as the records keep it: disabled by one, say, whatever the file says
+			was := *u                                       // as the records keep it: disabled by one, say, whatever the file says
+			was.AccessTokens = slices.Clone(u.AccessTokens) // change may change them in place
 			if err := changes[name](u); err != nil {
 				return fail(err)
 			}
 			if err := checkEntry(u); err != nil {
 				return fail(err)
 			}
-			var cut time.Time
-			if u.TokensAfter.After(was.TokensAfter) {
-				cut = u.TokensAfter
-			}
-			event := ""
-			if u.Disabled && !was.Disabled {
-				cut, event = users.Later(cut, time.Now()), eventDisable
-			}
-			if !cut.IsZero() {
-				cuts = append(cuts, cutoffRecord{Username: name, TokensAfter: cut, Event: event})
-			}
-			// An enable is recorded after the write: until both are
-			// done the user stays disabled. A user with no cut-off has
-			// no disable's record to end (every record has one).
-			if !u.Disabled && was.Disabled && !u.TokensAfter.IsZero() {
-				enabled = append(enabled, cutoffRecord{Username: name, TokensAfter: u.TokensAfter, Event: eventEnable})
-			}
+			before, after := changeRecords(&was, u)
+			cuts = append(cuts, before...)
+			enabled = append(enabled, after...)
 			return true, nil
 		},
 		end: func() ([]users.User, error) {
@@ -290,6 +278,34 @@ func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 		return nil, err
 	}
 	return failed, nil
+}
+
+// changeRecords returns the cut-off records of the change of one user
+// from was to u: those to append before the file is written (a later
+// cut-off, a disable, personal access tokens ended) and after (an
+// enable: until both are done the user stays disabled).
+func changeRecords(was, u *users.User) (before, after []cutoffRecord) {
+	now := time.Now()
+	var cut time.Time
+	if u.TokensAfter.After(was.TokensAfter) {
+		cut = u.TokensAfter
+	}
+	event := ""
+	if u.Disabled && !was.Disabled {
+		cut, event = users.Later(cut, now), eventDisable
+	}
+	if !cut.IsZero() {
+		before = append(before, cutoffRecord{Username: u.Username, TokensAfter: cut, Event: event})
+	}
+	if ids := endedAccessTokens(was.AccessTokens, u.AccessTokens, now); len(ids) > 0 {
+		before = append(before, cutoffRecord{Username: u.Username, TokensAfter: now, Event: eventRevoke, AccessTokens: ids})
+	}
+	// A user with no cut-off has no disable's record to end (every
+	// record has one).
+	if !u.Disabled && was.Disabled && !u.TokensAfter.IsZero() {
+		after = append(after, cutoffRecord{Username: u.Username, TokensAfter: u.TokensAfter, Event: eventEnable})
+	}
+	return before, after
 }
 
 // checkEntry returns why a changed entry could not be loaded, or nil: its
