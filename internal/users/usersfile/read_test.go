@@ -122,6 +122,8 @@ func TestParseUsersGood(t *testing.T) {
 }
 
 func FuzzParseUsers(f *testing.F) {
+	tokens := `"access_tokens": [{"id": "x1", "name": "ci", "digest": "` + strings.Repeat("ab", 32) + `", "prefix": "authsvc_pat_abcd", ` +
+		`"scopes": ["info", "introspect"], "created_at": "2026-01-01T00:00:00Z", "expires_at": "2027-01-01T00:00:00+02:00", "last_used_at": "2026-02-01T00:00:00Z"}]`
 	for _, doc := range []string{
 		usersJSON(),
 		usersJSON(okAlice),
@@ -143,6 +145,9 @@ func FuzzParseUsers(f *testing.F) {
 		usersJSON(okAlice, entry("bob", hashField("hunter2")), `{"x": [1.5e3, -0, true, {}]}`),
 		"{\"users\" : [\n" + okAlice + "\n] }\n",
 		`{"users": [{"username": "a\xff"}]}`,
+		usersJSON(entry("alice", hashField(testHash), tokens), entry("bob", hashField(testHash), `"access_tokens": []`)),
+		usersJSON(entry("alice", hashField(testHash), `"access_tokens": [{"id": "x1", "name": "", "digest": "00", "scopes": []}]`)),
+		usersJSON(entry("alice", hashField(testHash), tokens), entry("bob", hashField(testHash), tokens)),
 	} {
 		f.Add([]byte(doc))
 	}
@@ -193,6 +198,16 @@ func FuzzParseUsers(f *testing.F) {
 				du.Admin() != want.Admin() || du.Disabled() != want.Disabled() || du.HasSecondFactor() != want.HasSecondFactor() ||
 				!du.TokensAfter().Equal(want.TokensAfter()) || du.Work() != want.Work() {
 				t.Fatalf("Lookup(%q) in %q = %+v, %v; want %+v", u.Username, data, du, err, want)
+			}
+			// Its personal access tokens are indexed, each found by its digest.
+			if got, err := d.AccessTokens(context.Background(), u.Username); err != nil || !reflect.DeepEqual(got, u.AccessTokens) {
+				t.Fatalf("AccessTokens(%q) in %q = %+v, %v; want %+v", u.Username, data, got, err, u.AccessTokens)
+			}
+			for _, tok := range u.AccessTokens {
+				digest, _ := tok.DigestBytes()
+				if owner, got, err := d.AccessToken(context.Background(), digest); err != nil || owner != du || got.ID != tok.ID {
+					t.Fatalf("AccessToken(%s) in %q = %v, %+v, %v; want %q's %s", tok.Digest, data, owner, got, err, u.Username, tok.ID)
+				}
 			}
 		}
 		added := users.User{Username: "zz-fuzz-added", PasswordHash: testHash, Groups: []string{}}
