@@ -122,12 +122,7 @@ func testAccessTokenTouch(t *testing.T, fx fixture) {
 // enabled user through, and nothing else.
 func testAccessTokenUser(t *testing.T, fx fixture) {
 	ctx := context.Background()
-	d := fx.withAlice(t)
-	bob := fx.alice
-	bob.Username = "bob"
-	if err := d.Add(ctx, bob); err != nil {
-		t.Fatal(err)
-	}
+	d := fx.withAliceAndBob(t)
 	now := time.Now()
 	ci := liveToken("ci", users.ScopeIntrospect)
 	old := newAccessToken("old", now.Add(-2*time.Hour), now.Add(-time.Hour))

@@ -37,6 +37,19 @@ func runAccessTokens(t *testing.T, fx fixture) {
 	}
 }
 
+// withAliceAndBob opens a handle on a fresh backing and adds alice and
+// bob, another user like her.
+func (fx fixture) withAliceAndBob(t *testing.T) users.Directory {
+	t.Helper()
+	d := fx.withAlice(t)
+	bob := fx.alice
+	bob.Username = "bob"
+	if err := d.Add(context.Background(), bob); err != nil {
+		t.Fatalf("Add(bob) = %v", err)
+	}
+	return d
+}
+
 // A madeToken is a personal access token as its user's record keeps it,
 // with the token itself and its digest.
 type madeToken struct {
@@ -207,12 +220,7 @@ func testAccessTokenRecheck(t *testing.T, fx fixture) {
 // that revoked it, and for good; its user's other tokens live on.
 func testAccessTokenRevoked(t *testing.T, fx fixture) {
 	ctx := context.Background()
-	d := fx.withAlice(t)
-	bob := fx.alice
-	bob.Username = "bob"
-	if err := d.Add(ctx, bob); err != nil {
-		t.Fatal(err)
-	}
+	d := fx.withAliceAndBob(t)
 	ci, deploy := liveToken("ci"), liveToken("deploy")
 	create(t, d, "alice", ci)
 	create(t, d, "alice", deploy)
