@@ -161,13 +161,17 @@ func errorStatuses(t *testing.T) map[string]int {
 		invalidRequest("x"), errInvalidCredentials, errNotAuthenticated, errInvalidToken,
 		errPermissionDenied, errNotFound, methodNotAllowed("GET"), errTooLarge,
 		errUnsupportedMedia, throttled(1, "pair"), errUnavailable, errInternal, weakPasswordReply(nil),
-		errMFAEnrolled, mfaRequired("x"),
+		errMFAEnrolled, mfaRequired("x"), errInsufficientScope, errTokenNameTaken, errTooManyTokens,
+		errCodeMissing, errIntrospectMedia,
 	}
 	statuses := make(map[string]int)
 	for _, err := range all {
 		var e *apiError
 		if !errors.As(err, &e) {
 			t.Fatalf("%v is not an apiError", err)
+		}
+		if s, ok := statuses[e.code]; ok && s != e.status {
+			t.Fatalf("code %q is answered with %d and %d", e.code, s, e.status)
 		}
 		statuses[e.code] = e.status
 	}
@@ -295,6 +299,82 @@ func TestOpenAPILoginReply(t *testing.T) {
 	for range 20 {
 		if tok, _ := tokens.New(); !re.MatchString(tok) {
 			t.Fatalf("token %q does not match %q", tok, pattern)
+		}
+	}
+}
+
+// TestOpenAPIAccessTokens checks the documented personal access token
+// against real ones, and the documented examples against the format.
+func TestOpenAPIAccessTokens(t *testing.T) {
+	doc := loadOpenAPI(t)
+	schemas := obj(t, obj(t, doc["components"], "components")["schemas"], "schemas")
+	created := obj(t, schemas["AccessTokenCreated"], "AccessTokenCreated")
+	token := obj(t, obj(t, created["properties"], "properties")["token"], "token")
+	re, err := regexp.Compile(token["pattern"].(string))
+	if err != nil {
+		t.Fatalf("token pattern: %v", err)
+	}
+	for range 20 {
+		if tok, _ := tokens.NewPAT(); !re.MatchString(tok) {
+			t.Fatalf("token %q does not match %q", tok, re)
+		}
+	}
+	// Every example token has a matching checksum: one copied from the
+	// document into a test client is a well-formed (unknown) token.
+	examples := regexp.MustCompile(`authsvc_pat_[0-9A-Za-z]+`).FindAll(openAPIDoc, -1)
+	if len(examples) == 0 {
+		t.Error("openapi.json shows no example personal access token")
+	}
+	for _, ex := range examples {
+		// A listing's prefix is shorter than a token: only tokens count.
+		if s := string(ex); len(s) > tokens.PATShownPrefix && !tokens.ValidPAT(s) {
+			t.Errorf("example token %q is not a valid personal access token", s)
+		}
+	}
+	item := obj(t, obj(t, schemas["AccessToken"], "AccessToken")["properties"], "AccessToken.properties")
+	if _, ok := item["token"]; ok {
+		t.Error("AccessToken (the listing's item) has a token property; only the create reply carries it")
+	}
+	prefix := obj(t, item["prefix"], "prefix")
+	tok, _ := tokens.NewPAT()
+	if re := regexp.MustCompile(prefix["pattern"].(string)); !re.MatchString(tok[:tokens.PATShownPrefix]) {
+		t.Errorf("prefix pattern %q does not match %q", re, tok[:tokens.PATShownPrefix])
+	}
+}
+
+// TestOpenAPIInsufficientScope: every operation that takes a token
+// documents the 403 insufficient_scope a personal access token gets where
+// its scopes do not reach (API.md: every endpoint but those its scopes
+// name), and the caller's scope at introspection is in its security
+// requirement.
+func TestOpenAPIInsufficientScope(t *testing.T) {
+	doc := loadOpenAPI(t)
+	for name, op := range operations(t, doc) {
+		security, _ := op["security"].([]any)
+		if len(security) == 0 {
+			continue
+		}
+		r403, ok := obj(t, op["responses"], name)["403"]
+		if !ok {
+			t.Errorf("%s takes a token but documents no 403", name)
+			continue
+		}
+		if codes := errorCodes(t, doc, deref(t, doc, r403)); !slices.Contains(codes, "insufficient_scope") {
+			t.Errorf("%s 403: codes %v; want insufficient_scope among them", name, codes)
+		}
+	}
+	op := operations(t, doc)["POST /api/auth/introspect/"]
+	if op == nil {
+		t.Fatal("POST /api/auth/introspect/ is not documented")
+	}
+	req, _ := json.Marshal(op["security"])
+	if string(req) != `[{"tokenAuth":["introspect"]}]` {
+		t.Errorf("introspect's security = %s; want the introspect scope", req)
+	}
+	body := obj(t, obj(t, op["requestBody"], "requestBody")["content"], "content")
+	for _, media := range []string{"application/x-www-form-urlencoded", "application/json"} {
+		if body[media] == nil {
+			t.Errorf("introspect's request body does not document %s", media)
 		}
 	}
 }
