@@ -216,6 +216,7 @@ func (e *testEnv) newDeps(cfg envConfig, log *slog.Logger) httpapi.Deps {
 		Policy:    cfg.hashPolicy,
 	}
 	d.Metrics = httpapi.NewMetrics(httpapi.MetricsSources{Users: d.Users, Store: d.Store, Admission: adm})
+	d.AccessTokenUses = httpapi.NewAccessTokenUses(d.Users, log) // flushed by the tests that need it
 	d.Guard.Metrics = d.Metrics
 	// Cleaned up first, before the hasher stops, as serve closes them.
 	guard := d.Guard
