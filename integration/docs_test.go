@@ -178,6 +178,9 @@ func docVolatiles() []docVolatile {
 		v(`max_conns=(\d+)`, `\d+`, false),
 		v(`\b[0-9a-f]{40}\b`, `[0-9a-f]{40}`, true),                                     // a token, an mfa_token
 		v(`\b[0-9a-f]{32}\b`, `[0-9a-f]{32}`, true),                                     // a session id
+		v(`\bauthsvc_pat_[0-9A-Za-z]{36}\b`, `authsvc_pat_[0-9A-Za-z]{36}`, true),       // a personal access token
+		v(`"id":"([0-9a-f]{16})"`, `[0-9a-f]{16}`, true),                                // a personal access token's id
+		v(`"(?:iat|exp)":(\d+)`, `\d+`, false),                                          // introspection's times
 		v(`\b([0-9a-f]{12})-\d+\b`, `[0-9a-f]{12}`, true),                               // a request id's per-process prefix
 		v(`\b[A-Z2-7]{32}\b`, `[A-Z2-7]{32}`, true),                                     // a TOTP secret
 		v(`\b[a-z2-7]{6}(?:-[a-z2-7]{6}){3}\b`, `[a-z2-7]{6}(?:-[a-z2-7]{6}){3}`, true), // a recovery code
