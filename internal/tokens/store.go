@@ -305,3 +305,27 @@ type Store interface {
 	Ping(ctx context.Context) error
 	Close() error
 }
+
+// A UserNotifier is a store shared by several instances that can also
+// tell them that a user's record changed in the directory (a personal
+// access token revoked), so that each reads the user again at once rather
+// than at its next reload of the directory: personal access tokens live
+// in the directory, not in the store, and the store is what the instances
+// share a fast link through (API.md: revoked within Operations' 100 ms
+// where they share a token store). A store of one instance (memory) does
+// not implement it.
+//
+//   - NotifyUser tells every instance sharing the store, this one
+//     included, that username's record changed; an error wraps
+//     ErrUnavailable (the change stands: the others see it at their next
+//     reload).
+//   - OnUserNotice registers hook, called off the store's own loops for
+//     every notice heard, within the store's revocation bound, with the
+//     username notified; with "" when notices may have been lost (a link
+//     to the others broke and was made again, or more arrived than could
+//     be queued), meaning every user. Called once, before the first
+//     NotifyUser that hook must hear; a later call replaces hook.
+type UserNotifier interface {
+	NotifyUser(ctx context.Context, username string) error
+	OnUserNotice(hook func(username string))
+}

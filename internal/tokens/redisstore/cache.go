@@ -27,6 +27,7 @@ import (
 //	                unlisted, an import that refreshed its expiry)
 //	u:{username}    some or all of that user's sessions died (logoutall,
 //	                a password change): every cached one of theirs goes
+//	d:{username}    not the cache's: a user notice (notice.go)
 //
 // Each store runs one subscriber (invalidationLoop) on a connection of
 // its own. The cache answers only while that link is known to be whole:
@@ -307,8 +308,9 @@ func (s *core) invChannel() string { return s.keys.prefix + "inv" }
 // SetCacheSize makes the store keep at most n looked-up sessions in memory
 // (n = 0: none; every Lookup reads Redis), dropping what it kept. New
 // starts with DefaultCacheSize. The store subscribes to the invalidations
-// at its first Lookup with the cache on, so a store that never looks up
-// (user import) holds no subscription.
+// at its first Lookup with the cache on (or at OnUserNotice, the cache on
+// or off), so a store that never looks up (user import) holds no
+// subscription.
 func (s *core) SetCacheSize(n int) {
 	s.cache.resize(max(n, 0))
 }
@@ -338,6 +340,7 @@ func (s *core) invalidationLoop() {
 	for {
 		s.followLink(evicted)
 		s.cache.unlink()
+		s.relinking = true // what the next link confirms may follow lost notices
 		select {
 		case <-s.stop:
 			return
@@ -401,6 +404,7 @@ func (s *core) followLink(evicted string) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" && m.Channel == s.invChannel() {
 				s.cache.relink(subscribed)
+				s.resumeNotices()
 			}
 		case *redis.Pong:
 			if sent, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
@@ -426,6 +430,8 @@ func (s *core) applyInvalidation(channel, payload string) {
 		payload = rest
 	}
 	switch {
+	case strings.HasPrefix(payload, "d:") && channel == s.invChannel():
+		s.notices.post(payload[2:]) // not the cache's: a user notice (notice.go)
 	case strings.HasPrefix(payload, "t:"):
 		if d, ok := parseDigestHex(payload[2:]); ok {
 			s.cache.forget(d)

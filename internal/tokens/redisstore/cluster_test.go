@@ -18,13 +18,20 @@ import (
 // under a fresh prefix, closed when t ends.
 func newTestClusterStore(t *testing.T, addrs []string) *ClusterStore {
 	t.Helper()
+	return clusterStoreOn(t, addrs, testservers.UniquePrefix())
+}
+
+// clusterStoreOn returns a cluster-mode store on the cluster at addrs
+// under prefix, with a client of its own, both closed when t ends.
+func clusterStoreOn(t *testing.T, addrs []string, prefix string) *ClusterStore {
+	t.Helper()
 	url := "redis+cluster://" + strings.Join(addrs, ",")
 	client, err := DialCluster(url)
 	if err != nil {
 		t.Fatalf("DialCluster(%q) = %v", url, err)
 	}
 	t.Cleanup(func() { client.Close() })
-	s, err := NewCluster(client, testservers.UniquePrefix())
+	s, err := NewCluster(client, prefix)
 	if err != nil {
 		t.Fatalf("NewCluster = %v", err)
 	}

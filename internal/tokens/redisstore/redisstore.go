@@ -44,6 +44,13 @@ type core struct {
 	// at the first Lookup with the cache on.
 	cache         tokenCache
 	subscribeOnce sync.Once
+	// notices queues the user notices the subscriber hears for the hook
+	// OnUserNotice registered (notice.go), which noticeOnce's loop calls.
+	// relinking, the subscriber's own, tells a link made again from the
+	// store's first.
+	notices    noticeQueue
+	noticeOnce sync.Once
+	relinking  bool
 	// afterRead, when set (by tests, before the first Lookup), runs
 	// between a Lookup's read of Redis and its put in the cache.
 	afterRead func(tokens.Digest)
@@ -152,6 +159,7 @@ func (s *core) start(rdb redis.UniversalClient, keys keyNamer, db int, b batcher
 	s.stop = make(chan struct{})
 	s.pending = make(map[string]int64)
 	s.touchWake = make(chan struct{}, 1)
+	s.notices.wake = make(chan struct{}, 1)
 	s.cache.resize(DefaultCacheSize)
 	for range lookupLoops {
 		s.loops.Add(1)
