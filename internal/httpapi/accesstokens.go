@@ -278,8 +278,25 @@ func handleTokenRevoke(log *slog.Logger, tc tokenCheck) http.Handler {
 		log.LogAttrs(r.Context(), slog.LevelInfo, "token revoke", slog.String("outcome", "success"),
 			slog.String("by", p.user.Username()), slog.String("username", target.Username()),
 			slog.String("token_id", gone.ID), slog.String("request_id", requestID(w)))
+		tc.notifyUser(r.Context(), log, target.Username())
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// notifyUser tells the instances sharing the token store, if it can
+// (tokens.UserNotifier), that username's record changed, so that they
+// refuse a revoked token within the store's bound rather than at their
+// next reload. Before the reply: the bound runs from it. A failure
+// changes nothing that was done; the others' reload still brings it.
+func (c tokenCheck) notifyUser(ctx context.Context, log *slog.Logger, username string) {
+	n, ok := c.store.(tokens.UserNotifier)
+	if !ok {
+		return
+	}
+	if err := n.NotifyUser(ctx, username); err != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "could not tell the other instances of a changed user; they see it at their next reload",
+			slog.String("username", username), slog.Any("err", err))
+	}
 }
 
 // AccessTokenUses records the uses of personal access tokens and writes
