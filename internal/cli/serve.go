@@ -44,6 +44,9 @@ const (
 	// enough for a Redis that answers, short enough not to hold a fleet up.
 	storeCheckTimeout = 3 * time.Second
 	logFlushInterval  = 100 * time.Millisecond // how late a log line may be written
+	// userNoticeTimeout bounds reading a user again on another instance's
+	// notice (hearUserNotices); the notices wait meanwhile.
+	userNoticeTimeout = 5 * time.Second
 )
 
 // storeForms are the --store forms openStore takes, as serve's and user
@@ -323,6 +326,7 @@ func runServers(ctx context.Context, cfg serveConfig, deps httpapi.Deps) error {
 		Reloaded: func(err error) { deps.Metrics.Reloaded(err, time.Now()) },
 		Cut:      func(c users.Cut) { endTokens(ctx, deps, c) },
 	})
+	hearUserNotices(ctx, deps, hup)
 	usesDone := make(chan struct{})
 	go func() { uses.Run(ctx, httpapi.PATUseFlush); close(usesDone) }()
 	defer func() { cancel(); <-usesDone }() // the last uses are written before serve returns
@@ -377,6 +381,38 @@ func endTokens(ctx context.Context, deps httpapi.Deps, c users.Cut) {
 		return
 	}
 	deps.Metrics.Revoked(httpapi.RevokedUserChange, n)
+}
+
+// hearUserNotices makes this instance read a user again as soon as an
+// instance sharing the token store says that their record changed in the
+// directory (a personal access token revoked: tokens.UserNotifier), rather
+// than at its next reload. A notice for every user ("", some may have been
+// lost) asks Watch for a reload as a SIGHUP does: Reload itself would not
+// tell the store of the cuts the change holds (endTokens). A store of one
+// instance hears none.
+func hearUserNotices(ctx context.Context, deps httpapi.Deps, reload chan<- os.Signal) {
+	n, ok := deps.Store.(tokens.UserNotifier)
+	if !ok {
+		return
+	}
+	n.OnUserNotice(func(username string) {
+		if ctx.Err() != nil {
+			return // shutting down
+		}
+		if username == "" {
+			select {
+			case reload <- syscall.SIGHUP:
+			default: // a reload is pending already
+			}
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, userNoticeTimeout)
+		defer cancel()
+		if _, err := deps.Users.Recheck(rctx, username); err != nil && !errors.Is(err, users.ErrNotFound) && ctx.Err() == nil {
+			// The directory's own reload still brings the change.
+			deps.Log.Warn("could not read a user again on another instance's notice", "username", username, "err", err)
+		}
+	})
 }
 
 // newHTTPServer returns a server with every limit set.
