@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"time"
 
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
@@ -15,6 +16,14 @@ import (
 
 // maxIntrospectBody bounds an introspection request (API.md: 16 KiB).
 const maxIntrospectBody = 16 << 10
+
+// introspectFloor is the least time an introspection's answer takes,
+// counted from when the token asked about is known: a live token's, an
+// unknown one's (a miss, and a read of the directory again), an expired
+// one's and a malformed one's all take it, so that the time tells
+// nothing the answer does not. It is a sleep, no CPU; it is well above
+// what each path costs on a users file or a warm PostgreSQL cache.
+const introspectFloor = time.Millisecond
 
 // introspectReply is RFC 7662's answer for a live token. An inactive
 // token's is inactiveReply alone: nothing about it is told.
@@ -38,8 +47,9 @@ var inactiveReply = []byte(`{"active":false}`)
 // token without it: 403 insufficient_scope), and the body names the
 // token asked about, form-encoded or as JSON. A live token (session or
 // personal access token) is described; any other is {"active": false},
-// whatever is wrong with it, after the same work as a live one: the
-// store and the directory are read for a malformed token too. The
+// whatever is wrong with it, in the same time as a live one
+// (introspectFloor): the store and the directory are read for a
+// malformed token too. The
 // introspected token's use is recorded, as on info; its life is not
 // extended.
 func handleIntrospect(log *slog.Logger, tc tokenCheck) http.Handler {
@@ -53,6 +63,7 @@ func handleIntrospect(log *slog.Logger, tc tokenCheck) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
+		asked := time.Now()
 		digest, kind, err := tokens.ParseToken(token)
 		var p principal
 		if err != nil {
@@ -65,6 +76,7 @@ func handleIntrospect(log *slog.Logger, tc tokenCheck) http.Handler {
 			p, err = tc.check(r.Context(), digest, kind)
 		}
 		tc.metrics.tokenChecked(kind, err)
+		users.HoldUntil(introspectFloor, time.Since(asked))
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Pragma", "no-cache")
 		switch {
