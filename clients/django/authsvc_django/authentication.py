@@ -1,6 +1,7 @@
-"""DRF authentication against authsvc: ``Authorization: Token <key>`` is
-checked with authsvc's ``GET /api/auth/info``, and the view gets a Django
-user created or updated from the reply.
+"""DRF authentication against authsvc: ``Authorization: Token <key>``, a
+session or a personal access token with the ``info`` scope, is checked
+with authsvc's ``GET /api/auth/info``, and the view gets a Django user
+created or updated from the reply.
 
     REST_FRAMEWORK = {
         "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -11,7 +12,6 @@ user created or updated from the reply.
 """
 
 import logging
-import re
 import threading
 
 from django.conf import settings
@@ -22,9 +22,10 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
-from .client import InfoClient, InvalidToken, TokenCache, Unavailable
+from .client import InfoClient, InsufficientScope, InvalidToken, TokenCache, Unavailable, token_kind
 
 __all__ = [
+    "AuthsvcInsufficientScope",
     "AuthsvcToken",
     "AuthsvcTokenAuthentication",
     "AuthsvcUnavailable",
@@ -41,11 +42,6 @@ DEFAULTS = {
     "CA_FILE": None,  # for an https URL: CA bundle instead of the system's
 }
 
-# API.md: a token is exactly 40 lowercase hex characters; anything else is
-# refused by authsvc before any look-up, so it is refused here without
-# asking (and cannot put a line break into the request to authsvc).
-TOKEN_RE = re.compile(r"[0-9a-f]{40}")
-
 
 class AuthsvcUnavailable(exceptions.APIException):
     """authsvc could not be asked, or did not decide: 503, with
@@ -57,15 +53,25 @@ class AuthsvcUnavailable(exceptions.APIException):
     wait = 1  # DRF's exception handler sends it as Retry-After
 
 
+class AuthsvcInsufficientScope(exceptions.PermissionDenied):
+    """A live personal access token without the ``info`` scope: 403
+    ``insufficient_scope``, as authsvc answers it. The token is good, so
+    asking again with it cannot help (not a 401 challenge)."""
+
+    default_detail = _("This token's scopes do not cover this service.")
+    default_code = "insufficient_scope"
+
+
 class AuthsvcToken:
     """``request.auth`` of a request authsvc authenticated: the token's
-    ``key`` and authsvc's ``info`` reply (username, name, email, groups,
-    admin)."""
+    ``key``, its ``kind`` ("session" or "pat", a personal access token) and
+    authsvc's ``info`` reply (username, name, email, groups, admin)."""
 
-    __slots__ = ("key", "info")
+    __slots__ = ("key", "kind", "info")
 
-    def __init__(self, key, info):
+    def __init__(self, key, info, kind="session"):
         self.key = key
+        self.kind = kind
         self.info = info
 
     def __repr__(self):
@@ -119,7 +125,9 @@ def _client_and_cache():
 
 def fetch_info(key):
     """authsvc's /info reply for key, from the cache when it is on; raises
-    InvalidToken or Unavailable."""
+    InvalidToken, InsufficientScope or Unavailable. Only live answers are
+    cached, for CACHE_SECONDS whatever the kind of token: a revoked
+    personal access token lives here no longer than a revoked session."""
     client, cache = _client_and_cache()
     if cache is not None:
         info = cache.get(key)
@@ -183,10 +191,15 @@ class AuthsvcTokenAuthentication(TokenAuthentication):
     table: the same header parsing and the same 401 challenge
     (``WWW-Authenticate: Token``).
 
+    The key is a session (40 lowercase hex characters) or a personal
+    access token (``authsvc_pat_…``, its checksum checked here first).
+
     - authsvc says the token is live: ``(user, AuthsvcToken)``, the user
       synced from authsvc's reply (see sync_user); a user made inactive in
       this Django project stays refused, as with TokenAuthentication;
     - authsvc refuses it, or it is malformed: 401 (AuthenticationFailed);
+    - a live personal access token without the ``info`` scope: 403
+      ``insufficient_scope`` (AuthsvcInsufficientScope), as authsvc answers;
     - authsvc cannot be reached, times out, answers 5xx or anything that is
       not its answer: 503 (AuthsvcUnavailable), never an anonymous user.
     """
@@ -194,19 +207,22 @@ class AuthsvcTokenAuthentication(TokenAuthentication):
     keyword = "Token"
 
     def authenticate_credentials(self, key):
-        if not TOKEN_RE.fullmatch(key):
+        kind = token_kind(key)
+        if kind is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
         try:
             info = fetch_info(key)
         except InvalidToken:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
+        except InsufficientScope:
+            raise AuthsvcInsufficientScope()
         except Unavailable as exc:
             logger.warning("authsvc could not check a token: %s", exc)
             raise AuthsvcUnavailable()
         user = sync_user(info)
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
-        return (user, AuthsvcToken(key, info))
+        return (user, AuthsvcToken(key, info, kind))
 
     def authenticate_header(self, request):
         return self.keyword

@@ -1,4 +1,5 @@
-"""Asking authsvc about a token: GET /api/auth/info over pooled connections.
+"""Asking authsvc about a token (a session or a personal access token):
+GET /api/auth/info over pooled connections.
 
 Only the standard library: http.client keeps one keep-alive connection per
 thread and authsvc address, with a time-out on connecting and on each read.
@@ -12,17 +13,21 @@ import http.client
 import json
 import ssl
 import threading
+import re
 import time
 import urllib.parse
+import zlib
 
 __all__ = [
     "InfoClient",
+    "InsufficientScope",
     "InvalidToken",
     "TokenCache",
     "Unavailable",
+    "token_kind",
 ]
 
-USER_AGENT = "authsvc-django/0.1"
+USER_AGENT = "authsvc-django/0.2"
 
 # authsvc's /info reply is a few hundred bytes (100 groups of 150
 # characters at most); anything much bigger is not authsvc.
@@ -46,10 +51,46 @@ _STALE = (
 # The clock of the cache; tests move it.
 monotonic = time.monotonic
 
+# API.md, "Personal access tokens": a session is 40 lowercase hex
+# characters; a personal access token is the prefix, 30 base62 characters
+# and 6 more of their CRC-32 (IEEE), a big-endian base62 number padded with
+# "0". [0-9] and friends are ASCII ranges: no other digit matches.
+_SESSION_RE = re.compile(r"[0-9a-f]{40}")
+_PAT_RE = re.compile(r"authsvc_pat_([0-9A-Za-z]{30})([0-9A-Za-z]{6})")
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _pat_checksum(random):
+    """The 6 base62 characters of the CRC-32 of random, as authsvc writes them."""
+    n = zlib.crc32(random.encode("ascii"))
+    digits = []
+    for _ in range(6):
+        n, d = divmod(n, 62)
+        digits.append(_BASE62[d])
+    return "".join(reversed(digits))
+
+
+def token_kind(key):
+    """"session" or "pat" when key has the form of an authsvc token of that
+    kind (a personal access token's checksum matching), None otherwise:
+    authsvc refuses such a key before any look-up, so it need not be
+    asked, and a key with a line break never reaches a request line."""
+    if _SESSION_RE.fullmatch(key):
+        return "session"
+    m = _PAT_RE.fullmatch(key)
+    if m and _pat_checksum(m.group(1)) == m.group(2):
+        return "pat"
+    return None
+
 
 class Unavailable(Exception):
     """authsvc could not say whether the token is live: unreachable, a
     time-out, a 5xx, or a reply that is not authsvc's."""
+
+
+class InsufficientScope(Exception):
+    """authsvc answered 403 insufficient_scope: a live personal access
+    token without the ``info`` scope."""
 
 
 class InvalidToken(Exception):
@@ -138,8 +179,9 @@ class InfoClient:
 
     def info(self, key):
         """Return /info's reply for key (a dict), raise InvalidToken when
-        authsvc refuses the token, or Unavailable when it cannot be asked
-        or does not decide."""
+        authsvc refuses the token, InsufficientScope when it is a personal
+        access token without the info scope, or Unavailable when authsvc
+        cannot be asked or does not decide."""
         headers = {
             "Authorization": "Token " + key,
             "Accept": "application/json",
@@ -183,6 +225,8 @@ class InfoClient:
                 raise InvalidToken(code)
             raise Unavailable("%s: a 401 without authsvc's error code" % where)
         code = data.get("code") if isinstance(data, dict) else None
+        if status == 403 and code == "insufficient_scope":
+            raise InsufficientScope()
         raise Unavailable("%s: status %d%s" % (where, status, " (%s)" % code if isinstance(code, str) else ""))
 
 
@@ -194,8 +238,9 @@ def _describe(exc):
 class TokenCache:
     """Live tokens' /info replies for ttl seconds, at most max_entries of
     them (the oldest go first). Keys are SHA-256 digests, so the cache never
-    holds a usable token. Only 200 replies are kept: a refused token is
-    asked about again, and a token revoked in authsvc is refused at most ttl
+    holds a usable token. Only 200 replies are kept: a refused token (401,
+    or 403 insufficient_scope) is asked about again, and a token revoked in
+    authsvc, session or personal access token alike, is refused at most ttl
     seconds later."""
 
     def __init__(self, ttl, max_entries):

@@ -221,6 +221,19 @@ class Authsvc:
     def info(self, token):
         return self._call("GET", "/api/auth/info", token=token)
 
+    def create_token(self, session, password, name, scopes):
+        """Mint a personal access token as its user does (POST
+        /api/auth/tokens/ with a session and the password); return the
+        reply, whose "token" no other reply shows."""
+        status, body = self._call("POST", "/api/auth/tokens/", token=session,
+                                  body={"name": name, "scopes": scopes, "password": password})
+        if status != 201:
+            raise AssertionError("token create %s: %d %r" % (name, status, body))
+        return body
+
+    def revoke_token(self, session, token_id):
+        return self._call("DELETE", "/api/auth/tokens/" + token_id, token=session)[0]
+
     def wait_info(self, token, pred, timeout=10):
         """Poll authsvc's own /info until pred(status, body) holds."""
         deadline = time.monotonic() + timeout
@@ -336,5 +349,14 @@ def closed_port():
     sock.close()
     return "http://127.0.0.1:%d" % port
 
+
+# Personal access tokens authsvc's own tokens.NewPAT made (the checksum is
+# its, not this package's), for the stubs: well-formed, live nowhere. The
+# second and third have checksums padded with "0".
+PATS = [
+    "authsvc_pat_fKwJ6dguP2CTJsFEFyHnRPZNSIcDHR2i6iww",
+    "authsvc_pat_PgGRVF0sfqfaNmPQwmtNawUr8xbWih0jrUY3",
+    "authsvc_pat_r3hr8Z37ytXGkiQO8A5F4swcNsamvh00CRWZ",
+]
 
 INFO = {"username": "stubbed", "name": "Stub Bed", "email": "", "groups": [], "admin": False}

@@ -190,6 +190,58 @@ class RefusedTest(AuthsvcTestCase):
         self.assertEqual(resp["WWW-Authenticate"], "Token")
 
 
+class PersonalAccessTokenTest(AuthsvcTestCase):
+    """Personal access tokens minted through authsvc's POST /api/auth/tokens/."""
+
+    def mint(self, username, scopes):
+        session = self.login(username)
+        reply = server.create_token(session, PASSWORDS[username], self.id() + " " + " ".join(scopes), scopes)
+        return session, reply
+
+    def test_info_scope_authenticates_like_a_session(self):
+        _, reply = self.mint("alice", ["info"])
+        pat = reply["token"]
+        self.assertTrue(pat.startswith("authsvc_pat_"), pat)
+        resp = self.get("/whoami/", pat)
+        self.assertEqual(resp.status_code, 200, resp.content)
+        by_session = self.get("/whoami/", self.login("alice"))
+        self.assertEqual(resp.json(), by_session.json(), "the same Django user, synced the same way")
+        auth = resp.wsgi_request.auth
+        self.assertEqual((auth.key, auth.kind, auth.info["username"]), (pat, "pat", "alice"))
+        self.assertEqual(by_session.wsgi_request.auth.kind, "session")
+
+    def test_admins_token_passes_is_admin_user(self):
+        _, reply = self.mint("root", ["info", "admin"])
+        resp = self.get("/admin-only/", reply["token"])
+        self.assertEqual(resp.status_code, 200, resp.content)
+        self.assertEqual(resp.json(), {"admin": "root"})
+
+    def test_without_info_scope_is_403_insufficient_scope(self):
+        _, reply = self.mint("carol", ["introspect"])
+        for path in ["/whoami/", "/open/"]:  # never an anonymous user
+            with self.subTest(path=path):
+                resp = self.get(path, reply["token"])
+                self.assertEqual(resp.status_code, 403, resp.content)
+                self.assertEqual(resp.json(), {"detail": "This token's scopes do not cover this service."})
+                self.assertFalse(resp.has_header("WWW-Authenticate"))
+                self.assertFalse(resp.wsgi_request.user.is_authenticated)
+
+    def test_revoked_token_is_refused_on_the_next_request(self):
+        session, reply = self.mint("alice", ["info"])
+        self.assertEqual(self.get("/whoami/", reply["token"]).status_code, 200)
+        self.assertEqual(server.revoke_token(session, reply["id"]), 204)
+        resp = self.get("/whoami/", reply["token"])
+        self.assertEqual(resp.status_code, 401, resp.content)
+        self.assertEqual(resp["WWW-Authenticate"], "Token")
+
+    def test_unknown_token_with_a_good_checksum_is_401(self):
+        for pat in support.PATS:
+            with self.subTest(pat=pat):
+                resp = self.get("/whoami/", pat)
+                self.assertEqual(resp.status_code, 401, resp.content)
+                self.assertEqual(resp["WWW-Authenticate"], "Token")
+
+
 class CacheTest(AuthsvcTestCase):
     conf = {"CACHE_SECONDS": 30}
 
@@ -199,15 +251,35 @@ class CacheTest(AuthsvcTestCase):
         self.addCleanup(setattr, client_module, "monotonic", client_module.monotonic)
         client_module.monotonic = lambda: self.now
 
-    def test_revoked_token_refused_once_the_cache_time_passes(self):
+    def session_revoked_by_logout(self):
         key = self.login("carol")
-        self.assertEqual(self.get("/whoami/", key).status_code, 200)
-        self.assertEqual(server.logout(key), 204)
-        self.now += 29
-        self.assertEqual(self.get("/whoami/", key).status_code, 200, "within CACHE_SECONDS: the cached answer")
-        self.now += 1
-        resp = self.get("/whoami/", key)
-        self.assertEqual(resp.status_code, 401, resp.content)
+        return key, lambda: self.assertEqual(server.logout(key), 204)
+
+    def pat_revoked_by_delete(self):
+        session = self.login("carol")
+        reply = server.create_token(session, PASSWORDS["carol"], "cache " + str(self.now), ["info"])
+        return reply["token"], lambda: self.assertEqual(server.revoke_token(session, reply["id"]), 204)
+
+    def test_revoked_token_refused_once_the_cache_time_passes(self):
+        # A personal access token lives in the cache no longer than a session.
+        for kind, make in [("session", self.session_revoked_by_logout), ("pat", self.pat_revoked_by_delete)]:
+            with self.subTest(kind=kind):
+                key, revoke = make()
+                self.assertEqual(self.get("/whoami/", key).status_code, 200)
+                revoke()
+                self.now += 29
+                self.assertEqual(self.get("/whoami/", key).status_code, 200, "within CACHE_SECONDS: the cached answer")
+                self.now += 1
+                resp = self.get("/whoami/", key)
+                self.assertEqual(resp.status_code, 401, resp.content)
+
+    def test_insufficient_scope_is_not_cached(self):
+        session = self.login("carol")
+        reply = server.create_token(session, PASSWORDS["carol"], "not cached", ["introspect"])
+        for _ in range(2):
+            self.assertEqual(self.get("/whoami/", reply["token"]).status_code, 403)
+        self.assertEqual(server.revoke_token(session, reply["id"]), 204)
+        self.assertEqual(self.get("/whoami/", reply["token"]).status_code, 401, "asked again: now revoked")
 
     def test_a_refusal_is_not_cached(self):
         key = "fedcba9876543210fedcba9876543210fedcba98"

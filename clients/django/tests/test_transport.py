@@ -22,6 +22,20 @@ from authsvc_django.client import InfoClient, InvalidToken, Unavailable  # noqa:
 KEY = "0123456789abcdef0123456789abcdef01234567"
 INFO_BODY = json.dumps(support.INFO).encode()
 
+# Personal access tokens authsvc refuses before any look-up: each is
+# support.PATS[0] with one thing wrong.
+_PAT = support.PATS[0]
+BAD_PATS = [
+    _PAT[:-1] + "x",  # the checksum does not match
+    _PAT[:-7] + _PAT[-6:] + _PAT[-7],  # random and checksum swapped at the seam
+    _PAT[:-1],  # one short
+    _PAT + "0",  # one long
+    "authsvc_pak_" + _PAT[12:],  # another prefix
+    _PAT.upper(),
+    _PAT[:20] + "_" + _PAT[21:],  # not base62
+    _PAT[:20] + "\u00b2" + _PAT[21:],  # "²" is a digit to Python, not to authsvc
+]
+
 
 def reply(status, body):
     if isinstance(body, (dict, list)):
@@ -106,6 +120,24 @@ class ThroughDRFTest(unittest.TestCase):
                     self.assertEqual(resp.status_code, 401, resp.content)
                     self.assertEqual(resp["WWW-Authenticate"], "Token")
 
+    def test_authsvcs_insufficient_scope_is_403(self):
+        s = self.stub(reply(403, {"detail": "This token's scopes do not cover this endpoint.", "code": "insufficient_scope"}))
+        for path in ["/whoami/", "/open/"]:
+            with override_settings(AUTHSVC={"URL": s.url}):
+                resp = Client().get(path, HTTP_AUTHORIZATION="Token " + support.PATS[0])
+            self.assertEqual(resp.status_code, 403, resp.content)
+            self.assertFalse(resp.has_header("WWW-Authenticate"))
+
+    def test_personal_access_token_reaches_authsvc(self):
+        s = self.stub(reply(200, support.INFO))
+        with override_settings(AUTHSVC={"URL": s.url}):
+            for pat in support.PATS:
+                resp = Client().get("/whoami/", HTTP_AUTHORIZATION="Token " + pat)
+                self.assertEqual(resp.status_code, 200, (pat, resp.content))
+                self.assertEqual(resp.wsgi_request.auth.kind, "pat")
+                self.assertEqual(s.requests[-1][1]["Authorization"], "Token " + pat)
+        self.assertEqual(len(s.requests), len(support.PATS))
+
     def test_request_shape(self):
         s = self.stub(reply(200, support.INFO))
         resp = self.call(s.url + "/auth/", "/whoami/")  # a base URL with a path
@@ -118,7 +150,7 @@ class ThroughDRFTest(unittest.TestCase):
     def test_malformed_key_never_reaches_authsvc(self):
         s = self.stub(reply(200, support.INFO))
         with override_settings(AUTHSVC={"URL": s.url}):
-            for key in ["abc", KEY.upper(), KEY + "0", KEY[:-1] + "\u00e9"]:
+            for key in ["abc", KEY.upper(), KEY + "0", KEY[:-1] + "\u00e9"] + BAD_PATS:
                 resp = Client().get("/whoami/", HTTP_AUTHORIZATION="Token " + key)
                 self.assertEqual(resp.status_code, 401, (key, resp.content))
         self.assertEqual(s.requests, [])
