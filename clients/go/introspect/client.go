@@ -42,7 +42,9 @@ type reply struct {
 
 // Introspect returns the Info of token, from authsvc or, when the cache is
 // on, from an answer of up to Config.CacheTTL ago: ErrInactive when
-// authsvc calls it inactive or it is malformed (not asked about), another
+// authsvc calls it inactive, or at once when it has neither a session's
+// form nor a personal access token's with its checksum matching (authsvc
+// would refuse it without a look-up, so junk costs it nothing); another
 // error when authsvc cannot say. Wrap calls it for each request; a
 // service may call it for a token that comes another way.
 func (m *Middleware) Introspect(ctx context.Context, token string) (*Info, error) {

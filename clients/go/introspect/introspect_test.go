@@ -53,7 +53,14 @@ func startAuthsvc(t *testing.T) *authsvc {
 	harness.AddUser(t, users, "alice", "alice-pw", "--group", "dev")
 	harness.AddUser(t, users, "bob", "bob-pw", "--admin")
 	harness.AddUser(t, users, "svc", "svc-pw")
-	base, _, _ := harness.StartServer(t, nil, "--users", users, "--cost", "4")
+	base, _, stop := harness.StartServer(t, nil, "--users", users, "--cost", "4")
+	// Stopped before t.TempDir's removal: it writes the users file's
+	// neighbours (the cut-offs file) until it has stopped.
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("authsvc serve: %v", err)
+		}
+	})
 	a := &authsvc{base: base}
 	a.service, _ = a.mint(t, "svc", "introspect")
 	t.Cleanup(func() {
