@@ -12,8 +12,9 @@ import (
 
 // A service puts the middleware in front of its routes. Its own token is
 // a personal access token with the introspect scope, made once by an
-// operator (authsvc token create --scope introspect svc-orders) and
-// handed to it like any secret; here, from the environment.
+// operator for a service account (authsvc token create --name orders
+// --scope introspect svc-orders) and handed to it like any secret; here,
+// from the environment.
 func Example() {
 	auth, err := introspect.New(introspect.Config{
 		URL:      "http://127.0.0.1:8080",

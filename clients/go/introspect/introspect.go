@@ -5,9 +5,10 @@
 // who the token speaks for.
 //
 // The service calls POST {URL}/api/auth/introspect/ with its own
-// personal access token, one with the introspect scope (authsvc token
-// create --scope introspect, or POST /api/auth/tokens/), and the caller's
-// token in a form body. Then:
+// personal access token, one with the introspect scope (`authsvc token
+// create --name orders --scope introspect svc-orders` for a service
+// account, or POST /api/auth/tokens/), and the caller's token in a form
+// body. Then:
 //
 //   - a live token: the next handler runs, and FromContext returns the
 //     token's Info (username, groups, admin, token type, scopes, expiry);
@@ -28,6 +29,10 @@
 // that long (never past the token's own expiry), keyed by the token's
 // SHA-256: a token revoked in authsvc is then still accepted for up to
 // CacheTTL by this process. The default, 0, asks authsvc on every request.
+//
+// The package imports nothing but the standard library, so a service in
+// another module may copy its folder (the non-test files), or require
+// authsvc with a replace directive pointing at a checkout.
 package introspect
 
 import (
