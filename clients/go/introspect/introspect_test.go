@@ -89,21 +89,42 @@ func (a *authsvc) login(t *testing.T, user string) string {
 	return tok
 }
 
-// mint returns a new personal access token of user with scopes, and its id,
-// made as its user makes one: POST /api/auth/tokens/ with a session and the
-// password.
+// A minted token is POST /api/auth/tokens/'s reply.
+type minted struct {
+	Token, ID            string
+	CreatedAt, ExpiresAt time.Time `json:"-"`
+	Created              string    `json:"created_at"`
+	Expires              string    `json:"expires_at"`
+}
+
+// mint returns a new personal access token of user with scopes, and its
+// id (mintReply).
 func (a *authsvc) mint(t *testing.T, user string, scopes ...string) (token, id string) {
+	t.Helper()
+	m := a.mintReply(t, user, scopes...)
+	return m.Token, m.ID
+}
+
+// mintReply makes a personal access token of user with scopes as its
+// user makes one: POST /api/auth/tokens/ with a session and the password.
+func (a *authsvc) mintReply(t *testing.T, user string, scopes ...string) minted {
 	t.Helper()
 	session := a.login(t, user)
 	body, _ := json.Marshal(map[string]any{"name": fmt.Sprintf("%s %v %d", t.Name(), scopes, time.Now().UnixNano()),
 		"scopes": scopes, "password": user + "-pw"})
 	r := harness.Do(t, "POST", a.base+"/api/auth/tokens/", session, string(body))
-	var reply struct{ Token, ID string }
-	if err := json.Unmarshal([]byte(r.Body), &reply); r.Status != http.StatusCreated || err != nil {
+	var m minted
+	if err := json.Unmarshal([]byte(r.Body), &m); r.Status != http.StatusCreated || err != nil {
 		t.Fatalf("POST /api/auth/tokens/ as %s = %v; want 201", user, r)
 	}
-	a.keep(reply.Token)
-	return reply.Token, reply.ID
+	a.keep(m.Token)
+	var err1, err2 error
+	m.CreatedAt, err1 = time.Parse(time.RFC3339, m.Created)
+	m.ExpiresAt, err2 = time.Parse(time.RFC3339, m.Expires)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("POST /api/auth/tokens/ = %v: created_at, expires_at not RFC 3339", r)
+	}
+	return m
 }
 
 // revoke revokes user's personal access token id.
@@ -213,8 +234,8 @@ func TestMiddleware(t *testing.T) {
 	t.Run("session", func(t *testing.T) {
 		t.Parallel()
 		s := a.newService(t, Config{})
-		tok := a.login(t, "alice")
 		start := time.Now().Truncate(time.Second)
+		tok := a.login(t, "alice")
 		for _, scheme := range []string{"Token ", "Bearer ", "bearer\t ", "TOKEN  "} {
 			rec, info, reached := s.call(scheme + tok)
 			if rec.Code != http.StatusOK || !reached {
@@ -235,8 +256,8 @@ func TestMiddleware(t *testing.T) {
 	t.Run("pat", func(t *testing.T) {
 		t.Parallel()
 		s := a.newService(t, Config{})
-		tok, _ := a.mint(t, "bob", "info", "admin")
-		rec, info, _ := s.call("Bearer " + tok)
+		m := a.mintReply(t, "bob", "info", "admin")
+		rec, info, _ := s.call("Bearer " + m.Token)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("a personal access token with info: %d %s; want 200", rec.Code, rec.Body)
 		}
@@ -245,9 +266,9 @@ func TestMiddleware(t *testing.T) {
 			!info.HasScope("admin") || info.HasScope("introspect") {
 			t.Errorf("Info = %+v; want bob's, admin, a pat with scopes info and admin", info)
 		}
-		// POST /api/auth/tokens/'s default life: 30 days.
-		if d := info.Expires.Sub(info.IssuedAt); d != 30*24*time.Hour {
-			t.Errorf("Expires - IssuedAt = %v; want 720h", d)
+		if !info.IssuedAt.Equal(m.CreatedAt) || !info.Expires.Equal(m.ExpiresAt) {
+			t.Errorf("IssuedAt, Expires = %v, %v; want created_at, expires_at %v, %v",
+				info.IssuedAt, info.Expires, m.CreatedAt, m.ExpiresAt)
 		}
 	})
 
