@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,7 +58,9 @@ const (
 // authsvc_schema (version), authsvc_users (one row a user),
 // authsvc_users_state (the generation and the number of users, one row:
 // its lock serializes writers), authsvc_user_changes (generation, username;
-// "" for a batch of additions).
+// "" for a batch of additions), authsvc_tombstones (a deleted user's
+// cut-off), authsvc_access_tokens (personal access tokens' digests, by
+// trigger: pgAccessTokensSchema).
 type Directory struct {
 	pool    *pgxpool.Pool
 	listenc *pgx.ConnConfig // for the LISTEN connection, kept out of the pool
@@ -65,9 +68,12 @@ type Directory struct {
 	name    string   // the URL without its password, for messages
 	secrets []string // passwords in the URL, scrubbed from every error
 
-	mu    sync.Mutex                         // guards cache and epoch
-	cache *lru.Cache[string, *users.Account] // users looked up, most recent first; nil: no such user
-	epoch uint64                             // bumped by every invalidation: a miss that read before one does not cache what it read
+	mu    sync.Mutex              // guards cache, tokens and epoch
+	cache *lru.Cache[string, row] // users looked up, most recent first; a nil user: no such user
+	// tokens are the personal access tokens found, by digest, each valid
+	// while cache holds its user at the version it was read at.
+	tokens *lru.Cache[[sha256.Size]byte, tokenEntry]
+	epoch  uint64 // bumped by every invalidation: a miss that read before one does not cache what it read
 
 	users    atomic.Int64
 	slowest  atomic.Pointer[users.SlowestCheck]
@@ -141,6 +147,7 @@ var pgMigrations = []string{
 	`alter table authsvc_users add column django_hash text not null default '';`,
 	// users.User.MFA: second factors, NULL for none.
 	`alter table authsvc_users add column mfa jsonb;`,
+	pgAccessTokensSchema,
 }
 
 // Open opens the users database at rawURL (postgres:// or
@@ -188,7 +195,8 @@ func open(ctx context.Context, rawURL string, cacheSize int, log *slog.Logger, m
 		log:     log,
 		name:    pgName(cfg.ConnConfig),
 		secrets: secrets,
-		cache:   lru.New[string, *users.Account](cacheSize),
+		cache:   lru.New[string, row](cacheSize),
+		tokens:  lru.New[[sha256.Size]byte, tokenEntry](cacheSize),
 	}
 	d.done, d.close = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(ctx, pgOpenTimeout)
@@ -391,18 +399,27 @@ func (d *Directory) Lookup(ctx context.Context, username string) (*users.Account
 	}
 	now := time.Now()
 	d.mu.Lock()
-	u, cached := d.cache.Get(username)
+	r, cached := d.cache.Get(username)
 	if cached && d.trusted(now) {
-		d.cache.Put(username, u) // most recently used
+		d.cache.Put(username, r) // most recently used
 		d.mu.Unlock()
-		if u == nil {
+		if r.user == nil {
 			return nil, users.ErrNotFound
 		}
-		return u, nil
+		return r.user, nil
 	}
 	epoch := d.epoch
 	d.mu.Unlock()
 	return d.read(ctx, username, epoch, now)
+}
+
+// A row is a user as the cache holds them: the Account, nil for no such
+// user, and the row's version (the generation that wrote it), which
+// tells whether a personal access token found before was read from the
+// same row.
+type row struct {
+	user    *users.Account
+	version int64
 }
 
 // LookupConfirmed reads the user from the database, never from the cache,
@@ -425,33 +442,51 @@ func (d *Directory) LookupConfirmed(ctx context.Context, username string) (*user
 // read reads the user from the database and caches what it read, unless
 // an invalidation came after epoch (read before it was taken).
 func (d *Directory) read(ctx context.Context, username string, epoch uint64, now time.Time) (*users.Account, error) {
-	release, err := d.admit(now)
+	u, _, err := d.readRow(ctx, "look up a user", epoch, now, `where username = $1`, username, func(r row, _ *users.User) {
+		d.cache.Put(username, r)
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	qctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
-	defer cancel()
-	found, err := d.fetch(qctx, []string{username})
-	if err != nil {
-		return nil, d.fail(qctx, "look up a user", err)
-	}
-	d.contact()
-	var u *users.Account
-	if x := found[username]; x != nil {
-		if u, err = users.NewAccount(x); err != nil {
-			return nil, err // a row written around authsvc; List shows it
-		}
-	}
-	d.mu.Lock()
-	if d.epoch == epoch {
-		d.cache.Put(username, u)
-	}
-	d.mu.Unlock()
 	if u == nil {
 		return nil, users.ErrNotFound
 	}
 	return u, nil
+}
+
+// readRow reads the user of the row that where (with arg) selects in
+// authsvc_users, or finds none, and unless an invalidation came after
+// epoch, calls keep under d.mu with what it read (a nil user for none) to
+// cache it. It admits, times out and fails as every look-up does.
+func (d *Directory) readRow(ctx context.Context, op string, epoch uint64, now time.Time, where string, arg any, keep func(row, *users.User)) (*users.Account, *users.User, error) {
+	release, err := d.admit(now)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer release()
+	qctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
+	defer cancel()
+	var r row
+	u, err := scanUser(d.pool.QueryRow(qctx, `select version, `+pgUserColumns+` from authsvc_users `+where, arg), &r.version)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows): // no such user: r stays zero
+	case err != nil:
+		return nil, nil, d.fail(qctx, op, err)
+	default:
+		if r.user, err = users.NewAccount(&u); err != nil {
+			return nil, nil, err // a row written around authsvc; List shows it
+		}
+	}
+	d.contact()
+	d.mu.Lock()
+	if d.epoch == epoch {
+		keep(r, &u)
+	}
+	d.mu.Unlock()
+	if r.user == nil {
+		return nil, nil, nil
+	}
+	return r.user, &u, nil
 }
 
 // Recheck is LookupConfirmed: the row as the database has it now, cached.
@@ -484,30 +519,40 @@ func (d *Directory) admit(now time.Time) (release func(), err error) {
 // factors another instance has just removed or replaced (a used recovery
 // code, a new authenticator). It fails as Lookup's database path does.
 func (d *Directory) Factors(ctx context.Context, username string) (*users.Factors, error) {
-	if users.CheckUsername(username) != nil {
-		return nil, users.ErrNotFound // no write stores such a name
-	}
-	release, err := d.admit(time.Now())
-	if err != nil {
+	var f *users.Factors
+	if err := d.readColumn(ctx, "read a user's second factors", "mfa", username, &f); err != nil {
 		return nil, err
 	}
-	defer release()
-	qctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
-	defer cancel()
-	var f *users.Factors
-	err = d.pool.QueryRow(qctx, `select mfa from authsvc_users where username = $1`, username).Scan(&f)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		d.contact()
-		return nil, users.ErrNotFound
-	case err != nil:
-		return nil, d.fail(qctx, "read a user's second factors", err)
-	}
-	d.contact()
 	if err := users.CheckFactors(f); err != nil {
 		return nil, fmt.Errorf("user %q: mfa: %w", username, err) // a row written around authsvc
 	}
 	return f, nil
+}
+
+// readColumn scans column of the user named username into dst, from the
+// database, never the cache: ErrNotFound for no such user. It fails as
+// Lookup's database path does.
+func (d *Directory) readColumn(ctx context.Context, op, column, username string, dst any) error {
+	if users.CheckUsername(username) != nil {
+		return users.ErrNotFound // no write stores such a name: spare the database
+	}
+	release, err := d.admit(time.Now())
+	if err != nil {
+		return err
+	}
+	defer release()
+	qctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
+	defer cancel()
+	err = d.pool.QueryRow(qctx, `select `+column+` from authsvc_users where username = $1`, username).Scan(dst)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		d.contact()
+		return users.ErrNotFound
+	case err != nil:
+		return d.fail(qctx, op, err)
+	}
+	d.contact()
+	return nil
 }
 
 // FactorKeys reads every row with second factors, within List's timeout.
@@ -535,14 +580,15 @@ func (d *Directory) FactorKeys(ctx context.Context) (map[string]int, error) {
 }
 
 // pgUserColumns are the columns a User is read from, in scanUser's order.
-const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation, failures_after, django_hash, mfa`
+const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation, failures_after, django_hash, mfa, access_tokens`
 
-// scanUser reads one row of pgUserColumns.
-func scanUser(row pgx.Row) (users.User, error) {
+// scanUser reads one row of pgUserColumns, after the columns into first
+// (those the query selects before them).
+func scanUser(row pgx.Row, first ...any) (users.User, error) {
 	var u users.User
 	var after, unlocked *time.Time
 	var generation int64
-	err := row.Scan(&u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after, &generation, &unlocked, &u.DjangoHash, &u.MFA)
+	err := row.Scan(append(first, &u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after, &generation, &unlocked, &u.DjangoHash, &u.MFA, &u.AccessTokens)...)
 	u.PasswordGeneration = uint64(generation)
 	if after != nil {
 		u.TokensAfter = after.UTC()
@@ -640,6 +686,9 @@ func checkUser(u *users.User) (float64, error) {
 	if err := users.CheckFactors(u.MFA); err != nil {
 		return 0, fmt.Errorf("user %q: mfa: %w", u.Username, err)
 	}
+	if err := users.CheckAccessTokens(u.AccessTokens); err != nil {
+		return 0, fmt.Errorf("user %q: %w", u.Username, err)
+	}
 	if u.Groups == nil {
 		u.Groups = []string{}
 	}
@@ -714,15 +763,15 @@ func (d *Directory) invalidate(names []string) map[string]*users.Account {
 	d.epoch++
 	for _, name := range names {
 		if name == "" {
-			for k, u := range d.cache.All() {
-				if u == nil {
+			for k, r := range d.cache.All() {
+				if r.user == nil {
 					d.cache.Remove(k)
 				}
 			}
 			continue
 		}
-		if u, ok := d.cache.Get(name); ok && u != nil {
-			was[name] = u
+		if r, ok := d.cache.Get(name); ok && r.user != nil {
+			was[name] = r.user
 		}
 		d.cache.Remove(name)
 	}
@@ -731,10 +780,10 @@ func (d *Directory) invalidate(names []string) map[string]*users.Account {
 
 // insertUser is the statement Add, AddAll and Bootstrap store a user with,
 // its cut-off no earlier than the tombstone of a deleted user of that name.
-const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation, failures_after, django_hash, mfa)
+const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation, failures_after, django_hash, mfa, access_tokens)
 	values ($1, $2, $3, $4, $5, $6, $7, $8,
 		greatest($9::timestamptz, (select tokens_after from authsvc_tombstones where username = $1)),
-		$10, $11, $12, $13, $14) on conflict (username) do nothing`
+		$10, $11, $12, $13, $14, $15) on conflict (username) do nothing`
 
 // pgFactors is f as the mfa column's argument: NULL for none, else its
 // JSON.
@@ -746,7 +795,8 @@ func pgFactors(f *users.Factors) any {
 }
 
 func insertArgs(u *users.User, work float64, gen int64) []any {
-	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration), pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA)}
+	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration),
+		pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA), pgAccessTokens(u.AccessTokens)}
 }
 
 func (d *Directory) Add(ctx context.Context, u users.User) error {
@@ -819,7 +869,7 @@ func (d *Directory) Update(ctx context.Context, username string, change func(*us
 // updateUser is the statement UpdateAll writes a changed user with.
 const updateUser = `update authsvc_users set username = $2, password_hash = $3, hash_work = $4, name = $5, email = $6,
 	groups = $7, admin = $8, disabled = $9, tokens_after = $10, version = $11, password_generation = $12,
-	failures_after = $13, django_hash = $14, mfa = $15, updated_at = now() where username = $1`
+	failures_after = $13, django_hash = $14, mfa = $15, access_tokens = $16, updated_at = now() where username = $1`
 
 // UpdateAll changes the users of changes in one transaction of three
 // round trips however many they are: their rows read and locked at once,
@@ -854,7 +904,7 @@ func (d *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 				continue
 			}
 			args := []any{name, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen,
-				int64(u.PasswordGeneration), pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA)}
+				int64(u.PasswordGeneration), pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA), pgAccessTokens(u.AccessTokens)}
 			if u.Username == name {
 				batch.Queue(updateUser, args...)
 				changed = append(changed, name)
@@ -903,7 +953,7 @@ func renameUser(ctx context.Context, tx pgx.Tx, args []any) error {
 		return err
 	}
 	_, err = sp.Exec(ctx, updateUser, args...)
-	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "authsvc_users_pkey" { // the name, not a token's digest
 		if err := sp.Rollback(ctx); err != nil {
 			return err
 		}
@@ -977,12 +1027,15 @@ func (d *Directory) dropAll() map[string]*users.Account {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	was := make(map[string]*users.Account, d.cache.Len())
-	for k, u := range d.cache.All() {
-		if u != nil {
-			was[k] = u
+	for k, r := range d.cache.All() {
+		if r.user != nil {
+			was[k] = r.user
 		}
 	}
-	d.cache = lru.New[string, *users.Account](d.cache.Cap())
+	d.cache = lru.New[string, row](d.cache.Cap())
+	// A row edited by hand keeps its version: the tokens found in it go
+	// with the users.
+	d.tokens = lru.New[[sha256.Size]byte, tokenEntry](d.tokens.Cap())
 	d.epoch++
 	return was
 }
