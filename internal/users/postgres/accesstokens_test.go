@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +19,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 )
+
+// twoInstances returns two instances on a new database, the second
+// watching with a poll an hour away: what reaches it comes by the change
+// feed (NOTIFY).
+func twoInstances(t testing.TB) (a, b *Directory) {
+	url, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, url)
+	a, b = openPG(t, db, 100), openPG(t, db, 100)
+	watch(t, b, time.Hour, users.WatchHooks{})
+	return a, b
+}
 
 // newPAT returns the digest of a fresh personal access token, and the
 // record CreateAccessToken stores for it: live for a day.
@@ -71,6 +81,15 @@ func inMemory(d *Directory, digest tokens.Digest) bool {
 	return err1 == nil && err2 == nil && t1 == t2
 }
 
+// who names u in a failure, never showing its hash: its name, or
+// "none".
+func who(u *users.Account) string {
+	if u == nil {
+		return "none"
+	}
+	return u.Username()
+}
+
 // sameJSON reports whether got and want encode alike: times compared as
 // written, whatever their monotonic readings.
 func sameJSON(got, want any) bool {
@@ -84,27 +103,24 @@ func sameJSON(got, want any) bool {
 // memory; revoked, it is refused at once where it was revoked, and within
 // 5 s on the other, whose memory held it.
 func TestPGAccessTokenTwoInstances(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
-	db := testservers.NewDatabase(t, url)
+	a, b := twoInstances(t)
 	ctx := context.Background()
-	a, b := openPG(t, db, 100), openPG(t, db, 100)
-	watch(t, b, time.Hour, users.WatchHooks{}) // by the change feed alone
 	addUser(t, a, "alice")
 	if _, err := b.Lookup(ctx, "alice"); err != nil { // cached before the token
 		t.Fatal(err)
 	}
 	digest, rec := newPAT("ci")
 	if u, _, err := b.AccessToken(ctx, digest); !errors.Is(err, users.ErrNotFound) {
-		t.Fatalf("b.AccessToken before the token = %v, %v; want users.ErrNotFound", u, err)
+		t.Fatalf("b.AccessToken before the token = %v, %v; want users.ErrNotFound", who(u), err)
 	}
 	if err := users.CreateAccessToken(ctx, a, "alice", rec); err != nil {
 		t.Fatal(err)
 	}
 	if u, tok, err := b.RecheckAccessToken(ctx, digest); err != nil || u.Username() != "alice" || !sameJSON(tok, rec) {
-		t.Fatalf("b.RecheckAccessToken just after a created it = %v, %+v, %v; want alice's token", u, tok, err)
+		t.Fatalf("b.RecheckAccessToken just after a created it = %v, %+v, %v; want alice's token", who(u), tok, err)
 	}
 	if u, tok, err := users.AccessTokenUser(ctx, b, digest, time.Now()); err != nil || u == nil || tok.ID != rec.ID {
-		t.Fatalf("AccessTokenUser(b) just after a created it = %v, %v, %v; want alice's token", u, tok, err)
+		t.Fatalf("AccessTokenUser(b) just after a created it = %v, %v, %v; want alice's token", who(u), tok, err)
 	}
 	if name, err := holder(a, digest); err != nil || name != "alice" {
 		t.Fatalf("a.AccessToken after its own write = %q, %v; want alice", name, err)
@@ -127,7 +143,7 @@ func TestPGAccessTokenTwoInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	if u, tok, err := users.AccessTokenUser(ctx, a, digest, time.Now()); err != nil || u != nil {
-		t.Errorf("AccessTokenUser(a) just after a revoked it = %v, %v, %v; want nil", u, tok, err)
+		t.Errorf("AccessTokenUser(a) just after a revoked it = %v, %v, %v; want nil", who(u), tok, err)
 	}
 	if _, _, err := b.RecheckAccessToken(ctx, digest); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("b.RecheckAccessToken just after a revoked it = %v; want users.ErrNotFound", err)
@@ -147,11 +163,8 @@ func TestPGAccessTokenTwoInstances(t *testing.T) {
 // wrote it and within 5 s on another that held them in memory; what ends
 // sessions only (logout, unlock, the user's own password change) keeps them.
 func TestPGAccessTokenEndings(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
-	db := testservers.NewDatabase(t, url)
+	a, b := twoInstances(t)
 	ctx := context.Background()
-	a, b := openPG(t, db, 100), openPG(t, db, 100)
-	watch(t, b, time.Hour, users.WatchHooks{})
 	newHash := passwordtest.MustHash(t, "new-pw", passwordtest.Cost)
 	for _, tc := range []struct {
 		name string
@@ -190,13 +203,13 @@ func TestPGAccessTokenEndings(t *testing.T) {
 				})
 				for _, d := range []*Directory{a, b} {
 					if u, _, err := users.AccessTokenUser(ctx, d, digest, time.Now()); err != nil || u == nil {
-						t.Errorf("AccessTokenUser after %s = %v, %v; want the token alive", tc.name, u, err)
+						t.Errorf("AccessTokenUser after %s = %v, %v; want the token alive", tc.name, who(u), err)
 					}
 				}
 				return
 			}
 			if u, _, err := users.AccessTokenUser(ctx, a, digest, time.Now()); err != nil || u != nil {
-				t.Errorf("AccessTokenUser(a) just after %s = %v, %v; want nil", tc.name, u, err)
+				t.Errorf("AccessTokenUser(a) just after %s = %v, %v; want nil", tc.name, who(u), err)
 			}
 			took := eventually(t, 5*time.Second, "the token gone from b", func() bool {
 				_, err := holder(b, digest)
@@ -208,7 +221,7 @@ func TestPGAccessTokenEndings(t *testing.T) {
 					t.Fatal(err)
 				}
 				if u, _, err := users.AccessTokenUser(ctx, b, digest, time.Now()); err != nil || u != nil {
-					t.Errorf("AccessTokenUser(b) after enable = %v, %v; want nil", u, err)
+					t.Errorf("AccessTokenUser(b) after enable = %v, %v; want nil", who(u), err)
 				}
 			}
 		})
@@ -297,11 +310,7 @@ func TestPGAccessTokenWrites(t *testing.T) {
 	}
 
 	// A use moves last_used_at and rewrites none of the index's rows.
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, db)
 	var before, after string
 	const rowVersion = `select xmin::text from authsvc_access_tokens where digest = $1`
 	if err := conn.QueryRow(ctx, rowVersion, d5[:]).Scan(&before); err != nil {
@@ -343,31 +352,14 @@ func TestPGAccessTokenHandEdit(t *testing.T) {
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	d := openPG(t, db, 100)
-	hup := make(chan os.Signal, 1)
-	reloaded := make(chan error, 16)
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go d.Watch(wctx, time.Hour, hup, users.WatchHooks{Reloaded: func(err error) { reloaded <- err }})
+	hup, _ := watchHUP(t, d, nil)
 	addUser(t, d, "alice")
 	digest, _ := createPAT(t, d, "alice", "ci")
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	eventually(t, 5*time.Second, "the watch caught up with the writes", func() bool {
-		var gen int64
-		err := conn.QueryRow(ctx, `select generation from authsvc_users_state`).Scan(&gen)
-		d.syncMu.Lock()
-		defer d.syncMu.Unlock()
-		return err == nil && d.seen == gen
-	})
+	caughtUp(t, d)
 	if !inMemory(d, digest) {
 		t.Fatalf("the token is not in memory")
 	}
-	for len(reloaded) > 0 {
-		<-reloaded
-	}
+	conn := connect(t, db)
 	if _, err := conn.Exec(ctx, `update authsvc_users set access_tokens = null where username = 'alice'`); err != nil {
 		t.Fatal(err)
 	}
@@ -376,15 +368,38 @@ func TestPGAccessTokenHandEdit(t *testing.T) {
 		t.Fatalf("AccessToken before SIGHUP = %q, %v; want alice's, from memory (what this test is about)", name, err)
 	}
 	hup <- syscall.SIGHUP
-	if err := <-reloaded; err != nil {
+	eventually(t, 5*time.Second, "the token gone after SIGHUP", func() bool {
+		if _, err := d.Lookup(ctx, "alice"); err != nil { // her row read again: the same version
+			return false
+		}
+		_, err := holder(d, digest)
+		return errors.Is(err, users.ErrNotFound)
+	})
+}
+
+// connect returns a connection to db, around the Directory, for the rest
+// of the test.
+func connect(t testing.TB, db string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Lookup(ctx, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	if name, err := holder(d, digest); !errors.Is(err, users.ErrNotFound) {
-		t.Errorf("AccessToken after SIGHUP = %q, %v; want users.ErrNotFound", name, err)
-	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// caughtUp waits until d's watch has applied every write committed:
+// nothing it has in memory now is dropped by one of them later.
+func caughtUp(t testing.TB, d *Directory) {
+	t.Helper()
+	eventually(t, 5*time.Second, "the watch caught up with the writes", func() bool {
+		var gen int64
+		err := d.pool.QueryRow(context.Background(), `select generation from authsvc_users_state`).Scan(&gen)
+		d.syncMu.Lock()
+		defer d.syncMu.Unlock()
+		return err == nil && d.seen == gen
+	})
 }
 
 // checkIndex fails t unless authsvc_access_tokens holds exactly the
@@ -407,11 +422,7 @@ func TestPGAccessTokenMigration(t *testing.T) {
 	url, _, _ := testservers.Postgres(t)
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, db)
 	previous := len(pgMigrations) - 1
 	if _, err := conn.Exec(ctx, `create table authsvc_schema (version integer not null); insert into authsvc_schema values (0)`); err != nil {
 		t.Fatal(err)
@@ -446,7 +457,7 @@ func TestPGAccessTokenMigration(t *testing.T) {
 	}
 	digest, _ := createPAT(t, a, "alice", "ci")
 	if u, _, err := users.AccessTokenUser(ctx, b, digest, time.Now()); err != nil || u == nil || u.Username() != "alice" {
-		t.Errorf("AccessTokenUser(b) after the migration = %v, %v; want alice", u, err)
+		t.Errorf("AccessTokenUser(b) after the migration = %v, %v; want alice", who(u), err)
 	}
 	checkIndex(t, conn)
 }
@@ -492,7 +503,7 @@ func TestPGAccessTokenUserVerdicts(t *testing.T) {
 			case tc.want == "" && u != nil:
 				t.Errorf("AccessTokenUser(%s) = %s, %+v; want none", tc.name, u.Username(), tok)
 			case tc.want != "" && (u == nil || u.Username() != tc.want || tok.Digest != hex.EncodeToString(tc.digest[:])):
-				t.Errorf("AccessTokenUser(%s) = %v, %+v; want %s's token", tc.name, u, tok, tc.want)
+				t.Errorf("AccessTokenUser(%s) = %v, %+v; want %s's token", tc.name, who(u), tok, tc.want)
 			}
 		}
 	}
@@ -508,21 +519,15 @@ func TestPGAccessTokenFailsClosed(t *testing.T) {
 		t.Skip("AUTHSVC_TEST_POSTGRES: not this test's server to stop")
 	}
 	d := openPG(t, testservers.NewDatabase(t, url), 100)
-	applied := make(chan struct{}, 1)
-	watch(t, d, 100*time.Millisecond, users.WatchHooks{Reloaded: func(err error) {
-		if err == nil {
-			select {
-			case applied <- struct{}{}:
-			default:
-			}
-		}
-	}})
+	watch(t, d, 100*time.Millisecond, users.WatchHooks{})
 	ctx := context.Background()
 	addUser(t, d, "alice")
-	<-applied
 	digest, _ := createPAT(t, d, "alice", "seen")
 	other, _ := createPAT(t, d, "alice", "never seen")
-	eventually(t, 5*time.Second, "the token in memory", func() bool { return inMemory(d, digest) })
+	caughtUp(t, d)
+	if !inMemory(d, digest) {
+		t.Fatalf("the token is not in memory")
+	}
 	madeUp, _ := newPAT("made up")
 
 	stop()
@@ -544,29 +549,10 @@ func TestPGAccessTokenFailsClosed(t *testing.T) {
 			t.Errorf("%s while stopped = %v; want users.ErrUnavailable", name, err)
 		}
 	}
-	var failedAt time.Duration
-	for {
+	untilUnavailable(t, "AccessTokenUser(a token seen)", stopped, func() (bool, error) {
 		u, _, err := users.AccessTokenUser(ctx, d, digest, time.Now())
-		since := time.Since(stopped)
-		if err != nil {
-			if !errors.Is(err, users.ErrUnavailable) {
-				t.Fatalf("AccessTokenUser(a token seen) %v after the stop = %v; want users.ErrUnavailable", since, err)
-			}
-			failedAt = since
-			break
-		}
-		if u == nil {
-			t.Fatalf("AccessTokenUser(a token seen) %v after the stop = none; want alice, then users.ErrUnavailable", since)
-		}
-		if since > 6*time.Second {
-			t.Fatalf("AccessTokenUser(a token seen) still answers %v after the stop; want users.ErrUnavailable after at most 5 s", since)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Logf("memory answered for %v after the stop", failedAt)
-	if failedAt < 4*time.Second {
-		t.Errorf("AccessTokenUser(a token seen) failed %v after the stop; want memory to answer for about 5 s", failedAt)
-	}
+		return u != nil, err
+	})
 	if _, _, err := d.AccessToken(ctx, madeUp); !errors.Is(err, users.ErrUnavailable) {
 		t.Errorf("AccessToken(a made-up token) after the grace = %v; want users.ErrUnavailable", err)
 	}
@@ -586,11 +572,7 @@ func TestPGAccessTokenNotFoundCost(t *testing.T) {
 	db := testservers.NewDatabase(t, url)
 	d := openPG(t, db, 100)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, db)
 	const n = 20_000
 	start := time.Now()
 	// Each user one token, with a made-up digest: the trigger indexes them.

@@ -41,16 +41,31 @@ func openPG(t testing.TB, url string, cacheSize int) *Directory {
 
 // watch runs d.Watch until the test ends.
 func watch(t testing.TB, d *Directory, interval time.Duration, hooks users.WatchHooks) {
+	watchSignals(t, d, interval, nil, hooks)
+}
+
+// watchSignals runs d.Watch, told of hup, until the test ends.
+func watchSignals(t testing.TB, d *Directory, interval time.Duration, hup <-chan os.Signal, hooks users.WatchHooks) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		d.Watch(ctx, interval, nil, hooks)
+		d.Watch(ctx, interval, hup, hooks)
 	}()
 	t.Cleanup(func() {
 		cancel()
 		<-done
 	})
+}
+
+// watchHUP runs d.Watch, its poll an hour away, until the test ends, with
+// cut (if not nil) its Cut hook, and returns where to send it SIGHUP and
+// where its Reloaded hook reports each attempt.
+func watchHUP(t testing.TB, d *Directory, cut func(users.Cut)) (chan<- os.Signal, <-chan error) {
+	hup := make(chan os.Signal, 1)
+	reloaded := make(chan error, 16)
+	watchSignals(t, d, time.Hour, hup, users.WatchHooks{Cut: cut, Reloaded: func(err error) { reloaded <- err }})
+	return hup, reloaded
 }
 
 // eventually waits up to limit for cond, and reports how long it took.
@@ -260,12 +275,8 @@ func TestPGDirectoryHUPDropsCache(t *testing.T) {
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	d := openPG(t, db, 100)
-	hup := make(chan os.Signal, 1)
 	var cut cuts
-	reloaded := make(chan error, 16)
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go d.Watch(wctx, time.Hour, hup, users.WatchHooks{Cut: cut.cut, Reloaded: func(err error) { reloaded <- err }})
+	hup, reloaded := watchHUP(t, d, cut.cut)
 	if err := d.Add(ctx, users.User{Username: "alice", PasswordHash: passwordtest.MustHash(t, "pw", passwordtest.Cost)}); err != nil {
 		t.Fatal(err)
 	}
@@ -360,27 +371,10 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 		errs = append(errs, err)
 	}
 
-	var failedAt time.Duration
-	for {
+	errs = append(errs, untilUnavailable(t, "Lookup(alice)", stopped, func() (bool, error) {
 		_, err := d.Lookup(ctx, "alice")
-		since := time.Since(stopped)
-		if err != nil {
-			errs = append(errs, err)
-			if !errors.Is(err, users.ErrUnavailable) {
-				t.Fatalf("Lookup(alice) %v after the stop = %v; want users.ErrUnavailable", since, err)
-			}
-			failedAt = since
-			break
-		}
-		if since > 6*time.Second {
-			t.Fatalf("Lookup(alice) still answers %v after the stop; want users.ErrUnavailable after at most 5 s", since)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Logf("the cache answered for %v after the stop", failedAt)
-	if failedAt < 4*time.Second {
-		t.Errorf("Lookup(alice) failed %v after the stop; want the cache to answer for about 5 s", failedAt)
-	}
+		return true, err
+	}))
 	if _, err := d.Lookup(ctx, "bob"); !errors.Is(err, users.ErrUnavailable) {
 		t.Errorf("Lookup(bob), not cached, while stopped = %v; want users.ErrUnavailable", err)
 	}
@@ -501,6 +495,34 @@ func TestPGDirectoryLookupConfirmed(t *testing.T) {
 	}
 	if _, err := b.LookupConfirmed(ctx, "nobody"); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("b.LookupConfirmed(nobody) = %v; want users.ErrNotFound", err)
+	}
+}
+
+// untilUnavailable calls answer, something this directory holds in
+// memory, until it fails, which must be with ErrUnavailable about
+// pgTrustCache after the database stopped at stopped (not before 4 s, not
+// after 6 s), and returns that error. Until then answer must give the
+// right answer (report true).
+func untilUnavailable(t *testing.T, what string, stopped time.Time, answer func() (right bool, err error)) error {
+	t.Helper()
+	for {
+		right, err := answer()
+		since := time.Since(stopped)
+		switch {
+		case err != nil && !errors.Is(err, users.ErrUnavailable):
+			t.Fatalf("%s %v after the stop = %v; want users.ErrUnavailable", what, since, err)
+		case err != nil:
+			t.Logf("%s answered from memory for %v after the stop", what, since)
+			if since < 4*time.Second {
+				t.Errorf("%s failed %v after the stop; want memory to answer for about 5 s", what, since)
+			}
+			return err
+		case !right:
+			t.Fatalf("%s %v after the stop: a wrong answer; want the right one, then users.ErrUnavailable", what, since)
+		case since > 6*time.Second:
+			t.Fatalf("%s still answers %v after the stop; want users.ErrUnavailable after at most 5 s", what, since)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
