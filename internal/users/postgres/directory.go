@@ -468,16 +468,15 @@ func (d *Directory) readRow(ctx context.Context, op string, epoch uint64, now ti
 	defer cancel()
 	var r row
 	u, err := scanUser(d.pool.QueryRow(qctx, `select version, `+pgUserColumns+` from authsvc_users `+where, arg), &r.version)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows): // no such user: r stays zero
-	case err != nil:
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) { // no rows: no such user, r stays zero
 		return nil, nil, d.fail(qctx, op, err)
-	default:
+	}
+	d.contact()
+	if err == nil {
 		if r.user, err = users.NewAccount(&u); err != nil {
 			return nil, nil, err // a row written around authsvc; List shows it
 		}
 	}
-	d.contact()
 	d.mu.Lock()
 	if d.epoch == epoch {
 		keep(r, &u)
