@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"authsvc/internal/servertest"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
+	"authsvc/internal/users/usersfile"
 )
 
 // patReply is the create reply of POST /api/auth/tokens/.
@@ -500,5 +502,82 @@ func TestIntrospectTiming(t *testing.T) {
 			t.Errorf("introspecting a %s took a median of %v; a live session's %v: want within 10 %%", k.name, m, ref)
 		}
 		t.Logf("%-16s median %v", k.name, m)
+	}
+}
+
+// countingDirectory is the real users file, counting the reads a token
+// check may make of it.
+type countingDirectory struct {
+	*usersfile.Directory
+	reads atomic.Int64
+}
+
+func (d *countingDirectory) Lookup(ctx context.Context, name string) (*users.Account, error) {
+	d.reads.Add(1)
+	return d.Directory.Lookup(ctx, name)
+}
+
+func (d *countingDirectory) AccessToken(ctx context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
+	d.reads.Add(1)
+	return d.Directory.AccessToken(ctx, digest)
+}
+
+func (d *countingDirectory) RecheckAccessToken(ctx context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
+	d.reads.Add(1)
+	return d.Directory.RecheckAccessToken(ctx, digest)
+}
+
+// countingStore is the real memory store, counting look-ups.
+type countingStore struct {
+	*tokens.MemoryStore
+	lookups atomic.Int64
+}
+
+func (s *countingStore) Lookup(ctx context.Context, d tokens.Digest, now time.Time) (tokens.Session, error) {
+	s.lookups.Add(1)
+	return s.MemoryStore.Lookup(ctx, d, now)
+}
+
+// TestPATChecksumBeforeLookup: a personal access token whose checksum
+// fails, or that is malformed, is refused (401 invalid_token) before the
+// directory or the store is read; one whose checksum holds is looked up.
+func TestPATChecksumBeforeLookup(t *testing.T) {
+	t.Parallel()
+	var dir *countingDirectory
+	store := &countingStore{MemoryStore: tokens.NewMemoryStore()}
+	e := newTestEnvConfig(t, nil, func(c *envConfig) {
+		c.store = store
+		c.directory = func(f *usersfile.Directory) users.Directory {
+			dir = &countingDirectory{Directory: f}
+			return dir
+		}
+	})
+	good, _ := tokens.NewPAT()
+	last := good[len(good)-1]
+	other := byte('0')
+	if last == '0' {
+		other = '1'
+	}
+	for name, tok := range map[string]string{
+		"checksum off by one character": good[:len(good)-1] + string(other),
+		"random part changed":           good[:20] + map[bool]string{true: "a", false: "b"}[good[20] != 'a'] + good[21:],
+		"too short":                     good[:len(good)-1],
+		"not base62":                    good[:20] + "-" + good[21:],
+	} {
+		before := dir.reads.Load() + store.lookups.Load()
+		w := e.do("GET", "/api/auth/info", "", "Authorization: Bearer "+tok)
+		if w.Code != 401 || errorCode(t, w) != "invalid_token" {
+			t.Errorf("info with a token whose %s = %d %s; want 401 invalid_token", name, w.Code, w.Body)
+		}
+		if after := dir.reads.Load() + store.lookups.Load(); after != before {
+			t.Errorf("info with a token whose %s read the directory or the store %d times; want none", name, after-before)
+		}
+	}
+	before := dir.reads.Load()
+	if w := e.do("GET", "/api/auth/info", "", "Authorization: Bearer "+good); w.Code != 401 {
+		t.Errorf("info with an unknown token = %d; want 401", w.Code)
+	}
+	if dir.reads.Load() == before {
+		t.Errorf("info with a well-formed unknown token read nothing; want the directory asked")
 	}
 }
