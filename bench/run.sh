@@ -8,7 +8,10 @@
 # defaults: the table counts 429 replies per part.
 # Knobs (environment): GO, BENCH_COST (bcrypt cost, default 12), BENCH_USERS
 # (users in the big file, default 1000000), BENCH_PG_USERS (default 100000),
-# BENCH_ARGS (extra driver flags, e.g. "-info-rounds 3"; see go run ./bench/driver -h).
+# BENCH_ARGS (extra driver flags, e.g. "-info-rounds 3"; see go run ./bench/driver -h),
+# BENCH_ONLY=info (about a minute: the /info part alone, authsvc on the memory
+# store with and without the access log against the baseline; table in
+# bench/out/info.txt; e.g. BENCH_ONLY=info BENCH_ARGS="-info-rounds 12" make bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,9 +20,17 @@ COST=${BENCH_COST:-12}
 BIG_N=${BENCH_USERS:-1000000}
 PG_N=${BENCH_PG_USERS:-100000}
 OUT=bench/out
+ONLY=${BENCH_ONLY:-}
 mkdir -p "$OUT"
 
 say() { printf 'bench: %s\n' "$*" >&2; }
+
+# full: whether every part runs (not BENCH_ONLY=info).
+case "$ONLY" in
+"" | info) ;;
+*) say "BENCH_ONLY=$ONLY: want info or nothing"; exit 2 ;;
+esac
+full() { [ -z "$ONLY" ]; }
 
 # --- every process started here is stopped on exit ---------------------------
 pids=()
@@ -51,10 +62,12 @@ sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 need=()
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
-command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 pg_bins() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
-[ -n "$(pg_bins)" ] || need+=(postgresql)
+if full; then
+	command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+	[ -n "$(pg_bins)" ] || need+=(postgresql)
+fi
 if [ "${#need[@]}" -gt 0 ]; then
 	say "installing ${need[*]} (apt-get)"
 	$sudo apt-get update -qq
@@ -65,14 +78,17 @@ command -v wrk >/dev/null 2>&1 || { say "wrk is required"; exit 1; }
 command -v curl >/dev/null 2>&1 || { say "curl is required"; exit 1; }
 
 # --- build -----------------------------------------------------------------------
-say "building authsvc, the baseline, bcryptrate, bigusers, the driver and authsvc's test binaries"
+say "building authsvc, the baseline and the driver${ONLY:+ (BENCH_ONLY=$ONLY)}"
 "$GO" build -o "$OUT/authsvc" .
 "$GO" build -o "$OUT/baseline" ./bench/baseline
-"$GO" build -o "$OUT/bcryptrate" ./bench/bcryptrate
-"$GO" build -o "$OUT/bigusers" ./bench/bigusers
 "$GO" build -o "$OUT/driver" ./bench/driver
-"$GO" test -c -o "$OUT/authsvc.test" ./internal/cli
-"$GO" test -c -o "$OUT/faults.test" ./integration/faults
+if full; then
+	say "building bcryptrate, bigusers and authsvc's test binaries"
+	"$GO" build -o "$OUT/bcryptrate" ./bench/bcryptrate
+	"$GO" build -o "$OUT/bigusers" ./bench/bigusers
+	"$GO" test -c -o "$OUT/authsvc.test" ./internal/cli
+	"$GO" test -c -o "$OUT/faults.test" ./integration/faults
+fi
 
 # --- helpers -------------------------------------------------------------------
 # free_port prints a loopback port nothing listens on.
@@ -129,9 +145,11 @@ done
 # Big files (bench/bigusers): a few argon2id hashes of $PASSWORD, reused.
 BIG="$OUT/big-users.json"
 PG_USERS="$OUT/pg-users.json"
-rm -f "$BIG" "$BIG.lock"
-"$OUT/bigusers" -o "$BIG" -n "$BIG_N"
-"$OUT/bigusers" -o "$PG_USERS" -n "$PG_N"
+if full; then
+	rm -f "$BIG" "$BIG.lock"
+	"$OUT/bigusers" -o "$BIG" -n "$BIG_N"
+	"$OUT/bigusers" -o "$PG_USERS" -n "$PG_N"
+fi
 
 # --- in-process servers (bench_test.go TestBenchServe): 1k and 1M live tokens -------
 # Started first: filling a million sessions takes a few seconds.
@@ -143,14 +161,18 @@ start_inproc() { # name tokens access-log(on|off)
 	pids+=($!)
 	inproc+=("$1:$!")
 }
-start_inproc inproc-1k 1000 on
-start_inproc inproc-1m 1000000 on
-start_inproc inproc-1k-nolog 1000 off
+if full; then
+	start_inproc inproc-1k 1000 on
+	start_inproc inproc-1m 1000000 on
+	start_inproc inproc-1k-nolog 1000 off
+fi
 
 # --- Redis ---------------------------------------------------------------------------
 redis_url=""
 redis_skip=""
-if command -v redis-server >/dev/null 2>&1; then
+if ! full; then
+	redis_skip="BENCH_ONLY=$ONLY"
+elif command -v redis-server >/dev/null 2>&1; then
 	rport=$(free_port)
 	redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$OUT/redis.log" 2>&1 &
 	rpid=$!
@@ -164,7 +186,7 @@ if command -v redis-server >/dev/null 2>&1; then
 else
 	redis_skip="no redis-server"
 fi
-[ -z "$redis_skip" ] || say "Redis row not measured: $redis_skip"
+[ -z "$redis_skip" ] || ! full || say "Redis row not measured: $redis_skip"
 
 # --- a three-primary Redis Cluster (issue 22, point 3) ----------------------------------
 # Each node on a free port whose bus port (+10000) is free too, in a folder
@@ -212,7 +234,7 @@ start_cluster() {
 	cluster_url="redis+cluster://$(IFS=,; echo "${addrs[*]}")"
 }
 start_cluster
-[ -z "$cluster_skip" ] || say "Redis Cluster row not measured: $cluster_skip"
+[ -z "$cluster_skip" ] || ! full || say "Redis Cluster row not measured: $cluster_skip"
 
 # --- PostgreSQL: a throwaway cluster ------------------------------------------------
 # It refuses to run as root: then its commands run as the postgres user, in
@@ -247,8 +269,10 @@ start_postgres() {
 	fi
 	pg_url="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 }
-start_postgres
-[ -z "$pg_skip" ] || say "PostgreSQL part not measured: $pg_skip"
+if full; then
+	start_postgres
+	[ -z "$pg_skip" ] || say "PostgreSQL part not measured: $pg_skip"
+fi
 
 # --- authsvc and the baseline --------------------------------------------------------
 # Every serve flag at its default, the login throttle included, although all
@@ -278,7 +302,9 @@ if [ -n "$cluster_url" ]; then
 	start_authsvc authsvc-cluster "$USERS" "$cluster_url" --store-cache 0
 	start_authsvc authsvc-cluster-cache "$USERS" "$cluster_url"
 fi
-start_authsvc authsvc-bcrypt "$USERS_BCRYPT" memory --cost "$COST"
+if full; then
+	start_authsvc authsvc-bcrypt "$USERS_BCRYPT" memory --cost "$COST"
+fi
 
 bport=$(free_port)
 "$OUT/baseline" --addr "127.0.0.1:$bport" --users "$USERS_BCRYPT" >/dev/null 2>&1 &
@@ -305,6 +331,15 @@ while read -r name url token; do
 done <"$SERVERS"
 
 # --- measure ---------------------------------------------------------------------------
+if ! full; then
+	say "servers up; measuring /info alone (BENCH_ONLY=$ONLY)"
+	# shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
+	"$OUT/driver" -only info -servers "$SERVERS" -out "$OUT/info.txt" -runs "$OUT/info-runs.txt" ${BENCH_ARGS:-} &
+	dpid=$!
+	pids=("$dpid" "${pids[@]}")
+	wait "$dpid"
+	exit
+fi
 say "servers up; measuring (about 5 minutes; the PostgreSQL part waits 30 s for the hash workers to exit idle)"
 pg_args=(-pg-skip "$pg_skip")
 [ -z "$pg_url" ] || pg_args=(-pg-url "$pg_url" -pg-users "$PG_USERS" -pg-n "$PG_N")

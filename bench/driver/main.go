@@ -33,7 +33,16 @@ type target struct {
 	label     string // in the table
 	url       string // http://host:port
 	token     string // a live token, for /info
+	auth      string // the /info requests' Authorization value, when not "Token " + token
 	loginUser string // whose logins the login parts send
+}
+
+// authorization is the Authorization value of the target's /info requests.
+func (t *target) authorization() string {
+	if t.auth != "" {
+		return t.auth
+	}
+	return "Token " + t.token
 }
 
 type config struct {
@@ -45,6 +54,7 @@ type config struct {
 	authsvcFlags, loginUser, redisSkip, clusterSkip                                   string
 	bigUsers, pgURL, pgUsers, pgSkip                                                  string
 	bigN, pgN                                                                         int
+	only                                                                              string // "": every part; "info": the /info part alone
 }
 
 // A part is one measured part of the bench with its replies: login parts
@@ -60,6 +70,7 @@ type driver struct {
 	cfg      config
 	ctx      context.Context
 	targets  map[string]*target
+	order    []string // target names as the servers file lists them
 	runs     *os.File // every raw result, for the curious
 	password string   // of every bench user
 	slots    int      // the server's default --password-slots: GOMAXPROCS
@@ -98,6 +109,7 @@ func main() {
 	flag.StringVar(&c.pgUsers, "pg-users", "", "a users file of -pg-n users")
 	flag.IntVar(&c.pgN, "pg-n", 100_000, "users in -pg-users")
 	flag.StringVar(&c.pgSkip, "pg-skip", "", "why there is no PostgreSQL, if there is none")
+	flag.StringVar(&c.only, "only", "", `"info": measure /info alone, every server in -servers against "baseline" (make bench-info)`)
 	bench.Start("bench")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -106,10 +118,12 @@ func main() {
 	if d.password == "" {
 		log.Fatal("BENCH_PASSWORD must hold the bench users' password")
 	}
-	if c.bigUsers == "" {
+	switch {
+	case c.only != "" && c.only != "info":
+		log.Fatalf("-only %q: want \"info\" or nothing", c.only)
+	case c.only == "" && c.bigUsers == "":
 		log.Fatal("-big-users is required")
-	}
-	if c.pgSkip == "" && (c.pgURL == "" || c.pgUsers == "") {
+	case c.only == "" && c.pgSkip == "" && (c.pgURL == "" || c.pgUsers == ""):
 		log.Fatal("-pg-url and -pg-users are required, or -pg-skip REASON")
 	}
 	if err := d.loadServers(); err != nil {
@@ -162,6 +176,10 @@ func label(name string) string {
 	return name
 }
 
+// loadServers reads the servers file: lines "name url token", or "name url
+// token AUTHORIZATION…" when /info is to be sent another Authorization
+// value than "Token " + token (the rest of the line, e.g. "Bearer
+// authsvc_pat_…"): a row of another kind of credential is one line there.
 func (d *driver) loadServers() error {
 	data, err := os.ReadFile(d.cfg.serversFile)
 	if err != nil {
@@ -173,12 +191,20 @@ func (d *driver) loadServers() error {
 		if len(f) == 0 {
 			continue
 		}
-		if len(f) != 3 {
-			return fmt.Errorf("%s: want \"name url token\", got %q", d.cfg.serversFile, line)
+		if len(f) < 3 {
+			return fmt.Errorf("%s: want \"name url token [authorization]\", got %q", d.cfg.serversFile, line)
 		}
-		d.targets[f[0]] = &target{name: f[0], label: label(f[0]), url: f[1], token: f[2], loginUser: d.cfg.loginUser}
+		auth := strings.Join(f[3:], " ") // "" for "Token " + token
+		if d.targets[f[0]] == nil {
+			d.order = append(d.order, f[0])
+		}
+		d.targets[f[0]] = &target{name: f[0], label: label(f[0]), url: f[1], token: f[2], auth: auth, loginUser: d.cfg.loginUser}
 	}
-	for _, need := range []string{"baseline", "authsvc", "authsvc-bcrypt"} {
+	need := []string{"baseline", "authsvc", "authsvc-bcrypt"}
+	if d.cfg.only == "info" {
+		need = need[:1]
+	}
+	for _, need := range need {
 		if d.targets[need] == nil {
 			return fmt.Errorf("%s: no %q server", d.cfg.serversFile, need)
 		}
@@ -290,6 +316,12 @@ func (d *driver) run() (string, error) {
 	start := time.Now()
 	loadStart := loadavg()
 	res := &results{login: map[string][]float64{}, raw: map[string][]float64{}, floods: map[string][]floodResult{}}
+	if d.cfg.only == "info" {
+		if err := d.infoOnly(res); err != nil {
+			return "", err
+		}
+		return d.infoTable(res, start, loadStart), nil
+	}
 	if err := d.infoParts(res); err != nil {
 		return "", err
 	}
@@ -346,6 +378,20 @@ func (d *driver) infoParts(res *results) error {
 		}
 	}
 	return nil
+}
+
+// infoOnly measures /info unloaded on every server of the servers file, in
+// its order (-only info).
+func (d *driver) infoOnly(res *results) error {
+	c := d.cfg
+	res.infoTs = d.pick(d.order...)
+	d.logf("== /info: warm-up, then %d alternating rounds of %s per server", c.infoRounds, c.infoDur)
+	if _, err := d.rounds("warmup", res.infoTs, 1, c.conns, time.Second); err != nil {
+		return err
+	}
+	var err error
+	res.info, err = d.rounds("info", res.infoTs, c.infoRounds, c.conns, c.infoDur)
+	return err
 }
 
 // loginParts measures login throughput against the raw hash rate (3).

@@ -84,6 +84,28 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	return w.b.String()
 }
 
+// infoTable writes the results of -only info: every server's /info
+// against the baseline, and the memory store's target.
+func (d *driver) infoTable(res *results, start time.Time, loadStart string) string {
+	w := &tableWriter{}
+	c := d.cfg
+	w.p("\nauthsvc /info benchmark — %s — nproc %d — CPU %s — %s — %s\n", start.UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.Version(), d.wrkVersion())
+	w.p("/info: wrk -t1 -c%d --latency, %d alternating rounds × %s (run order rotates per round); medians.\n", c.conns, c.infoRounds, seconds(c.infoDur))
+	w.p("Load average at start %s, at end %s. Ratios between two servers carry about ±0.10 of noise (shared/FACTS.md).\n", loadStart, loadavg())
+	if d.targets["authsvc"] != nil {
+		base := median(field(res.info["baseline"], rps))
+		r := median(field(res.info["authsvc"], rps)) / base
+		w.p("\n")
+		w.row("/info ÷ bare baseline, memory store, access log on", fmt.Sprintf("%.2f", r), "≥ 0.90", verdict(r >= 0.90))
+	}
+	d.infoDetails(w, res)
+	for _, warn := range res.warn {
+		w.p("\nWARNING: %s\n", warn)
+	}
+	w.p("\nTook %s.\n", time.Since(start).Round(time.Second))
+	return w.b.String()
+}
+
 // tableHeader writes what was run, on what, and how.
 func (d *driver) tableHeader(w *tableWriter, start time.Time, loadStart string) {
 	p := w.p
@@ -279,7 +301,7 @@ func (d *driver) infoDetails(w *tableWriter, res *results) {
 		}
 	}
 
-	if rv := res.revocation; rv.err == nil {
+	if rv := res.revocation; rv.err == nil && rv.line != "" {
 		p("\nrevocation across instances (TestRevocationP99: %s)\n", rv.line)
 	}
 }

@@ -85,14 +85,14 @@ func parseWrk(out string) (wrkResult, error) {
 	return r, nil
 }
 
-// wrkCmd returns a wrk command: /info with the target's token when login is
-// false, else the login script (logging in as user).
+// wrkCmd returns a wrk command: /info with the target's Authorization
+// value when login is false, else the login script (logging in as user).
 func (d *driver) wrkCmd(t *target, login bool, conns int, dur time.Duration) (*exec.Cmd, context.CancelFunc) {
 	args := []string{"-t1", "-c" + strconv.Itoa(conns), "-d" + seconds(dur), "--latency", "--timeout", "30s"}
 	if login {
 		args = append(args, "-s", d.cfg.lua, t.url+"/api/auth/login/")
 	} else {
-		args = append(args, "-H", "authorization: Token "+t.token, t.url+"/api/auth/info")
+		args = append(args, "-H", "authorization: "+t.authorization(), t.url+"/api/auth/info")
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, dur+60*time.Second)
 	cmd := exec.CommandContext(ctx, d.cfg.wrk, args...)
