@@ -42,13 +42,69 @@ type Deps struct {
 
 // NewServer returns the service's whole HTTP handler.
 func NewServer(d Deps) http.Handler {
-	mux := http.NewServeMux()
-	addRoutes(mux, d)
+	rt := newRouter(d.Log)
+	addRoutes(rt, d)
 	var access *accessLog
 	if !d.NoAccessLog {
 		access = newAccessLog(d.Log, d.LogFormat, d.LogOut)
 	}
-	return observe(access, d.Metrics, cors(d.CORSOrigins, cleanPathsOnly(d.Log, mux)))
+	return observe(access, d.Metrics, cors(d.CORSOrigins, rt))
+}
+
+// A router is the API's ServeMux, with each pattern that matches a single
+// path (no wildcard: "/healthz", "/api/auth/info", "/api/auth/login/{$}")
+// also in a map by that path, looked up first: the mux's matching and the
+// path check cost /info more than its token check does. A path in the map
+// is served as the mux would serve it: a literal pattern matches only its
+// path, and is more specific than any pattern with a wildcard that also
+// matches it. An escaped path (RawPath set, which the mux matches segment
+// by segment) and CONNECT (whose path the mux does not clean) go the
+// mux's way, through cleanPathsOnly.
+type router struct {
+	mux     *http.ServeMux
+	literal map[string]literalRoute // by path
+	slow    http.Handler            // cleanPathsOnly, then mux
+}
+
+// A literalRoute is a pattern that matches one path, and its handler.
+type literalRoute struct {
+	pattern string
+	h       http.Handler
+}
+
+func newRouter(log *slog.Logger) *router {
+	mux := http.NewServeMux()
+	return &router{mux: mux, literal: make(map[string]literalRoute), slow: cleanPathsOnly(log, mux)}
+}
+
+// Handle registers h for pattern, as ServeMux.Handle does.
+func (rt *router) Handle(pattern string, h http.Handler) {
+	rt.mux.Handle(pattern, h)
+	if p, ok := literalPath(pattern); ok {
+		rt.literal[p] = literalRoute{pattern: pattern, h: h}
+	}
+}
+
+func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.RawPath == "" && r.Method != http.MethodConnect {
+		if lr, ok := rt.literal[r.URL.Path]; ok {
+			r.Pattern = lr.pattern // as the mux sets it, for the metrics
+			lr.h.ServeHTTP(w, r)
+			return
+		}
+	}
+	rt.slow.ServeHTTP(w, r)
+}
+
+// literalPath returns the one path a ServeMux pattern matches, and false
+// when it matches more or other than a path: a wildcard, a subtree (a
+// trailing slash without {$}), a method or a host.
+func literalPath(pattern string) (string, bool) {
+	p, exact := strings.CutSuffix(pattern, "{$}")
+	if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "{} \t") || (!exact && strings.HasSuffix(p, "/")) {
+		return "", false
+	}
+	return p, true
 }
 
 // cleanPathsOnly answers 404 not_found for a path with an empty, "." or
@@ -66,10 +122,10 @@ func cleanPathsOnly(log *slog.Logger, next http.Handler) http.Handler {
 	})
 }
 
-// addRoutes lists every route and returns them as "METHOD /canonical/path"
-// (for the OpenAPI test). The API paths are served with and without their
-// trailing slash alike, and nothing below them.
-func addRoutes(mux *http.ServeMux, d Deps) []string {
+// addRoutes registers every route on mux and returns them as "METHOD
+// /canonical/path" (for the OpenAPI test). The API paths are served with
+// and without their trailing slash alike, and nothing below them.
+func addRoutes(mux interface{ Handle(string, http.Handler) }, d Deps) []string {
 	var routes, paths []string
 	byPath := make(map[string]map[string]http.Handler) // by path, by method
 	handle := func(method, path string, h http.Handler) {
