@@ -215,7 +215,9 @@ func observe(access *accessLog, m *Metrics, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
-		rec.id[0] = r.Header.Get("X-Request-Id")
+		if v := r.Header["X-Request-Id"]; len(v) > 0 { // Header.Get, without canonicalizing a canonical key
+			rec.id[0] = v[0]
+		}
 		if !validRequestID(rec.id[0]) {
 			rec.id[0] = ids.next()
 		}
@@ -227,8 +229,11 @@ func observe(access *accessLog, m *Metrics, next http.Handler) http.Handler {
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}
-		end := time.Now()
-		d := end.Sub(start)
+		// One clock read: time.Now reads the wall and the monotonic clock,
+		// time.Since the monotonic one alone (about 25 ns each here, of a
+		// 1 µs request); end's wall time is start's plus d.
+		d := time.Since(start)
+		end := start.Add(d)
 		m.observe(routeLabel(r.Pattern), rec.status, rec.code, d) // the mux set r.Pattern
 		access.write(r, rec, end, d)
 	})
