@@ -288,11 +288,11 @@ func (d *driver) tokensTarget(w *tableWriter, res *results) {
 func (d *driver) infoDetails(w *tableWriter, res *results) {
 	p := w.p
 	base := median(field(res.info["baseline"], rps))
-	p("\n/info, unloaded                          req/s       p50       p99   ×baseline\n")
+	p("\n/info, unloaded                          req/s       p50       p99   ×baseline    paired\n")
 	for _, t := range res.infoTs {
 		rs := res.info[t.name]
 		r := median(field(rs, rps))
-		p("  %-36s %8.0f %9s %9s %10.2f\n", t.label, r, ms(median(field(rs, p50))), ms(median(field(rs, p99))), r/base)
+		p("  %-36s %8.0f %9s %9s %10.2f %9.2f\n", t.label, r, ms(median(field(rs, p50))), ms(median(field(rs, p99))), r/base, pairedRatio(rs, res.info["baseline"]))
 		for _, x := range rs {
 			if x.non2xx > 0 || x.sockErr != "" {
 				res.warn = append(res.warn, fmt.Sprintf("/info %s: %d non-2xx replies, socket errors %q: the token did not work", t.name, x.non2xx, x.sockErr))
@@ -304,6 +304,20 @@ func (d *driver) infoDetails(w *tableWriter, res *results) {
 	if rv := res.revocation; rv.err == nil && rv.line != "" {
 		p("\nrevocation across instances (TestRevocationP99: %s)\n", rv.line)
 	}
+}
+
+// pairedRatio is the median over rounds of a's rate ÷ b's in the same
+// round: load from other processes that changes between rounds moves both
+// alike, where the ratio of the two medians can pair a quiet round of one
+// with a loaded round of the other.
+func pairedRatio(a, b []wrkResult) float64 {
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		if b[i].rps > 0 {
+			rs = append(rs, a[i].rps/b[i].rps)
+		}
+	}
+	return median(rs)
 }
 
 // loginDetails writes login against the raw hash rate, /info in the
