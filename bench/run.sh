@@ -9,9 +9,10 @@
 # Knobs (environment): GO, BENCH_COST (bcrypt cost, default 12), BENCH_USERS
 # (users in the big file, default 1000000), BENCH_PG_USERS (default 100000),
 # BENCH_ARGS (extra driver flags, e.g. "-info-rounds 3"; see go run ./bench/driver -h),
-# BENCH_ONLY=info (about a minute: the /info part alone, authsvc on the memory
-# store with and without the access log against the baseline; table in
-# bench/out/info.txt; e.g. BENCH_ONLY=info BENCH_ARGS="-info-rounds 12" make bench).
+# BENCH_ONLY=info (about two minutes: the /info part alone, authsvc on the
+# memory store with and without the access log against the baseline, and the
+# baseline with authsvc's server limits; table in bench/out/info.txt; e.g.
+# BENCH_ONLY=info BENCH_ARGS="-info-rounds 12" make bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -312,6 +313,16 @@ bpid=$!
 pids+=("$bpid")
 wait_http "http://127.0.0.1:$bport/inflight" "$bpid"
 echo "baseline http://127.0.0.1:$bport $(login "http://127.0.0.1:$bport")" >>"$SERVERS"
+# The /info part alone also runs the baseline with authsvc's server limits
+# (timeouts): what net/http's work for them costs, beside the target's bare
+# baseline.
+if ! full; then
+	lport=$(free_port)
+	"$OUT/baseline" --addr "127.0.0.1:$lport" --users "$USERS_BCRYPT" --limits >/dev/null 2>&1 &
+	pids+=($!)
+	wait_http "http://127.0.0.1:$lport/inflight" "$!"
+	echo "baseline-limits http://127.0.0.1:$lport $(login "http://127.0.0.1:$lport")" >>"$SERVERS"
+fi
 
 for entry in "${inproc[@]}"; do
 	name=${entry%%:*}

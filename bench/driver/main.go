@@ -152,6 +152,8 @@ func label(name string) string {
 	switch name {
 	case "baseline":
 		return "baseline (bare net/http)"
+	case "baseline-limits":
+		return "baseline, authsvc's timeouts"
 	case "authsvc":
 		return "authsvc, memory store"
 	case "authsvc-noaccess":
