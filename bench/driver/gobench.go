@@ -115,7 +115,7 @@ func (d *driver) goBenchmarks() (goResults, error) {
 	}
 	fmt.Fprint(d.runs, out)
 	g.heap = parseGoBench(out)
-	out, err = d.command(d.cfg.testbin, nil, "-test.run", "^$", "-test.bench", "^Benchmark(ParseAuthorization|DigestLookup|InfoHandler)$", "-test.benchmem", "-test.benchtime", "1s")
+	out, err = d.command(d.cfg.testbin, nil, "-test.run", "^$", "-test.bench", "^Benchmark(ParseAuthorization|DigestLookup|InfoHandler|InfoHandlerPAT|InfoJunkPAT)$", "-test.benchmem", "-test.benchtime", "1s")
 	if err != nil {
 		return g, err
 	}

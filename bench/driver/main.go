@@ -54,6 +54,8 @@ type config struct {
 	authsvcFlags, loginUser, redisSkip, clusterSkip                                   string
 	bigUsers, pgURL, pgUsers, pgSkip                                                  string
 	bigN, pgN                                                                         int
+	redisURL, users                                                                   string // the junk-token part's Redis and users file
+	junkRounds                                                                        int
 	only                                                                              string // "": every part; "info": the /info part alone
 }
 
@@ -109,6 +111,9 @@ func main() {
 	flag.StringVar(&c.pgUsers, "pg-users", "", "a users file of -pg-n users")
 	flag.IntVar(&c.pgN, "pg-n", 100_000, "users in -pg-users")
 	flag.StringVar(&c.pgSkip, "pg-skip", "", "why there is no PostgreSQL, if there is none")
+	flag.StringVar(&c.redisURL, "redis-url", "", "a Redis for the junk-token part (it starts authsvc on it); none: the part is skipped with -redis-skip's reason")
+	flag.StringVar(&c.users, "users", "bench/out/users.json", "the users file of the servers in -servers (the junk-token part's server reads it too)")
+	flag.IntVar(&c.junkRounds, "junk-rounds", 5, "alternating rounds of the junk-token part")
 	flag.StringVar(&c.only, "only", "", `"info": measure /info alone, every server in -servers against "baseline" (make bench-info)`)
 	bench.Start("bench")
 
@@ -156,6 +161,8 @@ func label(name string) string {
 		return "baseline, authsvc's timeouts"
 	case "authsvc":
 		return "authsvc, memory store"
+	case "authsvc-pat":
+		return "authsvc, memory, PAT (Bearer)"
 	case "authsvc-noaccess":
 		return "authsvc, memory, --access-log=false"
 	case "authsvc-redis":
@@ -310,6 +317,7 @@ type results struct {
 	big              bigResult
 	pg               pgResult
 	gob              goResults
+	junk             junkResult
 	warn             []string
 }
 
@@ -322,11 +330,13 @@ func (d *driver) run() (string, error) {
 		if err := d.infoOnly(res); err != nil {
 			return "", err
 		}
+		res.junk = d.junk()
 		return d.infoTable(res, start, loadStart), nil
 	}
 	if err := d.infoParts(res); err != nil {
 		return "", err
 	}
+	res.junk = d.junk()
 	if err := d.loginParts(res); err != nil {
 		return "", err
 	}
@@ -359,7 +369,7 @@ func (d *driver) infoParts(res *results) error {
 
 	// 1. /info, unloaded: authsvc (memory, memory without the access log,
 	// Redis) and the baseline.
-	res.infoTs = d.pick("authsvc", "authsvc-noaccess", "authsvc-redis", "authsvc-redis-cache", "authsvc-cluster", "authsvc-cluster-cache", "baseline")
+	res.infoTs = d.pick("authsvc", "authsvc-pat", "authsvc-noaccess", "authsvc-redis", "authsvc-redis-cache", "authsvc-cluster", "authsvc-cluster-cache", "baseline")
 	d.logf("== /info: warm-up, then %d alternating rounds of %s per server", c.infoRounds, c.infoDur)
 	if _, err := d.rounds("warmup", res.infoTs, 1, c.conns, time.Second); err != nil {
 		return err

@@ -71,8 +71,8 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	// The targets of issue #14, then the details.
 	w.p("\nTargets (issue #14)                                              figure                   target\n")
 	for _, section := range []func(*tableWriter, *results){
-		d.infoTargets, d.loadTargets, d.bigTargets, d.pgTargets, d.tokensTarget,
-		d.infoDetails, d.loginDetails, d.heapDetails, d.bigDetails, d.pgDetails, d.inprocDetails, d.goDetails,
+		d.infoTargets, d.loadTargets, d.bigTargets, d.pgTargets, d.tokensTarget, d.patTargets,
+		d.infoDetails, d.junkDetails, d.loginDetails, d.heapDetails, d.bigDetails, d.pgDetails, d.inprocDetails, d.goDetails,
 	} {
 		section(w, res)
 	}
@@ -98,7 +98,9 @@ func (d *driver) infoTable(res *results, start time.Time, loadStart string) stri
 		w.p("\n")
 		w.row("/info ÷ bare baseline, memory store, access log on", fmt.Sprintf("%.2f", r), "≥ 0.90", verdict(r >= 0.90))
 	}
+	d.patTargets(w, res)
 	d.infoDetails(w, res)
+	d.junkDetails(w, res)
 	for _, warn := range res.warn {
 		w.p("\nWARNING: %s\n", warn)
 	}
@@ -357,12 +359,12 @@ func (d *driver) loginDetails(w *tableWriter, res *results) {
 	}
 	var infoReq, infoBad int
 	for _, pt := range d.parts {
-		if pt.statuses == nil {
+		if pt.statuses == nil && !strings.HasPrefix(pt.name, "junk ") {
 			infoReq += pt.requests
 			infoBad += pt.non2xx
 		}
 	}
-	p("  %-44s %d requests, %d non-2xx (a 429 would be among them)\n", "/info, every part", infoReq, infoBad)
+	p("  %-44s %d requests, %d non-2xx (a 429 would be among them; the junk-token part's 401s are left out)\n", "/info, every part", infoReq, infoBad)
 }
 
 // heapDetails writes the memory store's heap per live token.
@@ -457,6 +459,7 @@ func (d *driver) goDetails(w *tableWriter, res *results) {
 		p("  %-46s %8.0f %9.0f %11.0f\n", mb.name, mb.nsOp, mb.bytesOp, mb.allocsOp)
 	}
 	p("  InfoHandler/discard is the handler's own cost; -nolog drops the access-log line before formatting it.\n")
+	p("  InfoHandlerPAT: the same with a personal access token; InfoJunkPAT: a made-up one, refused by its checksum (401).\n")
 
 	if len(res.gob.sites) > 0 {
 		total := 0.0
@@ -469,5 +472,66 @@ func (d *driver) goDetails(w *tableWriter, res *results) {
 				p("  %5.2f  %-36s %s\n", s.perRequest, s.origin, s.callee)
 			}
 		}
+	}
+}
+
+// patTargets writes the targets of issue 30: a personal access token's
+// /info against a session's on the same server, and the junk-token flood.
+func (d *driver) patTargets(w *tableWriter, res *results) {
+	row, notMeasured := w.row, w.notMeasured
+	w.p("\n%-65s%-25s%s\n", "Targets (issue #30)", "figure", "target")
+	const patFigure = "/info, personal access token ÷ session, same server"
+	if pat, sess := res.info["authsvc-pat"], res.info["authsvc"]; len(pat) > 0 && len(sess) > 0 {
+		// Paired: both kinds run in every round, next to each other.
+		r := pairedRatio(pat, sess)
+		row(patFigure, fmt.Sprintf("%.2f (medians %.2f)", r, median(field(pat, rps))/median(field(sess, rps))), "≥ 0.95", verdict(r >= 0.95))
+	} else {
+		notMeasured(patFigure, "≥ 0.95", fmt.Errorf("no authsvc-pat server (bench/run.sh mints its token)"))
+	}
+	j := res.junk
+	const cmdFigure, rateFigure = "junk personal access tokens: Redis commands per request", "junk personal access tokens ÷ live session, Redis: rate"
+	if len(j.runs[junkPATKind]) == 0 {
+		notMeasured(cmdFigure, "0", j.err)
+		notMeasured(rateFigure, "(no target)", j.err)
+		return
+	}
+	per, n, req, _ := j.perRequest(junkPATKind)
+	// A round trip a request would be 1 or more; fewer than one command
+	// in a thousand requests is background (a touch of the live session
+	// flushed late), not the junk's.
+	row(cmdFigure, fmt.Sprintf("%.4f (%d in %s req)", per, n, count(req/1000*1000)), "0", verdict(per < 0.001))
+	r := pairedRatio(j.wrkRuns(junkPATKind), j.wrkRuns(junkSession))
+	row(rateFigure, fmt.Sprintf("%.2f", r), "(no target)", "")
+}
+
+// junkDetails writes the junk-token part, kind by kind.
+func (d *driver) junkDetails(w *tableWriter, res *results) {
+	j := res.junk
+	if len(j.kinds) == 0 {
+		if j.err != nil {
+			w.p("\njunk tokens on Redis: not measured: %v\n", j.err)
+		}
+		return
+	}
+	w.p("\n/info on one authsvc on Redis (its default cache), junk tokens: %d alternating rounds × %s; Redis INFO commandstats\n", d.cfg.junkRounds, seconds(d.cfg.infoDur))
+	w.p("  %-36s %8s %9s %12s  %s\n", "token", "req/s", "÷session", "Redis/req", "Redis commands per request, by name (ping: the cache's link check, 50/s)")
+	for _, k := range j.kinds {
+		per, _, req, byName := j.perRequest(k)
+		w.p("  %-36s %8.0f %9.2f %12.4f  %s\n", junkLabel(k), j.rate(k), pairedRatio(j.wrkRuns(k), j.wrkRuns(junkSession)), per, callText(byName, float64(req)))
+	}
+	var idle int64
+	all := make(map[string]int64)
+	for _, calls := range j.idle {
+		for k, v := range calls {
+			all[k] += v
+		}
+		idle += commands(calls)
+	}
+	w.p("  no requests: %d windows of %s: %d Redis commands (%s)\n", len(j.idle), seconds(d.cfg.infoDur), idle, callText(all, 1))
+	w.p("  (÷session: paired, the median of each round's ratio; Redis/req leaves out the link checks)\n")
+	w.p("  (every request of a run bears one token: wrk sends one fixed header; a checksum failure is refused before any look-up,\n")
+	w.p("   so nothing of it can be cached; a made-up session token has a real one's form and costs a look-up)\n")
+	if j.err != nil {
+		w.p("  error: %v\n", j.err)
 	}
 }
