@@ -227,15 +227,8 @@ func (d *discardResponse) WriteHeader(status int)      { d.status = status }
 //	discard-nolog: the same with a logger that drops every line before
 //	formatting it: the difference is the access log's cost.
 func BenchmarkInfoHandler(b *testing.B) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	users := benchUserSource(b, b.TempDir(), log)
-	store := tokens.NewMemoryStore()
-	now := time.Now()
-	fillStore(b, store, benchUsernames(999), 999, now)
-	token := issueBenchToken(b, store, users, now)
-	req := httptest.NewRequest("GET", "/api/auth/info", nil)
-	req.Header.Set("Authorization", "Token "+token)
-	req.RemoteAddr = "192.0.2.1:40000"
+	users, store, now := benchInfoSetup(b)
+	req := benchInfoRequest("Token " + issueBenchToken(b, store, users, now))
 
 	logged := httpapi.NewServer(benchDeps(b, users, store, io.Discard))
 	unlogged := httpapi.NewServer(benchDeps(b, users, store, nil))
@@ -252,6 +245,26 @@ func BenchmarkInfoHandler(b *testing.B) {
 	})
 	b.Run("discard", func(b *testing.B) { benchServe(b, logged, req, http.StatusOK) })
 	b.Run("discard-nolog", func(b *testing.B) { benchServe(b, unlogged, req, http.StatusOK) })
+}
+
+// benchInfoSetup is the /info benchmarks' setup: the users file of
+// "bench", and a memory store holding 999 sessions of other users.
+func benchInfoSetup(b *testing.B) (*usersfile.Directory, tokens.Store, time.Time) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	users := benchUserSource(b, b.TempDir(), log)
+	store := tokens.NewMemoryStore()
+	now := time.Now()
+	fillStore(b, store, benchUsernames(999), 999, now)
+	return users, store, now
+}
+
+// benchInfoRequest is GET /api/auth/info with Authorization auth, from a fixed
+// client address; the benchmarks reuse it.
+func benchInfoRequest(auth string) *http.Request {
+	req := httptest.NewRequest("GET", "/api/auth/info", nil)
+	req.Header.Set("Authorization", auth)
+	req.RemoteAddr = "192.0.2.1:40000"
+	return req
 }
 
 // benchServe serves req with h b.N times into a reused ResponseWriter, so
@@ -289,14 +302,8 @@ func benchPAT(tb testing.TB, dir users.Directory, now time.Time) string {
 // use recorded. Issue 30 wants it to cost about what a session costs (make
 // bench: /info with a personal access token ÷ with a session ≥ 0.95).
 func BenchmarkInfoHandlerPAT(b *testing.B) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	users := benchUserSource(b, b.TempDir(), log)
-	store := tokens.NewMemoryStore()
-	now := time.Now()
-	fillStore(b, store, benchUsernames(999), 999, now)
-	req := httptest.NewRequest("GET", "/api/auth/info", nil)
-	req.Header.Set("Authorization", "Bearer "+benchPAT(b, users, now))
-	req.RemoteAddr = "192.0.2.1:40000"
+	users, store, now := benchInfoSetup(b)
+	req := benchInfoRequest("Bearer " + benchPAT(b, users, now))
 
 	b.Run("discard", func(b *testing.B) {
 		benchServe(b, httpapi.NewServer(benchDeps(b, users, store, io.Discard)), req, http.StatusOK)
@@ -311,22 +318,18 @@ func BenchmarkInfoHandlerPAT(b *testing.B) {
 // the whole handler as BenchmarkInfoHandler's discard case: refused with
 // 401 before any store or directory is read.
 func BenchmarkInfoJunkPAT(b *testing.B) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	users := benchUserSource(b, b.TempDir(), log)
-	store := tokens.NewMemoryStore()
-	junk := junkPAT()
+	users, store, _ := benchInfoSetup(b)
+	junk := benchJunkPAT()
 	if tokens.ValidPAT(junk) {
 		b.Fatalf("ValidPAT(%q) = true; want a checksum that fails", junk)
 	}
-	req := httptest.NewRequest("GET", "/api/auth/info", nil)
-	req.Header.Set("Authorization", "Bearer "+junk)
-	req.RemoteAddr = "192.0.2.1:40000"
+	req := benchInfoRequest("Bearer " + junk)
 	benchServe(b, httpapi.NewServer(benchDeps(b, users, store, io.Discard)), req, http.StatusUnauthorized)
 }
 
-// junkPAT returns a fresh personal access token with its last checksum
+// benchJunkPAT returns a fresh personal access token with its last checksum
 // character changed: the form of a token, a checksum that fails.
-func junkPAT() string {
+func benchJunkPAT() string {
 	tok, _ := tokens.NewPAT()
 	last := byte('0')
 	if tok[len(tok)-1] == '0' {
