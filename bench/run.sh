@@ -9,7 +9,7 @@
 # Knobs (environment): GO, BENCH_COST (bcrypt cost, default 12), BENCH_USERS
 # (users in the big file, default 1000000), BENCH_PG_USERS (default 100000),
 # BENCH_ARGS (extra driver flags, e.g. "-info-rounds 3"; see go run ./bench/driver -h),
-# BENCH_ONLY=info (about two and a half minutes: the /info part alone, authsvc on the
+# BENCH_ONLY=info (about three minutes: the /info part alone, authsvc on the
 # memory store with a session, with a personal access token, and without the
 # access log, against the baseline and the baseline with authsvc's server
 # limits; then, when redis-server is installed, the junk-token flood on
