@@ -6,7 +6,6 @@ package cli
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -287,9 +286,7 @@ func benchServe(b *testing.B, h http.Handler, req *http.Request, want int) {
 // "bench" of dir, as `authsvc token create` does, and returns it.
 func benchPAT(tb testing.TB, dir users.Directory, now time.Time) string {
 	tb.Helper()
-	tok, digest := tokens.NewPAT()
-	t := users.AccessToken{ID: newAccessTokenID(), Name: "bench", Digest: hex.EncodeToString(digest[:]),
-		Prefix: tok[:tokens.PATShownPrefix], Scopes: []string{users.ScopeInfo}, CreatedAt: now, ExpiresAt: now.Add(defaultPATTTL)}
+	tok, t := users.MintAccessToken("bench", []string{users.ScopeInfo}, now, now.Add(users.DefaultAccessTokenTTL))
 	if err := users.CreateAccessToken(context.Background(), dir, "bench", t); err != nil {
 		tb.Fatal(err)
 	}

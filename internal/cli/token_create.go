@@ -2,15 +2,12 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"authsvc/internal/httpapi"
-	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 )
 
@@ -23,10 +20,6 @@ scopes and when it expires.
 
 Scopes: info (GET /api/auth/info), introspect (POST /api/auth/introspect/)
 and admin (the admin API; only an admin user's token may have it).`
-
-// defaultPATTTL is a personal access token's life when --expires is not
-// given (API.md, "Personal access tokens"), as POST /api/auth/tokens/'s.
-const defaultPATTTL = 30 * 24 * time.Hour
 
 // patFlags are token create's flags but --users: the token asked for.
 type patFlags struct {
@@ -45,9 +38,7 @@ func tokenCreate(ctx context.Context, e *env, args []string) error {
 	f := newUserFlags("token create", "USERNAME", tokenCreateAbout)
 	p := newPATFlags(f)
 	return f.withUser(ctx, e, args, func(dir users.Directory, username string) error {
-		tok, digest := tokens.NewPAT()
-		t := users.AccessToken{ID: newAccessTokenID(), Name: *p.name, Digest: hex.EncodeToString(digest[:]),
-			Prefix: tok[:tokens.PATShownPrefix], Scopes: p.scopes, CreatedAt: p.createdAt, ExpiresAt: p.expiresAt}
+		tok, t := users.MintAccessToken(*p.name, p.scopes, p.createdAt, p.expiresAt)
 		if err := users.CreateAccessToken(ctx, dir, username, t); err != nil {
 			return tokenCreateError(username, err)
 		}
@@ -95,7 +86,7 @@ func (p *patFlags) check() error {
 // does, it keeps whole seconds.
 func (p *patFlags) expiry(now time.Time) (time.Time, error) {
 	maxTTL := time.Duration(p.maxTTL)
-	at := now.Add(min(defaultPATTTL, maxTTL))
+	at := now.Add(min(users.DefaultAccessTokenTTL, maxTTL))
 	if *p.expires != "" {
 		if d, err := time.ParseDuration(*p.expires); err == nil {
 			at = now.Add(d)
@@ -124,14 +115,6 @@ func tokenCreateError(username string, err error) error {
 		return fmt.Errorf("token create: user %q: %v", username, err)
 	}
 	return userError("token create", username, err)
-}
-
-// newAccessTokenID returns a fresh id of a personal access token: 16
-// lowercase hex characters from crypto/rand, unrelated to the token.
-func newAccessTokenID() string {
-	var b [8]byte
-	rand.Read(b[:]) // never returns an error; crashes the program if the OS cannot supply randomness
-	return hex.EncodeToString(b[:])
 }
 
 // A shortDurationFlag is a duration flag whose default --help shows as a

@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -19,8 +17,6 @@ import (
 const (
 	// DefaultPATMaxTTL is --pat-max-ttl's default: 366 days.
 	DefaultPATMaxTTL = 8784 * time.Hour
-	// defaultPATTTL is a token's life when the request names no expiry.
-	defaultPATTTL = 30 * 24 * time.Hour
 	// patTouchLag is how stale a token's recorded last use may be before
 	// a use records it again; with the writes every PATUseFlush and a
 	// reload's 5 s, last_used_at lags a real use by well under API.md's
@@ -66,7 +62,7 @@ func decodeTokenCreate(body []byte, now time.Time, maxTTL time.Duration) (tokenS
 		return tokenSpec{}, err
 	}
 	spec := tokenSpec{name: req.Name, scopes: []string{users.ScopeInfo}, password: req.Password, code: req.Code,
-		expiresAt: now.Add(min(defaultPATTTL, maxTTL))}
+		expiresAt: now.Add(min(users.DefaultAccessTokenTTL, maxTTL))}
 	switch {
 	case req.Password == "":
 		return tokenSpec{}, invalidRequest("password is required.")
@@ -205,11 +201,7 @@ var errCodeMissing = &apiError{status: http.StatusUnauthorized, code: "mfa_requi
 
 // createToken makes a token of spec for username and stores its digest.
 func createToken(ctx context.Context, tc tokenCheck, username string, spec tokenSpec) (tokenReply, error) {
-	token, digest := tokens.NewPAT()
-	var id [8]byte
-	rand.Read(id[:])
-	t := users.AccessToken{ID: hex.EncodeToString(id[:]), Name: spec.name, Digest: hex.EncodeToString(digest[:]),
-		Prefix: token[:tokens.PATShownPrefix], Scopes: spec.scopes, CreatedAt: tc.now().UTC(), ExpiresAt: spec.expiresAt}
+	token, t := users.MintAccessToken(spec.name, spec.scopes, tc.now(), spec.expiresAt)
 	if err := users.CreateAccessToken(ctx, tc.users, username, t); err != nil {
 		return tokenReply{}, err
 	}

@@ -2,6 +2,7 @@ package users
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"time"
 	"unicode/utf8"
+
+	"authsvc/internal/tokens"
 )
 
 // The scopes a personal access token may carry (API.md, "Personal access
@@ -25,7 +28,10 @@ var Scopes = []string{ScopeInfo, ScopeIntrospect, ScopeAdmin}
 
 // Limits of a user's personal access tokens.
 const (
-	MaxAccessTokenName = 100 // characters
+	// DefaultAccessTokenTTL is a token's life when its maker names no
+	// expiry (API.md: 30 days), or the server's maximum if shorter.
+	DefaultAccessTokenTTL = 30 * 24 * time.Hour
+	MaxAccessTokenName    = 100 // characters
 	// MaxAccessTokens bounds a user's live tokens: every reload and write
 	// of the user carries them.
 	MaxAccessTokens = 100
@@ -59,6 +65,18 @@ type AccessToken struct {
 	CreatedAt  time.Time `json:"created_at"`
 	ExpiresAt  time.Time `json:"expires_at"` // never zero: a personal access token always expires
 	LastUsedAt time.Time `json:"last_used_at,omitzero"`
+}
+
+// MintAccessToken makes a personal access token named name, of scopes,
+// created at createdAt and expiring at expiresAt: the token, shown once,
+// and its record, which holds its SHA-256, never the token, and a fresh
+// random id (16 lowercase hex characters, unrelated to the token).
+func MintAccessToken(name string, scopes []string, createdAt, expiresAt time.Time) (string, AccessToken) {
+	token, digest := tokens.NewPAT()
+	var id [8]byte
+	rand.Read(id[:]) // never returns an error; crashes the program if the OS cannot supply randomness
+	return token, AccessToken{ID: hex.EncodeToString(id[:]), Name: name, Digest: hex.EncodeToString(digest[:]),
+		Prefix: token[:tokens.PATShownPrefix], Scopes: scopes, CreatedAt: createdAt.UTC(), ExpiresAt: expiresAt.UTC()}
 }
 
 // Has reports whether t carries scope.
