@@ -289,10 +289,20 @@ func (f *fleet) cli(stdin string, sub string, args ...string) cliResult {
 	if sub == "add" || sub == "passwd" {
 		full = append(full, "--cost", cliCost)
 	}
-	full = append(full, args...)
+	return f.run(stdin, append(full, args...)...)
+}
+
+// tokenCLI runs `authsvc token SUB --users U ARGS...`.
+func (f *fleet) tokenCLI(sub string, args ...string) cliResult {
+	return f.run("", append([]string{"token", sub, "--users", f.users}, args...)...)
+}
+
+// run runs the binary with args and stdin (a line, unless "") in the
+// fleet's directory.
+func (f *fleet) run(stdin string, args ...string) cliResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, harness.Binary(), full...)
+	cmd := exec.CommandContext(ctx, harness.Binary(), args...)
 	cmd.Dir = f.dir
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin + "\n")
@@ -328,6 +338,12 @@ func (r reply) str(name string) string { s, _ := r.body[name].(string); return s
 
 // do sends one request to inst; body, when not "", is JSON.
 func (inst *instance) do(method, path, token, body string) (reply, error) {
+	return inst.doAs(method, path, token, "application/json", body)
+}
+
+// doAs sends one request to inst; body, when not "", is of media type
+// ctype.
+func (inst *instance) doAs(method, path, token, ctype, body string) (reply, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -337,7 +353,7 @@ func (inst *instance) do(method, path, token, body string) (reply, error) {
 		return reply{}, err
 	}
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ctype)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Token "+token)

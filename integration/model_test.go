@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -74,13 +75,17 @@ func (s tokenState) String() string {
 	return [...]string{"live", "dying", "doomed", "uncertain"}[s]
 }
 
-// A token is one session token the walk holds.
+// A token is one token the walk holds: a session, or a personal access
+// token (pat set).
 type token struct {
 	id     int    // #id in the steps' descriptions
 	user   string // whose
 	value  string
 	origin string // how it was issued, for failures
 	state  tokenState
+	// pat is what the walk knows of a personal access token; nil for a
+	// session.
+	pat *patInfo
 	// actor is the instance that revoked a dying token through the API,
 	// which must refuse it at once; -1 for none.
 	actor     int
@@ -93,8 +98,35 @@ type token struct {
 }
 
 func (tk *token) String() string {
-	return fmt.Sprintf("#%d (%s's, %s, %s)", tk.id, tk.user, tk.origin, tk.state)
+	kind := ""
+	if tk.pat != nil {
+		kind = "personal access token " + tk.pat.name + " [" + strings.Join(tk.pat.scopes, " ") + "], "
+	}
+	return fmt.Sprintf("#%d (%s%s's, %s, %s)", tk.id, kind, tk.user, tk.origin, tk.state)
 }
+
+// A patInfo is what the walk knows of a personal access token beside what
+// every token has.
+type patInfo struct {
+	id        string // the token's id; "" until the walk learns it (the CLI prints only the token)
+	name      string
+	scopes    []string
+	expiresAt time.Time
+	createdOn int       // the instance whose API made it; -1 for the CLI
+	createdAt time.Time // when the request was sent
+	// exactExpiry: expiresAt is the server's (the API's reply), not the
+	// walk's estimate of the CLI's.
+	exactExpiry bool
+	// refusedOn are the instances that have refused it: a personal access
+	// token dies in the directory, not in a shared store, so an instance
+	// that has not reloaded may accept it within the directory's bound
+	// after another refused it, but no instance accepts it again once it
+	// has refused it itself.
+	refusedOn map[int]bool
+}
+
+// has reports whether the token carries scope.
+func (p *patInfo) has(scope string) bool { return slices.Contains(p.scopes, scope) }
 
 // A model is the reference: what API.md says the fleet holds.
 type model struct {
@@ -266,9 +298,12 @@ func (m *model) forgetChecks(name string) {
 
 // kill records that tk died at now: through instance actor's API (the
 // store's bound), or through the CLI (actor -1, the directory's bound).
+// A personal access token lives in the directory alone: the instance that
+// revoked it refuses it at once, every other within the directory's
+// bound.
 func (m *model) kill(tk *token, now time.Time, actor int) {
 	deadline := now.Add(directoryBound)
-	if actor >= 0 {
+	if actor >= 0 && tk.pat == nil {
 		deadline = now.Add(storeBound)
 	}
 	if tk.state == dying && !tk.deadline.After(deadline) {
@@ -280,20 +315,21 @@ func (m *model) kill(tk *token, now time.Time, actor int) {
 	tk.state, tk.actor, tk.killedAt, tk.deadline, tk.checked = dying, actor, now, deadline, false
 }
 
-// killUser kills every token of user name except keep (nil for none).
-func (m *model) killUser(name string, now time.Time, actor int, keep *token) {
+// killUser kills every session of user name except keep (nil for none)
+// and, when pats, every personal access token of the user too.
+func (m *model) killUser(name string, now time.Time, actor int, keep *token, pats bool) {
 	for _, tk := range m.tokens {
-		if tk.user == name && tk != keep {
+		if tk.user == name && tk != keep && (tk.pat == nil || pats) {
 			m.kill(tk, now, actor)
 		}
 	}
 }
 
-// liveTokens returns the user's live tokens, oldest first.
+// liveTokens returns the user's live sessions, oldest first.
 func (m *model) liveTokens(name string) []*token {
 	var out []*token
 	for _, tk := range m.tokens {
-		if tk.user == name && tk.state == live {
+		if tk.user == name && tk.state == live && tk.pat == nil {
 			out = append(out, tk)
 		}
 	}

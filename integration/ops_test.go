@@ -74,6 +74,12 @@ func init() {
 		{"cli-add", 3, cliOp("add")},
 		{"cli-unlock", 1, cliOp("unlock")},
 		{"cli-reset-mfa", 1, cliOp("reset-mfa")},
+		{"pat-create", 4, (*walker).opPATCreate},
+		{"pat-revoke", 2, (*walker).opPATRevoke},
+		{"pat-use", 2, (*walker).opPATUse},
+		{"pat-list", 1, (*walker).opPATList},
+		{"introspect", 3, (*walker).opIntrospect},
+		{"cli-token-create", 2, (*walker).opCLITokenCreate},
 		{"hup", 1, (*walker).opHup},
 		{"restart", 1, (*walker).opRestart},
 	}
@@ -328,7 +334,7 @@ func (w *walker) opLogoutAll(s step) error {
 	if err := w.want(s.inst, "POST", "/api/auth/logoutall/", tk, "", 204); err != nil {
 		return err
 	}
-	w.m.killUser(s.user, time.Now(), s.inst, nil)
+	w.m.killUser(s.user, time.Now(), s.inst, nil, false)
 	return nil
 }
 
@@ -388,7 +394,7 @@ func (w *walker) changePassword(i int, tk *token) error {
 		return w.fail("password", "POST /api/auth/password/ on %s with live token %s and the current password = %s; want 200", w.f.insts[i].name, tk, r)
 	}
 	now := time.Now()
-	w.m.killUser(tk.user, now, i, nil)
+	w.m.killUser(tk.user, now, i, nil, false) // the user's own change: personal access tokens live on
 	st.password = next
 	w.m.change(tk.user, st, now, false, true, i)
 	u.weak = false
@@ -449,7 +455,7 @@ func (w *walker) opConfirm(s step) error {
 	if r.status != 200 || len(list) != 10 {
 		return w.fail("mfa", "POST /api/auth/mfa/totp/confirm/ on %s with %s and %s = %s; want 200 with 10 recovery codes", w.f.insts[s.inst].name, tk, c.describe(), r)
 	}
-	w.m.killUser(s.user, now, s.inst, tk)
+	w.m.killUser(s.user, now, s.inst, tk, false)
 	st := u.cur()
 	st.totp, st.factors = u.pending, st.factors+1
 	u.pending = ""
@@ -482,7 +488,7 @@ func (w *walker) opRemove(s step) error {
 		return w.fail("mfa", "DELETE /api/auth/mfa/totp/ on %s with %s, the password and %s = %s; want 204", w.f.insts[s.inst].name, tk, c.describe(), r)
 	}
 	now := time.Now()
-	w.m.killUser(s.user, now, s.inst, tk)
+	w.m.killUser(s.user, now, s.inst, tk, false)
 	st := u.cur()
 	st.totp, st.factors = "", st.factors+1
 	w.m.change(s.user, st, now, false, true, s.inst)
@@ -496,7 +502,8 @@ func cliOp(sub string) func(*walker, step) error {
 		u := w.m.users[s.user]
 		st := u.cur()
 		var stdin string
-		endsTokens := true // the command ends the user's tokens
+		endsTokens := true // the command ends the user's sessions
+		endsPATs := false  // and their personal access tokens (disable, del, passwd)
 		record := true     // the command makes a version of the user
 		kills := true      // tokens issued on the versions before it are not live
 		switch sub {
@@ -511,12 +518,12 @@ func cliOp(sub string) func(*walker, step) error {
 				return errSkip
 			}
 			st.password = u.newPassword(s.user)
-			stdin = st.password
+			stdin, endsPATs = st.password, true
 		case "disable":
 			if !st.exists || st.disabled {
 				return errSkip
 			}
-			st.disabled = true
+			st.disabled, endsPATs = true, true
 		case "enable":
 			if !st.exists || !st.disabled {
 				return errSkip
@@ -526,7 +533,7 @@ func cliOp(sub string) func(*walker, step) error {
 			if !st.exists {
 				return errSkip
 			}
-			st = userState{factors: st.factors + 1}
+			st, endsPATs = userState{factors: st.factors + 1}, true
 		case "reset-mfa":
 			if !st.exists {
 				return errSkip
@@ -562,7 +569,7 @@ func cliOp(sub string) func(*walker, step) error {
 			u.pending = ""
 		}
 		if endsTokens {
-			w.m.killUser(s.user, now, -1, nil)
+			w.m.killUser(s.user, now, -1, nil, endsPATs)
 		}
 		if record {
 			w.m.change(s.user, st, now, true, kills, -1)
@@ -581,8 +588,9 @@ func (w *walker) opHup(s step) error {
 }
 
 // opRestart kills the step's instance with SIGKILL and starts it again,
-// on its port (even alt) or a new one. On the memory store every token
-// dies with it; on a shared store none does.
+// on its port (even alt) or a new one. On the memory store every session
+// dies with it; on a shared store none does. Personal access tokens live
+// in the directory: none dies.
 func (w *walker) opRestart(s step) error {
 	if err := w.f.restart(w.f.insts[s.inst], s.alt%2 == 0); err != nil {
 		return &failure{kind: "restart", msg: err.Error()}
@@ -591,7 +599,9 @@ func (w *walker) opRestart(s step) error {
 	w.m.seenAll(s.inst)
 	if !w.m.sharedStore {
 		for _, tk := range w.m.tokens {
-			w.m.kill(tk, now, s.inst)
+			if tk.pat == nil {
+				w.m.kill(tk, now, s.inst)
+			}
 		}
 	}
 	return nil

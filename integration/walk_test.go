@@ -42,11 +42,12 @@ func TestModelFleet(t *testing.T) {
 		t.Run(topo.name, func(t *testing.T) {
 			t.Parallel()
 			makeDir := topo.prepare(t)
-			var lags []time.Duration
+			var lags, patLags []time.Duration
 			for k := range cfg.seeds {
 				seed := cfg.seed + uint64(k)
 				res := walk(t, topo, makeDir, seed, cfg.replay, cfg.steps)
 				lags = append(lags, res.lags...)
+				patLags = append(patLags, res.patLags...)
 				if res.failure == nil {
 					t.Logf("seed %d: %d steps (%d instances, reload %s) passed in %v", seed, len(res.steps), topo.n(seed), reloadText(seed), res.took.Round(time.Millisecond))
 					if testing.Verbose() {
@@ -64,6 +65,11 @@ func TestModelFleet(t *testing.T) {
 				slices.Sort(lags)
 				t.Logf("revocations through the API reached the other instances within max %v, p99 %v (%d seen; the contract's bound: %v p99)",
 					lags[len(lags)-1].Round(time.Microsecond), lags[(len(lags)*99)/100].Round(time.Microsecond), len(lags), storeBound)
+			}
+			if len(patLags) > 0 {
+				slices.Sort(patLags)
+				t.Logf("personal access tokens revoked through the API were seen refused by the other instances within max %v (%d seen, once a step: an upper bound; the contract's bound: %v)",
+					patLags[len(patLags)-1].Round(time.Millisecond), len(patLags), directoryBound)
 			}
 		})
 	}
@@ -144,6 +150,7 @@ type result struct {
 	failure *failure
 	logs    string // the instances' logs, when it failed
 	lags    []time.Duration
+	patLags []time.Duration
 	took    time.Duration
 }
 
@@ -155,6 +162,10 @@ type walker struct {
 	stepNo int
 	notes  []string        // what the current step chose: tokens, codes
 	lags   []time.Duration // how long revocations through the API took to reach the other instances
+	// patLags: how long after a revocation through the API another
+	// instance was first seen to refuse the personal access token (an
+	// upper bound: the walk looks once a step, it does not poll).
+	patLags []time.Duration
 }
 
 // note records what the current step chose, for its line in a report.
@@ -244,7 +255,7 @@ func walk(t *testing.T, topo topology, makeDir func(*testing.T, string) (string,
 	if res.failure != nil {
 		res.logs = f.logs()
 	}
-	res.lags, res.took = w.lags, time.Since(start)
+	res.lags, res.patLags, res.took = w.lags, w.patLags, time.Since(start)
 	return res
 }
 
@@ -309,7 +320,12 @@ func (w *walker) diff(before map[int]tokenState) string {
 // call sends one request; a transport error or a 5xx is a failure (every
 // server is up whenever the walk sends one).
 func (w *walker) call(i int, method, path, token, body string) (reply, error) {
-	r, err := w.f.insts[i].do(method, path, token, body)
+	return w.callAs(i, method, path, token, "application/json", body)
+}
+
+// callAs is call with a body of media type ctype.
+func (w *walker) callAs(i int, method, path, token, ctype, body string) (reply, error) {
+	r, err := w.f.insts[i].doAs(method, path, token, ctype, body)
 	if err != nil {
 		return r, w.fail("transport", "%v", err)
 	}
@@ -362,14 +378,22 @@ func (w *walker) check() error {
 }
 
 // info asks instance i about tk: 200 with its user, or 401 invalid_token.
+// A personal access token without the info scope is answered 403
+// insufficient_scope while it lives, which info returns as 200: the
+// token was accepted, and refused the endpoint.
 func (w *walker) info(i int, tk *token) (int, error) {
 	r, err := w.call(i, "GET", "/api/auth/info", tk.value, "")
 	if err != nil {
 		return 0, err
 	}
+	noScope := tk.pat != nil && !tk.pat.has("info")
 	switch {
-	case r.status == 200 && r.str("username") == tk.user:
+	case r.status == 200 && r.str("username") == tk.user && !noScope:
+	case r.status == 403 && r.code() == "insufficient_scope" && noScope:
+		return 200, nil
 	case r.status == 401 && r.code() == "invalid_token":
+	case noScope:
+		return 0, w.fail("info", "GET /api/auth/info on %s with %s = %s; want 403 insufficient_scope or 401 invalid_token", w.f.insts[i].name, tk, r)
 	default:
 		return 0, w.fail("info", "GET /api/auth/info on %s with %s = %s; want 200 as %s or 401 invalid_token", w.f.insts[i].name, tk, r, tk.user)
 	}
@@ -397,6 +421,9 @@ func (w *walker) refusedBy(i int, tk *token, until time.Time) (time.Time, error)
 
 // checkToken checks tk on every instance against its state.
 func (w *walker) checkToken(tk *token) error {
+	if tk.pat != nil {
+		return w.checkPAT(tk)
+	}
 	now := time.Now()
 	if tk.state == uncertain && !now.Before(tk.deadline) && tk.refusedAt.IsZero() {
 		// Its bound has passed: the first answer decides, for good.
