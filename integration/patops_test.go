@@ -101,7 +101,7 @@ func (w *walker) opPATCreate(s step) error {
 	var expires time.Time
 	switch (s.alt / 3) % 4 {
 	case 0, 1:
-		expires = now.Add(time.Duration(2+s.alt%5) * time.Second).Truncate(time.Second).Add(time.Second)
+		expires = now.Add(time.Duration(1+s.alt%4) * time.Second).Truncate(time.Second).Add(time.Second)
 	case 2:
 		expires = now.Add(time.Hour).Truncate(time.Second)
 	}
