@@ -32,13 +32,14 @@ func TestPATFleet(t *testing.T) {
 		// directory returns the --users value and the store's flags.
 		directory func(t *testing.T, dir string) (string, []string)
 		file      bool // a users file: SIGHUP reloads it, and logs that
+		shared    bool // the instances share a token store (else each has its memory store)
 	}{
-		{"users file", func(_ *testing.T, dir string) (string, []string) { return filepath.Join(dir, "users.json"), nil }, true},
+		{"users file", func(_ *testing.T, dir string) (string, []string) { return filepath.Join(dir, "users.json"), nil }, true, false},
 		{"postgres+redis", func(t *testing.T, _ string) (string, []string) {
 			pgURL, _, _ := testservers.Postgres(t)
 			redisURL, _, _ := testservers.Redis(t)
 			return testservers.NewDatabase(t, pgURL), []string{"--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
-		}, false},
+		}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -50,12 +51,12 @@ func TestPATFleet(t *testing.T) {
 			}
 			args := append([]string{"--users", usersArg, "--secret-key-file", filepath.Join(dir, "fleet.key"), "--cost", "4"}, store...)
 			a, b := startPATServer(t, "A", args), startPATServer(t, "B", args)
-			testPATFleet(t, a, b, tc.file)
+			testPATFleet(t, a, b, tc.file, tc.shared)
 		})
 	}
 }
 
-func testPATFleet(t *testing.T, a, b *patServer, file bool) {
+func testPATFleet(t *testing.T, a, b *patServer, file, shared bool) {
 	alicePW := "alice-pat-fleet-passphrase"
 	sessA := harness.TokenOf(t, "alice on A", harness.Do(t, "POST", a.base()+"/api/auth/login/", "", fmt.Sprintf(`{"username":"alice","password":%q}`, alicePW)))
 
@@ -63,7 +64,11 @@ func testPATFleet(t *testing.T, a, b *patServer, file bool) {
 	ci := mintPAT(t, a, sessA, `{"name":"ci","scopes":["info","introspect"],"password":"`+alicePW+`"}`)
 	harness.WantInfo(t, "B, at once, with the token minted on A", b.base(), ci.Token, aliceInfo)
 	wantIntrospect(t, "B about the token minted on A", b, ci.Token, ci.Token, `"active":true,"token_type":"pat","username":"alice"`)
-	wantIntrospect(t, "B about A's session", b, ci.Token, sessA, `"active":true,"token_type":"session","username":"alice"`)
+	if shared {
+		wantIntrospect(t, "B about A's session, in the store they share", b, ci.Token, sessA, `"active":true,"token_type":"session","username":"alice"`)
+	} else {
+		wantIntrospect(t, "B about A's session, in A's memory store", b, ci.Token, sessA, `{"active":false}`)
+	}
 	deploy := mintPAT(t, b, harness.WaitLogin(t, b.base(), "alice", alicePW), `{"name":"deploy","password":"`+alicePW+`"}`)
 	wantIntrospect(t, "B about the token minted on B", b, ci.Token, deploy.Token, `"active":true,"token_type":"pat","username":"alice","sub":"alice"`)
 
@@ -115,11 +120,17 @@ func testPATFleet(t *testing.T, a, b *patServer, file bool) {
 	if r := harness.Do(t, "POST", a.base()+"/api/auth/tokens/", sessBob, fmt.Sprintf(mint, `,"code":"000000"`)); r.Status != 401 || r.Code() != "invalid_credentials" {
 		t.Errorf("POST /api/auth/tokens/ on A for bob with a wrong code = %v; want 401 invalid_credentials", r)
 	}
-	// B asks for the code once it has seen the factor (within 5 s).
+	// B asks for the code once it has seen the factor (within 5 s); bob
+	// logs in there with a recovery code, and mints with another.
 	deadline := time.Now().Add(directoryBound)
+	var mfaToken string
 	for {
 		r := harness.Do(t, "POST", b.base()+"/api/auth/login/", "", `{"username":"bob","password":"`+bobPW+`"}`)
-		if r.Status == 401 && r.Code() == "mfa_required" {
+		var reply struct {
+			MFAToken string `json:"mfa_token"`
+		}
+		if r.Status == 401 && r.Code() == "mfa_required" && json.Unmarshal([]byte(r.Body), &reply) == nil {
+			mfaToken = reply.MFAToken
 			break
 		}
 		if time.Now().After(deadline) {
@@ -127,10 +138,11 @@ func testPATFleet(t *testing.T, a, b *patServer, file bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if r := harness.Do(t, "POST", b.base()+"/api/auth/tokens/", sessBob, fmt.Sprintf(mint, "")); r.Status != 401 || r.Code() != "mfa_required" {
+	sessBobB := harness.TokenOf(t, "bob's second step on B", harness.Do(t, "POST", b.base()+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaToken+`","code":"`+codes[0].(string)+`"}`))
+	if r := harness.Do(t, "POST", b.base()+"/api/auth/tokens/", sessBobB, fmt.Sprintf(mint, "")); r.Status != 401 || r.Code() != "mfa_required" {
 		t.Errorf("POST /api/auth/tokens/ on B for bob without a code = %v; want 401 mfa_required", r)
 	}
-	bobCI := mintPAT(t, b, sessBob, fmt.Sprintf(mint, `,"code":"`+codes[0].(string)+`"`))
+	bobCI := mintPAT(t, b, sessBobB, fmt.Sprintf(mint, `,"code":"`+codes[1].(string)+`"`))
 	harness.WantInfo(t, "A with bob's token minted on B with a recovery code", a.base(), bobCI.Token, bobInfo)
 }
 
