@@ -299,11 +299,12 @@ func (m *model) forgetChecks(name string) {
 // kill records that tk died at now: through instance actor's API (the
 // store's bound), or through the CLI (actor -1, the directory's bound).
 // A personal access token lives in the directory alone: the instance that
-// revoked it refuses it at once, every other within the directory's
-// bound.
+// revoked it refuses it at once, the instances sharing its token store
+// within the store's bound (it tells them through the store), every other
+// within the directory's bound.
 func (m *model) kill(tk *token, now time.Time, actor int) {
 	deadline := now.Add(directoryBound)
-	if actor >= 0 && tk.pat == nil {
+	if actor >= 0 && (tk.pat == nil || m.sharedStore) {
 		deadline = now.Add(storeBound)
 	}
 	if tk.state == dying && !tk.deadline.After(deadline) {

@@ -19,10 +19,13 @@ import (
 // (logout, logoutall, sessions DELETE, user logout), the user's own
 // password change, user reset-mfa and second-factor changes, and a
 // restart on every store. It lives in the directory, not in the token
-// store: a revocation through the API is refused at once by the instance
-// that answered it and within the directory's bound by the others, and a
-// new token works at once everywhere (an instance that has not seen it
-// reads the directory again before it refuses it).
+// store (docs/design/tokens.md): a revocation through the API is refused
+// at once by the instance that answered it, within the store's bound by
+// the instances sharing its token store (a notice through the store makes
+// each read the user again), and within the directory's bound by any
+// other; the CLI's deaths reach every instance within the directory's
+// bound; a new token works at once everywhere (an instance that has not
+// seen it reads the directory again before it refuses it).
 
 // expiryMargin is how long before its expiry a token is taken for dying:
 // a request sent a moment before may be judged a moment after.
@@ -505,7 +508,8 @@ func (w *walker) refused(i int, tk *token, now time.Time) {
 
 // checkPAT checks personal access token tk on every instance against its
 // state: live, accepted everywhere; revoked through the API, refused at
-// once by the instance that did it; within its bound, either, but never
+// once by the instance that did it, and within the store's bound by those
+// sharing its store (patLags); within its bound, either, but never
 // accepted again by an instance that refused it; past its bound, refused
 // everywhere.
 func (w *walker) checkPAT(tk *token) error {
@@ -521,6 +525,19 @@ func (w *walker) checkPAT(tk *token) error {
 			return w.fail("revoked-token-accepted", "token %s, revoked through the API on %s, accepted by %s itself %v later; want 401 at once", tk, actor.name, actor.name, time.Since(tk.killedAt).Round(time.Millisecond))
 		}
 		w.refused(tk.actor, tk, time.Now())
+		for i, inst := range w.f.insts {
+			if i == tk.actor || !w.m.sharedStore {
+				continue
+			}
+			at, err := w.refusedBy(i, tk, tk.killedAt.Add(storeBound+grace))
+			if err != nil {
+				return err
+			}
+			if at.IsZero() {
+				return w.fail("revoked-token-accepted", "token %s, revoked through the API on %s, still accepted by %s %v later; want 401 within %v (they share a token store)", tk, actor.name, inst.name, time.Since(tk.killedAt).Round(time.Millisecond), storeBound)
+			}
+			w.refused(i, tk, at)
+		}
 	}
 	switch {
 	case tk.state == live:
