@@ -75,7 +75,7 @@ func init() {
 		{"cli-unlock", 1, cliOp("unlock")},
 		{"cli-reset-mfa", 1, cliOp("reset-mfa")},
 		{"pat-create", 4, (*walker).opPATCreate},
-		{"pat-revoke", 2, (*walker).opPATRevoke},
+		{"pat-revoke", 3, (*walker).opPATRevoke},
 		{"pat-use", 2, (*walker).opPATUse},
 		{"pat-list", 1, (*walker).opPATList},
 		{"introspect", 3, (*walker).opIntrospect},

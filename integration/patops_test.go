@@ -234,7 +234,7 @@ func (w *walker) opCLITokenCreate(s step) error {
 
 // opPATRevoke revokes one of the user's live personal access tokens: with
 // DELETE /api/auth/tokens/{id} and a live session (204; refused at once
-// by the instance that answered), or, for alt a multiple of 3, with
+// by the instance that answered), or, for alt a multiple of 4, with
 // `authsvc token revoke` (the directory's bound). A token the CLI made
 // has an id the walk learns from the listing.
 func (w *walker) opPATRevoke(s step) error {
@@ -243,7 +243,7 @@ func (w *walker) opPATRevoke(s step) error {
 	if tk == nil {
 		return errSkip
 	}
-	cli := s.alt%3 == 0
+	cli := s.alt%4 == 0
 	sess := w.liveToken(s.user, s.alt)
 	if sess == nil && (!cli || tk.pat.id == "") {
 		return errSkip
