@@ -493,19 +493,6 @@ func (w *walker) observe(i int, tk *token, accepted bool, what string) error {
 	return nil
 }
 
-// refused records that instance i refused tk at now.
-func (w *walker) refused(i int, tk *token, now time.Time) {
-	if tk.pat != nil {
-		if !tk.pat.refusedOn[i] && tk.actor >= 0 && i != tk.actor && tk.deadline.After(tk.killedAt) {
-			w.patLags = append(w.patLags, now.Sub(tk.killedAt))
-		}
-		tk.pat.refusedOn[i] = true
-	}
-	if tk.refusedAt.IsZero() {
-		tk.refusedAt = now
-	}
-}
-
 // checkPAT checks personal access token tk on every instance against its
 // state: live, accepted everywhere; revoked through the API, refused at
 // once by the instance that did it, and within the store's bound by those
@@ -515,63 +502,30 @@ func (w *walker) refused(i int, tk *token, now time.Time) {
 func (w *walker) checkPAT(tk *token) error {
 	w.m.expire(time.Now().Add(expiryMargin))
 	if tk.state == dying && tk.actor >= 0 && !tk.checked {
-		tk.checked = true
-		actor := w.f.insts[tk.actor]
-		st, err := w.info(tk.actor, tk)
-		if err != nil {
+		if err := w.revokedAtOnce(tk, w.m.sharedStore); err != nil {
 			return err
-		}
-		if st != 401 && time.Now().Before(tk.pat.expiresAt) {
-			return w.fail("revoked-token-accepted", "token %s, revoked through the API on %s, accepted by %s itself %v later; want 401 at once", tk, actor.name, actor.name, time.Since(tk.killedAt).Round(time.Millisecond))
-		}
-		w.refused(tk.actor, tk, time.Now())
-		for i, inst := range w.f.insts {
-			if i == tk.actor || !w.m.sharedStore {
-				continue
-			}
-			at, err := w.refusedBy(i, tk, tk.killedAt.Add(storeBound+grace))
-			if err != nil {
-				return err
-			}
-			if at.IsZero() {
-				return w.fail("revoked-token-accepted", "token %s, revoked through the API on %s, still accepted by %s %v later; want 401 within %v (they share a token store)", tk, actor.name, inst.name, time.Since(tk.killedAt).Round(time.Millisecond), storeBound)
-			}
-			w.refused(i, tk, at)
 		}
 	}
 	switch {
 	case tk.state == live:
-		for i, inst := range w.f.insts {
-			st, err := w.info(i, tk)
-			if err != nil {
-				return err
-			}
-			if st != 200 {
-				return w.fail("live-token-refused", "live token %s on %s: GET /api/auth/info = 401 invalid_token; want it accepted (a live personal access token works on every instance, at once when new)", tk, inst.name)
-			}
-		}
+		return w.acceptedEverywhere(tk)
 	case time.Now().Before(tk.deadline):
-		for i := range w.f.insts {
-			st, err := w.info(i, tk)
-			if err != nil {
-				return err
-			}
-			if err := w.observe(i, tk, st == 200, fmt.Sprintf("GET /api/auth/info on %s with %s", w.f.insts[i].name, tk)); err != nil {
-				return err
-			}
+		return w.observeAll(tk)
+	}
+	return w.refusedEverywhere(tk)
+}
+
+// observeAll asks every instance about tk, within its bound, and judges
+// each answer (observe).
+func (w *walker) observeAll(tk *token) error {
+	for i, inst := range w.f.insts {
+		st, err := w.info(i, tk)
+		if err != nil {
+			return err
 		}
-	default:
-		for i, inst := range w.f.insts {
-			at, err := w.refusedBy(i, tk, tk.deadline.Add(grace))
-			if err != nil {
-				return err
-			}
-			if at.IsZero() {
-				return w.fail("dead-token-accepted", "token %s still accepted by %s %v after its bound ended; want 401", tk, inst.name, time.Since(tk.deadline).Round(time.Millisecond))
-			}
-			w.refused(i, tk, at)
+		if err := w.observe(i, tk, st == 200, fmt.Sprintf("GET /api/auth/info on %s with %s", inst.name, tk)); err != nil {
+			return err
 		}
-		tk.settled++
 	}
 	return nil
 }

@@ -438,73 +438,93 @@ func (w *walker) checkToken(tk *token) error {
 	}
 	switch {
 	case tk.state == live:
-		for i, inst := range w.f.insts {
-			st, err := w.info(i, tk)
-			if err != nil {
-				return err
-			}
-			if st != 200 {
-				return w.fail("live-token-refused", "live token %s on %s: GET /api/auth/info = 401 invalid_token; want 200 (a live token is live on every instance)", tk, inst.name)
-			}
-		}
+		return w.acceptedEverywhere(tk)
 	case tk.state == dying && tk.actor >= 0 && !tk.checked:
-		// Revoked through the API: at once by the instance that did it,
-		// within the store's bound by the others.
-		tk.checked = true
-		actor := w.f.insts[tk.actor]
-		st, err := w.info(tk.actor, tk)
-		if err != nil {
-			return err
-		}
-		if st != 401 {
-			return w.fail("revoked-token-accepted", "token %s, revoked through the API on %s, accepted by %s itself %v later; want 401 at once", tk, actor.name, actor.name, time.Since(tk.killedAt).Round(time.Millisecond))
-		}
-		for i, inst := range w.f.insts {
-			if i == tk.actor {
-				continue
-			}
-			at, err := w.refusedBy(i, tk, tk.killedAt.Add(storeBound+grace))
-			if err != nil {
-				return err
-			}
-			if at.IsZero() {
-				return w.fail("revoked-token-accepted", "token %s, revoked through the API on %s, still accepted by %s %v later; want 401 within %v", tk, actor.name, inst.name, time.Since(tk.killedAt).Round(time.Millisecond), storeBound)
-			}
-			w.lags = append(w.lags, at.Sub(tk.killedAt))
-		}
+		return w.revokedAtOnce(tk, true)
 	case now.Before(tk.deadline):
 		// Within its bound either answer is right, but once an instance
 		// has refused it every instance must (within the store's bound).
-		for i, inst := range w.f.insts {
-			st, err := w.info(i, tk)
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			switch {
-			case st == 401 && tk.refusedAt.IsZero():
-				tk.refusedAt = now
-			case st == 200 && !tk.refusedAt.IsZero() && now.Sub(tk.refusedAt) > storeBound+grace:
-				return w.fail("dead-token-revived", "token %s accepted by %s %v after an instance refused it; want 401 (dead stays dead)", tk, inst.name, now.Sub(tk.refusedAt).Round(time.Millisecond))
-			}
-		}
+		return w.observeAll(tk)
 	default:
 		// Past its bound: refused everywhere.
-		for i, inst := range w.f.insts {
-			at, err := w.refusedBy(i, tk, tk.deadline.Add(grace))
-			if err != nil {
-				return err
-			}
-			if at.IsZero() {
-				return w.fail("dead-token-accepted", "token %s still accepted by %s %v after its bound ended; want 401", tk, inst.name, time.Since(tk.deadline).Round(time.Millisecond))
-			}
-			if tk.refusedAt.IsZero() {
-				tk.refusedAt = at
-			}
+		return w.refusedEverywhere(tk)
+	}
+}
+
+// acceptedEverywhere checks that every instance accepts live token tk.
+func (w *walker) acceptedEverywhere(tk *token) error {
+	for i, inst := range w.f.insts {
+		st, err := w.info(i, tk)
+		if err != nil {
+			return err
 		}
-		tk.settled++
+		if st != 200 {
+			return w.fail("live-token-refused", "live token %s on %s: GET /api/auth/info = 401 invalid_token; want it accepted (a live token is live on every instance, a new one at once)", tk, inst.name)
+		}
 	}
 	return nil
+}
+
+// revokedAtOnce checks tk, revoked through instance tk.actor's API:
+// refused at once by that instance and, when others, within the store's
+// bound by every other (the lags are reported).
+func (w *walker) revokedAtOnce(tk *token, others bool) error {
+	tk.checked = true
+	actor := w.f.insts[tk.actor]
+	st, err := w.info(tk.actor, tk)
+	if err != nil {
+		return err
+	}
+	if st != 401 && (tk.pat == nil || time.Now().Before(tk.pat.expiresAt)) {
+		return w.fail("revoked-token-accepted", "token %s, revoked through the API on %s, accepted by %s itself %v later; want 401 at once", tk, actor.name, actor.name, time.Since(tk.killedAt).Round(time.Millisecond))
+	}
+	w.refused(tk.actor, tk, time.Now())
+	for i, inst := range w.f.insts {
+		if i == tk.actor || !others {
+			continue
+		}
+		at, err := w.refusedBy(i, tk, tk.killedAt.Add(storeBound+grace))
+		if err != nil {
+			return err
+		}
+		if at.IsZero() {
+			return w.fail("revoked-token-accepted", "token %s, revoked through the API on %s, still accepted by %s %v later; want 401 within %v", tk, actor.name, inst.name, time.Since(tk.killedAt).Round(time.Millisecond), storeBound)
+		}
+		if tk.pat != nil {
+			w.patLags = append(w.patLags, at.Sub(tk.killedAt))
+		} else {
+			w.lags = append(w.lags, at.Sub(tk.killedAt))
+		}
+		w.refused(i, tk, at)
+	}
+	return nil
+}
+
+// refusedEverywhere checks that every instance refuses tk, whose bound
+// has passed (within grace of it), and counts the check.
+func (w *walker) refusedEverywhere(tk *token) error {
+	for i, inst := range w.f.insts {
+		at, err := w.refusedBy(i, tk, tk.deadline.Add(grace))
+		if err != nil {
+			return err
+		}
+		if at.IsZero() {
+			return w.fail("dead-token-accepted", "token %s still accepted by %s %v after its bound ended; want 401", tk, inst.name, time.Since(tk.deadline).Round(time.Millisecond))
+		}
+		w.refused(i, tk, at)
+	}
+	tk.settled++
+	return nil
+}
+
+// refused records that instance i refused tk at at.
+func (w *walker) refused(i int, tk *token, at time.Time) {
+	if tk.pat != nil {
+		tk.pat.refusedOn[i] = true
+	}
+	if tk.refusedAt.IsZero() {
+		tk.refusedAt = at
+	}
 }
 
 // shrink replays ever shorter parts of the failed walk's steps on fresh
