@@ -16,10 +16,13 @@ import (
 // topology) through random, seeded walks of operations, and after every
 // step checks every token the walk holds and every password it knows, on
 // every instance, against a small model of API.md (Tokens, password
-// change, Sessions, Two-factor, Command line, Operations, Users): a live
-// token is never refused anywhere, a dead one is refused at once by the
-// instance that revoked it, within the store's bound by the others and
-// within the directory's bound after a user command; no answer is a 5xx.
+// change, Sessions, Two-factor, Personal access tokens, introspection,
+// Command line, Operations, Users) and docs/design/tokens.md: a live
+// token, session or personal access token, is never refused anywhere, a
+// dead one is refused at once by the instance that revoked it, within the
+// store's bound by the others and within the directory's bound after a
+// user or token command (patops_test.go has the personal access tokens'
+// rule); no answer is a 5xx.
 // A failure is shrunk to the shortest step list that still fails the same
 // way, and printed with its seed and a command that replays it.
 //
