@@ -88,7 +88,7 @@ func (w *walker) pickPAT(list []*token, pick int) *token {
 // instance may answer from has a second factor (unless alt leaves it out,
 // to see mfa_required). alt also draws the scopes and the expiry: a few
 // seconds (so that expiries happen within a walk), an hour, or the
-// default. What the instance may answer is what a login on the same
+// default; and now and then a name taken or the admin scope. What the instance may answer is what a login on the same
 // proof would (the check of password and code is the login's); a token
 // it makes is written to the directory as it is now, so it is live.
 func (w *walker) opPATCreate(s step) error {
@@ -110,6 +110,28 @@ func (w *walker) opPATCreate(s step) error {
 	}
 	if !expires.IsZero() {
 		body["expires_at"] = expires.UTC().Format(time.RFC3339)
+	}
+	// alt/48%8: 7 asks for the admin scope, which no user of the walk may
+	// have (403 permission_denied, before the proof); 6 takes the name of
+	// a live token of the user (409 conflict once the proof holds).
+	variant := (s.alt / 48) % 8
+	if variant == 7 {
+		body["scopes"] = []string{"admin"}
+		raw, _ := json.Marshal(body)
+		r, err := w.call(s.inst, "POST", "/api/auth/tokens/", sess.value, string(raw))
+		if err == nil && (r.status != 403 || r.code() != "permission_denied") {
+			err = w.fail("pat-create", "POST /api/auth/tokens/ on %s with live session %s, for the admin scope of a user who is no admin = %s; want 403 permission_denied", w.f.insts[s.inst].name, sess, r)
+		}
+		return err
+	}
+	var taken *token
+	if variant == 6 {
+		w.m.expire(now.Add(expiryMargin))
+		if list := w.m.livePATs(s.user, ""); len(list) > 0 {
+			taken = list[s.pick%len(list)]
+			p.name, body["name"] = taken.pat.name, taken.pat.name
+			w.note("with the name of #%d", taken.id)
+		}
 	}
 	var c code
 	var haveCode bool
@@ -144,15 +166,16 @@ func (w *walker) opPATCreate(s step) error {
 		what += " and no code"
 	}
 	got := replyOutcome(r)
-	if r.status == 201 {
+	switch {
+	case taken == nil && r.status == 201, taken != nil && r.status == 409 && r.code() == "conflict":
 		got = granted
-	} else if r.status == 200 {
-		got = outcome("200")
+	case r.status == 200 || r.status == 201:
+		got = outcome(fmt.Sprint(r.status))
 	}
 	if _, ok := want[got]; !ok || got == mfaRequired && r.str("mfa_token") != "" {
-		return w.fail("pat-create", "%s = %s; want %s, never an mfa_token (versions %v)", what, r, patOutcomes(want), poss)
+		return w.fail("pat-create", "%s = %s; want %s, never an mfa_token (versions %v)", what, r, patOutcomes(want, taken != nil), poss)
 	}
-	if got != granted {
+	if got != granted || taken != nil {
 		return nil
 	}
 	p.id, p.expiresAt = r.str("id"), parseTime(r.str("expires_at"))
@@ -174,8 +197,12 @@ func (w *walker) opPATCreate(s step) error {
 	return nil
 }
 
-// patOutcomes is want with a grant written as a create answers it.
-func patOutcomes(want map[outcome][]int) string {
+// patOutcomes is want with a grant written as a create answers it: 201,
+// or 409 conflict when the name is taken.
+func patOutcomes(want map[outcome][]int, taken bool) string {
+	if taken {
+		return strings.Replace(outcomes(want), string(granted), "409 conflict", 1)
+	}
 	return strings.Replace(outcomes(want), string(granted), "201", 1)
 }
 
