@@ -98,6 +98,10 @@ type loginAttempt struct {
 	// attrs are what the audit line adds after the usual ones (a
 	// minted token's id, say); never a secret.
 	attrs []slog.Attr
+	// same checks the password this attempt found right against a fresh
+	// copy of the user's hash (samePassword), for issue's afresh; nil
+	// when the attempt checked none it can check again (a second step).
+	same func(fresh *users.Account) bool
 }
 
 // attempt starts a password check of username from r's client against users.
@@ -151,6 +155,21 @@ func (a *loginAttempt) verify(password string) (*users.Account, error) {
 		return nil, err
 	}
 	return u, nil
+}
+
+// samePassword keeps in a.same a check of whether password, which this
+// attempt found right, is the password of fresh, a copy of its user read
+// since: the hash's text may differ (a rehash), the password not. It
+// takes a hasher slot as any check does; no slot, no verdict (false).
+func (a *loginAttempt) samePassword(password string) {
+	a.same = func(fresh *users.Account) bool {
+		release, err := a.g.Admission.Acquire(a.r.Context())
+		if err != nil {
+			return false
+		}
+		defer release()
+		return a.g.Hasher.Verify(fresh.Hash(), []byte(password))
+	}
 }
 
 // release gives back the throttle's place verify held, settling the
@@ -517,6 +536,7 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFa
 		attempt.hold = true
 		u, err := attempt.verify(req.Password)
 		if err == nil {
+			attempt.samePassword(req.Password)
 			guard.Rehash(r.Context(), tc.users, u, req.Password)
 		}
 		var stamp uint64
@@ -553,7 +573,7 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFa
 			// stamp is (tokenCheck.afresh). Nothing was spent: the login
 			// is decided again on the user as the directory has them
 			// now, a second factor that came or went included.
-			if fresh, freshStamp, ok := tc.afresh(r.Context(), u, stamp); ok {
+			if fresh, freshStamp, ok := tc.afresh(r.Context(), u, stamp, attempt.same); ok {
 				if fresh.HasSecondFactor() {
 					err = sf.challenge(r.Context(), fresh, freshStamp)
 				} else {
@@ -599,7 +619,7 @@ func (a *loginAttempt) issue(tc tokenCheck, u *users.Account, stamp uint64, with
 	if !errors.Is(err, tokens.ErrSuperseded) || !withFactors {
 		return reply, err
 	}
-	if fresh, freshStamp, ok := tc.afresh(ctx, u, stamp); ok && fresh.HasSecondFactor() == u.HasSecondFactor() {
+	if fresh, freshStamp, ok := tc.afresh(ctx, u, stamp, a.same); ok && fresh.HasSecondFactor() == u.HasSecondFactor() {
 		return issueToken(ctx, tc.store, tc.policy, tc.metrics, fresh, freshStamp, users.Later(tc.now(), fresh.TokensAfter()), a.client, a.r.UserAgent())
 	}
 	return reply, err

@@ -67,9 +67,15 @@ func (p TokenPolicy) Supersession(username string, stamp uint64, before, now tim
 // change it was never told of, say while Redis was away); either way the
 // store is told the directory's state. Otherwise (another password, the user
 // disabled, a directory that cannot say) the refusal stands.
-func (c tokenCheck) afresh(ctx context.Context, u *users.Account, stamp uint64) (*users.Account, uint64, bool) {
+//
+// The hash alone cannot say that the password is another: a rehash on
+// login (on another instance, say) writes another hash of the same
+// password, and a factor change then moves the stamp. So a fresh hash
+// that differs is put to same, when given, which checks the password the
+// caller checked against it; without same, the refusal stands.
+func (c tokenCheck) afresh(ctx context.Context, u *users.Account, stamp uint64, same func(fresh *users.Account) bool) (*users.Account, uint64, bool) {
 	fresh, err := c.users.Recheck(ctx, u.Username())
-	if err != nil || fresh.Disabled() || fresh.StoredHash() != u.StoredHash() {
+	if err != nil || fresh.Disabled() || fresh.StoredHash() != u.StoredHash() && (same == nil || !same(fresh)) {
 		return nil, 0, false
 	}
 	// The store is told the directory's state whatever stamp it holds: a
