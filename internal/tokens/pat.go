@@ -73,12 +73,23 @@ func NewPAT() (string, Digest) {
 
 // putChecksum writes the CRC-32 of random into dst as a big-endian base62
 // number, left-padded with '0'.
-func putChecksum(dst, random []byte) {
-	sum := crc32.ChecksumIEEE(random)
+func putChecksum[T ~string | ~[]byte](dst []byte, random T) {
+	sum := crcIEEE(random)
 	for i := len(dst) - 1; i >= 0; i-- {
 		dst[i] = base62[sum%62]
 		sum /= 62
 	}
+}
+
+// crcIEEE is crc32.ChecksumIEEE over a string or bytes, by the table:
+// the package's function takes a slice that escapes through its
+// dispatch, which would cost every token check an allocation.
+func crcIEEE[T ~string | ~[]byte](b T) uint32 {
+	crc := ^uint32(0)
+	for i := 0; i < len(b); i++ {
+		crc = crc32.IEEETable[byte(crc)^b[i]] ^ crc>>8
+	}
+	return ^crc
 }
 
 // PATDigestOf returns the digest of t, or ErrBadToken unless t is a
@@ -88,7 +99,9 @@ func PATDigestOf(t string) (Digest, error) {
 	if !ValidPAT(t) {
 		return Digest{}, ErrBadToken
 	}
-	return sha256.Sum256([]byte(t)), nil
+	var b [PATLength]byte // on the stack: []byte(t) would be on the heap
+	copy(b[:], t)
+	return sha256.Sum256(b[:]), nil
 }
 
 // ValidPAT reports whether t has a personal access token's form and its
@@ -104,7 +117,7 @@ func ValidPAT(t string) bool {
 		}
 	}
 	var want [patChecksum]byte
-	putChecksum(want[:], []byte(rest[:patRandom]))
+	putChecksum(want[:], rest[:patRandom])
 	return string(want[:]) == rest[patRandom:]
 }
 

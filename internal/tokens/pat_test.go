@@ -95,3 +95,20 @@ func TestKindString(t *testing.T) {
 		}
 	}
 }
+
+// TestPATCheckAllocations: checking a personal access token's form and
+// taking its digest allocate nothing: they run on every request.
+func TestPATCheckAllocations(t *testing.T) {
+	tok, want := NewPAT()
+	if got := crcIEEE(tok[12:42]); got != crc32.ChecksumIEEE([]byte(tok[12:42])) {
+		t.Fatalf("crcIEEE(%q) = %08x; want crc32.ChecksumIEEE's %08x", tok[12:42], got, crc32.ChecksumIEEE([]byte(tok[12:42])))
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if d, err := PATDigestOf(tok); err != nil || d != want {
+			t.Fatalf("PATDigestOf = %x, %v; want %x", d, err, want)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("PATDigestOf allocates %v times per call; want 0", allocs)
+	}
+}
