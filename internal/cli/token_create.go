@@ -111,6 +111,8 @@ func tokenCreateError(username string, err error) error {
 		return fmt.Errorf("token create: user %q has a live personal access token of that name", username)
 	case errors.Is(err, users.ErrDisabled):
 		return fmt.Errorf("token create: user %q is disabled", username)
+	case errors.Is(err, users.ErrAdminScope):
+		return fmt.Errorf("token create: scope admin: %q is not an admin", username)
 	case errors.Is(err, users.ErrTooManyAccessTokens):
 		return fmt.Errorf("token create: user %q: %v", username, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,7 +165,7 @@ func handleTokenCreate(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf se
 			reply, err = createToken(r.Context(), tc, p.user.Username(), spec)
 		}
 		if err == nil {
-			a.attrs = append(a.attrs, slog.String("token_id", reply.ID), slog.String("scopes", scopeString(reply.Scopes)))
+			a.attrs = append(a.attrs, slog.String("token_id", reply.ID), slog.String("scopes", strings.Join(reply.Scopes, " ")))
 		}
 		a.release()
 		a.audit(err)
@@ -208,18 +209,6 @@ func createToken(ctx context.Context, tc tokenCheck, username string, spec token
 	reply := replyOf(&t, time.Time{})
 	reply.Token = token
 	return reply, nil
-}
-
-// scopeString returns scopes as RFC 7662's scope: space-separated.
-func scopeString(scopes []string) string {
-	s := ""
-	for i, x := range scopes {
-		if i > 0 {
-			s += " "
-		}
-		s += x
-	}
-	return s
 }
 
 // tokensReply is the body of GET /api/auth/tokens/.

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"authsvc/internal/tokens"
@@ -97,7 +98,7 @@ func describe(p principal) introspectReply {
 		Admin: info.Admin, Groups: info.Groups}
 	if p.pat != nil {
 		exp := p.pat.ExpiresAt.Unix()
-		reply.IAT, reply.Exp, reply.Scope = p.pat.CreatedAt.Unix(), &exp, scopeString(p.pat.Scopes)
+		reply.IAT, reply.Exp, reply.Scope = p.pat.CreatedAt.Unix(), &exp, strings.Join(p.pat.Scopes, " ") // RFC 7662: space-separated
 		return reply
 	}
 	reply.IAT = p.session.IssuedAt.Unix()

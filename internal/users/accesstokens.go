@@ -49,6 +49,8 @@ var (
 	ErrTooManyAccessTokens = fmt.Errorf("at most %d personal access tokens per user", MaxAccessTokens)
 	// ErrDisabled: the operation needs an enabled user.
 	ErrDisabled = errors.New("user is disabled")
+	// ErrAdminScope: a token of scope admin for a user who is not an admin.
+	ErrAdminScope = errors.New("only an admin's token may have the admin scope")
 )
 
 // An AccessToken is a personal access token as its user's record keeps
@@ -178,7 +180,7 @@ func CreateAccessToken(ctx context.Context, d Directory, username string, t Acce
 			return ErrDisabled
 		}
 		if t.ScopesNeedAdmin() && !u.Admin {
-			return fmt.Errorf("scope admin: %q is not an admin", u.Username)
+			return ErrAdminScope
 		}
 		live := u.AccessTokens[:0:0]
 		for _, x := range u.AccessTokens {
