@@ -110,6 +110,7 @@ func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter Pas
 		x.PasswordGeneration++
 		cutoff = users.NextCutoff(x.TokensAfter, tc.now())
 		x.PasswordHash, x.TokensAfter, generation = hash, cutoff, x.PasswordGeneration
+		x.ResetLink = nil // a password change makes older reset links dead (API.md)
 		return nil
 	})
 	if err != nil {

@@ -450,6 +450,9 @@ func Validate(list []User) error {
 		if err := CheckAccessTokens(u.AccessTokens); err != nil {
 			return fmt.Errorf("users[%d] (%q): %v", i, u.Username, err)
 		}
+		if err := CheckResetLink(u.ResetLink); err != nil {
+			return fmt.Errorf("users[%d] (%q): %v", i, u.Username, err)
+		}
 		hash, err := password.ParseHash(u.PasswordHash)
 		if err != nil {
 			return fmt.Errorf("users[%d] (%q): password_hash: %v", i, u.Username, err)

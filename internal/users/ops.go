@@ -55,7 +55,7 @@ func Enable(ctx context.Context, d Directory, username string) error {
 // change (POST /api/auth/password/) keeps them.
 func SetPassword(ctx context.Context, d Directory, username, hash string) error {
 	return d.Update(ctx, username, func(u *User) error {
-		u.PasswordHash, u.TokensAfter, u.AccessTokens = hash, time.Now().UTC(), nil
+		u.PasswordHash, u.TokensAfter, u.AccessTokens, u.ResetLink = hash, time.Now().UTC(), nil, nil
 		u.PasswordGeneration++
 		return nil
 	})

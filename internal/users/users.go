@@ -86,6 +86,10 @@ type User struct {
 	// set by anyone but the user, SetPassword) empties the list, so that
 	// nothing brings a dead one back.
 	AccessTokens []AccessToken `json:"access_tokens,omitempty"`
+	// ResetLink is the user's one live password reset link (its digest,
+	// never its token); nil for none. A password change, a reset and a
+	// newer link remove or replace it.
+	ResetLink *ResetLink `json:"reset_link,omitempty"`
 }
 
 // Factors are a user's second factors (API.md, Two-factor authentication).

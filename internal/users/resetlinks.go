@@ -1,0 +1,140 @@
+package users
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Password reset links (API.md, "Password reset"): a link is a user's uid
+// (the username, base64url) and a token of resetTokenBytes from a CSPRNG
+// (base64url); the user's record keeps the token's SHA-256 and its
+// expiry, never the token. A user has at most one live link: a newer one,
+// a password change or a reset replaces or removes it, so older links
+// are dead.
+
+// resetTokenBytes is a reset token's entropy.
+const resetTokenBytes = 32
+
+// DefaultResetTTL is how long a reset link works unless told otherwise.
+const DefaultResetTTL = time.Hour
+
+// ErrBadResetLink: a reset link that is not the user's live one: wrong,
+// used, expired, superseded, malformed, or of a user that is gone or
+// disabled. One error for all, as the reply is one.
+var ErrBadResetLink = errors.New("invalid or expired reset link")
+
+// A ResetLink is a user's live password reset link as the record keeps it.
+type ResetLink struct {
+	Digest    string    `json:"digest"` // hex SHA-256 of the token's raw bytes
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// CheckResetLink returns why l cannot be a stored reset link, or nil.
+func CheckResetLink(l *ResetLink) error {
+	if l == nil {
+		return nil
+	}
+	if _, err := hex.DecodeString(l.Digest); err != nil || len(l.Digest) != 2*sha256.Size {
+		return errors.New("reset_link: digest: want the 64 hex characters of a SHA-256")
+	}
+	if l.ExpiresAt.IsZero() {
+		return errors.New("reset_link: expires_at: missing")
+	}
+	return nil
+}
+
+// ResetUID returns the uid of a reset link of username: the name,
+// base64url without padding (djoser's shape).
+func ResetUID(username string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(username))
+}
+
+// ParseResetUID returns the username of uid, or ErrBadResetLink.
+func ParseResetUID(uid string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(uid)
+	if err != nil || len(b) == 0 || len(b) > 4*MaxUsernameLen {
+		return "", ErrBadResetLink
+	}
+	return string(b), nil
+}
+
+// resetDigest returns the digest of a reset token as given in a link, or
+// ErrBadResetLink unless it is resetTokenBytes in base64url.
+func resetDigest(token string) ([sha256.Size]byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(b) != resetTokenBytes {
+		return [sha256.Size]byte{}, ErrBadResetLink
+	}
+	return sha256.Sum256(b), nil
+}
+
+// FormatResetURL fills pattern's {uid} and {token} (--reset-url).
+func FormatResetURL(pattern, uid, token string) string {
+	return strings.NewReplacer("{uid}", uid, "{token}", token).Replace(pattern)
+}
+
+// NewResetLink makes a reset link for the user named username, live until
+// now+ttl, which replaces any older one (dead from then on), and returns
+// its uid and token. A disabled user gets none: ErrDisabled.
+func NewResetLink(ctx context.Context, d Directory, username string, ttl time.Duration, now time.Time) (uid, token string, err error) {
+	var raw [resetTokenBytes]byte
+	rand.Read(raw[:]) // never returns an error; crashes the program if the OS cannot supply randomness
+	digest := sha256.Sum256(raw[:])
+	link := &ResetLink{Digest: hex.EncodeToString(digest[:]), ExpiresAt: now.Add(ttl).UTC()}
+	err = d.Update(ctx, username, func(u *User) error {
+		if u.Disabled {
+			return ErrDisabled
+		}
+		u.ResetLink = link
+		return nil
+	})
+	if err != nil {
+		return "", "", err
+	}
+	return ResetUID(username), base64.RawURLEncoding.EncodeToString(raw[:]), nil
+}
+
+// ConfirmReset sets the password hash of the user a reset link names, if
+// token is that user's live link at now: ErrBadResetLink otherwise, with
+// nothing written. It has a password change's reach, as SetPassword: every
+// session and personal access token of the user dies; the link is spent;
+// the user's lockouts are lifted as Unlock lifts them; second factors
+// stay, so the next login still asks for one. The caller checks the new
+// password against the policy and hashes it first: a weak one must not
+// spend the link.
+func ConfirmReset(ctx context.Context, d Directory, username, token, hash string, now time.Time) error {
+	digest, err := resetDigest(token)
+	if err != nil {
+		return err
+	}
+	err = d.Update(ctx, username, func(u *User) error {
+		l := u.ResetLink
+		if u.Disabled || l == nil || !now.Before(l.ExpiresAt) {
+			return ErrBadResetLink
+		}
+		want, err := hex.DecodeString(l.Digest)
+		if err != nil || subtle.ConstantTimeCompare(want, digest[:]) != 1 {
+			return ErrBadResetLink
+		}
+		at := now.UTC()
+		u.PasswordHash, u.TokensAfter, u.AccessTokens, u.ResetLink = hash, NextCutoff(u.TokensAfter, at), nil, nil
+		u.PasswordGeneration++
+		u.FailuresAfter = at
+		return nil
+	})
+	if errors.Is(err, ErrNotFound) {
+		return ErrBadResetLink
+	}
+	if err != nil && !errors.Is(err, ErrBadResetLink) {
+		return fmt.Errorf("reset %q: %w", username, err)
+	}
+	return err
+}
