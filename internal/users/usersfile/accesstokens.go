@@ -138,3 +138,12 @@ func cloneAccessTokens(list []users.AccessToken) []users.AccessToken {
 	}
 	return c
 }
+
+// cloneResetLink returns a copy of l; nil for nil.
+func cloneResetLink(l *users.ResetLink) *users.ResetLink {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	return &c
+}

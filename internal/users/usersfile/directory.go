@@ -317,6 +317,9 @@ func checkEntry(u *users.User) error {
 	if err := users.CheckAccessTokens(u.AccessTokens); err != nil {
 		return fmt.Errorf("user %q: %w", u.Username, err)
 	}
+	if err := users.CheckResetLink(u.ResetLink); err != nil {
+		return fmt.Errorf("user %q: %w", u.Username, err)
+	}
 	if _, err := password.ParseHash(u.PasswordHash); err != nil {
 		return fmt.Errorf("user %q: password_hash: %w", u.Username, err)
 	}

@@ -189,7 +189,7 @@ func rawUser(u *users.User) *rawEntry {
 	if u.DjangoHash != "" {
 		e.djangoHash = []byte(u.DjangoHash)
 	}
-	e.factors, e.accessTokens = u.MFA, u.AccessTokens
+	e.factors, e.accessTokens, e.resetLink = u.MFA, u.AccessTokens, u.ResetLink
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}

@@ -43,6 +43,9 @@ type rawEntry struct {
 	// the fast decoder leaves "access_tokens" to the reference too, so
 	// that only the users who have some pay for decoding them.
 	accessTokens []users.AccessToken
+	// resetLink is the user's live password reset link, nil for none; left
+	// to the reference decoder too (few users have one).
+	resetLink *users.ResetLink
 }
 
 // A usersScanner reads a users file from r through its own buffer.
@@ -155,7 +158,7 @@ func (s *usersScanner) decode(i int, raw []byte) (*rawEntry, error) {
 	*e = rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
 		groups: e.groups[:0], admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter,
 		failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration, djangoHash: []byte(u.DjangoHash),
-		factors: u.MFA, accessTokens: u.AccessTokens}
+		factors: u.MFA, accessTokens: u.AccessTokens, resetLink: u.ResetLink}
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
 	}

@@ -148,6 +148,9 @@ func decodeEntryStrict(i int, raw []byte) (users.User, error) {
 	if len(u.AccessTokens) == 0 {
 		u.AccessTokens = nil // [] is written as nothing: as read back
 	}
+	if err := users.CheckResetLink(u.ResetLink); err != nil {
+		return users.User{}, fmt.Errorf("%s: %v", entryAt(i, u.Username), err)
+	}
 	return u, nil
 }
 

@@ -64,6 +64,7 @@ func Run(t *testing.T, factory Factory) {
 		{"operations on a user", func(t *testing.T, fx fixture) { runOps(t, fx.factory) }},
 		{"authenticate through the directory", testAuthenticate},
 		{"personal access tokens", runAccessTokens},
+		{"password reset links", runResetLinks},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, fx) })
 	}

@@ -1,0 +1,122 @@
+package userstest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"authsvc/internal/users"
+)
+
+// runResetLinks checks that a backing keeps a user's password reset link
+// (User.ResetLink) through its writes, so that users.NewResetLink and
+// users.ConfirmReset keep API.md's promises on it: a link works once, on
+// any handle, until it expires or a newer link, a password change or a
+// reset makes it dead.
+func runResetLinks(t *testing.T, fx fixture) {
+	ctx := context.Background()
+	now := time.Now()
+	newHash := fx.alice.PasswordHash // any valid hash serves: the link, not the password, is under test
+	t.Run("works once, on another handle", func(t *testing.T) {
+		a, b := fx.aliceOnTwo(t)
+		uid, token, err := users.NewResetLink(ctx, a, "alice", time.Hour, now)
+		if err != nil {
+			t.Fatalf("NewResetLink(alice) = %v", err)
+		}
+		if name, err := users.ParseResetUID(uid); err != nil || name != "alice" {
+			t.Fatalf("ParseResetUID(%q) = %q, %v; want alice", uid, name, err)
+		}
+		if err := users.ConfirmReset(ctx, b, "alice", token, newHash, now); err != nil {
+			t.Fatalf("ConfirmReset on another handle = %v; want nil", err)
+		}
+		for name, d := range map[string]users.Directory{"the same handle": b, "the other handle": a} {
+			if err := users.ConfirmReset(ctx, d, "alice", token, newHash, now); !errors.Is(err, users.ErrBadResetLink) {
+				t.Errorf("ConfirmReset again on %s = %v; want ErrBadResetLink", name, err)
+			}
+		}
+	})
+	t.Run("dead when superseded, expired, or after a password set", func(t *testing.T) {
+		for _, tt := range []struct {
+			name  string
+			after func(d users.Directory) error
+			at    time.Time
+		}{
+			{"a newer link", func(d users.Directory) error {
+				_, _, err := users.NewResetLink(ctx, d, "alice", time.Hour, now)
+				return err
+			}, now},
+			{"user passwd", func(d users.Directory) error { return users.SetPassword(ctx, d, "alice", newHash) }, now},
+			{"disabled", func(d users.Directory) error { return users.Disable(ctx, d, "alice") }, now},
+			{"expiry", func(users.Directory) error { return nil }, now.Add(time.Hour)},
+		} {
+			d := fx.withAlice(t)
+			_, token, err := users.NewResetLink(ctx, d, "alice", time.Hour, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.after(d); err != nil {
+				t.Fatal(err)
+			}
+			if err := users.ConfirmReset(ctx, d, "alice", token, newHash, tt.at); !errors.Is(err, users.ErrBadResetLink) {
+				t.Errorf("ConfirmReset after %s = %v; want ErrBadResetLink", tt.name, err)
+			}
+		}
+	})
+	t.Run("wrong and malformed links", func(t *testing.T) {
+		d := fx.withAlice(t)
+		if _, _, err := users.NewResetLink(ctx, d, "alice", time.Hour, now); err != nil {
+			t.Fatal(err)
+		}
+		_, other, err := users.NewResetLink(ctx, fx.withAlice(t), "alice", time.Hour, now) // another backing's link
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range []string{other, "", "short", other + "A", "!!!!"} {
+			if err := users.ConfirmReset(ctx, d, "alice", tok, newHash, now); !errors.Is(err, users.ErrBadResetLink) {
+				t.Errorf("ConfirmReset(%q) = %v; want ErrBadResetLink", tok, err)
+			}
+		}
+		if err := users.ConfirmReset(ctx, d, "nobody", other, newHash, now); !errors.Is(err, users.ErrBadResetLink) {
+			t.Errorf("ConfirmReset(an unknown user) = %v; want ErrBadResetLink", err)
+		}
+	})
+	t.Run("a reset's reach", func(t *testing.T) {
+		d := fx.withAlice(t)
+		create(t, d, "alice", liveToken("ci"))
+		before, err := d.Recheck(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, token, err := users.NewResetLink(ctx, d, "alice", time.Hour, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := users.ConfirmReset(ctx, d, "alice", token, newHash, now); err != nil {
+			t.Fatal(err)
+		}
+		after, err := d.Recheck(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.SessionGeneration() == before.SessionGeneration() || !after.TokensAfter().After(before.TokensAfter()) {
+			t.Errorf("after a reset, stamp %d and cut-off %v; want both moved from %d and %v: every session dies",
+				after.SessionGeneration(), after.TokensAfter(), before.SessionGeneration(), before.TokensAfter())
+		}
+		if list, err := d.AccessTokens(ctx, "alice"); err != nil || len(list) != 0 {
+			t.Errorf("AccessTokens after a reset = %d tokens, %v; want none", len(list), err)
+		}
+		if after.FailuresAfter().IsZero() {
+			t.Errorf("FailuresAfter after a reset is zero; want the reset's time: the lockouts are lifted")
+		}
+	})
+	t.Run("none for a disabled user", func(t *testing.T) {
+		d := fx.withAlice(t)
+		if err := users.Disable(ctx, d, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := users.NewResetLink(ctx, d, "alice", time.Hour, now); !errors.Is(err, users.ErrDisabled) {
+			t.Errorf("NewResetLink(a disabled user) = %v; want ErrDisabled", err)
+		}
+	})
+}
