@@ -89,6 +89,7 @@ type envConfig struct {
 	hashPolicy                   password.HashPolicy
 	corsOrigins                  []string
 	mfaIssuer                    string
+	resetFloor                   time.Duration // a reset confirm's least time
 
 	users     []users.User                               // the users file's; testUsers when nil
 	keys      secret.Keyring                             // seals second factors; a new key when it has none
@@ -117,6 +118,7 @@ func testConfig() envConfig {
 		passwordMinLength: password.DefaultMinLength,
 		hashPolicy:        policy,
 		mfaIssuer:         "authsvc",
+		resetFloor:        20 * time.Millisecond,
 	}
 }
 
@@ -181,6 +183,7 @@ func (e *testEnv) newDeps(cfg envConfig, log *slog.Logger) httpapi.Deps {
 		MetricsOnMain: true,
 		CORSOrigins:   cfg.corsOrigins,
 		MFA:           httpapi.MFAConfig{Issuer: cfg.mfaIssuer, Keys: e.keys},
+		Reset:         httpapi.ResetPolicy{Floor: cfg.resetFloor},
 		LogFormat:     "text",
 		Passwords: httpapi.PasswordSetter{
 			Policy: password.Policy{MinLength: cfg.passwordMinLength},

@@ -51,7 +51,7 @@ type routeMetrics struct {
 var metricRoutes = []string{"/api/auth/login", "/api/auth/info", "/api/auth/logout", "/api/auth/logoutall",
 	"/api/auth/password", "/api/auth/sessions", "/api/auth/sessions/{id}",
 	"/api/auth/login/mfa", "/api/auth/mfa", "/api/auth/mfa/totp", "/api/auth/mfa/totp/confirm", "/api/auth/mfa/recovery-codes",
-	"/api/auth/tokens", "/api/auth/tokens/{id}", "/api/auth/introspect",
+	"/api/auth/tokens", "/api/auth/tokens/{id}", "/api/auth/introspect", "/api/auth/password/reset/confirm",
 	"/api/openapi.json", "/healthz", "/readyz", "/metrics", "other"}
 
 // Outcomes of login and info: API.md's error codes, folded into a fixed set.

@@ -216,6 +216,11 @@ func errorCodes(t *testing.T, doc, response map[string]any) []string {
 	return codes
 }
 
+// resetConfirmOp is the one operation whose invalid_token is a 400, as
+// API.md gives it (djoser's): a reset link is a field of the body, not a
+// credential, so no 401 and no WWW-Authenticate.
+const resetConfirmOp = "POST /api/auth/password/reset/confirm/"
+
 func TestOpenAPIErrors(t *testing.T) {
 	doc := loadOpenAPI(t)
 	statuses := errorStatuses(t)
@@ -254,7 +259,7 @@ func TestOpenAPIErrors(t *testing.T) {
 			for _, c := range codes {
 				if !slices.Contains(enum, c) {
 					t.Errorf("%s %d: code %q is not in Error.code's enum", name, n, c)
-				} else if statuses[c] != n {
+				} else if statuses[c] != n && !(name == resetConfirmOp && c == errBadResetLink.code && n == errBadResetLink.status) {
 					t.Errorf("%s %d: code %q is answered with %d", name, n, c, statuses[c])
 				}
 			}

@@ -118,6 +118,8 @@ func errorReply(err error) (e *apiError, warning string) {
 		return errTokenNameTaken, ""
 	case errors.Is(err, users.ErrTooManyAccessTokens):
 		return errTooManyTokens, ""
+	case errors.Is(err, users.ErrBadResetLink):
+		return errBadResetLink, ""
 	case errors.Is(err, users.ErrAdminScope):
 		return errPermissionDenied, "" // demoted since the request was checked
 	case errors.Is(err, users.ErrDisabled):

@@ -34,6 +34,8 @@ type Deps struct {
 	// NewLogger's format: access lines skip slog's generic path (accesslog.go).
 	LogOut    io.Writer
 	LogFormat string
+	// Reset is how password reset links work.
+	Reset ResetPolicy
 	// AccessTokenUses records personal access tokens' uses; its Run is
 	// the caller's. Nil: NewServer makes one, whose uses are written only
 	// when the caller flushes them.
@@ -158,6 +160,7 @@ func addRoutes(mux interface{ Handle(string, http.Handler) }, d Deps) []string {
 	handle("GET", "/api/auth/tokens/", handleTokenList(d.Log, tc))
 	handle("DELETE", "/api/auth/tokens/{id}", handleTokenRevoke(d.Log, tc))
 	handle("POST", "/api/auth/introspect/", handleIntrospect(d.Log, tc))
+	handle("POST", "/api/auth/password/reset/confirm/", handleResetConfirm(d.Log, tc, d.Guard, d.Passwords, d.Reset))
 	handle("GET", "/api/openapi.json", handleOpenAPI())
 	handle("GET", "/healthz", handleHealthz())
 	handle("GET", "/readyz", handleReadyz(d.Log, d.Store, d.Users))
