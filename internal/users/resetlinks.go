@@ -35,7 +35,18 @@ var ErrBadResetLink = errors.New("invalid or expired reset link")
 type ResetLink struct {
 	Digest    string    `json:"digest"` // hex SHA-256 of the token's raw bytes
 	ExpiresAt time.Time `json:"expires_at"`
+	// Mailed are when links were mailed to the user within the last
+	// hour, carried from each link to the next: at most MaxResetMails.
+	Mailed []time.Time `json:"mailed,omitempty"`
 }
+
+// MaxResetMails is how many reset links are mailed to one user an hour at
+// most, whatever the requests (API.md).
+const MaxResetMails = 3
+
+// ErrResetMailLimit: MaxResetMails links were mailed to the user within
+// the last hour.
+var ErrResetMailLimit = errors.New("reset links mailed to this user within the hour: at the limit")
 
 // CheckResetLink returns why l cannot be a stored reset link, or nil.
 func CheckResetLink(l *ResetLink) error {
@@ -85,13 +96,45 @@ func FormatResetURL(pattern, uid, token string) string {
 // now+ttl, which replaces any older one (dead from then on), and returns
 // its uid and token. A disabled user gets none: ErrDisabled.
 func NewResetLink(ctx context.Context, d Directory, username string, ttl time.Duration, now time.Time) (uid, token string, err error) {
+	return newResetLink(ctx, d, username, ttl, now, false)
+}
+
+// NewMailedResetLink is NewResetLink for a link to be mailed: it also
+// counts the mail, and refuses with ErrResetMailLimit a user who was
+// mailed MaxResetMails links within the hour before now, on any instance.
+// A user without an email address gets none (ErrNoEmail).
+func NewMailedResetLink(ctx context.Context, d Directory, username string, ttl time.Duration, now time.Time) (uid, token string, err error) {
+	return newResetLink(ctx, d, username, ttl, now, true)
+}
+
+// ErrNoEmail: a link to be mailed to a user without an email address.
+var ErrNoEmail = errors.New("user has no email address")
+
+// newResetLink is NewResetLink, and NewMailedResetLink when mailed.
+func newResetLink(ctx context.Context, d Directory, username string, ttl time.Duration, now time.Time, mailed bool) (uid, token string, err error) {
 	var raw [resetTokenBytes]byte
 	rand.Read(raw[:]) // never returns an error; crashes the program if the OS cannot supply randomness
 	digest := sha256.Sum256(raw[:])
-	link := &ResetLink{Digest: hex.EncodeToString(digest[:]), ExpiresAt: now.Add(ttl).UTC()}
 	err = d.Update(ctx, username, func(u *User) error {
 		if u.Disabled {
 			return ErrDisabled
+		}
+		link := &ResetLink{Digest: hex.EncodeToString(digest[:]), ExpiresAt: now.Add(ttl).UTC()}
+		if u.ResetLink != nil {
+			for _, at := range u.ResetLink.Mailed {
+				if now.Sub(at) < time.Hour {
+					link.Mailed = append(link.Mailed, at)
+				}
+			}
+		}
+		if mailed {
+			switch {
+			case u.Email == "":
+				return ErrNoEmail
+			case len(link.Mailed) >= MaxResetMails:
+				return ErrResetMailLimit
+			}
+			link.Mailed = append(link.Mailed, now.UTC())
 		}
 		u.ResetLink = link
 		return nil
@@ -100,6 +143,24 @@ func NewResetLink(ctx context.Context, d Directory, username string, ttl time.Du
 		return "", "", err
 	}
 	return ResetUID(username), base64.RawURLEncoding.EncodeToString(raw[:]), nil
+}
+
+// UsersByEmail returns the names of the enabled users of d whose email
+// address is email, ignoring case (as Django's password reset finds
+// them). It reads every user (Directory.List): a background job's, never
+// a request's.
+func UsersByEmail(ctx context.Context, d Directory, email string) ([]string, error) {
+	list, err := d.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for i := range list {
+		if u := &list[i]; !u.Disabled && u.Email != "" && strings.EqualFold(u.Email, email) {
+			names = append(names, u.Username)
+		}
+	}
+	return names, nil
 }
 
 // ConfirmReset sets the password hash of the user a reset link names, if

@@ -110,6 +110,42 @@ func runResetLinks(t *testing.T, fx fixture) {
 			t.Errorf("FailuresAfter after a reset is zero; want the reset's time: the lockouts are lifted")
 		}
 	})
+	t.Run("mailed at most MaxResetMails an hour", func(t *testing.T) {
+		a, b := fx.aliceOnTwo(t)
+		if err := a.Update(ctx, "alice", func(u *users.User) error { u.Email = ""; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := users.NewMailedResetLink(ctx, a, "alice", time.Hour, now); !errors.Is(err, users.ErrNoEmail) {
+			t.Errorf("NewMailedResetLink(a user without email) = %v; want ErrNoEmail", err)
+		}
+		if err := a.Update(ctx, "alice", func(u *users.User) error { u.Email = "Alice@Example.com"; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range []users.Directory{a, b, a} { // counted on any handle
+			if _, _, err := users.NewMailedResetLink(ctx, d, "alice", time.Hour, now.Add(time.Duration(i)*time.Minute)); err != nil {
+				t.Fatalf("mail %d: NewMailedResetLink = %v; want nil", i+1, err)
+			}
+		}
+		if _, _, err := users.NewMailedResetLink(ctx, b, "alice", time.Hour, now.Add(10*time.Minute)); !errors.Is(err, users.ErrResetMailLimit) {
+			t.Errorf("a 4th mail within the hour = %v; want ErrResetMailLimit", err)
+		}
+		if _, _, err := users.NewResetLink(ctx, b, "alice", time.Hour, now.Add(10*time.Minute)); err != nil {
+			t.Errorf("an operator's link at the mail limit = %v; want nil: only mails are counted", err)
+		}
+		if _, _, err := users.NewMailedResetLink(ctx, a, "alice", time.Hour, now.Add(61*time.Minute)); err != nil {
+			t.Errorf("a mail an hour after the first = %v; want nil", err)
+		}
+		names, err := users.UsersByEmail(ctx, b, "alice@EXAMPLE.com")
+		if err != nil || len(names) != 1 || names[0] != "alice" {
+			t.Errorf("UsersByEmail(alice@EXAMPLE.com) = %v, %v; want [alice]", names, err)
+		}
+		if err := users.Disable(ctx, a, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if names, err := users.UsersByEmail(ctx, a, "alice@example.com"); err != nil || len(names) != 0 {
+			t.Errorf("UsersByEmail(a disabled user's address) = %v, %v; want none", names, err)
+		}
+	})
 	t.Run("none for a disabled user", func(t *testing.T) {
 		d := fx.withAlice(t)
 		if err := users.Disable(ctx, d, "alice"); err != nil {
