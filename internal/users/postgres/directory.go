@@ -60,7 +60,8 @@ const (
 // its lock serializes writers), authsvc_user_changes (generation, username;
 // "" for a batch of additions), authsvc_tombstones (a deleted user's
 // cut-off), authsvc_access_tokens (personal access tokens' digests, by
-// trigger: pgAccessTokensSchema).
+// trigger: pgAccessTokensSchema). A user's reset link is a column of
+// authsvc_users (pgResetLinkSchema).
 type Directory struct {
 	pool    *pgxpool.Pool
 	listenc *pgx.ConnConfig // for the LISTEN connection, kept out of the pool
@@ -148,6 +149,8 @@ var pgMigrations = []string{
 	// users.User.MFA: second factors, NULL for none.
 	`alter table authsvc_users add column mfa jsonb;`,
 	pgAccessTokensSchema,
+	// users.User.ResetLink: password reset links.
+	pgResetLinkSchema,
 }
 
 // Open opens the users database at rawURL (postgres:// or
@@ -579,7 +582,7 @@ func (d *Directory) FactorKeys(ctx context.Context) (map[string]int, error) {
 }
 
 // pgUserColumns are the columns a User is read from, in scanUser's order.
-const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation, failures_after, django_hash, mfa, access_tokens`
+const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation, failures_after, django_hash, mfa, access_tokens, reset_link`
 
 // scanUser reads one row of pgUserColumns, after the columns into first
 // (those the query selects before them).
@@ -587,7 +590,7 @@ func scanUser(row pgx.Row, first ...any) (users.User, error) {
 	var u users.User
 	var after, unlocked *time.Time
 	var generation int64
-	err := row.Scan(append(first, &u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after, &generation, &unlocked, &u.DjangoHash, &u.MFA, &u.AccessTokens)...)
+	err := row.Scan(append(first, &u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after, &generation, &unlocked, &u.DjangoHash, &u.MFA, &u.AccessTokens, &u.ResetLink)...)
 	u.PasswordGeneration = uint64(generation)
 	if after != nil {
 		u.TokensAfter = after.UTC()
@@ -688,6 +691,9 @@ func checkUser(u *users.User) (float64, error) {
 	if err := users.CheckAccessTokens(u.AccessTokens); err != nil {
 		return 0, fmt.Errorf("user %q: %w", u.Username, err)
 	}
+	if err := users.CheckResetLink(u.ResetLink); err != nil {
+		return 0, fmt.Errorf("user %q: %w", u.Username, err)
+	}
 	if u.Groups == nil {
 		u.Groups = []string{}
 	}
@@ -779,10 +785,10 @@ func (d *Directory) invalidate(names []string) map[string]*users.Account {
 
 // insertUser is the statement Add, AddAll and Bootstrap store a user with,
 // its cut-off no earlier than the tombstone of a deleted user of that name.
-const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation, failures_after, django_hash, mfa, access_tokens)
+const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation, failures_after, django_hash, mfa, access_tokens, reset_link)
 	values ($1, $2, $3, $4, $5, $6, $7, $8,
 		greatest($9::timestamptz, (select tokens_after from authsvc_tombstones where username = $1)),
-		$10, $11, $12, $13, $14, $15) on conflict (username) do nothing`
+		$10, $11, $12, $13, $14, $15, $16) on conflict (username) do nothing`
 
 // pgFactors is f as the mfa column's argument: NULL for none, else its
 // JSON.
@@ -795,7 +801,7 @@ func pgFactors(f *users.Factors) any {
 
 func insertArgs(u *users.User, work float64, gen int64) []any {
 	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration),
-		pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA), pgAccessTokens(u.AccessTokens)}
+		pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA), pgAccessTokens(u.AccessTokens), pgResetLink(u.ResetLink)}
 }
 
 func (d *Directory) Add(ctx context.Context, u users.User) error {
@@ -868,7 +874,7 @@ func (d *Directory) Update(ctx context.Context, username string, change func(*us
 // updateUser is the statement UpdateAll writes a changed user with.
 const updateUser = `update authsvc_users set username = $2, password_hash = $3, hash_work = $4, name = $5, email = $6,
 	groups = $7, admin = $8, disabled = $9, tokens_after = $10, version = $11, password_generation = $12,
-	failures_after = $13, django_hash = $14, mfa = $15, access_tokens = $16, updated_at = now() where username = $1`
+	failures_after = $13, django_hash = $14, mfa = $15, access_tokens = $16, reset_link = $17, updated_at = now() where username = $1`
 
 // UpdateAll changes the users of changes in one transaction of three
 // round trips however many they are: their rows read and locked at once,
@@ -903,7 +909,8 @@ func (d *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 				continue
 			}
 			args := []any{name, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen,
-				int64(u.PasswordGeneration), pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA), pgAccessTokens(u.AccessTokens)}
+				int64(u.PasswordGeneration), pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA), pgAccessTokens(u.AccessTokens),
+				pgResetLink(u.ResetLink)}
 			if u.Username == name {
 				batch.Queue(updateUser, args...)
 				changed = append(changed, name)
