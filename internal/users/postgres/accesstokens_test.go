@@ -415,19 +415,19 @@ func checkIndex(t testing.TB, conn *pgx.Conn) {
 	}
 }
 
-// TestPGAccessTokenMigration: a database of the previous schema version,
-// with a user, is migrated on open: the user stays, and tokens can be
-// created for them and found by digest, on another instance too.
-func TestPGAccessTokenMigration(t *testing.T) {
+// databaseAt returns a new database at schema version, as an authsvc of
+// that version left it, holding one user, alice (name "Alice", password
+// "pw", nothing else), and a connection to it.
+func databaseAt(t testing.TB, version int) (string, *pgx.Conn) {
+	t.Helper()
 	url, _, _ := testservers.Postgres(t)
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	conn := connect(t, db)
-	previous := len(pgMigrations) - 1
 	if _, err := conn.Exec(ctx, `create table authsvc_schema (version integer not null); insert into authsvc_schema values (0)`); err != nil {
 		t.Fatal(err)
 	}
-	for v, m := range pgMigrations[:previous] {
+	for v, m := range pgMigrations[:version] {
 		if _, err := conn.Exec(ctx, m); err != nil {
 			t.Fatalf("schema version %d: %v", v+1, err)
 		}
@@ -437,7 +437,7 @@ func TestPGAccessTokenMigration(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{`update authsvc_schema set version = $1`, []any{previous}},
+		{`update authsvc_schema set version = $1`, []any{version}},
 		{`insert into authsvc_users (username, password_hash, hash_work, name, version) values ('alice', $1, 0.01, 'Alice', 1)`, []any{hash}},
 		{`update authsvc_users_state set generation = 1, users = 1`, nil},
 	} {
@@ -445,11 +445,29 @@ func TestPGAccessTokenMigration(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return db, conn
+}
 
-	a, b := openPG(t, db, 10), openPG(t, db, 10)
+// schemaVersion returns the version authsvc_schema records.
+func schemaVersion(t testing.TB, conn *pgx.Conn) int {
+	t.Helper()
 	var version int
-	if err := conn.QueryRow(ctx, `select version from authsvc_schema`).Scan(&version); err != nil || version != len(pgMigrations) {
-		t.Fatalf("schema version after Open = %d, %v; want %d", version, err, len(pgMigrations))
+	if err := conn.QueryRow(context.Background(), `select version from authsvc_schema`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	return version
+}
+
+// TestPGAccessTokenMigration: a database of schema version 6, the one
+// before personal access tokens, with a user, is migrated on open: the
+// user stays, and tokens can be created for them and found by digest, on
+// another instance too.
+func TestPGAccessTokenMigration(t *testing.T) {
+	db, conn := databaseAt(t, 6)
+	ctx := context.Background()
+	a, b := openPG(t, db, 10), openPG(t, db, 10)
+	if v := schemaVersion(t, conn); v != len(pgMigrations) {
+		t.Fatalf("schema version after Open = %d; want %d", v, len(pgMigrations))
 	}
 	list, err := a.List(ctx)
 	if err != nil || len(list) != 1 || list[0].Username != "alice" || list[0].Name != "Alice" || list[0].AccessTokens != nil {
