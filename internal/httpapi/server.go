@@ -36,6 +36,9 @@ type Deps struct {
 	LogFormat string
 	// Reset is how password reset links work.
 	Reset ResetPolicy
+	// ResetRequester mails reset links (POST /api/auth/password/reset/);
+	// nil without --smtp-url, when that route answers 404.
+	ResetRequester ResetRequester
 	// AccessTokenUses records personal access tokens' uses; its Run is
 	// the caller's. Nil: NewServer makes one, whose uses are written only
 	// when the caller flushes them.
@@ -161,6 +164,9 @@ func addRoutes(mux interface{ Handle(string, http.Handler) }, d Deps) []string {
 	handle("DELETE", "/api/auth/tokens/{id}", handleTokenRevoke(d.Log, tc))
 	handle("POST", "/api/auth/introspect/", handleIntrospect(d.Log, tc))
 	handle("POST", "/api/auth/password/reset/confirm/", handleResetConfirm(d.Log, tc, d.Guard, d.Passwords, d.Reset))
+	if d.ResetRequester != nil { // API.md: without --smtp-url, 404
+		handle("POST", "/api/auth/password/reset/", handleResetRequest(d.Log, tc, d.Guard, d.ResetRequester, d.Reset))
+	}
 	handle("GET", "/api/openapi.json", handleOpenAPI())
 	handle("GET", "/healthz", handleHealthz())
 	handle("GET", "/readyz", handleReadyz(d.Log, d.Store, d.Users))

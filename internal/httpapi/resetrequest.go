@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"authsvc/internal/users"
+)
+
+// A ResetRequester mails reset links: POST /api/auth/password/reset/
+// hands it each request, which it serves outside the request (finding
+// the users, making their links, sending the mail), so that the reply
+// says nothing of who exists. Nil: the route answers 404, as API.md has
+// it without --smtp-url.
+type ResetRequester interface {
+	// RequestReset asks for a link to every enabled user with an email
+	// address whom by ("email" or "username") and value name. It never
+	// blocks, and never reports whether anyone was found.
+	RequestReset(by, value, requestID string)
+}
+
+// resetRequest is the body of POST /api/auth/password/reset/ (djoser's
+// shape, or a username).
+type resetRequest struct {
+	Email    string `json:"email"`
+	Username string `json:"username"`
+}
+
+// resetRequestKey is the throttle's key for requests naming value: each
+// address or name apart, so that requests for one lock out neither its
+// logins nor anyone else's requests; the per-client limit counts them
+// with failed logins.
+func resetRequestKey(value string) string { return "\x00reset request " + strings.ToLower(value) }
+
+// handleResetRequest asks for a reset link by email: the body (415, 413,
+// 400), the throttle per client and per address (429), then 204, always,
+// held to the reset policy's floor: whether the user exists, is disabled
+// or has no address, the answer and its time are the same. Every request
+// counts against the client, as a failed login does.
+func handleResetRequest(log *slog.Logger, tc tokenCheck, guard *LoginGuard, requester ResetRequester, policy ResetPolicy) http.Handler {
+	const event = "password reset request"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		body, err := readLoginBody(w, r)
+		var req resetRequest
+		if err == nil {
+			err = decodeResetRequest(body, &req)
+		}
+		if err != nil {
+			guard.auditRefused(w, r, event, "", err)
+			writeError(w, r, log, err)
+			return
+		}
+		by, value := "email", req.Email
+		if value == "" {
+			by, value = "username", req.Username
+		}
+		a := guard.attempt(w, r, tc.users, "")
+		a.event, a.counted = event, resetRequestKey(value)
+		if err = a.reserve(r.Context()); err == nil {
+			guard.Throttle.Failure(r.Context(), a.counted, a.client, guard.Now())
+			requester.RequestReset(by, value, requestID(w))
+			users.HoldUntil(policy.floor(), time.Since(start))
+		}
+		// Never the address or name asked for: it may be no one's, and
+		// people type passwords into such fields; and "accepted", never
+		// whether anyone was found.
+		if err == nil {
+			guard.Log.LogAttrs(r.Context(), slog.LevelInfo, event, slog.String("outcome", "accepted"),
+				slog.String("client", a.client), slog.String("request_id", requestID(w)))
+		} else {
+			guard.auditRefused(w, r, event, "", err)
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// decodeResetRequest parses a request body: one JSON object with email or
+// username, a non-empty string within the username limits; 400 otherwise.
+func decodeResetRequest(body []byte, req *resetRequest) error {
+	if err := decodeObject(body, req); err != nil {
+		return err
+	}
+	switch {
+	case req.Email == "" && req.Username == "":
+		return invalidRequest("email or username is required.")
+	case req.Email != "" && req.Username != "":
+		return invalidRequest("Give email or username, not both.")
+	case len(req.Email) > 254 || len(req.Username) > 4*users.MaxUsernameLen:
+		return invalidRequest("email or username is too long.")
+	}
+	return nil
+}
