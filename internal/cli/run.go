@@ -52,6 +52,7 @@ func commands() []command {
 		{name: "user logout", summary: "end every session of a user", run: userLogout},
 		{name: "user unlock", summary: "lift the login throttle's lockout of a user", run: userUnlock},
 		{name: "user reset-mfa", summary: "remove a user's second factors, ending their sessions", run: userResetMFA},
+		{name: "user reset-link", summary: "print a one-time password reset link of a user", run: userResetLink},
 		{name: "user list", summary: "list the users, without their hashes", run: userList},
 		{name: "user import", summary: "add the users of a Django dumpdata file or a users file", run: userImport},
 		{name: "user check", summary: "validate the users file or database", run: userCheck},
@@ -206,7 +207,7 @@ commands:
 `)
 	for _, c := range commands() {
 		if !c.hidden {
-			fmt.Fprintf(&b, "  %-14s  %s\n", c.name, c.summary)
+			fmt.Fprintf(&b, "  %-15s  %s\n", c.name, c.summary)
 		}
 	}
 	b.WriteString("\nRun 'authsvc COMMAND --help' for a command's flags, e.g. authsvc serve --help.\n")
