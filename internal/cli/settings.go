@@ -4,7 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/mail"
 	"net/netip"
+	"net/url"
 	"runtime"
 	"slices"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	"authsvc/internal/password"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens/redisstore"
+	"authsvc/internal/users"
 )
 
 // serveConfig is the serve command's settings, parsed.
@@ -56,6 +59,13 @@ type serveConfig struct {
 	secretKeyFile    string     // "": authsvc.key beside a users file; none with PostgreSQL
 	oldSecretKeyFile stringList // keys a rotation replaced, still opening what they sealed
 	mfaIssuer        string
+
+	// Password reset links and their mail (API.md, "Password reset").
+	resetURL          string        // the link's pattern, with {uid} and {token}
+	resetTTL          time.Duration // how long a link works
+	smtpURL           string        // "": no mail, and no reset request route; holds the SMTP password
+	mailFrom          string        // required with smtpURL
+	resetMailTemplate string        // a text/template file; "": the built-in one
 }
 
 // A setting is one serve flag, written once: the FlagSet, the AUTHSVC_*
@@ -80,6 +90,7 @@ const defaultUsersPath = "users.json"
 const (
 	sectionThrottle = "login throttling"
 	sectionHashing  = "password checking"
+	sectionReset    = "password reset"
 )
 
 // serveSettings returns every serve setting, in the order --help lists
@@ -87,7 +98,7 @@ const (
 // GOMAXPROCS at the time of the call.
 func serveSettings() []setting {
 	return slices.Concat(serverSettings(), tokenSettings(), httpSettings(),
-		secretSettings(), throttleSettings(), hashingSettings())
+		secretSettings(), throttleSettings(), hashingSettings(), resetSettings())
 }
 
 // serverSettings returns the settings of where authsvc listens and
@@ -207,6 +218,23 @@ func hashingSettings() []setting {
 			field: func(c *serveConfig) any { return &c.passwordIdle }},
 		{section: sectionHashing, name: "refusal-delay", arg: "DURATION", def: 250 * time.Millisecond, help: "hold a refused login (429, or 503 at capacity) this long before replying; 0 = at once",
 			field: func(c *serveConfig) any { return &c.refusalDelay }},
+	}
+}
+
+// resetSettings returns the settings of password reset links and of the
+// mail that sends them.
+func resetSettings() []setting {
+	return []setting{
+		{section: sectionReset, name: "reset-url", arg: "PATTERN", def: defaultResetURL, help: "a reset link: {uid} and {token} filled in, e.g. https://app.example.com/reset/{uid}/{token} (user reset-link takes it too)",
+			field: func(c *serveConfig) any { return &c.resetURL }},
+		{section: sectionReset, name: "reset-ttl", arg: "DURATION", def: users.DefaultResetTTL, help: "how long a reset link works",
+			field: func(c *serveConfig) any { return &c.resetTTL }},
+		{section: sectionReset, name: "smtp-url", arg: "URL", help: "mail reset links through smtp://[user:pass@]host:port (STARTTLS; ?starttls=false for a local relay) or smtps://[user:pass@]host:port; without it POST /api/auth/password/reset/ answers 404",
+			field: func(c *serveConfig) any { return &c.smtpURL }},
+		{section: sectionReset, name: "mail-from", arg: "ADDRESS", help: "the From address of reset mail (required with --smtp-url)",
+			field: func(c *serveConfig) any { return &c.mailFrom }},
+		{section: sectionReset, name: "reset-mail-template", arg: "FILE", def: "", defText: "built in", help: "a Go text/template of the reset mail, given .Username, .Name, .URL and .Expires",
+			field: func(c *serveConfig) any { return &c.resetMailTemplate }},
 	}
 }
 
@@ -433,5 +461,52 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 	case c.logFormat != "text" && c.logFormat != "json":
 		return c, usagef("serve: --log-format must be text or json")
 	}
-	return c, nil
+	return c, c.checkReset()
+}
+
+// checkReset checks the settings of reset links and their mail. No
+// message quotes --smtp-url: it may hold the SMTP password.
+func (c *serveConfig) checkReset() error {
+	if err := checkResetURL("serve", c.resetURL); err != nil {
+		return err
+	}
+	if c.resetTTL <= 0 {
+		return usagef("serve: --reset-ttl must be positive")
+	}
+	if c.smtpURL == "" {
+		return nil
+	}
+	if err := checkSMTPURL(c.smtpURL); err != nil {
+		return err
+	}
+	if c.mailFrom == "" {
+		return usagef("serve: --mail-from is required with --smtp-url")
+	}
+	if a, err := mail.ParseAddress(c.mailFrom); err != nil || a.Address == "" {
+		return usagef("serve: --mail-from %q: want an email address, e.g. authsvc@example.com or \"Example\" <authsvc@example.com>", c.mailFrom)
+	}
+	return nil
+}
+
+// checkSMTPURL returns a usage error unless s is an --smtp-url of a form
+// API.md gives. The error never quotes s, nor url.Parse's error, which
+// does.
+func checkSMTPURL(s string) error {
+	bad := usagef("serve: --smtp-url: want smtp://[user:pass@]host:port[?starttls=false] or smtps://[user:pass@]host:port")
+	u, err := url.Parse(s)
+	if err != nil || u.Hostname() == "" || u.Port() == "" || u.Path != "" && u.Path != "/" || u.Opaque != "" || u.Fragment != "" {
+		return bad
+	}
+	q := u.Query()
+	switch {
+	case u.Scheme == "smtps" && len(q) == 0:
+		return nil
+	case u.Scheme != "smtp":
+		return bad
+	case len(q) == 0:
+		return nil
+	case len(q) == 1 && len(q["starttls"]) == 1 && (q.Get("starttls") == "false" || q.Get("starttls") == "true"):
+		return nil
+	}
+	return bad
 }
