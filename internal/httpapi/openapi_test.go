@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -426,14 +427,22 @@ func routeDeps(t *testing.T, metricsOnMain bool) Deps {
 // documented operation is registered. GET /metrics must be documented, but
 // is registered only when the metrics are served on the main listener.
 func TestOpenAPIRoutes(t *testing.T) {
-	const metricsRoute = "GET /metrics"
+	// Routes registered only when configured: /metrics on the main
+	// listener, and asking for a reset link when mail is set up.
+	const metricsRoute, resetRoute = "GET /metrics", "POST /api/auth/password/reset/"
 	documented := operations(t, loadOpenAPI(t))
-	if _, ok := documented[metricsRoute]; !ok {
-		t.Errorf("%s is not documented", metricsRoute)
+	for _, r := range []string{metricsRoute, resetRoute} {
+		if _, ok := documented[r]; !ok {
+			t.Errorf("%s is not documented", r)
+		}
 	}
-	for _, metricsOnMain := range []bool{false, true} {
-		t.Run("MetricsOnMain="+strconv.FormatBool(metricsOnMain), func(t *testing.T) {
-			routes := addRoutes(http.NewServeMux(), routeDeps(t, metricsOnMain))
+	for _, c := range []struct{ metricsOnMain, mail bool }{{false, false}, {true, true}, {false, true}} {
+		t.Run(fmt.Sprintf("MetricsOnMain=%v,mail=%v", c.metricsOnMain, c.mail), func(t *testing.T) {
+			d := routeDeps(t, c.metricsOnMain)
+			if c.mail {
+				d.ResetRequester = discardResets{}
+			}
+			routes := addRoutes(http.NewServeMux(), d)
 			registered := make(map[string]bool)
 			for _, r := range routes {
 				if registered[r] {
@@ -444,17 +453,24 @@ func TestOpenAPIRoutes(t *testing.T) {
 					t.Errorf("%s is registered but not in openapi.json", r)
 				}
 			}
-			if registered[metricsRoute] != metricsOnMain {
-				t.Errorf("%s registered = %v, want %v", metricsRoute, registered[metricsRoute], metricsOnMain)
-			}
+			want := map[string]bool{metricsRoute: c.metricsOnMain, resetRoute: c.mail}
 			for op := range documented {
-				if !registered[op] && (op != metricsRoute || metricsOnMain) {
-					t.Errorf("%s is in openapi.json but not registered", op)
+				wantRegistered := true
+				if w, conditional := want[op]; conditional {
+					wantRegistered = w
+				}
+				if registered[op] != wantRegistered {
+					t.Errorf("%s registered = %v; want %v", op, registered[op], wantRegistered)
 				}
 			}
 		})
 	}
 }
+
+// discardResets is a ResetRequester that mails nothing: for listing routes.
+type discardResets struct{}
+
+func (discardResets) RequestReset(by, value, requestID string) {}
 
 func TestOpenAPIHandler(t *testing.T) {
 	onDisk, err := os.ReadFile("openapi.json")
