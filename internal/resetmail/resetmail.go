@@ -47,12 +47,14 @@ type Counts struct {
 	Requests, Dropped, Limited, Queued, Failed int64
 }
 
-// A Service serves reset requests with one worker (Run).
+// A Service serves reset requests with one worker, from New to Close.
 type Service struct {
-	dir  users.Directory
-	cfg  Config
-	log  *slog.Logger
-	jobs chan job
+	dir    users.Directory
+	cfg    Config
+	log    *slog.Logger
+	jobs   chan job
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	requests, dropped, limited, queued, failed atomic.Int64
 }
@@ -60,7 +62,7 @@ type Service struct {
 // job is one request: by "email" or "username", value.
 type job struct{ by, value, requestID string }
 
-// New returns a Service making links in dir; Run serves its requests.
+// New returns a Service making links in dir, its worker started.
 func New(dir users.Directory, cfg Config, log *slog.Logger) *Service {
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = 1000
@@ -68,7 +70,18 @@ func New(dir users.Directory, cfg Config, log *slog.Logger) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{dir: dir, cfg: cfg, log: log, jobs: make(chan job, cfg.Backlog)}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{dir: dir, cfg: cfg, log: log, jobs: make(chan job, cfg.Backlog), cancel: cancel, done: make(chan struct{})}
+	go func() { s.run(ctx); close(s.done) }()
+	return s
+}
+
+// Close stops the worker, after the request it is serving; requests
+// still waiting are dropped (their replies went out long ago).
+func (s *Service) Close() error {
+	s.cancel()
+	<-s.done
+	return nil
 }
 
 // RequestReset queues a request without blocking; a full backlog drops
@@ -89,8 +102,8 @@ func (s *Service) Counts() Counts {
 		Queued: s.queued.Load(), Failed: s.failed.Load()}
 }
 
-// Run serves the requests until ctx is done.
-func (s *Service) Run(ctx context.Context) {
+// run serves the requests until ctx is done.
+func (s *Service) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():

@@ -65,22 +65,18 @@ func newService(t *testing.T) (*resetmail.Service, *outbox, users.Directory, *se
 		},
 		Send: out.send,
 	}, slog.New(slog.NewTextHandler(&logged, nil)))
+	t.Cleanup(func() { s.Close() })
 	return s, out, dir, &logged
 }
 
-// serve runs s until its requests so far are served.
-func serve(t *testing.T, s *resetmail.Service, n int) {
+// served waits until s has served n requests that found someone.
+func served(t *testing.T, s *resetmail.Service, n int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for c := s.Counts(); c.Queued+c.Limited+c.Failed < int64(n) && time.Now().Before(deadline); c = s.Counts() {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond) // requests that find no one count nothing
-	cancel()
-	<-done
 }
 
 // TestRequestFindsUsers: an address finds every enabled user with it,
@@ -93,7 +89,7 @@ func TestRequestFindsUsers(t *testing.T) {
 	s.RequestReset("username", "dave", "r3")           // no address
 	s.RequestReset("username", "nobody", "r4")
 	s.RequestReset("email", "nobody@example.com", "r5")
-	serve(t, s, 2)
+	served(t, s, 2)
 	got := out.messages()
 	if len(got) != 2 {
 		t.Fatalf("messages = %+v; want one to alice and one to bob", got)
@@ -127,13 +123,15 @@ func TestRequestLimits(t *testing.T) {
 	for range 5 {
 		s.RequestReset("username", "alice", "r")
 	}
-	serve(t, s, 5)
+	served(t, s, 5)
 	if got, c := len(out.messages()), s.Counts(); got != 3 || c.Limited != 2 {
 		t.Errorf("5 requests for alice mailed %d and limited %d; want 3 and 2", got, c.Limited)
 	}
+	out.mu.Lock()
 	out.full = true
+	out.mu.Unlock()
 	s.RequestReset("username", "bob", "r")
-	serve(t, s, 6)
+	served(t, s, 6)
 	if c := s.Counts(); c.Failed != 1 {
 		t.Errorf("a message the queue refused: Failed = %d; want 1", c.Failed)
 	}
