@@ -125,6 +125,12 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 	}
 	d.Metrics = httpapi.NewMetrics(httpapi.MetricsSources{Users: d.Users, Store: d.Store, Admission: adm})
 	d.Guard.Metrics = d.Metrics
+	reset, resetClosers, err := buildResetMail(cfg, d.Users, d.Metrics, log)
+	if err != nil {
+		return d, closeDeps, err
+	}
+	d.ResetRequester = reset
+	closers = append(closers, resetClosers...)
 	// Closed first, while the directory is open: the rehashes still
 	// waiting when serve did not get to write them (it does, within its
 	// grace), or a test's.

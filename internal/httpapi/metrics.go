@@ -31,6 +31,7 @@ type Metrics struct {
 	reloads        *prometheus.CounterVec // by result
 	lastGoodReload prometheus.Gauge
 	tokenChecksVec *prometheus.CounterVec
+	resetMails     *prometheus.CounterVec   // reset link mails, by outcome
 	tokenChecks    [3][5]prometheus.Counter // by tokenKinds, by tokenCheckOutcomes: resolved once, for the hot path
 
 	// routes holds each known route's series, resolved once: label hashing
@@ -104,6 +105,7 @@ func NewMetrics(src MetricsSources) *Metrics {
 		rehashes:       counterVec("authsvc_rehashes_total", "Rehashes on login of a hash outside the hash policy, by result (ok, skipped, error).", "result"),
 		revocations:    counterVec("authsvc_sessions_revoked_total", "Sessions ended before their expiry, by kind.", "kind"),
 		reloads:        counterVec("authsvc_users_reloads_total", "Users file reloads by result.", "result"),
+		resetMails:     counterVec("authsvc_reset_mail_total", "Password reset mails by outcome: sent, dropped (the queue was full), or failed_REASON after the last try (connect, tls, auth, rejected, timeout, message, canceled, shutdown).", "outcome"),
 		tokenChecksVec: counterVec("authsvc_token_checks_total", "Token checks (the authorization header, an introspected token) by kind (session, pat, unknown: not even parsed) and outcome.", "kind", "outcome"),
 		lastGoodReload: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "authsvc_users_last_reload_success_timestamp_seconds", Help: "When the users file was last loaded successfully.",
@@ -111,7 +113,7 @@ func NewMetrics(src MetricsSources) *Metrics {
 	}
 	m.resolveRoutes()
 	m.presetSeries()
-	reg.MustRegister(m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload, m.tokenChecksVec)
+	reg.MustRegister(m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload, m.tokenChecksVec, m.resetMails)
 	registerGauges(reg, src)
 	return m
 }
@@ -370,4 +372,12 @@ func (m *Metrics) tokenChecked(kind tokens.Kind, err error) {
 		}
 	}
 	m.tokenChecks[k][o].Inc()
+}
+
+// Mailed counts a reset link mail's outcome: "sent", "dropped", or
+// "failed_" and the mail package's reason.
+func (m *Metrics) Mailed(outcome string) {
+	if m != nil {
+		m.resetMails.WithLabelValues(outcome).Inc()
+	}
 }

@@ -56,7 +56,7 @@ func closeQueue(t *testing.T, q *Queue, within time.Duration) error {
 }
 
 func TestQueueRetriesUntilServerComesUp(t *testing.T) {
-	needAiosmtpd(t)
+	testservers.NeedAiosmtpd(t)
 	port := testservers.FreePort(t) // nothing listens yet
 	var log logBuffer
 	var o outcomes
@@ -68,7 +68,7 @@ func TestQueueRetriesUntilServerComesUp(t *testing.T) {
 		t.Fatal("Enqueue = false; want true")
 	}
 	log.waitFor(t, "will retry")
-	srv := startSMTPD(t, smtpdOptions{port: port})
+	srv := testservers.SMTP(t, testservers.SMTPOptions{Port: port})
 	if err := closeQueue(t, q, 20*time.Second); err != nil {
 		t.Fatalf("Close = %v; want nil (drained)", err)
 	}
@@ -87,14 +87,14 @@ func TestQueueRetriesUntilServerComesUp(t *testing.T) {
 }
 
 func TestQueueGivesUpOnWrongPassword(t *testing.T) {
-	cert := newTestCert(t)
-	srv := startSMTPD(t, smtpdOptions{cert: &cert, user: "mailer", password: "right-pw"})
+	cert := testservers.NewTestCert(t)
+	srv := testservers.SMTP(t, testservers.SMTPOptions{Cert: &cert, User: "mailer", Password: "right-pw"})
 	const wrong = "Wrong-Pw-4711"
 	var log logBuffer
 	var o outcomes
 	opts := o.options(&log)
 	opts.Backoff = 10 * time.Millisecond
-	q := NewQueue(NewSender(trusting(mustParseURL(t, "smtp://mailer:"+wrong+"@127.0.0.1:"+srv.port), cert)), opts)
+	q := NewQueue(NewSender(trusting(mustParseURL(t, "smtp://mailer:"+wrong+"@127.0.0.1:"+srv.Port), cert)), opts)
 	m := resetMessage()
 	q.Enqueue(m)
 	if err := closeQueue(t, q, 20*time.Second); err != nil {
@@ -108,7 +108,7 @@ func TestQueueGivesUpOnWrongPassword(t *testing.T) {
 	if st := q.Stats(); st != (Stats{Failed: 1}) {
 		t.Errorf("Stats = %+v; want {Failed:1}", st)
 	}
-	if got := srv.messages(t); len(got) != 0 {
+	if got := srv.Messages(t); len(got) != 0 {
 		t.Errorf("server received %d messages; want none", len(got))
 	}
 	if !strings.Contains(log.String(), "mail not sent") {

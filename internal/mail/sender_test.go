@@ -36,9 +36,9 @@ func sendOne(t *testing.T, cfg Config, m Message) {
 
 // checkDelivered checks that srv holds exactly m, with the headers a mail
 // reader relies on, and returns it.
-func checkDelivered(t *testing.T, srv *smtpd, m Message) received {
+func checkDelivered(t *testing.T, srv *testservers.SMTPServer, m Message) testservers.SMTPMessage {
 	t.Helper()
-	got := srv.messages(t)
+	got := srv.Messages(t)
 	if len(got) != 1 {
 		t.Fatalf("server received %d messages; want 1", len(got))
 	}
@@ -46,13 +46,13 @@ func checkDelivered(t *testing.T, srv *smtpd, m Message) received {
 	if r.MailFrom != "noreply@example.com" || len(r.RcptTos) != 1 || r.RcptTos[0] != "zoe@example.org" {
 		t.Errorf("envelope = %q → %q; want noreply@example.com → [zoe@example.org]", r.MailFrom, r.RcptTos)
 	}
-	if s := r.subject(t); s != m.Subject {
+	if s := r.Subject(t); s != m.Subject {
 		t.Errorf("Subject = %q; want %q", s, m.Subject)
 	}
-	if r.body != m.Body {
-		t.Errorf("body = %q; want %q", r.body, m.Body)
+	if r.Body != m.Body {
+		t.Errorf("body = %q; want %q", r.Body, m.Body)
 	}
-	h := r.msg.Header
+	h := r.Msg.Header
 	for name, want := range map[string]string{
 		"MIME-Version":              "1.0",
 		"Content-Type":              "text/plain; charset=utf-8",
@@ -75,40 +75,40 @@ func checkDelivered(t *testing.T, srv *smtpd, m Message) received {
 }
 
 func TestSendPlainWhenStartTLSFalse(t *testing.T) {
-	srv := startSMTPD(t, smtpdOptions{})
+	srv := testservers.SMTP(t, testservers.SMTPOptions{})
 	m := resetMessage()
-	sendOne(t, mustParseURL(t, "smtp://127.0.0.1:"+srv.port+"?starttls=false"), m)
+	sendOne(t, mustParseURL(t, "smtp://127.0.0.1:"+srv.Port+"?starttls=false"), m)
 	if r := checkDelivered(t, srv, m); r.TLS {
 		t.Error("session TLS = true; want a clear session")
 	}
 }
 
 func TestSendPlainWithPasswordToLoopback(t *testing.T) {
-	srv := startSMTPD(t, smtpdOptions{user: "mailer", password: "s3cret pw"})
+	srv := testservers.SMTP(t, testservers.SMTPOptions{User: "mailer", Password: "s3cret pw"})
 	m := resetMessage()
-	sendOne(t, mustParseURL(t, "smtp://mailer:s3cret%20pw@127.0.0.1:"+srv.port+"?starttls=false"), m)
+	sendOne(t, mustParseURL(t, "smtp://mailer:s3cret%20pw@127.0.0.1:"+srv.Port+"?starttls=false"), m)
 	if r := checkDelivered(t, srv, m); r.Login == nil || *r.Login != "mailer" {
 		t.Errorf("login = %v; want mailer", r.Login)
 	}
 }
 
 func TestSendRefusesServerWithoutStartTLS(t *testing.T) {
-	srv := startSMTPD(t, smtpdOptions{})
-	err := NewSender(mustParseURL(t, "smtp://127.0.0.1:"+srv.port)).Send(context.Background(), resetMessage())
+	srv := testservers.SMTP(t, testservers.SMTPOptions{})
+	err := NewSender(mustParseURL(t, "smtp://127.0.0.1:"+srv.Port)).Send(context.Background(), resetMessage())
 	var se *SendError
 	if !errors.As(err, &se) || se.Reason != ReasonTLS || !se.Permanent {
 		t.Fatalf("Send = %v; want a permanent SendError with reason tls", err)
 	}
-	if got := srv.messages(t); len(got) != 0 {
+	if got := srv.Messages(t); len(got) != 0 {
 		t.Errorf("server received %d messages; want none in clear", len(got))
 	}
 }
 
 func TestSendStartTLS(t *testing.T) {
-	cert := newTestCert(t)
-	srv := startSMTPD(t, smtpdOptions{cert: &cert, user: "mailer", password: "pw:with@signs"})
+	cert := testservers.NewTestCert(t)
+	srv := testservers.SMTP(t, testservers.SMTPOptions{Cert: &cert, User: "mailer", Password: "pw:with@signs"})
 	m := resetMessage()
-	sendOne(t, trusting(mustParseURL(t, "smtp://mailer:pw%3Awith%40signs@127.0.0.1:"+srv.port), cert), m)
+	sendOne(t, trusting(mustParseURL(t, "smtp://mailer:pw%3Awith%40signs@127.0.0.1:"+srv.Port), cert), m)
 	r := checkDelivered(t, srv, m)
 	if !r.TLS || r.Login == nil || *r.Login != "mailer" {
 		t.Errorf("session TLS, login = %v, %v; want true, mailer", r.TLS, r.Login)
@@ -116,10 +116,10 @@ func TestSendStartTLS(t *testing.T) {
 }
 
 func TestSendSMTPS(t *testing.T) {
-	cert := newTestCert(t)
-	srv := startSMTPD(t, smtpdOptions{cert: &cert, smtps: true, user: "mailer", password: "pw"})
+	cert := testservers.NewTestCert(t)
+	srv := testservers.SMTP(t, testservers.SMTPOptions{Cert: &cert, SMTPS: true, User: "mailer", Password: "pw"})
 	m := resetMessage()
-	sendOne(t, trusting(mustParseURL(t, "smtps://mailer:pw@127.0.0.1:"+srv.port), cert), m)
+	sendOne(t, trusting(mustParseURL(t, "smtps://mailer:pw@127.0.0.1:"+srv.Port), cert), m)
 	r := checkDelivered(t, srv, m)
 	if !r.TLS || r.Login == nil || *r.Login != "mailer" {
 		t.Errorf("session TLS, login = %v, %v; want true, mailer", r.TLS, r.Login)
@@ -127,23 +127,23 @@ func TestSendSMTPS(t *testing.T) {
 }
 
 func TestSendRefusesUntrustedCertificate(t *testing.T) {
-	cert := newTestCert(t)
-	srv := startSMTPD(t, smtpdOptions{cert: &cert})
-	err := NewSender(mustParseURL(t, "smtp://127.0.0.1:"+srv.port)).Send(context.Background(), resetMessage())
+	cert := testservers.NewTestCert(t)
+	srv := testservers.SMTP(t, testservers.SMTPOptions{Cert: &cert})
+	err := NewSender(mustParseURL(t, "smtp://127.0.0.1:"+srv.Port)).Send(context.Background(), resetMessage())
 	var se *SendError
 	if !errors.As(err, &se) || se.Reason != ReasonTLS || !se.Permanent {
 		t.Fatalf("Send = %v; want a permanent SendError with reason tls", err)
 	}
-	if got := srv.messages(t); len(got) != 0 {
+	if got := srv.Messages(t); len(got) != 0 {
 		t.Errorf("server received %d messages; want none", len(got))
 	}
 }
 
 func TestSendWrongPassword(t *testing.T) {
-	cert := newTestCert(t)
-	srv := startSMTPD(t, smtpdOptions{cert: &cert, user: "mailer", password: "right-pw"})
+	cert := testservers.NewTestCert(t)
+	srv := testservers.SMTP(t, testservers.SMTPOptions{Cert: &cert, User: "mailer", Password: "right-pw"})
 	const wrong = "Wrong-Pw-4711"
-	cfg := trusting(mustParseURL(t, "smtp://mailer:"+wrong+"@127.0.0.1:"+srv.port), cert)
+	cfg := trusting(mustParseURL(t, "smtp://mailer:"+wrong+"@127.0.0.1:"+srv.Port), cert)
 	err := NewSender(cfg).Send(context.Background(), resetMessage())
 	var se *SendError
 	if !errors.As(err, &se) || se.Reason != ReasonAuth || !se.Permanent {
@@ -152,7 +152,7 @@ func TestSendWrongPassword(t *testing.T) {
 	if strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), "zoe@") {
 		t.Errorf("error %q quotes the password or the recipient", err)
 	}
-	if got := srv.messages(t); len(got) != 0 {
+	if got := srv.Messages(t); len(got) != 0 {
 		t.Errorf("server received %d messages; want none", len(got))
 	}
 }

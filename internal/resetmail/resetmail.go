@@ -27,9 +27,10 @@ type Data struct {
 	Expires        time.Time // when the link dies
 }
 
-// A Message is a rendered reset message for one user.
+// A Message is a rendered reset message for one user; Ref names the user
+// in the mail queue's log lines, never the address.
 type Message struct {
-	To, Subject, Body string
+	To, Subject, Body, Ref string
 }
 
 // Config is how a Service makes links and messages.
@@ -175,7 +176,7 @@ func (s *Service) mail(ctx context.Context, name, requestID string) {
 		s.log.Warn("password reset mail not sent: the template failed", "username", name, "request_id", requestID, "err", err)
 		return
 	}
-	if !s.cfg.Send(Message{To: info.Email, Subject: subject, Body: body}) {
+	if !s.cfg.Send(Message{To: info.Email, Subject: subject, Body: body, Ref: name}) {
 		s.failed.Add(1)
 		s.log.Warn("password reset mail not sent: the mail queue is full", "username", name, "request_id", requestID)
 		return
