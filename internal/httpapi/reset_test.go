@@ -7,10 +7,12 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"authsvc/internal/httpapi"
+	"authsvc/internal/resetmail"
 	"authsvc/internal/servertest"
 	"authsvc/internal/users"
 )
@@ -199,4 +201,93 @@ func (e *testEnv) timeConfirm(t *testing.T, uid, token string, want int) time.Du
 		t.Fatalf("confirm = %d %s; want %d", w.Code, w.Body, want)
 	}
 	return took
+}
+
+// newMailEnv is a test env whose reset requests go to a real
+// resetmail.Service on its users file, handing messages to out.
+func newMailEnv(t *testing.T, change func(c *envConfig), out func(resetmail.Message) bool) *testEnv {
+	t.Helper()
+	e := newTestEnvConfig(t, nil, change)
+	svc := resetmail.New(e.users, resetmail.Config{URL: "{uid}/{token}", TTL: time.Hour, Send: out,
+		Render: func(d resetmail.Data) (string, string, error) { return "Reset", d.URL, nil }}, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { svc.Close() })
+	e.deps.ResetRequester = svc
+	e.handler = httpapi.NewServer(e.deps)
+	return e
+}
+
+// TestResetRequests: asking for a link is 204 for anyone, a known user's
+// address or not; the body's errors are 400, 413 and 415; a client that
+// asks too often is 429 with Retry-After.
+func TestResetRequests(t *testing.T) {
+	t.Parallel()
+	e := newMailEnv(t, func(c *envConfig) { c.tokenTTL = time.Hour }, func(resetmail.Message) bool { return true })
+	for _, c := range []struct {
+		name, ct, body string
+		status         int
+		code           string
+	}{
+		{"a user's address", jsonCT, `{"email":"alice@example.com"}`, 204, ""},
+		{"no one's address", jsonCT, `{"email":"nobody@example.com"}`, 204, ""},
+		{"a username", jsonCT, `{"username":"bob"}`, 204, ""},
+		{"neither", jsonCT, `{}`, 400, "invalid_request"},
+		{"both", jsonCT, `{"email":"alice@example.com","username":"alice"}`, 400, "invalid_request"},
+		{"not JSON", jsonCT, `{"email":`, 400, "invalid_request"},
+		{"a form", "Content-Type: application/x-www-form-urlencoded", "email=alice%40example.com", 415, "unsupported_media_type"},
+		{"17 KiB", jsonCT, `{"email":"` + strings.Repeat("a", 17<<10) + `"}`, 413, "request_too_large"},
+	} {
+		w := e.do("POST", "/api/auth/password/reset/", c.body, c.ct)
+		if w.Code != c.status || c.code != "" && errorCode(t, w) != c.code {
+			t.Errorf("%s = %d %s; want %d %s", c.name, w.Code, w.Body, c.status, c.code)
+		}
+	}
+	var last *httptest.ResponseRecorder
+	for range 10 {
+		last = e.do("POST", "/api/auth/password/reset/", `{"email":"carol@example.com"}`, jsonCT)
+	}
+	if last.Code != 429 || last.Header().Get("Retry-After") == "" {
+		t.Errorf("the 10th request for one address from one client = %d, Retry-After %q; want 429 with Retry-After", last.Code, last.Header().Get("Retry-After"))
+	}
+}
+
+// TestResetRequestTiming: a request for a user who exists, is disabled,
+// has no address, or does not exist is answered in the same time (medians
+// within 10 % over alternating rounds), the links being made outside it.
+func TestResetRequestTiming(t *testing.T) {
+	// Not parallel: other tests' work would weigh on the medians.
+	if testing.Short() {
+		t.Skip("times 80 requests")
+	}
+	var mu sync.Mutex
+	sent := 0
+	e := newMailEnv(t, func(c *envConfig) {
+		c.tokenTTL, c.resetFloor = time.Hour, 30*time.Millisecond
+		c.throttle.PairFailures, c.throttle.AddrRate, c.throttle.AddrBurst = 1000, 1000, 1000
+	}, func(resetmail.Message) bool { mu.Lock(); sent++; mu.Unlock(); return true })
+	bodies := []string{`{"email":"alice@example.com"}`, `{"username":"carol"}`, `{"username":"bob"}`, `{"email":"nobody@example.com"}`}
+	names := []string{"an enabled user", "a disabled user", "a user without an address", "no one"}
+	took := make([][]time.Duration, len(bodies))
+	for round := range 20 {
+		for i := range bodies {
+			k := (i + round) % len(bodies)
+			start := time.Now()
+			if w := e.do("POST", "/api/auth/password/reset/", bodies[k], jsonCT); w.Code != 204 {
+				t.Fatalf("request for %s = %d %s; want 204", names[k], w.Code, w.Body)
+			}
+			took[k] = append(took[k], time.Since(start))
+		}
+	}
+	median := func(ds []time.Duration) time.Duration { slices.Sort(ds); return ds[len(ds)/2] }
+	ref := median(took[0])
+	for k := 1; k < len(took); k++ {
+		if m := median(took[k]); m-ref > ref/10 || ref-m > ref/10 {
+			t.Errorf("a request for %s took a median of %v; for an enabled user %v: want within 10 %%", names[k], m, ref)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if sent != users.MaxResetMails {
+		t.Errorf("20 requests for alice mailed %d links; want %d (the hourly limit)", sent, users.MaxResetMails)
+	}
 }
