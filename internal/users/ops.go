@@ -26,7 +26,7 @@ import (
 // later Enable.
 func Disable(ctx context.Context, d Directory, username string) error {
 	return d.Update(ctx, username, func(u *User) error {
-		u.Disabled, u.TokensAfter, u.AccessTokens = true, time.Now().UTC(), nil
+		u.Disabled, u.TokensAfter, u.AccessTokens, u.ResetLink = true, time.Now().UTC(), nil, nil
 		return nil
 	})
 }

@@ -48,6 +48,12 @@ func runResetLinks(t *testing.T, fx fixture) {
 			}, now},
 			{"user passwd", func(d users.Directory) error { return users.SetPassword(ctx, d, "alice", newHash) }, now},
 			{"disabled", func(d users.Directory) error { return users.Disable(ctx, d, "alice") }, now},
+			{"disabled, then enabled", func(d users.Directory) error {
+				if err := users.Disable(ctx, d, "alice"); err != nil {
+					return err
+				}
+				return users.Enable(ctx, d, "alice")
+			}, now},
 			{"expiry", func(users.Directory) error { return nil }, now.Add(time.Hour)},
 		} {
 			d := fx.withAlice(t)
