@@ -50,6 +50,11 @@ type userModel struct {
 	lastCounter int64          // the highest TOTP counter ever sent for the user
 	weak        bool           // the stored hash is below serve's policy (the CLI wrote it)
 	changes     int            // how many passwords were made for the user
+	// link is the user's live password reset link (nil for none), and
+	// deadLinks the links made for the user that died since, oldest
+	// first (resetops_test.go).
+	link      *resetLink
+	deadLinks []*resetLink
 }
 
 // A recoveryCode is one of the codes a confirm handed out.
@@ -177,7 +182,12 @@ func newModel(n int, sharedStore bool, start time.Time) *model {
 // newPassword returns a password the user never had, within the policy.
 func (u *userModel) newPassword(name string) string {
 	u.changes++
-	return fmt.Sprintf("%s-walks-%d-correct-horse", name, u.changes)
+	return passwordNo(name, u.changes)
+}
+
+// passwordNo is the nth password newPassword makes for user name.
+func passwordNo(name string, n int) string {
+	return fmt.Sprintf("%s-walks-%d-correct-horse", name, n)
 }
 
 // change records a new state of user name, made at at by the CLI or by

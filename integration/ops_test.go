@@ -80,6 +80,8 @@ func init() {
 		{"pat-list", 1, (*walker).opPATList},
 		{"introspect", 3, (*walker).opIntrospect},
 		{"cli-token-create", 2, (*walker).opCLITokenCreate},
+		{"cli-reset-link", 3, (*walker).opCLIResetLink},
+		{"reset-confirm", 4, (*walker).opResetConfirm},
 		{"hup", 1, (*walker).opHup},
 		{"restart", 1, (*walker).opRestart},
 	}
@@ -395,6 +397,7 @@ func (w *walker) changePassword(i int, tk *token) error {
 	}
 	now := time.Now()
 	w.m.killUser(tk.user, now, i, nil, false) // the user's own change: personal access tokens live on
+	u.killLink()
 	st.password = next
 	w.m.change(tk.user, st, now, false, true, i)
 	u.weak = false
@@ -567,6 +570,9 @@ func cliOp(sub string) func(*walker, step) error {
 			u.weak = true
 		case "del", "reset-mfa":
 			u.pending = ""
+		}
+		if endsPATs { // passwd, disable, del: the reset link dies too
+			u.killLink()
 		}
 		if endsTokens {
 			w.m.killUser(s.user, now, -1, nil, endsPATs)

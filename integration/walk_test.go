@@ -17,12 +17,13 @@ import (
 // step checks every token the walk holds and every password it knows, on
 // every instance, against a small model of API.md (Tokens, password
 // change, Sessions, Two-factor, Personal access tokens, introspection,
-// Command line, Operations, Users) and docs/design/tokens.md: a live
+// Password reset, Command line, Operations, Users) and
+// docs/design/tokens.md: a live
 // token, session or personal access token, is never refused anywhere, a
 // dead one is refused at once by the instance that revoked it, within the
 // store's bound by the others and within the directory's bound after a
 // user or token command (patops_test.go has the personal access tokens'
-// rule); no answer is a 5xx.
+// rule, resetops_test.go the reset links'); no answer is a 5xx.
 // A failure is shrunk to the shortest step list that still fails the same
 // way, and printed with its seed and a command that replays it.
 //
