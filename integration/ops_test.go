@@ -81,7 +81,7 @@ func init() {
 		{"introspect", 3, (*walker).opIntrospect},
 		{"cli-token-create", 2, (*walker).opCLITokenCreate},
 		{"cli-reset-link", 3, (*walker).opCLIResetLink},
-		{"reset-confirm", 4, (*walker).opResetConfirm},
+		{"reset-confirm", 6, (*walker).opResetConfirm},
 		{"hup", 1, (*walker).opHup},
 		{"restart", 1, (*walker).opRestart},
 	}
