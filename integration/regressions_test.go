@@ -27,6 +27,9 @@ var modelRegressions = []struct {
 	// A token handed out while the user was disabled, by an instance that
 	// had not seen the disable, lived on after user enable.
 	{"disabled and enabled within a reload", "single", 2, "password alice @A pick=0 alt=0; cli-disable alice @A pick=0 alt=0; cli-enable alice @A pick=0 alt=0; password bob @A pick=0 alt=0"},
+	// A reset link made before user disable worked again after user
+	// enable (issue 31): a disable now ends it.
+	{"reset link across a disable", "postgres+redis", 1, "cli-reset-link alice @A pick=0 alt=0; cli-disable alice @A pick=0 alt=0; cli-enable alice @A pick=0 alt=0; reset-confirm alice @B pick=0 alt=12"},
 }
 
 // TestModelRegressions replays modelRegressions against the model.
