@@ -91,6 +91,12 @@ func TestResetByEmail(t *testing.T) {
 	if !strings.Contains(logA.String(), `msg="password reset request" outcome=accepted`) {
 		t.Errorf("A's log lacks the requests' audit lines")
 	}
+	if r := harness.Do(t, "GET", baseA+"/metrics", "", ""); !strings.Contains(r.Body, `authsvc_reset_mail_total{outcome="sent"} 1`) {
+		t.Errorf("A's /metrics lacks authsvc_reset_mail_total{outcome=\"sent\"} 1")
+	}
+	if !strings.Contains(logA.String(), `msg="password reset mail sent" username=alice`) {
+		t.Errorf("A's log lacks the mail's audit line")
+	}
 }
 
 // TestResetRequestWithoutMail: without --smtp-url, asking for a link by
