@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,22 +58,64 @@ func TestPATRevokeNotice(t *testing.T) {
 	}
 	revoked := time.Now()
 	harness.WantInvalidToken(t, "the revoked token on A", baseA, minted.Token)
+	wantRefusedWithin(t, "the revoked token", baseB, minted.Token, revoked)
+}
+
+// wantRefusedWithin polls info on base with token, live until then,
+// until it is 401, and fails t unless that happens within patNoticeBound
+// of since; it logs how long it took.
+func wantRefusedWithin(t *testing.T, what, base, token string, since time.Time) {
+	t.Helper()
 	for {
-		r := harness.Do(t, "GET", baseB+"/api/auth/info", minted.Token, "")
-		took := time.Since(revoked)
+		r := harness.Do(t, "GET", base+"/api/auth/info", token, "")
+		took := time.Since(since)
 		if r.Status == 401 {
-			t.Logf("the revoked token refused by B %v after A's 204", took.Round(time.Millisecond))
+			t.Logf("%s refused %v after the change", what, took.Round(time.Millisecond))
 			if took > patNoticeBound {
-				t.Errorf("the revoked token refused by B after %v; want within %v", took, patNoticeBound)
+				t.Errorf("%s refused after %v; want within %v", what, took, patNoticeBound)
 			}
 			return
 		}
 		if r.Status != 200 {
-			t.Fatalf("info on B with the revoked token = %v; want 200 then 401", r)
+			t.Fatalf("info with %s = %v; want 200 then 401", what, r)
 		}
 		if took > 5*patNoticeBound {
-			t.Fatalf("info on B with the token revoked on A %v ago = %v; want 401 within %v", took, r, patNoticeBound)
+			t.Fatalf("info with %s %v after the change = %v; want 401 within %v", what, took, r, patNoticeBound)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestResetNotice: a reset confirmed on B ends the user's session and
+// personal access token on A, which shares B's Redis but does not reload
+// the users file (--reload-interval 1h), within patNoticeBound: only B's
+// Supersede (the session) and its user notice (the personal access token)
+// through the store can explain it.
+func TestResetNotice(t *testing.T) {
+	t.Parallel()
+	redisURL, _, _ := testservers.Redis(t)
+	usersPath := filepath.Join(t.TempDir(), "users.json")
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
+	baseA, _, stopA := harness.StartServer(t, nil, args...)
+	defer stopA()
+	baseB, _, stopB := harness.StartServer(t, nil, args...)
+	defer stopB()
+	session := harness.TokenOf(t, "alice on A", harness.Login(t, baseA, "alice"))
+	r := harness.Do(t, "POST", baseA+"/api/auth/tokens/", session, `{"name":"ci","password":"alice-pw"}`)
+	var minted struct{ Token string }
+	if err := json.Unmarshal([]byte(r.Body), &minted); r.Status != 201 || err != nil {
+		t.Fatalf("POST /api/auth/tokens/ on A = %v; want 201", r)
+	}
+	harness.WantInfo(t, "alice's session on A", baseA, session, harness.AliceInfo)
+	harness.WantInfo(t, "alice's token on A", baseA, minted.Token, harness.AliceInfo)
+	uid, token, _ := strings.Cut(strings.TrimSpace(harness.MustRunCLI(t, "", "user", "reset-link", "--users", usersPath, "alice")), "/")
+	if r := harness.Do(t, "POST", baseB+"/api/auth/password/reset/confirm/", "", `{"uid":"`+uid+`","token":"`+token+`","new_password":"a brand new passphrase"}`); r.Status != 204 {
+		t.Fatalf("confirm on B = %v; want 204", r)
+	}
+	confirmed := time.Now()
+	wantRefusedWithin(t, "alice's session on A", baseA, session, confirmed)
+	wantRefusedWithin(t, "alice's personal access token on A", baseA, minted.Token, confirmed)
 }
