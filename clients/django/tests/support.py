@@ -188,8 +188,27 @@ class Authsvc:
             self._reader.join(5)
             self.proc.stderr.close()
 
-    def reload(self):
+    def reload(self, timeout=10):
+        """Send SIGHUP and return once authsvc has reread the users file.
+
+        Waiting matters: the file is also reread every 100 ms when it
+        changes, so a test that edits it twice could otherwise act on a
+        reload that saw only the first edit."""
+        seen = len(self.log)
         self.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.log[seen:]:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if rec.get("reason") == "SIGHUP" and rec.get("msg", "").startswith("users file re"):
+                    if rec["msg"] != "users file reloaded":
+                        raise AssertionError("authsvc refused the users file: " + line)
+                    return
+            time.sleep(0.02)
+        raise AssertionError("authsvc did not reload within %ss" % timeout)
 
     def _call(self, method, path, token=None, body=None):
         headers = {}
