@@ -61,6 +61,14 @@ var (
 //     makes a user that could not be stored, fails alone. Update is
 //     UpdateAll of one user, its failure returned as its error.
 //   - List returns every user from the backing, in its stored order.
+//   - Page returns the users f matches (Filter.Match) whose usernames sort
+//     after after in byte order, in that order, at most limit (1 to
+//     MaxPage) of them, as one read of the backing found them: keyset
+//     pagination, so that paging through the directory while users are
+//     added and deleted returns every user that existed throughout exactly
+//     once. It reads what Lookup reads (the backing's current state,
+//     within Watch's bound), never a user twice. Count returns how many
+//     users f matches, by the same read rules.
 //   - Reload loads the backing's current state now. A backing that cannot
 //     be read or does not validate is an error, and the previous users stay
 //     in force (fail closed: nothing is half-loaded).
@@ -132,6 +140,8 @@ type Directory interface {
 	UpdateAll(ctx context.Context, changes map[string]func(*User) error) (failed map[string]error, err error)
 	Delete(ctx context.Context, username string) error
 	List(ctx context.Context) ([]User, error)
+	Page(ctx context.Context, after string, limit int, f Filter) ([]User, error)
+	Count(ctx context.Context, f Filter) (int, error)
 	Reload(ctx context.Context) error
 	Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, hooks WatchHooks)
 	Ping(ctx context.Context) error

@@ -1338,3 +1338,21 @@ func (d *Directory) Bootstrap(ctx context.Context, admin users.User) (bool, erro
 	}
 	return true, nil
 }
+
+// Page returns a page of the users as List reads them (Directory.Page).
+func (d *Directory) Page(ctx context.Context, after string, limit int, f users.Filter) ([]users.User, error) {
+	list, err := d.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return users.Page(list, after, limit, f), nil
+}
+
+// Count returns how many users f matches (Directory.Count).
+func (d *Directory) Count(ctx context.Context, f users.Filter) (int, error) {
+	list, err := d.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return users.Count(list, f), nil
+}

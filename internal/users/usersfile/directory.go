@@ -581,3 +581,21 @@ func (s *Directory) logReload(why string, hooks users.WatchHooks) {
 		s.log.Info("users file reloaded", "reason", why, "users", s.Len())
 	}
 }
+
+// Page returns a page of the users file as List reads it (Directory.Page).
+func (s *Directory) Page(ctx context.Context, after string, limit int, f users.Filter) ([]users.User, error) {
+	list, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return users.Page(list, after, limit, f), nil
+}
+
+// Count returns how many users of the file f matches (Directory.Count).
+func (s *Directory) Count(ctx context.Context, f users.Filter) (int, error) {
+	list, err := s.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return users.Count(list, f), nil
+}
