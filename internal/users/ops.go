@@ -3,6 +3,8 @@ package users
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 )
 
@@ -24,24 +26,40 @@ import (
 // SessionUser refuses a disabled user's tokens outright, and the cut-off,
 // moved to now, keeps the tokens issued before the disable dead after a
 // later Enable.
+//
+// A user already disabled is left as it is: none of their tokens lives.
 func Disable(ctx context.Context, d Directory, username string) error {
 	return d.Update(ctx, username, func(u *User) error {
-		u.Disabled, u.TokensAfter, u.AccessTokens, u.ResetLink = true, time.Now().UTC(), nil, nil
+		if !u.Disabled {
+			disable(u)
+		}
 		return nil
 	})
+}
+
+func disable(u *User) {
+	u.Disabled, u.TokensAfter, u.AccessTokens, u.ResetLink = true, time.Now().UTC(), nil, nil
 }
 
 // Enable enables the user named username. It moves the cut-off to now too
 // (never back): a token an instance issued while the user was disabled,
 // before it had reloaded, dies with the enable rather than living on. No
 // token is live while a user is disabled, so none that was is lost.
+//
+// A user already enabled is left as it is, their tokens alive.
 func Enable(ctx context.Context, d Directory, username string) error {
 	return d.Update(ctx, username, func(u *User) error {
-		// Disable emptied the personal access tokens; an older file put back
-		// while the user was disabled may hold some, dead all the same.
-		u.Disabled, u.TokensAfter, u.AccessTokens = false, Later(u.TokensAfter, time.Now().UTC()), nil
+		if u.Disabled {
+			enable(u)
+		}
 		return nil
 	})
+}
+
+func enable(u *User) {
+	// Disable emptied the personal access tokens; an older file put back
+	// while the user was disabled may hold some, dead all the same.
+	u.Disabled, u.TokensAfter, u.AccessTokens = false, Later(u.TokensAfter, time.Now().UTC()), nil
 }
 
 // SetPassword gives the user named username the password hash and ends
@@ -110,4 +128,101 @@ func ResetFactors(ctx context.Context, d Directory, username string) (removed, p
 		return false, false, err
 	}
 	return true, pendingOnly, nil
+}
+
+// ErrInvalid wraps why Create or Edit refused a user as given: a username
+// outside the rule, a profile field over its limits. Its text names the
+// field, never a password.
+var ErrInvalid = errors.New("invalid user")
+
+// A NewUser is what Create makes a user of.
+type NewUser struct {
+	Username string // as stored: in NFKC form (NormalizeUsername) and within the rule
+	// PasswordHash is the password's hash under the hash policy; "" for
+	// none: the user logs in only once a reset link has set one.
+	PasswordHash string
+	Name, Email  string
+	Groups       []string
+	Admin        bool
+}
+
+// unusablePassword is the hash of a user created without a password:
+// Django's unusable form, which no password matches.
+const unusablePassword = "!"
+
+// Create adds the user nu describes to d: an error wrapping ErrInvalid
+// for a username or profile the rules refuse, ErrExists for a taken
+// name. Its cut-off is now: the tokens of an earlier user of that name
+// stay dead.
+func Create(ctx context.Context, d Directory, nu NewUser) (User, error) {
+	if err := CheckUsername(nu.Username); err != nil {
+		return User{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := CheckProfile(nu.Name, nu.Email, nu.Groups); err != nil {
+		return User{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	u := User{Username: nu.Username, PasswordHash: nu.PasswordHash, Name: nu.Name, Email: nu.Email,
+		Groups: slices.Clone(nu.Groups), Admin: nu.Admin, TokensAfter: time.Now().UTC()}
+	if u.PasswordHash == "" {
+		u.PasswordHash = unusablePassword
+	}
+	if u.Groups == nil {
+		u.Groups = []string{}
+	}
+	if err := d.Add(ctx, u); err != nil {
+		return User{}, err
+	}
+	return u, nil
+}
+
+// A Change is what Edit changes of a user; a nil field is left as it is.
+type Change struct {
+	Name, Email     *string
+	Groups          *[]string
+	Admin, Disabled *bool
+}
+
+// Edit applies c to the user named username and returns the user as
+// changed. Disabling ends every token of the user as Disable does, and
+// enabling is Enable; each only when it changes the user. Demoting an
+// admin ends their personal access tokens with the admin scope: no token
+// keeps a power its user lost, to come back with a later promotion.
+// Sessions live on; each request judges them by the user as they are.
+func Edit(ctx context.Context, d Directory, username string, c Change) (User, error) {
+	var out User
+	err := d.Update(ctx, username, func(u *User) error {
+		name, email, groups := u.Name, u.Email, u.Groups
+		if c.Name != nil {
+			name = *c.Name
+		}
+		if c.Email != nil {
+			email = *c.Email
+		}
+		if c.Groups != nil {
+			groups = slices.Clone(*c.Groups)
+			if groups == nil {
+				groups = []string{}
+			}
+		}
+		if err := CheckProfile(name, email, groups); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		u.Name, u.Email, u.Groups = name, email, groups
+		if c.Admin != nil && u.Admin && !*c.Admin {
+			u.AccessTokens = slices.DeleteFunc(slices.Clone(u.AccessTokens), func(t AccessToken) bool { return t.Has(ScopeAdmin) })
+		}
+		if c.Admin != nil {
+			u.Admin = *c.Admin
+		}
+		switch {
+		case c.Disabled == nil || *c.Disabled == u.Disabled:
+		case *c.Disabled:
+			disable(u)
+		default:
+			enable(u)
+		}
+		out = *u
+		return nil
+	})
+	return out, err
 }
