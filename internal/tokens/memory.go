@@ -79,6 +79,7 @@ type memRecord struct {
 	user      strHandle
 	agent     strHandle
 	client    memClient
+	enrolment bool // Session.Enrolment
 	id        SessionID
 }
 
@@ -129,6 +130,7 @@ func (s *MemoryStore) session(rec *memRecord, full bool) Session {
 		IssuedAt:   time.Unix(0, rec.issuedAt),
 		LastUsedAt: time.Unix(0, atomic.LoadInt64(&rec.lastUsed)),
 		ID:         rec.id,
+		Enrolment:  rec.enrolment,
 	}
 	if rec.expiresAt != 0 {
 		sess.ExpiresAt = time.Unix(0, rec.expiresAt).UTC()
@@ -172,7 +174,7 @@ func (s *MemoryStore) release(rec *memRecord) {
 }
 
 func (s *MemoryStore) Issue(_ context.Context, d Digest, sess Session, limit int, now time.Time) (evicted int, err error) {
-	rec := memRecord{stamp: sess.Stamp, issuedAt: now.UnixNano(), lastUsed: now.UnixNano(), id: sess.ID}
+	rec := memRecord{stamp: sess.Stamp, issuedAt: now.UnixNano(), lastUsed: now.UnixNano(), id: sess.ID, enrolment: sess.Enrolment}
 	if !sess.ExpiresAt.IsZero() {
 		rec.expiresAt = sess.ExpiresAt.UnixNano()
 	}

@@ -56,6 +56,11 @@ type Session struct {
 	// Client is the login's client address as the throttle saw it, and
 	// UserAgent its User-Agent, cut to MaxUserAgent bytes.
 	Client, UserAgent string
+	// Enrolment marks a session that may only enrol a second factor
+	// (API.md, Required second factor): issued to a user whom the policy
+	// required one of and who had none. Confirming an authenticator
+	// issues it again without the mark. The store keeps it as given.
+	Enrolment bool
 }
 
 // A Supersession tells a store that a user's password, or the user, has
