@@ -90,6 +90,7 @@ type envConfig struct {
 	corsOrigins                  []string
 	mfaIssuer                    string
 	resetFloor                   time.Duration // a reset confirm's least time
+	requireMFA                   users.MFAPolicy
 
 	users     []users.User                               // the users file's; testUsers when nil
 	keys      secret.Keyring                             // seals second factors; a new key when it has none
@@ -184,6 +185,7 @@ func (e *testEnv) newDeps(cfg envConfig, log *slog.Logger) httpapi.Deps {
 		CORSOrigins:   cfg.corsOrigins,
 		MFA:           httpapi.MFAConfig{Issuer: cfg.mfaIssuer, Keys: e.keys},
 		Reset:         httpapi.ResetPolicy{Floor: cfg.resetFloor},
+		RequireMFA:    cfg.requireMFA,
 		LogFormat:     "text",
 		Passwords: httpapi.PasswordSetter{
 			Policy: password.Policy{MinLength: cfg.passwordMinLength},

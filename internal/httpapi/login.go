@@ -442,6 +442,9 @@ type LoginReply struct {
 	Token     string     `json:"token"`
 	ExpiresAt *time.Time `json:"expires_at"`
 	User      users.Info `json:"user"`
+	// MFAEnrollmentRequired: the token may only enrol a second factor,
+	// which --require-mfa requires of the user (tokens.Session.Enrolment).
+	MFAEnrollmentRequired bool `json:"mfa_enrollment_required,omitempty"`
 }
 
 // decodeLogin parses a login body: one JSON object, with username and
@@ -643,6 +646,9 @@ func issueToken(ctx context.Context, store tokens.Store, policy TokenPolicy, m *
 	token, digest := tokens.New()
 	sess := tokens.Session{Username: u.Username(), Stamp: stamp, ID: tokens.NewSessionID(), Client: client, UserAgent: CutUTF8(userAgent, MaxUserAgent)}
 	reply := LoginReply{Token: token, User: u.Info()}
+	if !u.HasSecondFactor() && policy.RequireMFA.Covers(u) {
+		sess.Enrolment, reply.MFAEnrollmentRequired = true, true
+	}
 	if policy.TTL > 0 {
 		expires := now.Add(policy.TTL).Truncate(time.Second).UTC()
 		sess.ExpiresAt = expires

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +33,10 @@ type Metrics struct {
 	lastGoodReload prometheus.Gauge
 	tokenChecksVec *prometheus.CounterVec
 	resetMails     *prometheus.CounterVec   // reset link mails, by outcome
-	tokenChecks    [3][5]prometheus.Counter // by tokenKinds, by tokenCheckOutcomes: resolved once, for the hot path
+	tokenChecks    [3][6]prometheus.Counter // by tokenKinds, by tokenCheckOutcomes: resolved once, for the hot path
+	// enrolmentPending counts the users --require-mfa covers who have no
+	// second factor (SetEnrolmentPending).
+	enrolmentPending prometheus.Gauge
 
 	// routes holds each known route's series, resolved once: label hashing
 	// per request would cost the hot path.
@@ -58,8 +62,8 @@ var metricRoutes = []string{"/api/auth/login", "/api/auth/info", "/api/auth/logo
 // Outcomes of login and info: API.md's error codes, folded into a fixed set.
 var (
 	loginOutcomes    = []string{"success", "invalid_credentials", "mfa_required", "throttled", "unavailable", "invalid_request", "internal_error"}
-	passwordOutcomes = []string{"success", "invalid_credentials", "weak_password", "throttled", "unavailable", "not_authenticated", "invalid_token", "invalid_request", "internal_error"}
-	infoOutcomes     = []string{"success", "not_authenticated", "invalid_token", "insufficient_scope", "permission_denied", "not_found", "unavailable", "invalid_request", "internal_error"}
+	passwordOutcomes = []string{"success", "invalid_credentials", "weak_password", "throttled", "unavailable", "not_authenticated", "invalid_token", "mfa_enrollment_required", "invalid_request", "internal_error"}
+	infoOutcomes     = []string{"success", "not_authenticated", "invalid_token", "insufficient_scope", "mfa_enrollment_required", "permission_denied", "not_found", "unavailable", "invalid_request", "internal_error"}
 )
 
 // outcomeOf folds a reply's status and error code into one of outcomes.
@@ -107,13 +111,17 @@ func NewMetrics(src MetricsSources) *Metrics {
 		reloads:        counterVec("authsvc_users_reloads_total", "Users file reloads by result.", "result"),
 		resetMails:     counterVec("authsvc_reset_mail_total", "Password reset mails by outcome: sent, dropped (the queue was full), or failed_REASON after the last try (connect, tls, auth, rejected, timeout, message, canceled, shutdown).", "outcome"),
 		tokenChecksVec: counterVec("authsvc_token_checks_total", "Token checks (the authorization header, an introspected token) by kind (session, pat, unknown: not even parsed) and outcome.", "kind", "outcome"),
+		enrolmentPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "authsvc_mfa_enrollment_pending",
+			Help: "Enabled users whom --require-mfa requires a second factor of and who have none: they log in to enrolment only.",
+		}),
 		lastGoodReload: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "authsvc_users_last_reload_success_timestamp_seconds", Help: "When the users file was last loaded successfully.",
 		}),
 	}
 	m.resolveRoutes()
 	m.presetSeries()
-	reg.MustRegister(m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload, m.tokenChecksVec, m.resetMails)
+	reg.MustRegister(m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload, m.tokenChecksVec, m.resetMails, m.enrolmentPending)
 	registerGauges(reg, src)
 	return m
 }
@@ -341,7 +349,7 @@ type tokenCacheStats interface {
 // Kinds and outcomes of token checks, the labels of authsvc_token_checks_total.
 var (
 	tokenKinds         = []string{"session", "pat", "unknown"}
-	tokenCheckOutcomes = []string{"success", "invalid_token", "insufficient_scope", "unavailable", "internal_error"}
+	tokenCheckOutcomes = []string{"success", "invalid_token", "insufficient_scope", "unavailable", "mfa_enrollment_required", "internal_error"}
 )
 
 // tokenChecked counts one check of a token of kind (0: not even
@@ -360,15 +368,9 @@ func (m *Metrics) tokenChecked(kind tokens.Kind, err error) {
 	o := 0
 	if err != nil {
 		e, _ := errorReply(err)
-		switch outcomeOf(e.status, e.code, tokenCheckOutcomes) {
-		case "invalid_token":
-			o = 1
-		case "insufficient_scope":
-			o = 2
-		case "unavailable":
-			o = 3
-		default:
-			o = 4
+		o = slices.Index(tokenCheckOutcomes, outcomeOf(e.status, e.code, tokenCheckOutcomes))
+		if o < 0 { // invalid_request: not a token check's outcome
+			o = len(tokenCheckOutcomes) - 1
 		}
 	}
 	m.tokenChecks[k][o].Inc()
@@ -379,5 +381,14 @@ func (m *Metrics) tokenChecked(kind tokens.Kind, err error) {
 func (m *Metrics) Mailed(outcome string) {
 	if m != nil {
 		m.resetMails.WithLabelValues(outcome).Inc()
+	}
+}
+
+// SetEnrolmentPending sets authsvc_mfa_enrollment_pending to n: the
+// enabled users --require-mfa requires a second factor of who have none
+// (users.MFAPolicy.Pending), as serve counts them in the directory.
+func (m *Metrics) SetEnrolmentPending(n int) {
+	if m != nil {
+		m.enrolmentPending.Set(float64(n))
 	}
 }

@@ -615,6 +615,7 @@ func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p prin
 	username := p.user.Username()
 	var cutoff time.Time
 	var generation uint64
+	var enrolment bool
 	err := tc.users.Update(ctx, username, func(x *users.User) error {
 		f := x.MFA.Clone()
 		if f == nil {
@@ -630,6 +631,9 @@ func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p prin
 		x.PasswordGeneration++
 		cutoff = users.NextCutoff(x.TokensAfter, tc.now())
 		x.TokensAfter, generation = cutoff, x.PasswordGeneration
+		// Confirming makes an enrolment session a full one; removing the
+		// last factor of a user the policy covers makes it one again.
+		enrolment = tc.policy.RequireMFA.PendingUser(x)
 		return nil
 	})
 	if err != nil {
@@ -653,7 +657,7 @@ func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p prin
 		sf.log.WarnContext(ctx, "second factors changed; the user's old tokens stay in the store until they expire (the cut-off refuses them)", "username", username, "err", err)
 	}
 	tc.metrics.Revoked(RevokedUserChange, max(n-1, 0)) // the presenting token comes back
-	sess.Stamp = stamp
+	sess.Stamp, sess.Enrolment = stamp, enrolment
 	if _, err := tc.store.Issue(ctx, p.digest, sess, tc.policy.MaxPerUser, users.Later(tc.now(), cutoff)); err != nil {
 		sf.log.WarnContext(ctx, "second factors changed; the presenting token could not be kept and has ended with the others", "username", username, "err", err)
 	}

@@ -50,6 +50,8 @@ var (
 	errInsufficientScope  = &apiError{status: http.StatusForbidden, code: "insufficient_scope", detail: "This token's scopes do not cover this endpoint."}
 	errTokenNameTaken     = &apiError{status: http.StatusConflict, code: "conflict", detail: "A live personal access token of that name exists."}
 	errTooManyTokens      = &apiError{status: http.StatusConflict, code: "conflict", detail: "Too many live personal access tokens; revoke one first."}
+	errEnrollmentRequired = &apiError{status: http.StatusForbidden, code: "mfa_enrollment_required",
+		detail: "A second factor is required: this token may only enrol one (GET /api/auth/mfa/, POST /api/auth/mfa/totp/ and its confirm/) or log out."}
 )
 
 // mfaRequired is the 401 mfa_required reply of a right password whose user

@@ -39,6 +39,8 @@ type Deps struct {
 	// ResetRequester mails reset links (POST /api/auth/password/reset/);
 	// nil without --smtp-url, when that route answers 404.
 	ResetRequester ResetRequester
+	// RequireMFA is --require-mfa: whom a second factor is required of.
+	RequireMFA users.MFAPolicy
 	// AccessTokenUses records personal access tokens' uses; its Run is
 	// the caller's. Nil: NewServer makes one, whose uses are written only
 	// when the caller flushes them.
@@ -144,20 +146,23 @@ func addRoutes(mux interface{ Handle(string, http.Handler) }, d Deps) []string {
 	if d.AccessTokenUses == nil {
 		d.AccessTokenUses = NewAccessTokenUses(d.Users, d.Log)
 	}
+	d.Policy.RequireMFA = d.RequireMFA
 	tc := tokenCheck{users: d.Users, store: d.Store, policy: d.Policy, metrics: d.Metrics, uses: d.AccessTokenUses, now: d.Now}
+	enrol := tc // for the endpoints an enrolment session may call
+	enrol.enrolment = true
 	sf := secondFactors{users: d.Users, store: d.Store, config: d.MFA, now: d.Now, log: d.Log}
 	handle("POST", "/api/auth/login/", handleLogin(d.Log, tc, d.Guard, sf))
 	handle("POST", "/api/auth/login/mfa/", handleLoginMFA(d.Log, tc, d.Guard, sf))
 	handle("GET", "/api/auth/info", handleInfo(d.Log, tc))
-	handle("POST", "/api/auth/logout/", handleLogout(d.Log, tc))
+	handle("POST", "/api/auth/logout/", handleLogout(d.Log, enrol))
 	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.Log, tc))
 	handle("POST", "/api/auth/password/", handlePassword(d.Log, tc, d.Guard, d.Passwords))
 	handle("GET", "/api/auth/sessions/", handleSessions(d.Log, tc))
 	handle("DELETE", "/api/auth/sessions/{id}", handleRevokeSession(d.Log, tc))
-	handle("GET", "/api/auth/mfa/", handleMFAStatus(d.Log, tc, d.Guard))
-	handle("POST", "/api/auth/mfa/totp/", handleTOTPEnrol(d.Log, tc, d.Guard, sf))
+	handle("GET", "/api/auth/mfa/", handleMFAStatus(d.Log, enrol, d.Guard))
+	handle("POST", "/api/auth/mfa/totp/", handleTOTPEnrol(d.Log, enrol, d.Guard, sf))
 	handle("DELETE", "/api/auth/mfa/totp/", handleTOTPRemove(d.Log, tc, d.Guard, sf))
-	handle("POST", "/api/auth/mfa/totp/confirm/", handleTOTPConfirm(d.Log, tc, d.Guard, sf))
+	handle("POST", "/api/auth/mfa/totp/confirm/", handleTOTPConfirm(d.Log, enrol, d.Guard, sf))
 	handle("POST", "/api/auth/mfa/recovery-codes/", handleRecoveryCodes(d.Log, tc, d.Guard, sf))
 	handle("POST", "/api/auth/tokens/", handleTokenCreate(d.Log, tc, d.Guard, sf))
 	handle("GET", "/api/auth/tokens/", handleTokenList(d.Log, tc))

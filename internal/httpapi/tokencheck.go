@@ -16,6 +16,9 @@ type TokenPolicy struct {
 	Idle       time.Duration // 0: no idle limit
 	MaxPerUser int           // 0: no limit
 	PATMaxTTL  time.Duration // the longest a personal access token may live; 0: DefaultPATMaxTTL
+	// RequireMFA is --require-mfa: a login of a user it covers who has no
+	// second factor gets an enrolment session (tokens.Session.Enrolment).
+	RequireMFA users.MFAPolicy
 }
 
 // maxTouchLag is how far a session's recorded last use may lag a real one
@@ -106,6 +109,16 @@ func (p principal) kind() tokens.Kind {
 	return tokens.KindSession
 }
 
+// enrolmentOnly reports whether the principal's token may only enrol a
+// second factor: an enrolment session (API.md, Required second factor)
+// whose user has none yet. Once the user has one, on whatever instance it
+// was confirmed, the session is a full one here too, as soon as this
+// instance knows of the factor; confirming also issues it again without
+// the mark.
+func (p principal) enrolmentOnly() bool {
+	return p.session.Enrolment && !p.user.HasSecondFactor()
+}
+
 // A tokenCheck authenticates requests by their token: the dependencies
 // every handler behind a token shares.
 type tokenCheck struct {
@@ -115,6 +128,10 @@ type tokenCheck struct {
 	metrics *Metrics
 	uses    *AccessTokenUses
 	now     func() time.Time
+	// enrolment: the endpoint serves an enrolment session too (the
+	// second-factor status, enrolment and confirm, and logout); every
+	// other answers it 403 mfa_enrollment_required.
+	enrolment bool
 }
 
 // authenticate returns the principal of the request's session token:
@@ -142,7 +159,11 @@ func (c tokenCheck) authenticateScope(r *http.Request, scope string, sessions bo
 		return principal{}, errInvalidToken
 	}
 	p, err := c.check(r.Context(), digest, kind)
-	if err == nil && (kind == tokens.KindPAT && !p.pat.Has(scope) || kind == tokens.KindSession && !sessions) {
+	switch {
+	case err != nil:
+	case p.session.Enrolment && !c.enrolment && p.enrolmentOnly():
+		err = errEnrollmentRequired
+	case kind == tokens.KindPAT && !p.pat.Has(scope) || kind == tokens.KindSession && !sessions:
 		err = errInsufficientScope
 	}
 	c.metrics.tokenChecked(kind, err)
