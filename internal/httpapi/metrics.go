@@ -57,6 +57,8 @@ var metricRoutes = []string{"/api/auth/login", "/api/auth/info", "/api/auth/logo
 	"/api/auth/password", "/api/auth/sessions", "/api/auth/sessions/{id}",
 	"/api/auth/login/mfa", "/api/auth/mfa", "/api/auth/mfa/totp", "/api/auth/mfa/totp/confirm", "/api/auth/mfa/recovery-codes",
 	"/api/auth/tokens", "/api/auth/tokens/{id}", "/api/auth/introspect", "/api/auth/password/reset/confirm",
+	"/api/admin/users", "/api/admin/users/{username}", "/api/admin/users/{username}/password", "/api/admin/users/{username}/logout",
+	"/api/admin/users/{username}/unlock", "/api/admin/users/{username}/reset-mfa", "/api/admin/users/{username}/reset-link",
 	"/api/openapi.json", "/healthz", "/readyz", "/metrics", "other"}
 
 // Outcomes of login and info: API.md's error codes, folded into a fixed set.

@@ -55,6 +55,8 @@ var enrolmentOnlyRefusals = []struct{ method, path, body string }{
 	{"POST", "/api/auth/introspect/", `{"token":"x"}`},
 	{"DELETE", "/api/auth/mfa/totp/", `{"password":"x","code":"123456"}`},
 	{"POST", "/api/auth/mfa/recovery-codes/", `{"password":"x","code":"123456"}`},
+	{"GET", "/api/admin/users/", ""},
+	{"POST", "/api/admin/users/alice/logout", ""},
 }
 
 // TestRequiredSecondFactorJourney walks API.md's "Required second factor"

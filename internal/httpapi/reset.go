@@ -17,6 +17,27 @@ type ResetPolicy struct {
 	// read, whatever the link: well above a hash and a write of the user,
 	// so that a good link and a wrong one answer alike. 0: DefaultResetFloor.
 	Floor time.Duration
+	// URL is --reset-url, the pattern of the links the admin API makes
+	// ({uid} and {token}); "": the parts alone, "{uid}/{token}".
+	URL string
+	// TTL is --reset-ttl, how long those links work; 0: users.DefaultResetTTL.
+	TTL time.Duration
+}
+
+// url returns the pattern of the links the admin API makes.
+func (p ResetPolicy) url() string {
+	if p.URL != "" {
+		return p.URL
+	}
+	return "{uid}/{token}"
+}
+
+// ttl returns how long the links the admin API makes work.
+func (p ResetPolicy) ttl() time.Duration {
+	if p.TTL > 0 {
+		return p.TTL
+	}
+	return users.DefaultResetTTL
 }
 
 // DefaultResetFloor is a confirm's least time unless told otherwise.

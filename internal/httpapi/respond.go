@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"authsvc/internal/password"
@@ -128,6 +129,13 @@ func errorReply(err error) (e *apiError, warning string) {
 		return errInvalidToken, "" // disabled since its token was checked: the token is dead
 	case errors.Is(err, users.ErrNotFound):
 		return errNotFound, ""
+	case errors.Is(err, users.ErrExists):
+		return errUserExists, ""
+	case errors.Is(err, users.ErrInvalid):
+		// The rule a username or profile field broke; it names the
+		// field (as the CLI's flag), never a password.
+		detail, _ := strings.CutPrefix(err.Error(), users.ErrInvalid.Error()+": ")
+		return &apiError{status: http.StatusBadRequest, code: "invalid_request", detail: strings.TrimPrefix(detail, "--") + "."}, ""
 	case errors.Is(err, tokens.ErrSuperseded):
 		// The password the login checked has been changed since (on an
 		// instance that has not seen the change yet): it is no longer the

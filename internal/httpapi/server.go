@@ -168,6 +168,7 @@ func addRoutes(mux interface{ Handle(string, http.Handler) }, d Deps) []string {
 	handle("GET", "/api/auth/tokens/", handleTokenList(d.Log, tc))
 	handle("DELETE", "/api/auth/tokens/{id}", handleTokenRevoke(d.Log, tc))
 	handle("POST", "/api/auth/introspect/", handleIntrospect(d.Log, tc))
+	addAdminRoutes(handle, d, tc)
 	handle("POST", "/api/auth/password/reset/confirm/", handleResetConfirm(d.Log, tc, d.Guard, d.Passwords, d.Reset))
 	if d.ResetRequester != nil { // API.md: without --smtp-url, 404
 		handle("POST", "/api/auth/password/reset/", handleResetRequest(d.Log, tc, d.Guard, d.ResetRequester, d.Reset))

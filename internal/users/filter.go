@@ -1,7 +1,6 @@
 package users
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -180,7 +179,3 @@ func (p MFAPolicy) Pending() (Filter, bool) {
 	}
 	return f, true
 }
-
-// ErrSelf: an admin asked to delete, disable or demote themselves, which
-// would leave no one able to undo it (the admin API's 409 conflict).
-var ErrSelf = errors.New("an admin cannot delete, disable or demote themselves")
