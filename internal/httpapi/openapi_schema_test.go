@@ -84,14 +84,12 @@ func TestOpenAPISchemaCanFail(t *testing.T) {
 			op["summery"] = "typo"
 		}, "'summery' was unexpected"},
 		{"a parameter in nowhere", func(doc map[string]any) {
-			for _, item := range obj(t, doc["paths"], "paths") {
-				for _, op := range obj(t, item, "path item") {
-					params, _ := obj(t, op, "operation")["parameters"].([]any)
-					for _, p := range params {
-						if m, ok := p.(map[string]any); ok && m["in"] != nil {
-							m["in"] = "body"
-							return
-						}
+			for _, op := range operations(t, doc) {
+				params, _ := op["parameters"].([]any)
+				for _, p := range params {
+					if m, ok := p.(map[string]any); ok && m["in"] != nil {
+						m["in"] = "body"
+						return
 					}
 				}
 			}
