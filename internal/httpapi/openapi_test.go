@@ -163,7 +163,7 @@ func errorStatuses(t *testing.T) map[string]int {
 		errPermissionDenied, errNotFound, methodNotAllowed("GET"), errTooLarge,
 		errUnsupportedMedia, throttled(1, "pair"), errUnavailable, errInternal, weakPasswordReply(nil),
 		errMFAEnrolled, mfaRequired("x"), errInsufficientScope, errTokenNameTaken, errTooManyTokens,
-		errCodeMissing, errIntrospectMedia,
+		errCodeMissing, errIntrospectMedia, errEnrollmentRequired, errUserExists, errSelf, errResetOfDisabled,
 	}
 	statuses := make(map[string]int)
 	for _, err := range all {
