@@ -65,6 +65,7 @@ func Run(t *testing.T, factory Factory) {
 		{"authenticate through the directory", testAuthenticate},
 		{"personal access tokens", runAccessTokens},
 		{"password reset links", runResetLinks},
+		{"pages and counts", runPage},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, fx) })
 	}
