@@ -582,8 +582,15 @@ func (s *Directory) logReload(why string, hooks users.WatchHooks) {
 	}
 }
 
-// Page returns a page of the users file as List reads it (Directory.Page).
+// Page answers from the file as last loaded, as Lookup does (page.go): a
+// write through the directory reloads it before it returns. A directory
+// never loaded (the CLI's New) has no index to answer from and reads the
+// file: loading it would make every later write of the CLI's reload the
+// whole file, and leave behind a copy no Watch keeps up to date.
 func (s *Directory) Page(ctx context.Context, after string, limit int, f users.Filter) ([]users.User, error) {
+	if x := s.cur.Load(); x != nil {
+		return x.page(after, limit, f), nil
+	}
 	list, err := s.List(ctx)
 	if err != nil {
 		return nil, err
@@ -591,8 +598,12 @@ func (s *Directory) Page(ctx context.Context, after string, limit int, f users.F
 	return users.Page(list, after, limit, f), nil
 }
 
-// Count returns how many users of the file f matches (Directory.Count).
+// Count answers as Page does, from the file as last loaded or, in a
+// directory never loaded, from the file.
 func (s *Directory) Count(ctx context.Context, f users.Filter) (int, error) {
+	if x := s.cur.Load(); x != nil {
+		return x.count(f), nil
+	}
 	list, err := s.List(ctx)
 	if err != nil {
 		return 0, err

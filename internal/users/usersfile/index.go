@@ -225,6 +225,9 @@ type userIndex struct {
 	// no one has any (accesstokens.go).
 	accessTokens map[string][]users.AccessToken
 	byDigest     tokenDigests
+	// order is the users in byte order of username, for Page and Count
+	// (page.go): sorted at the first of them, not at every load.
+	order userOrder
 }
 
 // newUserIndex builds an index of validated users, reusing prev's slowest

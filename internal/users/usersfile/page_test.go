@@ -1,0 +1,126 @@
+package usersfile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"testing"
+
+	"authsvc/internal/users"
+)
+
+// TestPageNeverLoaded: a directory never loaded (the CLI's New) pages
+// through the file as it is, and stays unloaded: its writes do not start
+// reloading the whole file.
+func TestPageNeverLoaded(t *testing.T) {
+	path := writeManyUsers(t, t.TempDir(), 10, nil)
+	d := New(path, slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	list, err := d.Page(ctx, "user0003", 3, users.Filter{})
+	if err != nil {
+		t.Fatalf("Page(user0003, 3, {}) = %v", err)
+	}
+	if got, want := pageNames(list), []string{"user0004", "user0005", "user0006"}; !slices.Equal(got, want) {
+		t.Errorf("Page(user0003, 3, {}) = %q; want %q", got, want)
+	}
+	f := users.Filter{Groups: []string{"sales"}} // users 3 and 7
+	if n, err := d.Count(ctx, f); n != 2 || err != nil {
+		t.Errorf("Count(%+v) = %d, %v; want 2, nil", f, n, err)
+	}
+	if d.cur.Load() != nil {
+		t.Errorf("after Page and Count, the directory is loaded; want it left as New made it")
+	}
+}
+
+// pageNames returns the usernames of list, in its order.
+func pageNames(list []users.User) []string {
+	names := make([]string, len(list))
+	for i := range list {
+		names[i] = list[i].Username
+	}
+	return names
+}
+
+// openMany opens a users file of n users (writeManyUsers).
+func openMany(b testing.TB, n int) *Directory {
+	b.Helper()
+	d, err := Open(writeManyUsers(b, b.TempDir(), n, nil), slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+// BenchmarkPage: a page of MaxPage users of 100,000 from the loaded
+// index, with no filter and with one that selects a quarter of them; and
+// Count with that filter.
+func BenchmarkPage(b *testing.B) {
+	const n = 100_000
+	d := openMany(b, n)
+	ctx := context.Background()
+	some := users.Filter{Groups: []string{"ops"}, MFA: users.No} // every fourth user: {dev, ops}
+	for _, bb := range []struct {
+		name string
+		f    users.Filter
+	}{{"all", users.Filter{}}, {"filtered", some}} {
+		b.Run(bb.name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				after := fmt.Sprintf("user%04d", i*7919%n)
+				i++
+				if _, err := d.Page(ctx, after, users.MaxPage, bb.f); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("count filtered", func(b *testing.B) {
+		for b.Loop() {
+			if got, err := d.Count(ctx, some); got != n/4 || err != nil {
+				b.Fatalf("Count(%+v) = %d, %v; want %d", some, got, err, n/4)
+			}
+		}
+	})
+	// Building the users of a page alone: what Page costs beyond it is its
+	// search and its filter.
+	b.Run("users alone", func(b *testing.B) {
+		x := d.index()
+		list := x.sorted()[:users.MaxPage]
+		for b.Loop() {
+			page := make([]users.User, 0, len(list))
+			for _, u := range list {
+				page = append(page, x.user(u))
+			}
+		}
+	})
+	// The first Page of an index sorts it: after every load.
+	b.Run("sort", func(b *testing.B) {
+		for b.Loop() {
+			x := &userIndex{byName: d.index().byName}
+			x.sorted()
+		}
+	})
+}
+
+// BenchmarkPageHeap reports the live heap of 100,000 users loaded, and
+// what the order Page sorts adds to it.
+func BenchmarkPageHeap(b *testing.B) {
+	heap := func() float64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return float64(m.HeapAlloc)
+	}
+	for b.Loop() {
+		base := heap()
+		d := openMany(b, 100_000)
+		loaded := heap()
+		d.index().sorted()
+		sorted := heap()
+		b.ReportMetric((loaded-base)/1e6, "MB-index")
+		b.ReportMetric((sorted-loaded)/1e6, "MB-order")
+		runtime.KeepAlive(d)
+	}
+}
