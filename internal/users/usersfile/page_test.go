@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"authsvc/internal/users"
@@ -122,5 +124,84 @@ func BenchmarkPageHeap(b *testing.B) {
 		b.ReportMetric((loaded-base)/1e6, "MB-index")
 		b.ReportMetric((sorted-loaded)/1e6, "MB-order")
 		runtime.KeepAlive(d)
+	}
+}
+
+// TestPageUnderChange: paging through 100,000 users in pages of
+// MaxPage while users are added and deleted through the directory, ahead
+// of the pages and behind them, gives every user that existed throughout
+// exactly once, in strictly increasing order (issue 32, point 3).
+func TestPageUnderChange(t *testing.T) {
+	const n, writes = 100_000, 20 // each write rewrites and reloads the file: about 0.3 s
+	d := openMany(t, n)
+	ctx := context.Background()
+	// Write k deletes user (k*8317+500) mod n (writeManyUsers's names),
+	// or adds a user just after it, by turns: all over the directory.
+	deleted, added := map[string]bool{}, map[string]bool{}
+	initial := func(name string) bool {
+		i, err := strconv.Atoi(strings.TrimPrefix(name, "user"))
+		return err == nil && i < n && fmt.Sprintf("user%04d", i) == name
+	}
+	target := func(k int) string { return fmt.Sprintf("user%04d", (k*8317+500)%n) }
+	for k := range writes {
+		if k%2 == 0 {
+			deleted[target(k)] = true
+		} else {
+			added[target(k)+"a"] = true
+		}
+	}
+	done := make(chan error, writes) // one value per write made
+	go func() {
+		for k := range writes {
+			var err error
+			if k%2 == 0 {
+				err = d.Delete(ctx, target(k))
+			} else {
+				err = d.Add(ctx, users.User{Username: target(k) + "a", PasswordHash: testHash, Groups: []string{}})
+			}
+			done <- err
+		}
+	}()
+	pages := n / users.MaxPage
+	made := 0
+	seen := make(map[string]bool, n+writes)
+	after := ""
+	for p := 0; ; p++ {
+		// The writes spread over the walk: page p waits for the writes
+		// due by then, and is read while the next one is being made.
+		for ; made < writes && made < (p+1)*writes/pages; made++ {
+			if err := <-done; err != nil {
+				t.Fatalf("write %d = %v", made, err)
+			}
+		}
+		list, err := d.Page(ctx, after, users.MaxPage, users.Filter{})
+		if err != nil {
+			t.Fatalf("Page(%q, %d, {}) = %v", after, users.MaxPage, err)
+		}
+		for _, u := range list {
+			switch name := u.Username; {
+			case name <= after:
+				t.Fatalf("page %d, after %q, gave %q: not in increasing order", p, after, name)
+			case seen[name]:
+				t.Fatalf("page %d gave %q again", p, name)
+			case !added[name] && !initial(name):
+				t.Fatalf("page %d gave %q, a user never in the directory", p, name)
+			default:
+				seen[name], after = true, name
+			}
+		}
+		if len(list) < users.MaxPage {
+			break
+		}
+	}
+	for ; made < writes; made++ {
+		if err := <-done; err != nil {
+			t.Fatalf("write %d = %v", made, err)
+		}
+	}
+	for i := range n {
+		if name := fmt.Sprintf("user%04d", i); !deleted[name] && !seen[name] {
+			t.Errorf("%s, never deleted, was on no page", name)
+		}
 	}
 }
