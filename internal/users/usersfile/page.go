@@ -102,6 +102,7 @@ type matcher struct {
 	some *users.Factors
 }
 
+// newMatcher returns the matcher of f.
 func newMatcher(f users.Filter) *matcher {
 	return &matcher{f: f, some: &users.Factors{TOTP: &users.TOTPFactor{}}}
 }
