@@ -63,7 +63,7 @@ func (x *userIndex) from(after, prefix string) []*users.Account {
 // byte order, at most limit of them (Directory.Page).
 func (x *userIndex) page(after string, limit int, f users.Filter) []users.User {
 	span := x.from(after, f.Prefix)
-	page := make([]users.User, 0, min(limit, len(span))) // at most this, and often this
+	page := make([]users.User, 0, max(0, min(limit, len(span)))) // at most this, and often this
 	m := newMatcher(f)
 	for _, u := range span {
 		if len(page) >= limit || !strings.HasPrefix(u.Username(), f.Prefix) {

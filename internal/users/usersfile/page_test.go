@@ -205,3 +205,14 @@ func TestPageUnderChange(t *testing.T) {
 		}
 	}
 }
+
+// TestPageLimitOutOfRange: a limit outside the contract's 1 to MaxPage
+// gives no users, never a panic: 0 and below, none.
+func TestPageLimitOutOfRange(t *testing.T) {
+	d := openMany(t, 3)
+	for _, limit := range []int{0, -1} {
+		if list, err := d.Page(context.Background(), "", limit, users.Filter{}); len(list) != 0 || err != nil {
+			t.Errorf("Page(\"\", %d, {}) = %q, %v; want none", limit, pageNames(list), err)
+		}
+	}
+}
