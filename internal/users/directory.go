@@ -67,8 +67,11 @@ var (
 //     pagination, so that paging through the directory while users are
 //     added and deleted returns every user that existed throughout exactly
 //     once. It reads what Lookup reads (the backing's current state,
-//     within Watch's bound), never a user twice. Count returns how many
-//     users f matches, by the same read rules.
+//     within Watch's bound), never a user twice. Its users carry what a
+//     listing shows (username, profile, flags, cut-offs, factors, access
+//     tokens); a backend may leave out the password hash, the password
+//     generation, the Django fingerprint and the reset link. Count
+//     returns how many users f matches, by the same read rules.
 //   - Reload loads the backing's current state now. A backing that cannot
 //     be read or does not validate is an error, and the previous users stay
 //     in force (fail closed: nothing is half-loaded).
