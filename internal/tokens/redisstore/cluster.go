@@ -116,7 +116,7 @@ func (s *ClusterStore) Issue(ctx context.Context, d tokens.Digest, sess tokens.S
 		return 0, err
 	}
 	_, err = s.cc.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		writeToken(ctx, p, s.keys.token(d), sess, strconv.FormatInt(now.UnixMilli(), 10), sess.Client, sess.UserAgent)
+		writeToken(ctx, p, s.keys.token(d), sess, strconv.FormatInt(now.UnixMilli(), 10))
 		return nil
 	})
 	if err != nil {
@@ -129,10 +129,18 @@ func (s *ClusterStore) Issue(ctx context.Context, d tokens.Digest, sess tokens.S
 }
 
 // writeToken queues on p the writes of sess's token key tkey, last used
-// at used (Unix ms), with client and agent: the token half of an Issue or
-// an Import, what storeSession writes on one Redis.
-func writeToken(ctx context.Context, p redis.Pipeliner, tkey string, sess tokens.Session, used, client, agent string) {
-	p.HSet(ctx, tkey, "u", sess.Username, "s", strconv.FormatUint(sess.Stamp, 10), "l", used, "i", sess.ID.String(), "a", client, "g", agent)
+// at used (Unix ms): the token half of an Issue or an Import, what
+// storeSession writes on one Redis.
+func writeToken(ctx context.Context, p redis.Pipeliner, tkey string, sess tokens.Session, used string) {
+	p.HSet(ctx, tkey, "u", sess.Username, "s", strconv.FormatUint(sess.Stamp, 10), "l", used, "i", sess.ID.String(),
+		"a", sess.Client, "g", sess.UserAgent)
+	if sess.Enrolment {
+		p.HSet(ctx, tkey, "n", enrolmentArg(true))
+	} else {
+		// A digest issued again without the mark (confirming an
+		// authenticator) is a full session, even should its key have lived.
+		p.HDel(ctx, tkey, "n")
+	}
 	if sess.ExpiresAt.IsZero() {
 		// No stale expiry survives (a digest is not expected to come twice).
 		p.HDel(ctx, tkey, "e")
@@ -171,20 +179,20 @@ func (s *ClusterStore) sendLookups(ctx context.Context, batch []lookupRequest, a
 	return args
 }
 
-// lookupBatch is lookupScript on a Cluster: for each token key
-// the HMGET u s e l reply and the digest's score in its user's index (or
-// 0), in two pipelined round trips: the token keys, then the indexes of
-// those found. A token key whose index does not list it is dead (the
-// splits above leave such orphans) and deleted, best effort, with its
-// digest published. The index is read after the token key: a session
-// revoked between the two reads was live at the first, so answering it is
-// a Lookup that came before the Revoke.
+// lookupBatch is lookupScript on a Cluster: for each token key the HMGET
+// u s e l n reply (n as enrolmentReply gives it) and the digest's score
+// in its user's index (or 0), in two pipelined round trips: the token
+// keys, then the indexes of those found. A token key whose index does
+// not list it is dead (the splits above leave such orphans) and deleted,
+// best effort, with its digest published. The index is read after the
+// token key: a session revoked between the two reads was live at the
+// first, so answering it is a Lookup that came before the Revoke.
 func (s *ClusterStore) lookupBatch(ctx context.Context, batch []lookupRequest) []lookupAnswer {
 	out := make([]lookupAnswer, len(batch))
 	reads := make([]*redis.SliceCmd, len(batch))
 	_, err := s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, req := range batch {
-			reads[i] = p.HMGet(ctx, req.key, "u", "s", "e", "l")
+			reads[i] = p.HMGet(ctx, req.key, "u", "s", "e", "l", "n")
 		}
 		return nil
 	})
@@ -214,11 +222,14 @@ func (s *ClusterStore) lookupBatch(ctx context.Context, batch []lookupRequest) [
 	var orphans []string
 	for i := range batch {
 		f, rerr := reads[i].Result()
-		switch {
-		case rerr != nil:
+		if rerr != nil {
 			out[i].err = errCorruptSession // a key of the wrong type: its own look-up fails
 			continue
-		case scores[i] == nil:
+		}
+		if len(f) == 5 {
+			f[4] = enrolmentReply(f[4])
+		}
+		if scores[i] == nil {
 			out[i].fields = append(f, int64(0))
 			continue
 		}
@@ -246,6 +257,18 @@ func (s *ClusterStore) lookupBatch(ctx context.Context, batch []lookupRequest) [
 		})
 	}
 	return out
+}
+
+// enrolmentReply is a token key's n field as lookupScript gives it: 0 for
+// none, 1 for "1", anything else as stored (a corrupt session).
+func enrolmentReply(v any) any {
+	switch v {
+	case nil:
+		return int64(0)
+	case "1":
+		return int64(1)
+	}
+	return v
 }
 
 // isRedisError reports whether err is a reply of Redis (WRONGTYPE, say),
@@ -389,7 +412,7 @@ func (s *ClusterStore) List(ctx context.Context, username string, now time.Time)
 	_, err = s.cc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, z := range all {
 			h, _ := z.Member.(string)
-			cmds[i] = p.HMGet(ctx, s.keys.key("t", h), "u", "s", "e", "l", "i", "a", "g")
+			cmds[i] = p.HMGet(ctx, s.keys.key("t", h), "u", "s", "e", "l", "i", "a", "g", "n")
 		}
 		return nil
 	})
@@ -399,7 +422,7 @@ func (s *ClusterStore) List(ctx context.Context, username string, now time.Time)
 	rows := make([]any, 0, len(all))
 	for i, z := range all {
 		f := cmds[i].Val()
-		if len(f) != 7 || f[0] == nil {
+		if len(f) != 8 || f[0] == nil {
 			continue
 		}
 		rows = append(rows, append([]any{z.Member, strconv.FormatFloat(z.Score, 'f', -1, 64)}, f[1:]...))
@@ -498,7 +521,10 @@ func (s *ClusterStore) importChunk(ctx context.Context, chunk []tokens.Imported,
 			tkey := s.keys.token(im.Digest)
 			switch outcomes[i] {
 			case tokens.ImportAdded:
-				writeToken(ctx, p, tkey, im.Session, ms, "", "")
+				// Without client, agent or mark, as importLua stores one.
+				sess := im.Session
+				sess.Client, sess.UserAgent, sess.Enrolment = "", "", false
+				writeToken(ctx, p, tkey, sess, ms)
 			case tokens.ImportRefreshed:
 				clusterRefreshScript.EvalSha(ctx, p, []string{tkey}, unixMsOrNever(im.Session.ExpiresAt))
 				// Cached copies hold the old expiry.

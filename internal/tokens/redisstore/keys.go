@@ -16,8 +16,10 @@ import (
 //
 //	{prefix}t:{digest hex}  hash u=username s=stamp [e=expiry Unix ms]
 //	                        l=last use (Unix ms) i=session id hex
-//	                        a=client g=user agent; PEXPIREAT e (no e, no
-//	                        expiry)
+//	                        a=client g=user agent [n=1: an enrolment-only
+//	                        session, Session.Enrolment; no n, a full
+//	                        one, as every session of older versions];
+//	                        PEXPIREAT e (no e, no expiry)
 //	{prefix}u:{username}    sorted set of digest hex, scored by issue time in
 //	                        Unix ms, strictly increasing per user; expires
 //	                        with the user's last session. The source of

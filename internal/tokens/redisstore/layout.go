@@ -27,10 +27,12 @@ import (
 //	                  there is none; u and e are what the caller read
 //	                  ('' = none), for a layout whose scripts cannot
 //	                  read token keys
-//	storeSession(m, user, stamp, expiry, used, id, client, agent)
+//	storeSession(m, user, stamp, expiry, used, id, client, agent,
+//	             enrolment)
 //	                  writes what the layout's scripts keep of a new
-//	                  session; at maxmemory under noeviction a script's
-//	                  first write, this one, is refused and nothing is
+//	                  session (enrolment "1" for Session.Enrolment);
+//	                  at maxmemory under noeviction a script's first
+//	                  write, this one, is refused and nothing is
 //	                  written
 //	refreshSession(m, expiry, stamp, id, channel)
 //	                  sets a stored session's expiry
@@ -71,10 +73,20 @@ local function tokenFields(m)
   local f = redis.call('HMGET', tprefix .. m, 'u', 'e')
   return f[1] or nil, f[2] or nil
 end
-local function storeSession(m, user, stamp, expiry, used, id, client, agent)
-  redis.call('HSET', tprefix .. m, 'u', user, 's', stamp, 'l', used, 'i', id, 'a', client, 'g', agent)
+local function storeSession(m, user, stamp, expiry, used, id, client, agent, enrolment)
+  local k = tprefix .. m
+  local f = {'u', user, 's', stamp, 'l', used, 'i', id, 'a', client, 'g', agent}
+  if enrolment == '1' then
+    f[#f + 1], f[#f + 2] = 'n', '1'
+  end
+  redis.call('HSET', k, unpack(f))
+  if enrolment ~= '1' then
+    -- A digest issued again without the mark (confirming an
+    -- authenticator) is a full session, even should its key have lived.
+    redis.call('HDEL', k, 'n')
+  end
   -- No stale expiry survives (a digest is not expected to come twice).
-  setExpiry(tprefix .. m, expiry)
+  setExpiry(k, expiry)
 end
 local function refreshSession(m, expiry, stamp, id, channel)
   setExpiry(tprefix .. m, expiry)
@@ -179,7 +191,8 @@ end
 // ARGV[1] digest hex, ARGV[2] username, ARGV[3] stamp, ARGV[4] limit (0 = none),
 // ARGV[5] now (Unix ms), ARGV[6] expiry (Unix ms; "" = never),
 // ARGV[7] session id hex, ARGV[8] client, ARGV[9] user agent,
-// ARGV[10] invalidation channel (each evicted digest is published there).
+// ARGV[10] invalidation channel (each evicted digest is published there),
+// ARGV[11] enrolment ("1" for an enrolment-only session, else "").
 // It returns {-1} for a superseded stamp, else {evicted, dropped}.
 const issueLua = `
 local digest, stamp, limit, now = ARGV[1], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -192,7 +205,7 @@ end
 -- that can grow memory, and lets every later write through. So the first
 -- write is the session's: at the limit the script stops here, having
 -- written nothing, instead of storing the session past the limit.
-storeSession(digest, ARGV[2], stamp, ARGV[6], ARGV[5], ARGV[7], ARGV[8], ARGV[9])
+storeSession(digest, ARGV[2], stamp, ARGV[6], ARGV[5], ARGV[7], ARGV[8], ARGV[9], ARGV[11])
 
 -- Issue time, bumped past the newest entry so the order is total.
 local score = now
@@ -394,8 +407,9 @@ local function write(f)
     end
   end
 end
+-- An imported session is a full one, as the memory store keeps it.
 local function store()
-  storeSession(digest, user, stamp, expiry, ARGV[5], id, '', '')
+  storeSession(digest, user, stamp, expiry, ARGV[5], id, '', '', '')
 end
 local tu, te = tokenFields(digest, ARGV[10], ARGV[11])
 if redis.call('HEXISTS', KEYS[3], digest) == 1 then
@@ -470,7 +484,17 @@ func (s *core) issueArgs(d tokens.Digest, sess tokens.Session, limit int, now ti
 	u := sess.Username
 	return []string{s.keys.index(u), s.keys.stamp(u)}, []any{
 		hex.EncodeToString(d[:]), u, strconv.FormatUint(sess.Stamp, 10), max(limit, 0),
-		now.UnixMilli(), unixMsOrNever(sess.ExpiresAt), sess.ID.String(), sess.Client, sess.UserAgent, s.channel}
+		now.UnixMilli(), unixMsOrNever(sess.ExpiresAt), sess.ID.String(), sess.Client, sess.UserAgent, s.channel,
+		enrolmentArg(sess.Enrolment)}
+}
+
+// enrolmentArg is Session.Enrolment as the scripts take it and the token
+// key keeps it (its n field): "1", or "" for a full session.
+func enrolmentArg(enrolment bool) string {
+	if enrolment {
+		return "1"
+	}
+	return ""
 }
 
 // issued reads issueLua's reply, or its failure: how many sessions the

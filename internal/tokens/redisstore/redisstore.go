@@ -298,7 +298,7 @@ func (s *core) lookupRedis(ctx context.Context, d tokens.Digest) (cachedSession,
 		return cachedSession{}, unavailable("lookup", ans.err)
 	}
 	f := ans.fields
-	if len(f) != 5 {
+	if len(f) != 6 {
 		return cachedSession{}, unavailable("lookup", errCorruptSession)
 	}
 	if f[0] == nil {
@@ -308,7 +308,11 @@ func (s *core) lookupRedis(ctx context.Context, d tokens.Digest) (cachedSession,
 	if err != nil {
 		return cachedSession{}, unavailable("lookup", err)
 	}
-	score, listed := f[4].(string)
+	enrolment, ok := f[4].(int64)
+	if !ok || enrolment < 0 || enrolment > 1 {
+		return cachedSession{}, unavailable("lookup", errCorruptSession)
+	}
+	score, listed := f[5].(string)
 	if !listed {
 		return cachedSession{}, tokens.ErrNotFound
 	}
@@ -316,7 +320,7 @@ func (s *core) lookupRedis(ctx context.Context, d tokens.Digest) (cachedSession,
 	if err != nil {
 		return cachedSession{}, unavailable("lookup", errCorruptSession)
 	}
-	cs := cachedSession{username: sess.Username, stamp: sess.Stamp, expiresMs: expiresMs, issuedMs: issuedMs, usedMs: issuedMs}
+	cs := cachedSession{username: sess.Username, stamp: sess.Stamp, expiresMs: expiresMs, issuedMs: issuedMs, usedMs: issuedMs, enrolment: enrolment == 1}
 	if l, ok := f[3].(string); ok {
 		if ms, err := strconv.ParseInt(l, 10, 64); err == nil && ms > issuedMs {
 			cs.usedMs = ms
@@ -815,7 +819,7 @@ func liveListed(username string, rows []any, now time.Time) ([]tokens.ListedSess
 // parseListedSession decodes one row of listScript.
 func parseListedSession(username string, row any) (tokens.ListedSession, bool) {
 	f, ok := row.([]any)
-	if !ok || len(f) != 8 {
+	if !ok || len(f) != 9 {
 		return tokens.ListedSession{}, false
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
@@ -843,6 +847,13 @@ func parseListedSession(username string, row any) (tokens.ListedSession, bool) {
 	}
 	ls.ID, _ = tokens.ParseSessionID(str(f[5])) // tokens issued before ids have the zero id
 	ls.Client, ls.UserAgent = str(f[6]), str(f[7])
+	switch f[8] {
+	case nil: // a full session, and every session of older versions
+	case "1":
+		ls.Enrolment = true
+	default:
+		return tokens.ListedSession{}, false
+	}
 	return ls, true
 }
 

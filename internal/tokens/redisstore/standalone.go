@@ -79,10 +79,13 @@ func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, ar
 }
 
 // lookupScript looks up a batch of token keys. For each it returns the
-// HMGET u s e l reply and then the digest's score in the user's index (its
-// issue time in Unix ms) if the index still lists it, else 0; for a key or an index of the wrong type, 0, so that one corrupt
-// key fails only its own look-up. One script per batch, not per
-// look-up, since Redis spends more on starting a script than on the
+// HMGET u s e l n reply, its n as the integer 0 (none) or 1 ("1") so
+// that the reply's Go values need no allocation of their own (any other
+// value stays as stored, a corrupt session), and then the digest's score
+// in the user's index (its issue time in Unix ms) if the index still
+// lists it, else 0; for a key or an index of the wrong type, 0, so that
+// one corrupt key fails only its own look-up. One script per batch, not
+// per look-up, since Redis spends more on starting a script than on the
 // look-up itself.
 //
 // A session its user's index does not list is dead: RevokeUser finds
@@ -98,22 +101,27 @@ func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, ar
 const lookupScriptSource = `
 local out = {}
 for i, key in ipairs(KEYS) do
-  local f = redis.pcall('HMGET', key, 'u', 's', 'e', 'l')
+  local f = redis.pcall('HMGET', key, 'u', 's', 'e', 'l', 'n')
   if f.err then
     f = 0
   elseif f[1] then
+    if not f[5] then
+      f[5] = 0
+    elseif f[5] == '1' then
+      f[5] = 1
+    end
     local listed = redis.pcall('ZSCORE', ARGV[1] .. f[1], string.sub(key, -64))
     if type(listed) == 'table' and listed.err then
       f = 0
     elseif listed then
-      f[5] = listed
+      f[6] = listed
     else
-      f[5] = 0
+      f[6] = 0
       redis.pcall('DEL', key) -- best effort: refused either way
       redis.pcall('PUBLISH', ARGV[2], 't:' .. string.sub(key, -64))
     end
   else
-    f[5] = 0
+    f[5], f[6] = 0, 0
   end
   out[i] = f
 end
@@ -282,16 +290,16 @@ func (s *Store) Import(ctx context.Context, batch []tokens.Imported, now time.Ti
 }
 
 // listScript returns username's sessions, newest first: for each, its
-// digest hex, index score (issue time, Unix ms) and HMGET s e l i a g.
+// digest hex, index score (issue time, Unix ms) and HMGET s e l i a g n.
 //
 // KEYS[1] user index key. ARGV[1] token key prefix.
 var listScript = redis.NewScript(`
 local out = {}
 local all = redis.call('ZREVRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for j = 1, #all, 2 do
-  local f = redis.call('HMGET', ARGV[1] .. all[j], 'u', 's', 'e', 'l', 'i', 'a', 'g')
+  local f = redis.call('HMGET', ARGV[1] .. all[j], 'u', 's', 'e', 'l', 'i', 'a', 'g', 'n')
   if f[1] then
-    out[#out + 1] = {all[j], all[j + 1], f[2], f[3], f[4], f[5], f[6], f[7]}
+    out[#out + 1] = {all[j], all[j + 1], f[2], f[3], f[4], f[5], f[6], f[7], f[8]}
   end
 end
 return out

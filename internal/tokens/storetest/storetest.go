@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore func(t *testing.T) tokens.Store) {
 		{"SupersedeStale", testSupersedeStale},
 		{"IssuedAt", testIssuedAt},
 		{"SessionRecord", testSessionRecord},
+		{"Enrolment", testEnrolment},
 		{"ListNewestFirst", testListNewestFirst},
 		{"RevokeID", testRevokeID},
 		{"Touch", testTouch},
@@ -251,6 +252,57 @@ func testSessionRecord(t *testing.T, st tokens.Store) {
 	}
 	if bytes.Contains([]byte(ls.ID.String()), []byte(fmt.Sprintf("%x", d[:4]))) {
 		t.Errorf("session id %s holds part of the digest", ls.ID)
+	}
+}
+
+// testEnrolment: a session's Enrolment mark comes back from Lookup (fresh
+// and cached) and List as Issue stored it, and issuing the digest again
+// without the mark, as confirming an authenticator does after the
+// Supersede that removed it, makes the session a full one.
+func testEnrolment(t *testing.T, st tokens.Store) {
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	in := tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour), ID: tokens.NewSessionID(), Enrolment: true}
+	d := MustIssue(t, st, in, 0, now)
+	full := MustIssue(t, st, tokens.Session{Username: "alice", Stamp: 1, ExpiresAt: now.Add(time.Hour), ID: tokens.NewSessionID()}, 0, now)
+	for _, fresh := range []bool{true, false, false} {
+		c := ctx
+		if fresh {
+			c = tokens.WithFresh(ctx)
+		}
+		if got, err := st.Lookup(c, d, now); err != nil || !got.Enrolment {
+			t.Fatalf("Lookup(enrolment session, fresh %v).Enrolment = %v, %v; want true", fresh, got.Enrolment, err)
+		}
+		if got, err := st.Lookup(c, full, now); err != nil || got.Enrolment {
+			t.Fatalf("Lookup(full session, fresh %v).Enrolment = %v, %v; want false", fresh, got.Enrolment, err)
+		}
+	}
+	listed, err := st.List(ctx, "alice", now)
+	if err != nil || len(listed) != 2 {
+		t.Fatalf("List(alice) = %d sessions, %v; want 2", len(listed), err)
+	}
+	for _, l := range listed {
+		if l.Enrolment != (l.Digest == d) {
+			t.Errorf("List(alice): session %s Enrolment = %v; want %v", l.ID, l.Enrolment, l.Digest == d)
+		}
+	}
+	later := now.Add(time.Second)
+	if _, err := st.Supersede(ctx, tokens.Supersession{Username: "alice", Stamp: 2, MaxStamp: 1 << 40, Before: later}); err != nil {
+		t.Fatal(err)
+	}
+	out := in
+	out.Stamp, out.Enrolment = 2, false
+	if _, err := st.Issue(ctx, d, out, 0, later); err != nil {
+		t.Fatal(err)
+	}
+	for _, fresh := range []bool{true, false} {
+		c := ctx
+		if fresh {
+			c = tokens.WithFresh(ctx)
+		}
+		if got, err := st.Lookup(c, d, later); err != nil || got.Enrolment {
+			t.Errorf("Lookup(session issued again without the mark, fresh %v).Enrolment = %v, %v; want false", fresh, got.Enrolment, err)
+		}
 	}
 }
 
