@@ -36,7 +36,7 @@ func twoStores(t *testing.T) (a, b *Store, raw *Store) {
 
 // mustCache looks d up on s until s answers it from its cache, which takes
 // the subscription's confirmation and one read of Redis.
-func mustCache(t *testing.T, s *Store, d tokens.Digest, now time.Time) tokens.Session {
+func mustCache(t *testing.T, s cachedStore, d tokens.Digest, now time.Time) tokens.Session {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
