@@ -180,6 +180,7 @@ func docVolatiles() []docVolatile {
 		v(`\b[0-9a-f]{32}\b`, `[0-9a-f]{32}`, true),                                     // a session id
 		v(`\bauthsvc_pat_[0-9A-Za-z]{36}\b`, `authsvc_pat_[0-9A-Za-z]{36}`, true),       // a personal access token
 		v(`"id":"([0-9a-f]{16})"`, `[0-9a-f]{16}`, true),                                // a personal access token's id
+		v(`personal access token ([0-9a-f]{16})`, `[0-9a-f]{16}`, true),                 // its id, as token create prints it
 		v(`"(?:iat|exp)":(\d+)`, `\d+`, false),                                          // introspection's times
 		v(`\b([0-9a-f]{12})-\d+\b`, `[0-9a-f]{12}`, true),                               // a request id's per-process prefix
 		v(`\b[A-Z2-7]{32}\b`, `[A-Z2-7]{32}`, true),                                     // a TOTP secret
