@@ -270,6 +270,8 @@ func TestCLIHelp(t *testing.T) {
 		{"user help", "user-help.golden"},
 		{"user add --help", "user-add-help.golden"},
 		{"user add alice -h", "user-add-help.golden"},
+		{"user edit --help", "user-edit-help.golden"},
+		{"user edit alice -h", "user-edit-help.golden"},
 		{"user passwd --help", "user-passwd-help.golden"},
 		{"user del --help", "user-del-help.golden"},
 		{"user disable --help", "user-disable-help.golden"},

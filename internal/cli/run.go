@@ -45,6 +45,7 @@ func commands() []command {
 	return []command{
 		{name: "serve", summary: "run the server (the command when none is given)", run: serve},
 		{name: "user add", summary: "add a user", run: userAdd},
+		{name: "user edit", summary: "change a user's name, email, groups or admin status", run: userEdit},
 		{name: "user passwd", summary: "set a user's password", run: userPasswd},
 		{name: "user del", summary: "delete a user", run: userDel},
 		{name: "user disable", summary: "disable a user, ending their tokens", run: userDisable},
