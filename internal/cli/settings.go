@@ -59,6 +59,8 @@ type serveConfig struct {
 	secretKeyFile    string     // "": authsvc.key beside a users file; none with PostgreSQL
 	oldSecretKeyFile stringList // keys a rotation replaced, still opening what they sealed
 	mfaIssuer        string
+	requireMFARaw    string          // --require-mfa as given
+	requireMFA       users.MFAPolicy // what it means
 
 	// Password reset links and their mail (API.md, "Password reset").
 	resetURL          string        // the link's pattern, with {uid} and {token}
@@ -165,6 +167,8 @@ func secretSettings() []setting {
 			field: func(c *serveConfig) any { return &c.oldSecretKeyFile }},
 		{name: "mfa-issuer", arg: "NAME", def: "authsvc", help: "the issuer an authenticator app shows for an enrolment",
 			field: func(c *serveConfig) any { return &c.mfaIssuer }},
+		{name: "require-mfa", arg: "POLICY", def: "none", help: requireMFAHelp + " (user list takes it too)",
+			field: func(c *serveConfig) any { return &c.requireMFARaw }},
 	}
 }
 
@@ -423,6 +427,9 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 		return c, err
 	}
 	if c.hashPolicy, err = c.hashing.policy("serve"); err != nil {
+		return c, err
+	}
+	if c.requireMFA, err = parseRequireMFA("serve", c.requireMFARaw); err != nil {
 		return c, err
 	}
 	switch {
