@@ -68,6 +68,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 		CORSOrigins:   cfg.corsOrigins,
 		NoAccessLog:   !cfg.accessLog,
 		MFA:           httpapi.MFAConfig{Issuer: cfg.mfaIssuer},
+		RequireMFA:    cfg.requireMFA,
 		LogFormat:     cfg.logFormat,
 		Passwords: httpapi.PasswordSetter{
 			Policy: password.Policy{MinLength: cfg.passwordMinLength},

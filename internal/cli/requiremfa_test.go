@@ -1,12 +1,19 @@
 package cli
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"authsvc/internal/secret"
+	"authsvc/internal/servertest"
+	"authsvc/internal/users/usersfile"
 )
 
 // mfaColumns runs user list on path with args and env, and returns each
@@ -117,5 +124,82 @@ func TestCLIRequireMFARefused(t *testing.T) {
 	}
 	if c := defaultServeConfig(); !c.requireMFA.None() {
 		t.Errorf("serve's default --require-mfa = %v; want none", c.requireMFA)
+	}
+}
+
+// waitMetric polls base's /metrics until the line of name reads want,
+// and fails t if it never does.
+func waitMetric(t *testing.T, base, name, want string) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		last = regexp.MustCompile(`(?m)^` + name + ` .*$`).FindString(string(body))
+		if last == name+" "+want {
+			return
+		}
+	}
+	t.Fatalf("/metrics: %q; want %s %s", last, name, want)
+}
+
+// enrolmentRequired logs username in on base with password and reports
+// whether the reply says the session may only enrol a second factor.
+func enrolmentRequired(t *testing.T, base, username, password string) bool {
+	t.Helper()
+	resp, body := servertest.PostJSON(t, base+"/api/auth/login/", fmt.Sprintf(`{"username":%q,"password":%q}`, username, password))
+	var reply struct {
+		Token    string
+		Required *bool `json:"mfa_enrollment_required"`
+	}
+	if err := json.Unmarshal([]byte(body), &reply); resp.StatusCode != 200 || err != nil || reply.Token == "" {
+		t.Fatalf("login(%s) = %d %s; want 200 with a token", username, resp.StatusCode, body)
+	}
+	if reply.Required != nil && !*reply.Required {
+		t.Errorf("login(%s) = %s; want mfa_enrollment_required true or absent", username, body)
+	}
+	return reply.Required != nil
+}
+
+// TestServeRequireMFA: serve's --require-mfa reaches the server (a
+// covered user without a second factor logs in to enrolment only), and
+// authsvc_mfa_enrollment_pending counts the enabled users it covers who
+// have none, following the users as they change.
+func TestServeRequireMFA(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "users.json")
+	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil { // alice (dev), bob (admin), carol (disabled)
+		t.Fatal(err)
+	}
+	base, log, _ := startServer(t, map[string]string{"AUTHSVC_USERS": path, "AUTHSVC_RELOAD_INTERVAL": "50ms"}, "--cost", "4", "--require-mfa", "admins")
+	log.WaitFor(t, regexp.MustCompile(`msg="second factor required" require_mfa=admins`))
+	waitMetric(t, base, "authsvc_mfa_enrollment_pending", "1")
+	if !enrolmentRequired(t, base, "bob", "bob-pw") {
+		t.Errorf("login(bob, an admin without a second factor) under --require-mfa admins: no mfa_enrollment_required; want it true")
+	}
+	if enrolmentRequired(t, base, "alice", "alice-pw") {
+		t.Errorf("login(alice, no admin) under --require-mfa admins: mfa_enrollment_required; want it absent")
+	}
+	addUser(t, path, "dave", "dave-pw", "--admin")
+	waitMetric(t, base, "authsvc_mfa_enrollment_pending", "2")
+	mustRunCLI(t, "", "user", "disable", "--users", path, "bob")
+	waitMetric(t, base, "authsvc_mfa_enrollment_pending", "1")
+
+	// Without the flag, nobody is pending and nobody is held to enrolment.
+	other := filepath.Join(t.TempDir(), "users.json")
+	if err := usersfile.Write(other, servertest.TestUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	base, log, _ = startServer(t, map[string]string{"AUTHSVC_USERS": other}, "--cost", "4")
+	if enrolmentRequired(t, base, "bob", "bob-pw") {
+		t.Errorf("login(bob) without --require-mfa: mfa_enrollment_required; want it absent")
+	}
+	waitMetric(t, base, "authsvc_mfa_enrollment_pending", "0")
+	if strings.Contains(log.String(), "second factor required") {
+		t.Errorf("serve without --require-mfa logged that a second factor is required:\n%s", log)
 	}
 }

@@ -327,6 +327,7 @@ func runServers(ctx context.Context, cfg serveConfig, deps httpapi.Deps) error {
 		Cut:      func(c users.Cut) { endTokens(ctx, deps, c) },
 	})
 	hearUserNotices(ctx, deps, hup)
+	go keepEnrolmentPending(ctx, cfg.reloadInterval, deps)
 	usesDone := make(chan struct{})
 	go func() { uses.Run(ctx, httpapi.PATUseFlush); close(usesDone) }()
 	defer func() { cancel(); <-usesDone }() // the last uses are written before serve returns
