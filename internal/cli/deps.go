@@ -69,6 +69,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 		NoAccessLog:   !cfg.accessLog,
 		MFA:           httpapi.MFAConfig{Issuer: cfg.mfaIssuer},
 		RequireMFA:    cfg.requireMFA,
+		Reset:         httpapi.ResetPolicy{URL: cfg.resetURL, TTL: cfg.resetTTL}, // the admin API's reset-link, as user reset-link's
 		LogFormat:     cfg.logFormat,
 		Passwords: httpapi.PasswordSetter{
 			Policy: password.Policy{MinLength: cfg.passwordMinLength},
