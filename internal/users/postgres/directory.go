@@ -55,7 +55,8 @@ const (
 // notification got through.
 //
 // Tables (created and migrated by Open, pgMigrations):
-// authsvc_schema (version), authsvc_users (one row a user),
+// authsvc_schema (version), authsvc_users (one row a user; Page reads it
+// in byte order of the usernames, from an index: pgUsernameIndex),
 // authsvc_users_state (the generation and the number of users, one row:
 // its lock serializes writers), authsvc_user_changes (generation, username;
 // "" for a batch of additions), authsvc_tombstones (a deleted user's
@@ -93,6 +94,11 @@ type Directory struct {
 	watchers sync.WaitGroup
 	done     context.Context // done when closed: stops Watch
 	close    context.CancelFunc
+
+	// collate is ` collate "C"` when the username column's collation is
+	// not byte order by itself (pgByteOrder), else "": what Page and
+	// Count compare and sort usernames with, to use the index there is.
+	collate string
 
 	noListen bool // a test's switch: Watch without LISTEN, as when notifications are lost
 }
@@ -151,6 +157,8 @@ var pgMigrations = []string{
 	pgAccessTokensSchema,
 	// users.User.ResetLink: password reset links.
 	pgResetLinkSchema,
+	// Directory.Page: keyset pagination in byte order.
+	pgUsernameIndex,
 }
 
 // Open opens the users database at rawURL (postgres:// or
@@ -230,6 +238,13 @@ func (d *Directory) open(ctx context.Context, migrate bool) error {
 	}
 	if err := d.pool.QueryRow(ctx, `select generation from authsvc_users_state`).Scan(&d.seen); err != nil {
 		return d.fail(ctx, "read state", err)
+	}
+	var byteOrder bool
+	if err := d.pool.QueryRow(ctx, pgByteOrder).Scan(&byteOrder); err != nil {
+		return d.fail(ctx, "read the usernames' collation", err)
+	}
+	if !byteOrder {
+		d.collate = ` collate "C"`
 	}
 	return d.Reload(ctx)
 }
@@ -1337,22 +1352,4 @@ func (d *Directory) Bootstrap(ctx context.Context, admin users.User) (bool, erro
 		return false, fmt.Errorf("bootstrap the users database: %w", err)
 	}
 	return true, nil
-}
-
-// Page returns a page of the users as List reads them (Directory.Page).
-func (d *Directory) Page(ctx context.Context, after string, limit int, f users.Filter) ([]users.User, error) {
-	list, err := d.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return users.Page(list, after, limit, f), nil
-}
-
-// Count returns how many users f matches (Directory.Count).
-func (d *Directory) Count(ctx context.Context, f users.Filter) (int, error) {
-	list, err := d.List(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return users.Count(list, f), nil
 }
