@@ -312,7 +312,8 @@ func TestPGDirectoryHUPDropsCache(t *testing.T) {
 // TestPGDirectoryFailsClosed: with PostgreSQL stopped, Lookup answers from
 // the cache for at most 5 s after the last contact, then fails with
 // ErrUnavailable; writes fail at once; when PostgreSQL is back,
-// the same directory answers again within 5 s. No error and no log line
+// the same directory answers again within 5 s. Page and Count fail with
+// ErrUnavailable at once. No error and no log line
 // quotes the URL's password.
 func TestPGDirectoryFailsClosed(t *testing.T) {
 	url, stop, restart := testservers.Postgres(t)
@@ -367,6 +368,17 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 	}
 	if keys, err := d.FactorKeys(ctx); !errors.Is(err, users.ErrUnavailable) {
 		t.Errorf("FactorKeys() while stopped = %v, %v; want users.ErrUnavailable", keys, err)
+	} else {
+		errs = append(errs, err)
+	}
+	// The admin API's listing reads the database too, never the cache.
+	if page, err := d.Page(ctx, "", users.MaxPage, users.Filter{}); !errors.Is(err, users.ErrUnavailable) {
+		t.Errorf("Page() while stopped = %v, %v; want users.ErrUnavailable", page, err)
+	} else {
+		errs = append(errs, err)
+	}
+	if n, err := d.Count(ctx, users.Filter{Prefix: "a"}); !errors.Is(err, users.ErrUnavailable) {
+		t.Errorf("Count() while stopped = %d, %v; want users.ErrUnavailable", n, err)
 	} else {
 		errs = append(errs, err)
 	}
