@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -270,6 +272,21 @@ func (d *driver) pgTargets(w *tableWriter, res *results) {
 				verdict(idle.cold <= idle.warm+100*time.Millisecond))
 		}
 	}
+	d.pageTarget(w, pg)
+}
+
+// pageTarget writes the target of the admin API's listing on PostgreSQL.
+func (d *driver) pageTarget(w *tableWriter, pg pgResult) {
+	const figure, target = ": admin page of 500, p99", "≤ 50 ms"
+	if pg.page.err != nil || pg.page.pages == 0 {
+		why := cmp.Or(pg.page.err, pg.err, errors.New("no page read"))
+		if pg.skip != "" {
+			why = errors.New(pg.skip)
+		}
+		w.notMeasured(pg.name()+figure, target, why)
+		return
+	}
+	w.row(pg.name()+figure, ms(pg.page.p99.Seconds()*1e3)+" (p50 "+ms(pg.page.p50.Seconds()*1e3)+")", target, verdict(pg.page.p99 <= 50*time.Millisecond))
 }
 
 // tokensTarget writes the target of /info as live tokens grow.

@@ -276,6 +276,7 @@ type pgResult struct {
 	logins loginResult
 	info   wrkResult
 	idle   idleResult
+	page   pageResult // the admin API's listing
 }
 
 // idleResult is the pause after the PostgreSQL part's load: the hash
@@ -308,6 +309,7 @@ func (d *driver) postgres() pgResult {
 		return r
 	}
 	d.logf("pg     %s in %s", strings.TrimSpace(string(out)), r.imp.Round(time.Millisecond))
+	r.page = d.adminPage(r.n)
 	s, startTime, err := d.startServer("pg-users", "--users", d.cfg.pgURL)
 	if err != nil {
 		r.err = err
