@@ -309,7 +309,10 @@ func (d *driver) postgres() pgResult {
 		return r
 	}
 	d.logf("pg     %s in %s", strings.TrimSpace(string(out)), r.imp.Round(time.Millisecond))
-	r.page = d.adminPage(r.n)
+	if err := d.addAdmin(); err != nil {
+		r.err = err
+		return r
+	}
 	s, startTime, err := d.startServer("pg-users", "--users", d.cfg.pgURL)
 	if err != nil {
 		r.err = err
@@ -317,6 +320,7 @@ func (d *driver) postgres() pgResult {
 	}
 	defer s.stop()
 	r.start = startTime
+	r.page = d.adminPage(s, r.n)
 	// Logins of as many users as clients, then /info with one of their tokens.
 	t := &target{name: "authsvc-pg", url: s.url}
 	users := []string{"user0000001", "user0000002", "user0000003", "user0000004"}
