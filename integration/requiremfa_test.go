@@ -56,7 +56,7 @@ func TestRequiredSecondFactorFleet(t *testing.T) {
 	if status != 200 || secret32 == "" {
 		t.Fatalf("POST /api/auth/mfa/totp/ on B with bob's enrolment token = %d %v; want 200 with a secret", status, body)
 	}
-	f.confirmOn(t, a, enrolment, secret32, enrolled)
+	recovery := f.confirmOn(t, a, enrolment, secret32, enrolled)
 	confirmed := time.Now()
 
 	// 3. The same token is now full: on A at once, on B within the bound.
@@ -76,6 +76,13 @@ func TestRequiredSecondFactorFleet(t *testing.T) {
 	// whom admins does not cover, logs in as ever.
 	f.waitStatus(t, "bob's next login", a, "POST", "/api/auth/login/", "", 401, "mfa_required", confirmed, `{"username":"bob","password":"bob-pw"}`)
 	f.waitStatus(t, "bob's next login", b, "POST", "/api/auth/login/", "", 401, "mfa_required", confirmed, `{"username":"bob","password":"bob-pw"}`)
+	status, body = harness.MFACall(t, "POST", b.base+"/api/auth/login/mfa/", "", `{"mfa_token":"`+mfaTokenOn(t, b.base, "bob")+`","code":"`+recovery[0]+`"}`)
+	if _, present := body["mfa_enrollment_required"]; status != 200 || present {
+		t.Errorf("bob's second step on B with a recovery code = %d %v; want 200 without mfa_enrollment_required", status, body)
+	}
+	if tok, _ := body["token"].(string); tok != "" {
+		harness.WantInfo(t, "bob's token from his second step on B, on A", a.base, tok, harness.BobInfo)
+	}
 	alice := f.fullLogin(t, a, "alice")
 	f.fullLogin(t, b, "alice")
 	daveEnrolment := f.enrolmentLogin(t, b, "dave")
@@ -106,6 +113,11 @@ func TestRequiredSecondFactorFleet(t *testing.T) {
 	dave := f.fullLogin(t, c, "dave")
 	harness.WantInfo(t, "dave's full token from C (group:dev), on A (admins)", a.base, dave, daveInfo)
 	f.enrolmentLogin(t, a, "dave") // A's own policy is unchanged
+	// An enrolment token may log out, wherever it was issued.
+	if status, body := harness.MFACall(t, "POST", c.base+"/api/auth/logout/", daveEnrolment, ""); status != 204 {
+		t.Errorf("POST /api/auth/logout/ on C with dave's enrolment token from B = %d %v; want 204", status, body)
+	}
+	harness.WantInvalidTokenWithin(t, "dave's enrolment token from B, after its logout on C", b.base, daveEnrolment)
 }
 
 // daveInfo is dave's info reply as newRequiredFleet adds him.
@@ -258,7 +270,7 @@ func (f *requiredFleet) waitStatus(t *testing.T, what string, s *requiredServer,
 // the enrolment (within requiredBound) it answers 400 invalid_request
 // "No authenticator enrolment is pending": the confirm is sent again
 // until then, and how long that took is logged.
-func (f *requiredFleet) confirmOn(t *testing.T, s *requiredServer, token, secret32 string, enrolled time.Time) {
+func (f *requiredFleet) confirmOn(t *testing.T, s *requiredServer, token, secret32 string, enrolled time.Time) (recovery []string) {
 	t.Helper()
 	first := ""
 	for {
@@ -267,7 +279,10 @@ func (f *requiredFleet) confirmOn(t *testing.T, s *requiredServer, token, secret
 			if first != "" {
 				t.Logf("confirm on %s: 200 %v after the enrolment (answered %s before)", s.name, time.Since(enrolled).Round(time.Millisecond), first)
 			}
-			return
+			for _, c := range codes {
+				recovery = append(recovery, fmt.Sprint(c))
+			}
+			return recovery
 		}
 		if status != 400 || body["code"] != "invalid_request" || time.Since(enrolled) > requiredBound {
 			t.Fatalf("POST /api/auth/mfa/totp/confirm/ on %s %v after the enrolment = %d %v; want 200 with ten recovery codes within %v", s.name, time.Since(enrolled).Round(time.Millisecond), status, body, requiredBound)
