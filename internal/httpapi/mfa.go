@@ -512,6 +512,14 @@ func handleTOTPConfirm(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf se
 		ctx, username := c.r.Context(), c.p.user.Username()
 		f, err := tc.users.Factors(ctx, username)
 		if err == nil && (f == nil || f.PendingTOTP == nil) {
+			// The enrolment may have been made on another instance a
+			// moment ago, which this one has not reloaded yet: the
+			// backing decides before a refusal.
+			if _, err = tc.users.Recheck(ctx, username); err == nil {
+				f, err = tc.users.Factors(ctx, username)
+			}
+		}
+		if err == nil && (f == nil || f.PendingTOTP == nil) {
 			err = invalidRequest("No authenticator enrolment is pending; start one with POST /api/auth/mfa/totp/.")
 		}
 		var t mfa.TOTP
