@@ -73,6 +73,9 @@ type testEnv struct {
 	handler   http.Handler
 	deps      httpapi.Deps
 	keys      secret.Keyring // seals the second factors
+	// introspector is a personal access token of the introspect scope,
+	// minted by the first introspect call.
+	introspector string
 }
 
 // envConfig is what a test env is built from: the serve settings a

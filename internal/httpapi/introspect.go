@@ -73,8 +73,11 @@ func handleIntrospect(log *slog.Logger, tc tokenCheck) http.Handler {
 			tc.store.Lookup(r.Context(), digest, tc.now())
 			tc.users.AccessToken(r.Context(), digest)
 			err = errInvalidToken
-		} else {
-			p, err = tc.check(r.Context(), digest, kind)
+		} else if p, err = tc.check(r.Context(), digest, kind); err == nil && p.enrolmentOnly() {
+			// A token that may only enrol a second factor authenticates
+			// its user to no service: inactive, as RFC 7662 says of a
+			// token the resource must not accept.
+			err = errInvalidToken
 		}
 		tc.metrics.tokenChecked(kind, err)
 		users.HoldUntil(introspectFloor, time.Since(asked))

@@ -93,6 +93,9 @@ func TestRequiredSecondFactorJourney(t *testing.T) {
 					t.Errorf("%s %s with an enrolment token = %d %s; want 403 mfa_enrollment_required", r.method, r.path, w.Code, code)
 				}
 			}
+			if got := e.introspect(tc.covered, tok); got != `{"active":false}` {
+				t.Errorf("introspection of an enrolment token = %s; want {\"active\":false}: it authenticates no one to a service", got)
+			}
 			if w := e.mfaDo("GET", "/api/auth/mfa/", tok, ""); w.Code != http.StatusOK {
 				t.Fatalf("GET /api/auth/mfa/ with an enrolment token = %d %s; want 200", w.Code, w.Body)
 			}
@@ -102,6 +105,9 @@ func TestRequiredSecondFactorJourney(t *testing.T) {
 			}
 			if w := e.mfaDo("GET", "/api/auth/sessions/", tok, ""); w.Code != http.StatusOK {
 				t.Errorf("GET /api/auth/sessions/ after confirming = %d %s; want 200", w.Code, w.Body)
+			}
+			if got := e.introspect(tc.covered, tok); !strings.Contains(got, `"active":true`) {
+				t.Errorf("introspection of the token made full = %s; want active", got)
 			}
 			e.mfaToken(tc.covered) // the next login asks for the factor
 			w := e.mfaDo("POST", "/api/auth/login/", "", `{"username":"`+tc.covered+`","password":"`+tc.covered+`-pw","otp":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
@@ -160,4 +166,29 @@ func TestRemovingTheRequiredFactor(t *testing.T) {
 	if w := e.mfaDo("POST", "/api/auth/mfa/totp/", tok, `{"password":"alice-pw"}`); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "otpauth://") {
 		t.Errorf("POST /api/auth/mfa/totp/ after removal = %d %s; want 200 with a new secret", w.Code, w.Body)
 	}
+}
+
+// introspect returns the introspection answer for token, asked with a
+// personal access token of the introspect scope that spared (a user
+// other than covered, whom the policy spares or who is enrolled) mints.
+func (e *testEnv) introspect(covered, token string) string {
+	e.t.Helper()
+	asker := "bob"
+	if covered == "bob" {
+		asker = "alice"
+	}
+	if e.introspector == "" {
+		tok, enrolment := e.loginReply(asker)
+		extra := `"name":"introspect","scopes":["introspect"]`
+		if enrolment { // under "all": the asker enrols, and mints with a code
+			secret32, _ := e.enrol(asker, tok)
+			extra += `,"code":"` + totpCode(e.t, secret32, e.clock.Now()) + `"`
+		}
+		e.introspector = e.mintPAT(asker, tok, extra).Token
+	}
+	w := e.do("POST", "/api/auth/introspect/", "token="+token, "Content-Type: application/x-www-form-urlencoded", "Authorization: Bearer "+e.introspector)
+	if w.Code != http.StatusOK {
+		e.t.Fatalf("POST /api/auth/introspect/ = %d %s; want 200", w.Code, w.Body)
+	}
+	return strings.TrimSpace(w.Body.String())
 }
