@@ -6,4 +6,4 @@ Use ``authsvc_django.authentication.AuthsvcTokenAuthentication``; see the
 package's README.md.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

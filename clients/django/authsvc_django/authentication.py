@@ -22,9 +22,18 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
-from .client import InfoClient, InsufficientScope, InvalidToken, TokenCache, Unavailable, token_kind
+from .client import (
+    EnrolmentRequired,
+    InfoClient,
+    InsufficientScope,
+    InvalidToken,
+    TokenCache,
+    Unavailable,
+    token_kind,
+)
 
 __all__ = [
+    "AuthsvcEnrolmentRequired",
     "AuthsvcInsufficientScope",
     "AuthsvcToken",
     "AuthsvcTokenAuthentication",
@@ -60,6 +69,17 @@ class AuthsvcInsufficientScope(exceptions.PermissionDenied):
 
     default_detail = _("This token's scopes do not cover this service.")
     default_code = "insufficient_scope"
+
+
+class AuthsvcEnrolmentRequired(exceptions.PermissionDenied):
+    """A live session of a user authsvc's --require-mfa covers who has no
+    second factor yet: 403 ``mfa_enrollment_required``, as authsvc answers
+    it. The session may only enrol a second factor at authsvc, so it is
+    never authenticated as its user here; asking again with it cannot help
+    until the user has enrolled (not a 401 challenge, not a 503)."""
+
+    default_detail = _("A second factor is required: enrol one at the authentication service first.")
+    default_code = "mfa_enrollment_required"
 
 
 class AuthsvcToken:
@@ -125,9 +145,10 @@ def _client_and_cache():
 
 def fetch_info(key):
     """authsvc's /info reply for key, from the cache when it is on; raises
-    InvalidToken, InsufficientScope or Unavailable. Only live answers are
-    cached, for CACHE_SECONDS whatever the kind of token: a revoked
-    personal access token lives here no longer than a revoked session."""
+    InvalidToken, InsufficientScope, EnrolmentRequired or Unavailable. Only
+    live answers are cached, for CACHE_SECONDS whatever the kind of token: a
+    revoked personal access token lives here no longer than a revoked
+    session, and a refusal is asked about again on the next request."""
     client, cache = _client_and_cache()
     if cache is not None:
         info = cache.get(key)
@@ -200,6 +221,9 @@ class AuthsvcTokenAuthentication(TokenAuthentication):
     - authsvc refuses it, or it is malformed: 401 (AuthenticationFailed);
     - a live personal access token without the ``info`` scope: 403
       ``insufficient_scope`` (AuthsvcInsufficientScope), as authsvc answers;
+    - a session that may only enrol a second factor (authsvc's
+      --require-mfa): 403 ``mfa_enrollment_required``
+      (AuthsvcEnrolmentRequired), never its user;
     - authsvc cannot be reached, times out, answers 5xx or anything that is
       not its answer: 503 (AuthsvcUnavailable), never an anonymous user.
     """
@@ -216,6 +240,8 @@ class AuthsvcTokenAuthentication(TokenAuthentication):
             raise exceptions.AuthenticationFailed(_("Invalid token."))
         except InsufficientScope:
             raise AuthsvcInsufficientScope()
+        except EnrolmentRequired:
+            raise AuthsvcEnrolmentRequired()
         except Unavailable as exc:
             logger.warning("authsvc could not check a token: %s", exc)
             raise AuthsvcUnavailable()

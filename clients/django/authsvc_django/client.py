@@ -19,6 +19,7 @@ import urllib.parse
 import zlib
 
 __all__ = [
+    "EnrolmentRequired",
     "InfoClient",
     "InsufficientScope",
     "InvalidToken",
@@ -27,7 +28,7 @@ __all__ = [
     "token_kind",
 ]
 
-USER_AGENT = "authsvc-django/0.2"
+USER_AGENT = "authsvc-django/0.3"
 
 # authsvc's /info reply is a few hundred bytes (100 groups of 150
 # characters at most); anything much bigger is not authsvc.
@@ -91,6 +92,12 @@ class Unavailable(Exception):
 class InsufficientScope(Exception):
     """authsvc answered 403 insufficient_scope: a live personal access
     token without the ``info`` scope."""
+
+
+class EnrolmentRequired(Exception):
+    """authsvc answered 403 mfa_enrollment_required: a live session of a
+    user --require-mfa covers who has no second factor yet. It may only
+    enrol one at authsvc; until then it is nobody's token here."""
 
 
 class InvalidToken(Exception):
@@ -180,8 +187,9 @@ class InfoClient:
     def info(self, key):
         """Return /info's reply for key (a dict), raise InvalidToken when
         authsvc refuses the token, InsufficientScope when it is a personal
-        access token without the info scope, or Unavailable when authsvc
-        cannot be asked or does not decide."""
+        access token without the info scope, EnrolmentRequired when it is a
+        session that may only enrol a second factor, or Unavailable when
+        authsvc cannot be asked or does not decide."""
         headers = {
             "Authorization": "Token " + key,
             "Accept": "application/json",
@@ -227,6 +235,8 @@ class InfoClient:
         code = data.get("code") if isinstance(data, dict) else None
         if status == 403 and code == "insufficient_scope":
             raise InsufficientScope()
+        if status == 403 and code == "mfa_enrollment_required":
+            raise EnrolmentRequired()
         raise Unavailable("%s: status %d%s" % (where, status, " (%s)" % code if isinstance(code, str) else ""))
 
 
@@ -239,9 +249,9 @@ class TokenCache:
     """Live tokens' /info replies for ttl seconds, at most max_entries of
     them (the oldest go first). Keys are SHA-256 digests, so the cache never
     holds a usable token. Only 200 replies are kept: a refused token (401,
-    or 403 insufficient_scope) is asked about again, and a token revoked in
-    authsvc, session or personal access token alike, is refused at most ttl
-    seconds later."""
+    403 insufficient_scope or mfa_enrollment_required) is asked about again,
+    and a token revoked in authsvc, session or personal access token alike,
+    is refused at most ttl seconds later."""
 
     def __init__(self, ttl, max_entries):
         self.ttl = ttl
