@@ -10,7 +10,10 @@ Environment:
 """
 
 import atexit
+import base64
 import contextlib
+import hashlib
+import hmac
 import http.server
 import json
 import logging
@@ -18,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -132,10 +136,12 @@ def del_user(users, username):
 
 class Authsvc:
     """An authsvc server on 127.0.0.1 and a port of its choosing, reading
-    the users file `users` (bcrypt cost 4: fast logins, no rehash)."""
+    the users file `users` (bcrypt cost 4: fast logins, no rehash), with
+    `extra` arguments after serve's own (e.g. ["--require-mfa", "admins"])."""
 
-    def __init__(self, users):
+    def __init__(self, users, extra=()):
         self.users = users
+        self.extra = list(extra)
         self.proc = None
         self.url = None
         self.log = []
@@ -149,6 +155,7 @@ class Authsvc:
                 "--cost", "4",
                 "--log-format", "json",
                 "--reload-interval", "100ms",
+                *self.extra,
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -228,11 +235,29 @@ class Authsvc:
             raw = err.read()
             return err.code, json.loads(raw) if raw else None
 
-    def login(self, username, password):
+    def login_reply(self, username, password):
+        """The whole 200 reply of a login (token, expires_at, user, and
+        mfa_enrollment_required when --require-mfa makes it an enrolment
+        session)."""
         status, body = self._call("POST", "/api/auth/login/", body={"username": username, "password": password})
         if status != 200:
             raise AssertionError("login %s: %d %r" % (username, status, body))
-        return body["token"]
+        return body
+
+    def login(self, username, password):
+        return self.login_reply(username, password)["token"]
+
+    def enrol_totp(self, token, password):
+        """Enrol and confirm an authenticator app with token, as its user's
+        app would (POST /api/auth/mfa/totp/, then .../confirm/ with the
+        current code)."""
+        status, body = self._call("POST", "/api/auth/mfa/totp/", token=token, body={"password": password})
+        if status != 200:
+            raise AssertionError("mfa/totp: %d %r" % (status, body))
+        code = totp(body["secret"], time.time())
+        status, body = self._call("POST", "/api/auth/mfa/totp/confirm/", token=token, body={"code": code})
+        if status != 200:
+            raise AssertionError("mfa/totp/confirm: %d %r" % (status, body))
 
     def logout(self, token):
         return self._call("POST", "/api/auth/logout/", token=token)[0]
@@ -263,6 +288,16 @@ class Authsvc:
             if time.monotonic() > deadline:
                 raise AssertionError("authsvc /info still %d %r" % (status, body))
             time.sleep(0.05)
+
+
+def totp(secret, now):
+    """The 6-digit TOTP code (RFC 6238: HMAC-SHA-1, 30-second steps) of the
+    base32 secret at Unix time now."""
+    key = base64.b32decode(secret.upper() + "=" * (-len(secret) % 8))
+    mac = hmac.new(key, struct.pack(">Q", int(now) // 30), hashlib.sha1).digest()
+    offset = mac[-1] & 0x0F
+    number = struct.unpack(">I", mac[offset:offset + 4])[0] & 0x7FFFFFFF
+    return "%06d" % (number % 1000000)
 
 
 def close_pool():
