@@ -339,6 +339,85 @@ class SyncTest(AuthsvcTestCase):
                          (["red", "yellow"], True, "Erin", "New", "erin@new.example"))
 
 
+class EnrolmentTest(unittest.TestCase):
+    """An authsvc of its own with --require-mfa admins: an admin without a
+    second factor logs in to a session that may only enrol one, and /info
+    answers it 403 mfa_enrollment_required."""
+
+    PASSWORDS = {
+        "gwen": "gwen-long-password-77",
+        "ivy": "ivy-long-password-888",
+        "hal": "hal-long-password-999",
+    }
+    DETAIL = "A second factor is required: enrol one at the authentication service first."
+
+    @classmethod
+    def setUpClass(cls):
+        own_tmp = tempfile.mkdtemp(prefix="authsvc-django-mfa-")
+        cls.addClassCleanup(shutil.rmtree, own_tmp, True)
+        path = os.path.join(own_tmp, "users.json")
+        support.add_user(path, "gwen", cls.PASSWORDS["gwen"], admin=True, name="Gwen")
+        support.add_user(path, "ivy", cls.PASSWORDS["ivy"], admin=True, name="Ivy")
+        support.add_user(path, "hal", cls.PASSWORDS["hal"], name="Hal")
+        cls.server = support.Authsvc(path, extra=["--require-mfa", "admins"]).start()
+        cls.addClassCleanup(cls.server.stop)
+
+    def use(self, **conf):
+        override = override_settings(AUTHSVC=dict({"URL": self.server.url, "TIMEOUT": 2.0}, **conf))
+        override.enable()
+        self.addCleanup(override.disable)
+        return Client()
+
+    def enrolment_session(self, username):
+        reply = self.server.login_reply(username, self.PASSWORDS[username])
+        self.assertIs(reply.get("mfa_enrollment_required"), True, reply)
+        key = reply["token"]
+        status, body = self.server.info(key)
+        self.assertEqual((status, body["code"]), (403, "mfa_enrollment_required"), "authsvc's own answer")
+        return key
+
+    def assert_enrolment_required(self, resp):
+        self.assertEqual(resp.status_code, 403, resp.content)
+        self.assertEqual(resp.json(), {"detail": self.DETAIL})
+        self.assertEqual(resp.data["detail"].code, "mfa_enrollment_required")
+        self.assertFalse(resp.has_header("WWW-Authenticate"))
+        self.assertFalse(resp.has_header("Retry-After"))
+        self.assertFalse(resp.wsgi_request.user.is_authenticated)
+
+    def test_enrolment_session_is_403_mfa_enrollment_required(self):
+        c = self.use()
+        key = self.enrolment_session("gwen")
+        for path in ["/whoami/", "/admin-only/", "/open/"]:  # never its user, never anonymous
+            with self.subTest(path=path):
+                with support.captured_logs("authsvc_django") as logs:
+                    resp = c.get(path, **token_header(key))
+                self.assert_enrolment_required(resp)
+                self.assertEqual(logs, [], "not an outage: nothing logged")
+        self.assertFalse(User.objects.filter(username="gwen").exists(), "no Django user for an enrolment session")
+
+    def test_user_the_policy_does_not_cover_is_authenticated(self):
+        c = self.use()
+        reply = self.server.login_reply("hal", self.PASSWORDS["hal"])
+        self.assertNotIn("mfa_enrollment_required", reply)
+        resp = c.get("/whoami/", **token_header(reply["token"]))
+        self.assertEqual(resp.status_code, 200, resp.content)
+        self.assertEqual(resp.json()["username"], "hal")
+
+    def test_enrolment_refusal_is_not_cached(self):
+        c = self.use(CACHE_SECONDS=30)
+        now = 1000.0  # the cache's clock stands still: only a cached answer could repeat
+        self.addCleanup(setattr, client_module, "monotonic", client_module.monotonic)
+        client_module.monotonic = lambda: now
+        key = self.enrolment_session("ivy")
+        for _ in range(2):
+            self.assert_enrolment_required(c.get("/whoami/", **token_header(key)))
+        # Confirming an authenticator turns this very session into a full one.
+        self.server.enrol_totp(key, self.PASSWORDS["ivy"])
+        resp = c.get("/admin-only/", **token_header(key))
+        self.assertEqual(resp.status_code, 200, "asked again: now a full session; %r" % resp.content)
+        self.assertEqual(resp.json(), {"admin": "ivy"})
+
+
 class StoppedTest(unittest.TestCase):
     """An authsvc of its own, stopped mid-test."""
 

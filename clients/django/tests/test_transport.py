@@ -98,6 +98,9 @@ class ThroughDRFTest(unittest.TestCase):
             (401, b"<html>proxy says no</html>"),  # not authsvc's 401
             (401, {"detail": "?", "code": "something_else"}),
             (403, {"detail": "?", "code": "permission_denied"}),
+            (403, {"detail": "?", "code": "mfa_enrolment_required"}),  # not authsvc's spelling
+            (403, {"detail": "?"}),
+            (403, b"<html>a proxy's 403</html>"),
             (404, {"detail": "Not found.", "code": "not_found"}),
             (429, {"detail": "?", "code": "throttled"}),
             (302, b""),
@@ -127,6 +130,27 @@ class ThroughDRFTest(unittest.TestCase):
                 resp = Client().get(path, HTTP_AUTHORIZATION="Token " + support.PATS[0])
             self.assertEqual(resp.status_code, 403, resp.content)
             self.assertFalse(resp.has_header("WWW-Authenticate"))
+
+    def test_authsvcs_mfa_enrollment_required_is_403(self):
+        s = self.stub(reply(403, {"detail": "A second factor is required.", "code": "mfa_enrollment_required"}))
+        for path in ["/whoami/", "/admin-only/", "/open/"]:
+            with self.subTest(path=path):
+                with support.captured_logs("authsvc_django") as logs:
+                    resp = self.call(s.url, path)
+                self.assertEqual(resp.status_code, 403, resp.content)
+                self.assertEqual(resp.data["detail"].code, "mfa_enrollment_required")
+                self.assertEqual(resp.json(), {"detail": "A second factor is required: enrol one at the authentication service first."})
+                self.assertFalse(resp.has_header("WWW-Authenticate"))
+                self.assertFalse(resp.has_header("Retry-After"))
+                self.assertFalse(resp.wsgi_request.user.is_authenticated)
+                self.assertEqual(logs, [])
+
+    def test_mfa_enrollment_required_is_not_cached(self):
+        s = self.stub(reply(403, {"detail": "?", "code": "mfa_enrollment_required"}))
+        with override_settings(AUTHSVC={"URL": s.url, "CACHE_SECONDS": 3600}):  # a cache of its own
+            for _ in range(3):
+                self.assertEqual(Client().get("/whoami/", HTTP_AUTHORIZATION="Token " + KEY).status_code, 403)
+        self.assertEqual(len(s.requests), 3, "each request asks authsvc again")
 
     def test_personal_access_token_reaches_authsvc(self):
         s = self.stub(reply(200, support.INFO))
