@@ -108,6 +108,7 @@ type paritySide struct {
 	codes  []string          // alice's recovery codes not spent on this side, in order
 	tokens map[string]string // "user/session" or "user/pat" -> the token
 	admin  string            // root's session
+	link   string            // a reset link a row's prepare made
 }
 
 // startParitySide writes f to a directory of its own and serves it.
@@ -355,6 +356,9 @@ func TestCLIAPIParity(t *testing.T) {
 			t.Fatalf("%s: bob's right password after 3 failures = %v; want 429 (locked)", s.name, r)
 		}
 	}
+	linkFor := func(user string) func(t *testing.T, s *paritySide) {
+		return func(t *testing.T, s *paritySide) { s.makeLink(t, user) }
+	}
 	rows := []parityRow{
 		{name: "add with a password", target: "dave",
 			cli:   []string{"add", "--users", "USERS", "--cost", "4", "--name", "Dave", "--email", "dave@example.com", "--group", "dev", "--group", "ops", "--admin", "dave"},
@@ -366,12 +370,21 @@ func TestCLIAPIParity(t *testing.T) {
 			body: `{"username":"erin","name":"Erin"}`, password: "erin-long-password-1", wantStatus: 201, wantLogin: 401},
 		{name: "disable", target: "alice", cli: []string{"disable", "--users", "USERS", "alice"},
 			method: "PATCH", path: "alice", body: `{"disabled":true}`, wantStatus: 200, wantTokens: dead, wantLogin: 401},
+		{name: "disable with a live reset link", target: "bob", cli: []string{"disable", "--users", "USERS", "bob"}, prepare: linkFor("bob"),
+			method: "PATCH", path: "bob", body: `{"disabled":true}`, wantStatus: 200, wantTokens: dead, wantLogin: 401},
+		{name: "disable of a disabled user", target: "carol", cli: []string{"disable", "--users", "USERS", "carol"}, writesNothing: true,
+			method: "PATCH", path: "carol", body: `{"disabled":true}`, wantStatus: 200, wantLogin: 401},
+		{name: "enable of an enabled user", target: "bob", cli: []string{"enable", "--users", "USERS", "bob"}, writesNothing: true,
+			method: "PATCH", path: "bob", body: `{"disabled":false}`, wantStatus: 200, wantTokens: live, wantLogin: 200},
 		{name: "enable", target: "carol", cli: []string{"enable", "--users", "USERS", "carol"},
 			method: "PATCH", path: "carol", body: `{"disabled":false}`, wantStatus: 200, wantLogin: 200},
 		{name: "del", target: "bob", cli: []string{"del", "--users", "USERS", "bob"},
 			method: "DELETE", path: "bob", wantStatus: 204, wantTokens: dead, wantLogin: 401},
 		{name: "passwd", target: "bob", cli: []string{"passwd", "--users", "USERS", "--cost", "4", "bob"}, stdin: parityNewPassword + "\n",
 			method: "POST", path: "bob/password", body: `{"new_password":"` + parityNewPassword + `"}`,
+			wantStatus: 204, wantTokens: dead, password: parityNewPassword, wantLogin: 200},
+		{name: "passwd with a live reset link", target: "bob", cli: []string{"passwd", "--users", "USERS", "--cost", "4", "bob"}, stdin: parityNewPassword + "\n",
+			method: "POST", path: "bob/password", body: `{"new_password":"` + parityNewPassword + `"}`, prepare: linkFor("bob"),
 			wantStatus: 204, wantTokens: dead, password: parityNewPassword, wantLogin: 200},
 		{name: "passwd of the user with a second factor", target: "alice", cli: []string{"passwd", "--users", "USERS", "--cost", "4", "alice"}, stdin: parityNewPassword + "\n",
 			method: "POST", path: "alice/password", body: `{"new_password":"` + parityNewPassword + `"}`,
@@ -467,6 +480,12 @@ func testParityRow(t *testing.T, f parityFixture, row parityRow) {
 		password = parityPassword(row.target)
 	}
 	compareLogins(t, row.name, cli, api, row.target, password, row.wantLogin)
+	if cli.link != "" {
+		c, a := cli.confirm(t, cli.link), api.confirm(t, api.link)
+		if c.Status != a.Status || c.Code() != a.Code() || a.Status != 400 {
+			t.Errorf("%s: confirming the reset link made before = %v on the CLI's side; %v on the API's; want 400 invalid_token on both", row.name, c, a)
+		}
+	}
 	if row.name == "reset-link" {
 		testParityResetLink(t, cli, api, stdout, r)
 	}
@@ -545,12 +564,7 @@ func testParityResetLink(t *testing.T, cli, api *paritySide, stdout string, r ha
 		s    *paritySide
 		link string
 	}{{cli, strings.TrimSuffix(stdout, "\n")}, {api, reply.URL}} {
-		m := resetLinkRE.FindStringSubmatch(link.link)
-		if m == nil {
-			t.Fatalf("%s: reset link %q; want {uid}/{token}", link.s.name, link.link)
-		}
-		body := jsonText(t, map[string]string{"uid": m[1], "token": m[2], "new_password": parityNewPassword})
-		if r := harness.Do(t, "POST", link.s.base+"/api/auth/password/reset/confirm/", "", body); r.Status != 204 {
+		if r := link.s.confirm(t, link.link); r.Status != 204 {
 			t.Fatalf("%s: confirming its reset link = %v; want 204", link.s.name, r)
 		}
 	}
@@ -563,6 +577,31 @@ func testParityResetLink(t *testing.T, cli, api *paritySide, stdout string, r ha
 		}
 	}
 	compareLogins(t, "reset-link confirmed", cli, api, "bob", parityNewPassword, 200)
+}
+
+// makeLink makes a reset link of user on s's file with the CLI, and
+// waits until s's server has read it.
+func (s *paritySide) makeLink(t *testing.T, user string) {
+	t.Helper()
+	reloads := s.reloads()
+	code, stdout, stderr := harness.RunBinary(t, "", parityEnv, "user", "reset-link", "--users", s.path, user)
+	if code != 0 {
+		t.Fatalf("%s: authsvc user reset-link %s = exit %d, stderr %q; want exit 0", s.name, user, code, stderr)
+	}
+	s.link = strings.TrimSuffix(stdout, "\n")
+	waitReload(t, s, reloads)
+}
+
+// confirm sets parityNewPassword with link, a reset link under the
+// default --reset-url, on s's server.
+func (s *paritySide) confirm(t *testing.T, link string) harness.Reply {
+	t.Helper()
+	m := resetLinkRE.FindStringSubmatch(link)
+	if m == nil {
+		t.Fatalf("%s: reset link %q; want {uid}/{token}", s.name, link)
+	}
+	body := jsonText(t, map[string]string{"uid": m[1], "token": m[2], "new_password": parityNewPassword})
+	return harness.Do(t, "POST", s.base+"/api/auth/password/reset/confirm/", "", body)
 }
 
 // testParityRefusals sends what both ways must refuse, alike, to one
