@@ -337,6 +337,9 @@ func (c *adminCall) create() (int, any, error) {
 	}
 	c.target = users.NormalizeUsername(req.Username) // as user add and Django store it
 	nu := users.NewUser{Username: c.target, Name: req.Name, Email: req.Email, Groups: req.Groups, Admin: req.Admin}
+	if err := nu.Check(); err != nil {
+		return 0, nil, err // as user add: the name and profile before the password, and no hash paid for
+	}
 	if req.Password != nil {
 		hash, err := c.a.hashNew(c.r.Context(), c.target, *req.Password)
 		if err != nil {

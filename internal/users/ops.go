@@ -146,6 +146,19 @@ type NewUser struct {
 	Admin        bool
 }
 
+// Check returns why Create would refuse nu's username or profile, an
+// error wrapping ErrInvalid, or nil: what a caller checks before it
+// pays for hashing the password.
+func (nu NewUser) Check() error {
+	if err := CheckUsername(nu.Username); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := CheckProfile(nu.Name, nu.Email, nu.Groups); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
 // unusablePassword is the hash of a user created without a password:
 // Django's unusable form, which no password matches.
 const unusablePassword = "!"
@@ -155,11 +168,8 @@ const unusablePassword = "!"
 // name. Its cut-off is now: the tokens of an earlier user of that name
 // stay dead.
 func Create(ctx context.Context, d Directory, nu NewUser) (User, error) {
-	if err := CheckUsername(nu.Username); err != nil {
-		return User{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if err := CheckProfile(nu.Name, nu.Email, nu.Groups); err != nil {
-		return User{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	if err := nu.Check(); err != nil {
+		return User{}, err
 	}
 	u := User{Username: nu.Username, PasswordHash: nu.PasswordHash, Name: nu.Name, Email: nu.Email,
 		Groups: slices.Clone(nu.Groups), Admin: nu.Admin, TokensAfter: time.Now().UTC()}
