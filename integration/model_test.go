@@ -25,6 +25,9 @@ type userState struct {
 	password string
 	totp     string // the active authenticator's base32 secret; "" for none
 	factors  int    // the factor set's generation: recovery codes belong to one
+	// name and groups (comma-joined) are the profile the admin API sets
+	// (adminops_test.go); a new user of the name starts with none.
+	name, groups string
 }
 
 // A version is one state of a user in the directory, and the change that
@@ -147,6 +150,10 @@ type model struct {
 	// sharedStore: the instances share one token store (else there is one
 	// instance, on the memory store, whose restart loses every token).
 	sharedStore bool
+	// admin is the walk's admin (adminops_test.go): a user of the model
+	// beside names, whom no step draws, so that no operation but the
+	// admin's own attempts on themselves ever targets them.
+	admin string
 }
 
 // initialUsers are the users of a fresh fleet; spare is added later by
@@ -169,14 +176,21 @@ func newModel(n int, sharedStore bool, start time.Time) *model {
 		m.users[name] = u
 		m.names = append(m.names, name)
 	}
+	m.admin = adminName
+	m.users[adminName] = &userModel{history: []version{{at: start, state: userState{exists: true, password: passwordNo(adminName, 1)}}}, changes: 1, weak: true}
 	for range n {
 		floor := map[string]int{}
-		for _, name := range m.names {
+		for _, name := range m.everyone() {
 			floor[name] = 0
 		}
 		m.floor = append(m.floor, floor)
 	}
 	return m
+}
+
+// everyone returns the users the checks log in: names and the admin.
+func (m *model) everyone() []string {
+	return append(slices.Clone(m.names), m.admin)
 }
 
 // newPassword returns a password the user never had, within the policy.
@@ -206,7 +220,7 @@ func (m *model) change(name string, st userState, at time.Time, cli, kills bool,
 // seenAll records that instance i has seen every change (it started, or
 // reloaded the directory).
 func (m *model) seenAll(i int) {
-	for _, name := range m.names {
+	for _, name := range m.everyone() {
 		m.floor[i][name] = len(m.users[name].history) - 1
 	}
 }

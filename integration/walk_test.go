@@ -23,7 +23,9 @@ import (
 // dead one is refused at once by the instance that revoked it, within the
 // store's bound by the others and within the directory's bound after a
 // user or token command (patops_test.go has the personal access tokens'
-// rule, resetops_test.go the reset links'); no answer is a 5xx.
+// rule, resetops_test.go the reset links'); the same for the changes an
+// admin makes through the admin API (adminops_test.go), within the
+// store's bound; no answer is a 5xx.
 // A failure is shrunk to the shortest step list that still fails the same
 // way, and printed with its seed and a command that replays it.
 //
@@ -79,6 +81,13 @@ func TestModelFleet(t *testing.T) {
 	}
 }
 
+// The admin's operations join the table after ops_test.go's init has set
+// it: a package's files initialise in the order of their names, and
+// readConfig fails the test should that ever change.
+func init() {
+	operations = append(operations, adminOperations...)
+}
+
 // A config is the walks a run makes.
 type config struct {
 	seed      uint64
@@ -91,6 +100,9 @@ type config struct {
 
 func readConfig(t *testing.T) config {
 	cfg := config{seed: 1, seeds: 2, steps: 25, shrinkFor: 30 * time.Second}
+	if opByName(adminOperations[0].name) == nil {
+		t.Fatalf("opByName(%q) = nil; want the admin's operations in the table", adminOperations[0].name)
+	}
 	env := func(name string, parse func(string) error) {
 		if v := os.Getenv(name); v != "" {
 			if err := parse(v); err != nil {
@@ -169,6 +181,11 @@ type walker struct {
 	// patLags: how long after a revocation of a personal access token
 	// through the API another instance sharing the store refused it.
 	patLags []time.Duration
+	// adminSession and adminPAT are the admin's credentials
+	// (adminops_test.go), made on first use; resetURL is serve's
+	// --reset-url, the pattern of the admin API's links.
+	adminSession, adminPAT *token
+	resetURL               string
 }
 
 // note records what the current step chose, for its line in a report.
@@ -185,7 +202,12 @@ func (w *walker) fail(kind, format string, args ...any) *failure {
 func walk(t *testing.T, topo topology, makeDir func(*testing.T, string) (string, []string), seed uint64, steps []step, n int) result {
 	start := time.Now()
 	m := newModel(topo.n(seed), topo.sharedStore, start)
-	f, err := startFleet(t, topo, makeDir, topo.n(seed), seed, m)
+	withAdmin, resetURL, addErr := adminFleet(makeDir, m, seed)
+	f, err := startFleet(t, topo, withAdmin, topo.n(seed), seed, m)
+	if err == nil && *addErr != nil {
+		f.close()
+		err = *addErr
+	}
 	if err != nil {
 		return result{failure: &failure{kind: "setup", msg: err.Error()}}
 	}
@@ -193,7 +215,7 @@ func walk(t *testing.T, topo topology, makeDir func(*testing.T, string) (string,
 	for i := range f.insts {
 		m.seenAll(i)
 	}
-	w := &walker{t: t, f: f, m: m}
+	w := &walker{t: t, f: f, m: m, resetURL: resetURL}
 	var res result
 	// Step 0, a check alone: its logins give every user live tokens.
 	if err := w.check(); err != nil {
@@ -363,7 +385,7 @@ func (w *walker) check() error {
 		}
 	}
 	w.m.tokens = slices.DeleteFunc(w.m.tokens, func(tk *token) bool { return tk.state != live && tk.settled >= 2 })
-	for _, name := range w.m.names {
+	for _, name := range w.m.everyone() {
 		u := w.m.users[name]
 		pws := u.old[max(0, len(u.old)-2):]
 		if u.cur().exists {
