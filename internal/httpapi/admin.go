@@ -409,8 +409,10 @@ func (c *adminCall) setPassword() (int, any, error) {
 		return 0, nil, invalidRequest("new_password is required.")
 	}
 	ctx := c.r.Context()
-	if _, err := c.a.tc.users.Lookup(ctx, c.target); err != nil {
-		return 0, nil, err // 404 before the hash's cost
+	// 404 before the hash's cost, on the backing as it is now: a user
+	// added a moment ago on another instance or by the CLI is there.
+	if _, err := c.a.tc.users.Recheck(ctx, c.target); err != nil {
+		return 0, nil, err
 	}
 	hash, err := c.a.hashNew(ctx, c.target, *req.NewPassword)
 	if err == nil {
