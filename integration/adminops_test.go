@@ -33,7 +33,7 @@ import (
 // instances start.
 const adminName = "root"
 
-// adminOperations are the admin's steps; walk_test.go's init adds them to
+// adminOperations are the admin's steps; ops_test.go's init adds them to
 // the table.
 var adminOperations = []operation{
 	{"admin-disable", 2, adminDisabled(true)},

@@ -85,6 +85,7 @@ func init() {
 		{"hup", 1, (*walker).opHup},
 		{"restart", 1, (*walker).opRestart},
 	}
+	operations = append(operations, adminOperations...) // adminops_test.go
 }
 
 func opByName(name string) *operation {

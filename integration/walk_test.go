@@ -84,10 +84,6 @@ func TestModelFleet(t *testing.T) {
 // The admin's operations join the table after ops_test.go's init has set
 // it: a package's files initialise in the order of their names, and
 // readConfig fails the test should that ever change.
-func init() {
-	operations = append(operations, adminOperations...)
-}
-
 // A config is the walks a run makes.
 type config struct {
 	seed      uint64
@@ -100,9 +96,6 @@ type config struct {
 
 func readConfig(t *testing.T) config {
 	cfg := config{seed: 1, seeds: 2, steps: 25, shrinkFor: 30 * time.Second}
-	if opByName(adminOperations[0].name) == nil {
-		t.Fatalf("opByName(%q) = nil; want the admin's operations in the table", adminOperations[0].name)
-	}
 	env := func(name string, parse func(string) error) {
 		if v := os.Getenv(name); v != "" {
 			if err := parse(v); err != nil {
