@@ -119,3 +119,56 @@ func TestResetNotice(t *testing.T) {
 	wantRefusedWithin(t, "alice's session on A", baseA, session, confirmed)
 	wantRefusedWithin(t, "alice's personal access token on A", baseA, minted.Token, confirmed)
 }
+
+// TestAdminChangeNotice: what an admin does over the API on B reaches A,
+// which shares B's Redis but does not reload the users file
+// (--reload-interval 1h), within patNoticeBound, as a reset does: a
+// logout ends the user's sessions there and leaves their personal access
+// token; a password set ends both; a disable ends the new ones too.
+func TestAdminChangeNotice(t *testing.T) {
+	t.Parallel()
+	redisURL, _, _ := testservers.Redis(t)
+	usersPath := filepath.Join(t.TempDir(), "users.json")
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
+	baseA, _, stopA := harness.StartServer(t, nil, args...)
+	defer stopA()
+	baseB, _, stopB := harness.StartServer(t, nil, args...)
+	defer stopB()
+	admin := harness.TokenOf(t, "bob on B", harness.Login(t, baseB, "bob"))
+	act := func(method, path, body string) time.Time {
+		t.Helper()
+		r := harness.Do(t, method, baseB+"/api/admin/users/alice"+path, admin, body)
+		if r.Status != 204 && r.Status != 200 {
+			t.Fatalf("%s /api/admin/users/alice%s on B = %v; want 204 or 200", method, path, r)
+		}
+		return time.Now()
+	}
+	mint := func(name, session, password string) string {
+		t.Helper()
+		r := harness.Do(t, "POST", baseA+"/api/auth/tokens/", session, `{"name":"`+name+`","password":"`+password+`"}`)
+		var minted struct{ Token string }
+		if err := json.Unmarshal([]byte(r.Body), &minted); r.Status != 201 || err != nil {
+			t.Fatalf("POST /api/auth/tokens/ on A = %v; want 201", r)
+		}
+		return minted.Token
+	}
+
+	session := harness.TokenOf(t, "alice on A", harness.Login(t, baseA, "alice"))
+	pat := mint("ci", session, "alice-pw")
+	wantRefusedWithin(t, "alice's session on A, after the admin's logout on B", baseA, session, act("POST", "/logout", ""))
+	harness.WantInfo(t, "alice's personal access token on A, after the logout", baseA, pat, harness.AliceInfo)
+
+	session = harness.TokenOf(t, "alice on A", harness.Login(t, baseA, "alice"))
+	changed := act("POST", "/password", `{"new_password":"a brand new passphrase"}`)
+	wantRefusedWithin(t, "alice's session on A, after the admin's password on B", baseA, session, changed)
+	wantRefusedWithin(t, "alice's personal access token on A, after the admin's password on B", baseA, pat, changed)
+
+	session = harness.WaitLogin(t, baseA, "alice", "a brand new passphrase")
+	pat = mint("ci-2", session, "a brand new passphrase")
+	disabled := act("PATCH", "", `{"disabled":true}`)
+	wantRefusedWithin(t, "alice's session on A, after the admin's disable on B", baseA, session, disabled)
+	wantRefusedWithin(t, "alice's personal access token on A, after the admin's disable on B", baseA, pat, disabled)
+}
