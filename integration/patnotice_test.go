@@ -93,16 +93,7 @@ func wantRefusedWithin(t *testing.T, what, base, token string, since time.Time) 
 // through the store can explain it.
 func TestResetNotice(t *testing.T) {
 	t.Parallel()
-	redisURL, _, _ := testservers.Redis(t)
-	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
-	baseA, _, stopA := harness.StartServer(t, nil, args...)
-	defer stopA()
-	baseB, _, stopB := harness.StartServer(t, nil, args...)
-	defer stopB()
+	usersPath, baseA, baseB := noticeFleet(t)
 	session := harness.TokenOf(t, "alice on A", harness.Login(t, baseA, "alice"))
 	r := harness.Do(t, "POST", baseA+"/api/auth/tokens/", session, `{"name":"ci","password":"alice-pw"}`)
 	var minted struct{ Token string }
@@ -127,16 +118,7 @@ func TestResetNotice(t *testing.T) {
 // token; a password set ends both; a disable ends the new ones too.
 func TestAdminChangeNotice(t *testing.T) {
 	t.Parallel()
-	redisURL, _, _ := testservers.Redis(t)
-	usersPath := filepath.Join(t.TempDir(), "users.json")
-	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
-	baseA, _, stopA := harness.StartServer(t, nil, args...)
-	defer stopA()
-	baseB, _, stopB := harness.StartServer(t, nil, args...)
-	defer stopB()
+	_, baseA, baseB := noticeFleet(t)
 	admin := harness.TokenOf(t, "bob on B", harness.Login(t, baseB, "bob"))
 	act := func(method, path, body string) time.Time {
 		t.Helper()
@@ -171,4 +153,23 @@ func TestAdminChangeNotice(t *testing.T) {
 	disabled := act("PATCH", "", `{"disabled":true}`)
 	wantRefusedWithin(t, "alice's session on A, after the admin's disable on B", baseA, session, disabled)
 	wantRefusedWithin(t, "alice's personal access token on A, after the admin's disable on B", baseA, pat, disabled)
+}
+
+// noticeFleet starts two instances, A and B, on one users file of the
+// test users and one Redis, neither reloading the file on its own
+// (--reload-interval 1h): what reaches A from B can only have come
+// through the store. They stop with the test.
+func noticeFleet(t *testing.T) (usersPath, baseA, baseB string) {
+	t.Helper()
+	redisURL, _, _ := testservers.Redis(t)
+	usersPath = filepath.Join(t.TempDir(), "users.json")
+	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
+	baseA, _, stopA := harness.StartServer(t, nil, args...)
+	t.Cleanup(func() { stopA() })
+	baseB, _, stopB := harness.StartServer(t, nil, args...)
+	t.Cleanup(func() { stopB() })
+	return usersPath, baseA, baseB
 }
