@@ -250,16 +250,22 @@ func slogFields(line string) map[string]string {
 }
 
 // checkLoginAudit checks API.md's audit promise for every login that got
-// a reply: one audit line (msg=login) with its request id in log, whose
-// outcome names the reply's code ("success" for a 200). It returns how
-// many replies it checked and how many of those failed.
-func checkLoginAudit(t *testing.T, log string, replies []faultReply) (checked, failed int) {
+// a reply: one audit line (msg=login) with its request id in the log that
+// log returns, whose outcome names the reply's code ("success" for a
+// 200). The audit line is written before its reply, so it is there at
+// once; the check still rereads the log for a while before it calls a
+// line missing, and then shows every line that names the request, so
+// that a failure says whether the server saw the request at all. It
+// returns how many replies it checked and how many of those failed.
+func checkLoginAudit(t *testing.T, log func() string, replies []faultReply) (checked, failed int) {
 	t.Helper()
-	outcomes := map[string][]string{}
-	for _, line := range strings.Split(log, "\n") {
-		f := slogFields(line)
-		if f["msg"] == "login" && f["request_id"] != "" {
-			outcomes[f["request_id"]] = append(outcomes[f["request_id"]], f["outcome"])
+	var text string
+	var outcomes map[string][]string
+	for deadline := time.Now().Add(auditGrace); ; time.Sleep(50 * time.Millisecond) {
+		text = log()
+		outcomes = loginOutcomes(text)
+		if !missingAudit(outcomes, replies) || time.Now().After(deadline) {
+			break
 		}
 	}
 	errs := faultErrors{t: t, max: 10}
@@ -274,7 +280,8 @@ func checkLoginAudit(t *testing.T, log string, replies []faultReply) (checked, f
 		}
 		switch got := outcomes[r.reqID]; {
 		case len(got) == 0:
-			errs.errorf("login %s answered %d %q at %s: no audit line (a reply without its audit line)", r.reqID, r.status, r.code, r.got.Format("15:04:05.000"))
+			errs.errorf("login %s answered %d %q at %s: no audit line (a reply without its audit line) within %v; the log's lines naming it:\n%s",
+				r.reqID, r.status, r.code, r.got.Format("15:04:05.000"), auditGrace, linesNaming(text, r.reqID))
 		case len(got) > 1:
 			errs.errorf("login %s answered %d: %d audit lines %q; want one", r.reqID, r.status, len(got), got)
 		case got[0] != want:
@@ -283,6 +290,49 @@ func checkLoginAudit(t *testing.T, log string, replies []faultReply) (checked, f
 	}
 	errs.done()
 	return checked, errs.count
+}
+
+// auditGrace is how long checkLoginAudit rereads a log that lacks a
+// reply's audit line.
+const auditGrace = 3 * time.Second
+
+// loginOutcomes returns the outcomes of the login audit lines in log, by
+// request id.
+func loginOutcomes(log string) map[string][]string {
+	outcomes := map[string][]string{}
+	for _, line := range strings.Split(log, "\n") {
+		f := slogFields(line)
+		if f["msg"] == "login" && f["request_id"] != "" {
+			outcomes[f["request_id"]] = append(outcomes[f["request_id"]], f["outcome"])
+		}
+	}
+	return outcomes
+}
+
+// missingAudit reports whether a login of replies that got a reply has no
+// audit line in outcomes.
+func missingAudit(outcomes map[string][]string, replies []faultReply) bool {
+	for _, r := range replies {
+		if r.kind == "login" && r.status != 0 && len(outcomes[r.reqID]) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// linesNaming returns the lines of log, access lines included, that hold
+// the request id id, or "(none)".
+func linesNaming(log, id string) string {
+	var found []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "request_id="+id+" ") || strings.HasSuffix(line, "request_id="+id) || strings.Contains(line, `"request_id":"`+id+`"`) {
+			found = append(found, line)
+		}
+	}
+	if len(found) == 0 {
+		return "(none)"
+	}
+	return strings.Join(found, "\n")
 }
 
 // infoAll presents each token of logins (200 replies) to /api/auth/info
@@ -424,7 +474,7 @@ func TestFaultKillServerRedis(t *testing.T) {
 
 	// Every login that got a reply has its audit line in the killed
 	// server's stderr file.
-	audited, unaudited := checkLoginAudit(t, first.Log(), replies)
+	audited, unaudited := checkLoginAudit(t, first.Log, replies)
 	t.Logf("killed after %s: %s; %d requests cut short by the kill; restarted in %v; %d/%d tokens answer 200 on the new process; %d/%d replied logins have their audit line",
 		killedAt.Sub(replies[0].sent).Round(time.Millisecond), faultTally(replies), cut, restarted.Round(time.Millisecond),
 		len(tokens)-lost.count, len(tokens), audited-unaudited, audited)

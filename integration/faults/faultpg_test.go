@@ -158,7 +158,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 		}
 	}
 	lost.done()
-	audited, _ := checkLoginAudit(t, log.String(), replies)
+	audited, _ := checkLoginAudit(t, log.String, replies)
 	t.Logf("PostgreSQL down %v; %s; %d × 503 in all; healed %v after PostgreSQL accepted connections; %d tokens alive after; %d logins audited",
 		ph.up.Sub(ph.stopped).Round(time.Millisecond), faultTally(replies), unavailable, heal.Round(time.Millisecond), len(tokens), audited)
 }

@@ -181,7 +181,7 @@ func TestFaultRedisRestart(t *testing.T) {
 		}
 	}
 	lostErrs.done()
-	audited, _ := checkLoginAudit(t, log.String(), replies)
+	audited, _ := checkLoginAudit(t, log.String, replies)
 	t.Logf("Redis down %v; %s; %d × 503 in all; healed %v after Redis answered; %d tokens checked after, %d issued in the last %v before the stop of which %d kept; %d logins audited",
 		ph.up.Sub(ph.stopped).Round(time.Millisecond), faultTally(replies), unavailable, heal.Round(time.Millisecond),
 		len(issued), windowed, lossWindow, windowKept, audited)

@@ -249,7 +249,7 @@ func TestFaultSentinelFailover(t *testing.T) {
 		}
 	}
 	lostErrs.done()
-	audited, _ := checkLoginAudit(t, logA.String()+logB.String(), all)
+	audited, _ := checkLoginAudit(t, func() string { return logA.String() + "\n" + logB.String() }, all)
 	t.Logf("sentinel time to heal: %v after the kill, %v after the promotion (new primary reported %v after the kill)",
 		afterKill.Round(time.Millisecond), afterPromotion.Round(time.Millisecond), promoted.Sub(killed).Round(time.Millisecond))
 	t.Logf("primary %s killed, %s promoted; %s; %d × 503 in all; %d tokens checked after on both instances, %d issued in the last %v before the kill of which %d kept; %d logins audited",
