@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // Sizing of the default connection limit.
@@ -52,23 +53,40 @@ func maxConnsFor(soft uint64) int {
 // Use both Listener and ConnState on the same http.Server. A closed idle
 // connection may race a request its client has just sent; the client sees the
 // connection closed, as when IdleTimeout or Shutdown closes it.
+//
+// Every request moves its connection to active and back to idle: those two
+// ConnState calls take no lock (an atomic store each), since a lock every
+// connection's requests share was a measurable part of /info's cost. The
+// lock is taken when a connection opens or closes, and at the limit, where
+// finding the longest-idle connection is a scan of them all.
 type Limiter struct {
 	max int
 
-	mu      sync.Mutex              // guards conns, idle, waiting and every limitedListener's closed
-	room    *sync.Cond              // on mu; broadcast when a connection goes idle or leaves while an Accept waits, or a listener closes
-	waiting int                     // Accepts waiting on room
-	conns   map[net.Conn]*connEntry // every open connection
-	idle    connEntry               // the idle connections' ring, longest idle first after it; its own c is nil
-	nIdle   int
+	mu    sync.Mutex         // guards conns and every limitedListener's closed
+	room  *sync.Cond         // on mu; broadcast when a connection goes idle or leaves while an Accept waits, or a listener closes
+	conns map[*conn]struct{} // every open connection
+
+	waiting atomic.Int64 // Accepts at the limit, waiting on room or about to; changed under mu, read without it
+	idleSeq atomic.Int64 // the last idle stamp given: stamps order connections by when they went idle
 }
 
-// A connEntry is an open connection, linked into the idle ring while idle.
-// Made once per connection: going idle and active again, as a keep-alive
-// connection does every request, allocates nothing.
-type connEntry struct {
-	c          net.Conn
-	prev, next *connEntry // nil while not idle
+// A conn is an open connection as Accept returns it, so that ConnState
+// finds its state without a look-up.
+type conn struct {
+	net.Conn
+	// idle is when the connection last went idle (an idleSeq stamp), or 0
+	// while it is not idle; a shedding Accept claims it by swapping it to
+	// 0 from the stamp it found.
+	idle atomic.Int64
+}
+
+// CloseWrite half-closes the connection when the one it wraps can, so
+// that net/http's graceful close (closeWriteAndWait) works through it.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // New returns a limiter of max open connections; max must be at
@@ -77,37 +95,17 @@ func New(max int) *Limiter {
 	if max < 1 {
 		panic("connlimit.New: max must be at least 1")
 	}
-	l := &Limiter{max: max, conns: make(map[net.Conn]*connEntry)}
-	l.idle.prev, l.idle.next = &l.idle, &l.idle
+	l := &Limiter{max: max, conns: make(map[*conn]struct{})}
 	l.room = sync.NewCond(&l.mu)
 	return l
 }
 
-// goIdle links e at the back of the idle ring. The caller holds l.mu.
-func (l *Limiter) goIdle(e *connEntry) {
-	if e.next != nil {
-		return
-	}
-	e.prev, e.next = l.idle.prev, &l.idle
-	l.idle.prev.next = e
-	l.idle.prev = e
-	l.nIdle++
-}
-
-// goActive unlinks e from the idle ring. The caller holds l.mu.
-func (l *Limiter) goActive(e *connEntry) {
-	if e.next == nil {
-		return
-	}
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
-	l.nIdle--
-}
-
-// wake tells a waiting Accept that there may be room. The caller holds l.mu.
+// wake tells a waiting Accept that there may be room.
 func (l *Limiter) wake() {
-	if l.waiting > 0 {
+	if l.waiting.Load() > 0 {
+		l.mu.Lock()
 		l.room.Broadcast()
+		l.mu.Unlock()
 	}
 }
 
@@ -118,25 +116,27 @@ func (l *Limiter) Listener(inner net.Listener) net.Listener {
 
 // ConnState tracks which connections are idle; set it as the
 // http.Server's ConnState.
-func (l *Limiter) ConnState(c net.Conn, s http.ConnState) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.conns[c]
+func (l *Limiter) ConnState(nc net.Conn, s http.ConnState) {
+	c, ok := nc.(*conn)
 	if !ok {
-		return // shed already: its server goroutine is only now noticing
+		return // not accepted by a limitedListener of l
 	}
 	switch s {
 	case http.StateActive:
-		l.goActive(e)
+		c.idle.Store(0)
 	case http.StateIdle:
-		l.goIdle(e)
+		// Stored before waiting is read: an Accept that counts itself
+		// waiting before this read finds the connection idle in its scan,
+		// or is woken.
+		c.idle.Store(l.idleSeq.Add(1))
 		l.wake()
 	case http.StateClosed, http.StateHijacked:
-		l.goActive(e)
-		delete(l.conns, c)
-		l.wake()
+		c.idle.Store(0)
+		l.mu.Lock()
+		delete(l.conns, c) // already gone if shed
+		l.room.Broadcast()
+		l.mu.Unlock()
 	}
-	// StateNew: Accept counted the connection already.
 }
 
 // open returns the number of open connections l counts.
@@ -146,28 +146,50 @@ func (l *Limiter) open() int {
 	return len(l.conns)
 }
 
+// longestIdle returns the open connection idle the longest and the stamp
+// it went idle with, or nil. The caller holds l.mu.
+func (l *Limiter) longestIdle() (*conn, int64) {
+	var oldest *conn
+	var stamp int64
+	for c := range l.conns {
+		if s := c.idle.Load(); s != 0 && (oldest == nil || s < stamp) {
+			oldest, stamp = c, s
+		}
+	}
+	return oldest, stamp
+}
+
 // add counts c as open, first closing the longest-idle connection if c would
 // exceed the limit. If none is idle, it waits for one to go idle or close. It
 // returns net.ErrClosed if ln is closed meanwhile.
-func (l *Limiter) add(ln *limitedListener, c net.Conn) error {
+func (l *Limiter) add(ln *limitedListener, c *conn) error {
 	l.mu.Lock()
-	for !ln.closed && len(l.conns) >= l.max && l.nIdle == 0 {
-		l.waiting++
-		l.room.Wait()
-		l.waiting--
+	var victim *conn
+	if !ln.closed && len(l.conns) >= l.max {
+		// Counted as waiting before the first scan: a connection that
+		// goes idle after the scan has looked at it sees the count, and
+		// wakes this Accept (ConnState).
+		l.waiting.Add(1)
+		for !ln.closed && len(l.conns) >= l.max {
+			if v, stamp := l.longestIdle(); v != nil {
+				if v.idle.CompareAndSwap(stamp, 0) { // else it went active meanwhile: look again
+					victim = v
+					delete(l.conns, v)
+				}
+				continue
+			}
+			l.room.Wait()
+		}
+		l.waiting.Add(-1)
 	}
 	if ln.closed {
 		l.mu.Unlock()
+		if victim != nil {
+			victim.Close()
+		}
 		return net.ErrClosed
 	}
-	var victim net.Conn
-	if len(l.conns) >= l.max {
-		e := l.idle.next
-		l.goActive(e)
-		victim = e.c
-		delete(l.conns, victim)
-	}
-	l.conns[c] = &connEntry{c: c}
+	l.conns[c] = struct{}{}
 	l.mu.Unlock()
 	if victim != nil {
 		victim.Close() // outside mu: a close is a system call
@@ -184,12 +206,13 @@ type limitedListener struct {
 
 // Accept accepts a connection, then waits for room for it under the limit.
 func (ln *limitedListener) Accept() (net.Conn, error) {
-	c, err := ln.Listener.Accept()
+	nc, err := ln.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
+	c := &conn{Conn: nc}
 	if err := ln.lim.add(ln, c); err != nil {
-		c.Close()
+		nc.Close()
 		return nil, err
 	}
 	return c, nil

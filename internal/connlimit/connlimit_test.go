@@ -170,6 +170,29 @@ func TestConnLimitShedsIdleForNewClient(t *testing.T) {
 	}
 }
 
+// TestConnLimitShedsLongestIdle: at the limit, the connection shed is the
+// one idle the longest, not the one opened first.
+func TestConnLimitShedsLongestIdle(t *testing.T) {
+	const max = 3
+	s := startLimitedServer(t, max)
+	conns := idleConns(t, s.addr, max)
+	conns[0].send(t, "/") // opened first, idle most recently
+	if code := conns[0].status(t); code != http.StatusOK {
+		t.Fatalf("second request on conn 0: status %d", code)
+	}
+
+	if code, err := getOnNewConn(s.addr, "/"); err != nil || code != http.StatusOK {
+		t.Fatalf("new client at the limit: status %d, err %v; want 200", code, err)
+	}
+	if !conns[1].closedByServer(time.Now().Add(2 * time.Second)) {
+		t.Errorf("conn 1, idle the longest, still open after a new client came at the limit; want it shed")
+	}
+	conns[0].send(t, "/")
+	if code := conns[0].status(t); code != http.StatusOK {
+		t.Errorf("conn 0, idle the shortest: status %d after the shedding; want 200 on the same connection", code)
+	}
+}
+
 func TestConnLimitKeepsActive(t *testing.T) {
 	const max = 4
 	s := startLimitedServer(t, max)
