@@ -44,7 +44,13 @@ import (
 // disable: a user added again starts enabled. An edit that removes live
 // personal access tokens from a user who stays ("event": "revoke") lists
 // their ids, and a token of those ids loads as absent from any file; its
-// time is only when, and ends no session. Records of earlier versions,
+// time is only when, and ends no session. An edit that removes or
+// replaces a user's live password reset link ("event": "reset_link":
+// spent, superseded by a newer one, or ended by a password change or a
+// disable) lists the dead link's digest, and a link of that digest loads
+// as absent from any file, so that a spent link in someone's mailbox
+// does not work again once an older copy is back; its time too is only
+// when. Records of earlier versions,
 // without "event", carry cut-offs alone, and their files load as before.
 //
 // The file holds one JSON object per line, appended and synced under the
@@ -68,6 +74,10 @@ type cutoffRecord struct {
 	// ended while their user lived on (eventRevoke), whose TokensAfter is
 	// only when: it ends no session.
 	AccessTokens []string `json:"access_tokens,omitempty"`
+	// ResetLinks are the digests of the password reset links an edit
+	// removed or replaced while they were live (eventResetLink), whose
+	// TokensAfter is only when: it ends no session.
+	ResetLinks []string `json:"reset_links,omitempty"`
 }
 
 // The events a record may carry (cutoffRecord.Event).
@@ -76,14 +86,17 @@ const (
 	eventDisable = "disable" // the user is disabled until an eventEnable
 	eventEnable  = "enable"  // ends an eventDisable
 	eventRevoke  = "revoke"  // the personal access tokens of the record's ids are dead
+	// the password reset links of the record's digests are dead
+	eventResetLink = "reset_link"
 )
 
 // A cutoff is what the records say of one username.
 type cutoff struct {
-	after    time.Time       // the latest cut-off
-	deleted  time.Time       // the last deletion's (eventDelete): an entry whose own cut-off is before it is the deleted user
-	disabled bool            // an eventDisable came after the last eventEnable and eventDelete
-	revoked  map[string]bool // ids of the personal access tokens ended (eventRevoke); nil for none
+	after     time.Time       // the latest cut-off
+	deleted   time.Time       // the last deletion's (eventDelete): an entry whose own cut-off is before it is the deleted user
+	disabled  bool            // an eventDisable came after the last eventEnable and eventDelete
+	revoked   map[string]bool // ids of the personal access tokens ended (eventRevoke); nil for none
+	deadLinks map[string]bool // digests of the reset links ended (eventResetLink); nil for none
 }
 
 // cutoffs holds what the records say, per username.
@@ -116,12 +129,12 @@ func parseCutoffs(r io.Reader, name string) (cutoffs, error) {
 		}
 		var rec cutoffRecord
 		if err := json.Unmarshal(line, &rec); err != nil || rec.Username == "" || rec.TokensAfter.IsZero() ||
-			(rec.Event == eventRevoke) != (len(rec.AccessTokens) > 0) {
+			(rec.Event == eventRevoke) != (len(rec.AccessTokens) > 0) || (rec.Event == eventResetLink) != (len(rec.ResetLinks) > 0) {
 			return nil, fmt.Errorf("%s: line %d: not a cut-off record", name, n)
 		}
 		u := c[rec.Username]
 		at := rec.TokensAfter.UTC()
-		if rec.Event != eventRevoke {
+		if rec.Event != eventRevoke && rec.Event != eventResetLink {
 			u.after = users.Later(u.after, at)
 		}
 		switch rec.Event {
@@ -132,6 +145,13 @@ func parseCutoffs(r io.Reader, name string) (cutoffs, error) {
 			}
 			for _, id := range rec.AccessTokens {
 				u.revoked[id] = true
+			}
+		case eventResetLink:
+			if u.deadLinks == nil {
+				u.deadLinks = make(map[string]bool, len(rec.ResetLinks))
+			}
+			for _, d := range rec.ResetLinks {
+				u.deadLinks[d] = true
 			}
 		case eventDelete:
 			u.deleted, u.disabled = users.Later(u.deleted, at), false
@@ -167,6 +187,7 @@ func (c cutoffs) apply(e *rawEntry) bool {
 	e.tokensAfter = users.Later(e.tokensAfter, u.after)
 	e.disabled = e.disabled || u.disabled
 	e.accessTokens = u.live(e.accessTokens)
+	e.resetLink = u.liveLink(e.resetLink)
 	return true
 }
 
@@ -182,6 +203,25 @@ func (u cutoff) live(list []users.AccessToken) []users.AccessToken {
 		return nil
 	}
 	return list
+}
+
+// liveLink returns l, or nil when the records end it.
+func (u cutoff) liveLink(l *users.ResetLink) *users.ResetLink {
+	if l != nil && u.deadLinks[l.Digest] {
+		return nil
+	}
+	return l
+}
+
+// endedResetLink returns the digest of was, a user's reset link before a
+// change, when it was live at now and is not the link after the change:
+// one the change spent, superseded or ended; "" otherwise. An expired
+// link is left out: no copy of a file brings it back to life.
+func endedResetLink(was, is *users.ResetLink, now time.Time) string {
+	if was == nil || !now.Before(was.ExpiresAt) || (is != nil && is.Digest == was.Digest) {
+		return ""
+	}
+	return was.Digest
 }
 
 // endedAccessTokens returns the ids of the tokens of was, live at now,
@@ -209,6 +249,7 @@ func (c cutoffs) applyUser(x *users.User) bool {
 	x.TokensAfter = users.Later(x.TokensAfter, u.after)
 	x.Disabled = x.Disabled || u.disabled
 	x.AccessTokens = u.live(x.AccessTokens)
+	x.ResetLink = u.liveLink(x.ResetLink)
 	return true
 }
 

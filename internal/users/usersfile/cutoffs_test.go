@@ -572,3 +572,72 @@ func TestRecheckSeesEnableRecord(t *testing.T) {
 		t.Errorf("Recheck(bob) after the enable's record = disabled %v, %v; want enabled", u != nil && u.Disabled(), err)
 	}
 }
+
+// TestResetLinksSurviveCopyBack: a reset link that an edit spent,
+// superseded or ended stays dead when an older copy of the users file,
+// which still holds it, is put back; a live link of that copy still works.
+func TestResetLinksSurviveCopyBack(t *testing.T) {
+	hash := passwordtest.MustHash(t, "pw", passwordtest.Cost)
+	newHash := passwordtest.MustHash(t, "new pw", passwordtest.Cost)
+	for _, tt := range []struct {
+		name string
+		// end ends the link; nil leaves it live
+		end func(ctx context.Context, d *Directory, uid, token string) error
+	}{
+		{"spent", func(ctx context.Context, d *Directory, uid, token string) error {
+			return users.ConfirmReset(ctx, d, "alice", token, newHash, time.Now())
+		}},
+		{"superseded", func(ctx context.Context, d *Directory, uid, token string) error {
+			_, _, err := users.NewResetLink(ctx, d, "alice", time.Hour, time.Now())
+			return err
+		}},
+		{"password set", func(ctx context.Context, d *Directory, uid, token string) error {
+			return users.SetPassword(ctx, d, "alice", newHash)
+		}},
+		{"disabled and enabled", func(ctx context.Context, d *Directory, uid, token string) error {
+			if err := users.Disable(ctx, d, "alice"); err != nil {
+				return err
+			}
+			return users.Enable(ctx, d, "alice")
+		}},
+		{"live", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "users.json")
+			if err := Write(path, []users.User{{Username: "alice", PasswordHash: hash, Groups: []string{}}}); err != nil {
+				t.Fatal(err)
+			}
+			d, err := Open(path, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			uid, token, err := users.NewResetLink(ctx, d, "alice", time.Hour, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			older, err := os.ReadFile(path) // holds the link
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.end != nil {
+				if err := tt.end(ctx, d, uid, token); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(path, older, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Reload(ctx); err != nil {
+				t.Fatal(err)
+			}
+			err = users.ConfirmReset(ctx, d, "alice", token, newHash, time.Now())
+			switch {
+			case tt.end == nil && err != nil:
+				t.Errorf("ConfirmReset(the live link) after the older file is back = %v; want nil", err)
+			case tt.end != nil && !errors.Is(err, users.ErrBadResetLink):
+				t.Errorf("ConfirmReset(a link %s before the older file was back) = %v; want ErrBadResetLink (dead stays dead)", tt.name, err)
+			}
+		})
+	}
+}

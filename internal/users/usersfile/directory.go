@@ -282,8 +282,8 @@ func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 
 // changeRecords returns the cut-off records of the change of one user
 // from was to u: those to append before the file is written (a later
-// cut-off, a disable, personal access tokens ended) and after (an
-// enable: until both are done the user stays disabled).
+// cut-off, a disable, personal access tokens or a reset link ended) and
+// after (an enable: until both are done the user stays disabled).
 func changeRecords(was, u *users.User) (before, after []cutoffRecord) {
 	now := time.Now()
 	var cut time.Time
@@ -299,6 +299,9 @@ func changeRecords(was, u *users.User) (before, after []cutoffRecord) {
 	}
 	if ids := endedAccessTokens(was.AccessTokens, u.AccessTokens, now); len(ids) > 0 {
 		before = append(before, cutoffRecord{Username: u.Username, TokensAfter: now, Event: eventRevoke, AccessTokens: ids})
+	}
+	if d := endedResetLink(was.ResetLink, u.ResetLink, now); d != "" {
+		before = append(before, cutoffRecord{Username: u.Username, TokensAfter: now, Event: eventResetLink, ResetLinks: []string{d}})
 	}
 	// A user with no cut-off has no disable's record to end (every
 	// record has one).
