@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -16,7 +17,8 @@ alone on one line, for an operator to hand over: --reset-url with {uid}
 and {token} filled in. Only the token's SHA-256 is kept, with the user.
 The link sets a new password once, until --ttl has passed; a newer link,
 a password change or a reset makes it dead. A disabled user gets none.
-One line on stderr says until when the link works.`
+One line on stderr says until when the link works. Without --ttl, the
+link works for AUTHSVC_RESET_TTL when set, as serve's links do.`
 
 // defaultResetURL is --reset-url's default: the link's parts alone, for a
 // client that builds its own page's address from them.
@@ -33,10 +35,10 @@ type resetLinkFlags struct {
 func userResetLink(ctx context.Context, e *env, args []string) error {
 	f := newUserFlags("user reset-link", "USERNAME", userResetLinkAbout)
 	r := &resetLinkFlags{ttl: shortDurationFlag(users.DefaultResetTTL)}
-	f.Var(&r.ttl, "ttl", "how long the link works: a `DURATION` above 0")
+	f.Var(&r.ttl, "ttl", "how long the link works: a `DURATION` above 0, as serve's --reset-ttl")
 	r.resetURL = f.String("reset-url", defaultResetURL, "the link's `PATTERN`, with {uid} and {token}, as serve's")
 	f.fromEnv = append(f.fromEnv, "reset-url")
-	f.checks = append(f.checks, r.check)
+	f.checks = append(f.checks, func() error { return r.ttlFromEnv(f.FlagSet, e.getenv) }, r.check)
 	return f.withUser(ctx, e, args, func(dir users.Directory, username string) error {
 		now := time.Now()
 		uid, token, err := users.NewResetLink(ctx, dir, username, time.Duration(r.ttl), now)
@@ -52,6 +54,28 @@ func userResetLink(ctx context.Context, e *env, args []string) error {
 			username, dir, now.Add(time.Duration(r.ttl)).UTC().Format(time.RFC3339))
 		return nil
 	})
+}
+
+// resetTTLEnv is serve's --reset-ttl variable, which user reset-link's
+// --ttl reads too: one setting for every link an installation hands out.
+const resetTTLEnv = "AUTHSVC_RESET_TTL"
+
+// ttlFromEnv gives --ttl, when it is not on the command line, the value
+// of resetTTLEnv, if set.
+func (r *resetLinkFlags) ttlFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	v := getenv(resetTTLEnv)
+	if v == "" {
+		return nil
+	}
+	onCommandLine := false
+	fs.Visit(func(f *flag.Flag) { onCommandLine = onCommandLine || f.Name == "ttl" })
+	if onCommandLine {
+		return nil
+	}
+	if err := r.ttl.Set(v); err != nil {
+		return usagef("%s: invalid value %q for %s: %v", fs.Name(), v, resetTTLEnv, err)
+	}
+	return nil
 }
 
 // check checks the flags before the directory is opened. A pointer

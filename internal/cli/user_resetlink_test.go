@@ -138,7 +138,8 @@ func TestCLIResetLinkSupersedes(t *testing.T) {
 func linkOf(link string, _ time.Time) string { return link }
 
 // TestCLIResetLinkTTLAndPattern: --ttl sets the expiry, in the note and
-// the record alike; --reset-url and AUTHSVC_RESET_URL shape the link, the
+// the record alike, and so does serve's AUTHSVC_RESET_TTL without it, the
+// flag winning; --reset-url and AUTHSVC_RESET_URL shape the link, the
 // flag winning.
 func TestCLIResetLinkTTLAndPattern(t *testing.T) {
 	t.Parallel()
@@ -152,6 +153,22 @@ func TestCLIResetLinkTTLAndPattern(t *testing.T) {
 	}
 	if stored == nil || !stored.ExpiresAt.Truncate(time.Second).Equal(expires) {
 		t.Errorf("--ttl 30m: stored link %+v; want it to expire at %v, as the note says", stored, expires)
+	}
+
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want time.Duration
+	}{
+		{map[string]string{"AUTHSVC_RESET_TTL": "10m"}, nil, 10 * time.Minute},
+		{map[string]string{"AUTHSVC_RESET_TTL": "10m"}, []string{"--ttl", "2h"}, 2 * time.Hour},
+		{nil, nil, users.DefaultResetTTL},
+	} {
+		before := time.Now()
+		_, expires := resetLink(t, path, tt.env, append(tt.args, "zoë")...)
+		if d := expires.Sub(before); d < tt.want-time.Second || d > tt.want+time.Minute {
+			t.Errorf("user reset-link %v (env %v): the note's expiry is %v after the command started; want %v", tt.args, tt.env, d, tt.want)
+		}
 	}
 
 	uid := users.ResetUID("zoë")
@@ -194,6 +211,8 @@ func TestCLIResetLinkRefused(t *testing.T) {
 		{[]string{"--reset-url", "https://app.example/reset/{token}", "alice"}, nil, 2, "user reset-link: --reset-url \"https://app.example/reset/{token}\": want a pattern with {uid} and {token}"},
 		{[]string{"--reset-url", "{uid}/{token}\nX-Evil: 1", "alice"}, nil, 2, "user reset-link: --reset-url \"{uid}/{token}\\nX-Evil: 1\": a control character"},
 		{[]string{"alice"}, map[string]string{"AUTHSVC_RESET_URL": "{uid}"}, 2, "want a pattern with {uid} and {token}"},
+		{[]string{"alice"}, map[string]string{"AUTHSVC_RESET_TTL": "soon"}, 2, `user reset-link: invalid value "soon" for AUTHSVC_RESET_TTL`},
+		{[]string{"alice"}, map[string]string{"AUTHSVC_RESET_TTL": "0s"}, 2, "user reset-link: --ttl 0: want a duration above 0"},
 		{nil, nil, 2, "user reset-link: want exactly one USERNAME"},
 	} {
 		code, stdout, stderr := runCLI(t, "", tt.env, append([]string{"user", "reset-link", "--users", path}, tt.args...)...)
