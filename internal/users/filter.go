@@ -42,14 +42,55 @@ type Filter struct {
 	// Admin, Disabled and MFA ask for the user's admin flag, disabled
 	// flag and HasSecondFactor.
 	Admin, Disabled, MFA Want
+	// Email: users whose email address is it, ASCII letters matched in
+	// either case (Django's password reset ignores the address's case;
+	// other letters are compared as they are, so that every backend
+	// agrees, whatever its collation); "", any user.
+	Email string
 }
 
 // Match reports whether u is one of the users f selects: the reference
 // every backend's Page and Count agree with.
 func (f *Filter) Match(u *User) bool {
-	return strings.HasPrefix(u.Username, f.Prefix) &&
+	return strings.HasPrefix(u.Username, f.Prefix) && (f.Email == "" || SameEmail(u.Email, f.Email)) &&
 		(len(f.Groups) == 0 || slices.ContainsFunc(u.Groups, func(g string) bool { return slices.Contains(f.Groups, g) })) &&
 		f.Admin.matches(u.Admin) && f.Disabled.matches(u.Disabled) && f.MFA.matches(u.HasSecondFactor())
+}
+
+// SameEmail reports whether a and b are the same email address as
+// Filter.Email compares them: equal once their ASCII letters are lower
+// case.
+func SameEmail(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lowerASCII(a[i]) != lowerASCII(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// lowerASCII returns c in lower case if it is an ASCII letter.
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// LowerASCII returns s with its ASCII letters in lower case, and every
+// other byte as it is.
+func LowerASCII(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return 'A' <= r && r <= 'Z' }) {
+		return s
+	}
+	b := []byte(s)
+	for i, c := range b {
+		b[i] = lowerASCII(c)
+	}
+	return string(b)
 }
 
 // MaxPage is the most users Directory.Page returns at once: the admin

@@ -146,21 +146,31 @@ func newResetLink(ctx context.Context, d Directory, username string, ttl time.Du
 }
 
 // UsersByEmail returns the names of the enabled users of d whose email
-// address is email, ignoring case (as Django's password reset finds
-// them). It reads every user (Directory.List): a background job's, never
-// a request's.
+// address is email, ignoring the case of its ASCII letters (as Django's
+// password reset finds them; Filter.Email), in byte order. It pages
+// through the directory (Directory.Page): a users file answers from the
+// users it has loaded, PostgreSQL in one statement a page, and neither
+// reads every user into memory, as List would for each request. Still a
+// scan of every user: a background job's, never a request's.
 func UsersByEmail(ctx context.Context, d Directory, email string) ([]string, error) {
-	list, err := d.List(ctx)
-	if err != nil {
-		return nil, err
+	if email == "" {
+		return nil, nil // no address: not every user without one
 	}
+	f := Filter{Email: email, Disabled: No}
 	var names []string
-	for i := range list {
-		if u := &list[i]; !u.Disabled && u.Email != "" && strings.EqualFold(u.Email, email) {
-			names = append(names, u.Username)
+	for after := ""; ; {
+		page, err := d.Page(ctx, after, MaxPage, f)
+		if err != nil {
+			return nil, err
 		}
+		for i := range page {
+			names = append(names, page[i].Username)
+		}
+		if len(page) < MaxPage {
+			return names, nil
+		}
+		after = page[len(page)-1].Username
 	}
-	return names, nil
 }
 
 // ConfirmReset sets the password hash of the user a reset link names, if

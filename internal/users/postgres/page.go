@@ -151,6 +151,14 @@ func (d *Directory) filterSQL(f users.Filter) (conditions, bool) {
 		}
 		c.where("groups && ", groups)
 	}
+	if f.Email != "" {
+		if !storable(f.Email) {
+			return c, false
+		}
+		// ASCII letters alone, as users.SameEmail: lower() would follow
+		// the database's collation. No index: a background job's query.
+		c.where("translate(email, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = ", users.LowerASCII(f.Email))
+	}
 	for _, w := range []struct {
 		want users.Want
 		expr string

@@ -78,7 +78,7 @@ func (x *userIndex) page(after string, limit int, f users.Filter) []users.User {
 
 // count returns how many users f matches (Directory.Count).
 func (x *userIndex) count(f users.Filter) int {
-	if f.Prefix == "" && len(f.Groups) == 0 && f.Admin == users.Either && f.Disabled == users.Either && f.MFA == users.Either {
+	if f.Prefix == "" && len(f.Groups) == 0 && f.Admin == users.Either && f.Disabled == users.Either && f.MFA == users.Either && f.Email == "" {
 		return len(x.byName)
 	}
 	n := 0
@@ -110,7 +110,7 @@ func newMatcher(f users.Filter) *matcher {
 // match reports whether m's filter selects u.
 func (m *matcher) match(u *users.Account) bool {
 	info := u.Info()
-	v := users.User{Username: info.Username, Groups: info.Groups, Admin: info.Admin, Disabled: u.Disabled()}
+	v := users.User{Username: info.Username, Email: info.Email, Groups: info.Groups, Admin: info.Admin, Disabled: u.Disabled()}
 	if u.HasSecondFactor() {
 		v.MFA = m.some
 	}

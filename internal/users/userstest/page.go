@@ -54,12 +54,12 @@ func (fx fixture) pageDirectory(t *testing.T) users.Directory {
 	list := []users.User{
 		{Username: "Zed", Groups: []string{"ops"}, Admin: true},
 		{Username: "alice", Name: "Alice", Email: "alice@example.com", Groups: []string{"dev"}, MFA: &users.Factors{TOTP: totp()}},
-		{Username: "alicia", Groups: []string{"dev", "ops"}, Disabled: true},
+		{Username: "alicia", Email: "Alice@Example.COM", Groups: []string{"dev", "ops"}, Disabled: true},
 		{Username: "bob", Groups: []string{}, MFA: &users.Factors{PendingTOTP: totp()}},
 		{Username: "carol", Groups: []string{"sales"}, Admin: true, MFA: &users.Factors{RecoveryCodes: recovery, RecoveryKeyID: "0123abcd"}},
 		{Username: "dave", Groups: []string{"ops"}, Admin: true, Disabled: true},
-		{Username: "zed", Groups: []string{"dev"}},
-		{Username: "Ärger", Name: "Ärger", Groups: []string{"sales", "dev"}, MFA: &users.Factors{TOTP: totp(), PendingTOTP: totp()}},
+		{Username: "zed", Email: "ZED@example.org", Groups: []string{"dev"}},
+		{Username: "Ärger", Name: "Ärger", Email: "Ä@example.com", Groups: []string{"sales", "dev"}, MFA: &users.Factors{TOTP: totp(), PendingTOTP: totp()}},
 		{Username: "ärger", Email: "ä@example.com", Groups: []string{"dev"}},
 	}
 	d := fx.factory(t)()
@@ -212,6 +212,15 @@ func testPageFilters(t *testing.T, fx fixture) {
 		{users.Filter{Admin: users.No, Groups: []string{"sales"}}, []string{"Ärger"}},
 		{users.Filter{Prefix: "d", Admin: users.Yes, Disabled: users.Yes, MFA: users.No, Groups: []string{"ops"}}, []string{"dave"}},
 		{users.Filter{Prefix: "d", Disabled: users.No}, nil},
+		// Email: ASCII letters in either case, other bytes as they are.
+		{users.Filter{Email: "alice@example.com"}, []string{"alice", "alicia"}},
+		{users.Filter{Email: "ALICE@EXAMPLE.COM", Disabled: users.No}, []string{"alice"}},
+		{users.Filter{Email: "zed@Example.org"}, []string{"zed"}},
+		{users.Filter{Email: "ä@example.com"}, []string{"ärger"}},
+		{users.Filter{Email: "Ä@EXAMPLE.COM"}, []string{"Ärger"}},
+		{users.Filter{Email: "alice@example.co"}, nil},
+		{users.Filter{Email: "nobody@example.com"}, nil},
+		{users.Filter{Email: "alice@example.com", Prefix: "alici"}, []string{"alicia"}},
 	} {
 		got := page(t, d, "", users.MaxPage, tt.f)
 		if !slices.Equal(got, tt.want) {
