@@ -81,3 +81,49 @@ func TestTokenNotBornDead(t *testing.T) {
 		t.Errorf("info with a token issued while this clock is behind alice's cut-off = %d %s; want 200", w.Code, w.Body)
 	}
 }
+
+// TestLoginAfterFactorsRemovedElsewhere: another process (user
+// reset-mfa, or an admin on another instance) removed alice's second
+// factor, and this instance has not loaded the change yet. Her login with
+// her password and a recovery code of the factor she had (which this
+// instance's copy still holds) is decided on her as the directory has her
+// now, who needs the password alone: 200, as on an instance that has
+// loaded the change. Before, the code's spend found no codes and the
+// login was 401 invalid_credentials.
+func TestLoginAfterFactorsRemovedElsewhere(t *testing.T) {
+	t.Parallel()
+	for _, code := range []string{"spendable", "wrong"} {
+		t.Run(code, func(t *testing.T) {
+			e := newTestEnvConfig(t, nil, func(c *envConfig) { c.tokenTTL = time.Hour })
+			ctx := context.Background()
+			factors, codes := recoveryFactors(t, e.keys.Current(), 2)
+			if err := e.users.Update(ctx, "alice", func(u *users.User) error { u.MFA = factors; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			otp := codes[0]
+			if code == "wrong" {
+				otp = "aaaaaa-aaaaaa-aaaaaa-aaaaaa"
+			}
+			if _, _, err := users.ResetFactors(ctx, usersfile.New(e.usersPath, nil), "alice"); err != nil {
+				t.Fatal(err)
+			}
+			if u, err := e.users.Lookup(ctx, "alice"); err != nil || !u.HasSecondFactor() {
+				t.Fatalf("this instance's alice = %v, %v; want her with the factor still (not reloaded)", u, err)
+			}
+			w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw","otp":"`+otp+`"}`, jsonCT)
+			if w.Code != 200 {
+				t.Fatalf("login of alice with her password and a %s recovery code of a factor removed elsewhere = %d %s; want 200", code, w.Code, w.Body)
+			}
+			token, _ := reply(t, w)["token"].(string)
+			if err := e.users.Reload(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if s := e.infoStatus(token); s != 200 {
+				t.Errorf("info with that login's token once the change is loaded = %d; want 200", s)
+			}
+			if w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"not hers","otp":"`+otp+`"}`, jsonCT); w.Code != 401 {
+				t.Errorf("login with a wrong password and the code = %d %s; want 401", w.Code, w.Body)
+			}
+		})
+	}
+}

@@ -558,15 +558,28 @@ func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFa
 		case codeSent:
 			// A second factor: the code sent beside the password.
 			attempt.codeLock = true
-			err = attempt.verifyCode(func() (bool, error) { return sf.check(r.Context(), u.Username(), req.OTP) })
-			tc.metrics.secondFactorStep("code", err)
+			err = attempt.verifyCode(func() (bool, error) { return sf.checkOrGone(r.Context(), u.Username(), req.OTP) })
+			if !errors.Is(err, errFactorGone) {
+				tc.metrics.secondFactorStep("code", err)
+			}
+			switch {
+			case errors.Is(err, errFactorGone):
+				// Her second factor went while the password was checked
+				// (neither a failure nor a success was recorded): the
+				// user as the directory has them now may need the
+				// password alone, which was right.
+				err = errInvalidCredentials
+				if fresh, freshStamp, ok := tc.afresh(r.Context(), u, stamp, attempt.same); ok && !fresh.HasSecondFactor() {
+					codeSent = false // no code was spent: a refused stamp is decided again below
+					reply, err = attempt.issue(tc, fresh, freshStamp, false)
+				}
+			case err == nil:
+				reply, err = attempt.issue(tc, u, stamp, true)
+			}
 			if errors.Is(err, errInvalidCredentials) {
 				// As long as a wrong password takes: the time must not
 				// tell that the password was right.
 				users.HoldUntil(time.Duration(tc.users.Slowest().Took.Load()), time.Since(started))
-			}
-			if err == nil {
-				reply, err = attempt.issue(tc, u, stamp, true)
 			}
 		default:
 			reply, err = attempt.issue(tc, u, stamp, false)
@@ -622,7 +635,9 @@ func (a *loginAttempt) issue(tc tokenCheck, u *users.Account, stamp uint64, with
 	if !errors.Is(err, tokens.ErrSuperseded) || !withFactors {
 		return reply, err
 	}
-	if fresh, freshStamp, ok := tc.afresh(ctx, u, stamp, a.same); ok && fresh.HasSecondFactor() == u.HasSecondFactor() {
+	// The code was checked against u's factors: it stands for the fresh
+	// user's if they have a factor still, and is not needed if not.
+	if fresh, freshStamp, ok := tc.afresh(ctx, u, stamp, a.same); ok && (u.HasSecondFactor() || !fresh.HasSecondFactor()) {
 		return issueToken(ctx, tc.store, tc.policy, tc.metrics, fresh, freshStamp, users.Later(tc.now(), fresh.TokensAfter()), a.client, a.r.UserAgent())
 	}
 	return reply, err

@@ -46,6 +46,12 @@ type secondFactors struct {
 // first.
 var errCodeSpent = errors.New("recovery code already spent")
 
+// errFactorGone: the code was checked against second factors the user no
+// longer has (user reset-mfa, or an admin's, between the read of the user
+// and the code's check). Only a login sees it (checkOrGone), and decides
+// it again on the user as the directory has them now.
+var errFactorGone = errors.New("the user's second factor is gone")
+
 // challenge stores a second step for u, whose password (of stamp) was just
 // found right, and returns the mfa_required reply that carries its token.
 func (sf secondFactors) challenge(ctx context.Context, u *users.Account, stamp uint64) error {
@@ -64,9 +70,30 @@ func (sf secondFactors) challenge(ctx context.Context, u *users.Account, stamp u
 // any instance, or one of the user's unused recovery codes, removed from
 // the directory so that it works once.
 func (sf secondFactors) check(ctx context.Context, username, code string) (bool, error) {
+	ok, err := sf.checkOrGone(ctx, username, code)
+	if errors.Is(err, errFactorGone) {
+		return false, nil
+	}
+	return ok, err
+}
+
+// checkOrGone is check, but errFactorGone when a wrong code, or a right
+// one found unspendable, is so because the user has no second factor any
+// more: for a login, whose password was found right of a user who had one.
+func (sf secondFactors) checkOrGone(ctx context.Context, username, code string) (bool, error) {
 	m, ok, err := sf.match(ctx, username, code)
-	if err != nil || !ok {
+	switch {
+	case err != nil:
 		return false, err
+	case !ok:
+		// As the directory has the user now, not this instance's copy,
+		// which a change elsewhere may have left behind: a stat of a
+		// users file, one read of PostgreSQL, for a wrong code alone.
+		fresh, err := sf.users.Recheck(ctx, username)
+		if err == nil && !fresh.HasSecondFactor() {
+			return false, errFactorGone
+		}
+		return false, nil // fail closed: a directory that cannot say is a wrong code
 	}
 	return sf.spend(ctx, username, m)
 }
@@ -94,6 +121,9 @@ func (sf secondFactors) checkClaiming(ctx context.Context, digest tokens.Digest,
 	// hangs up.
 	ctx = context.WithoutCancel(ctx)
 	ok, err = sf.spend(ctx, username, m)
+	if errors.Is(err, errFactorGone) {
+		err = nil // a wrong code: the next login finds no factor to ask for
+	}
 	if err != nil || !ok {
 		if uerr := sf.store.UnclaimChallenge(ctx, digest); uerr != nil {
 			sf.log.WarnContext(ctx, "cannot give back an mfa_token's claim; it dies when it expires", "username", username, "err", uerr)
@@ -154,10 +184,10 @@ func (sf secondFactors) spend(ctx context.Context, username string, m codeMatch)
 	}
 	spent := m.recovery
 	err := sf.users.Update(ctx, username, func(x *users.User) error {
-		j := -1
-		if x.MFA != nil {
-			j = slices.Index(x.MFA.RecoveryCodes, spent)
+		if !x.HasSecondFactor() {
+			return errFactorGone // removed since match read it
 		}
+		j := slices.Index(x.MFA.RecoveryCodes, spent)
 		if j < 0 {
 			return errCodeSpent
 		}
