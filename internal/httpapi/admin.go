@@ -36,7 +36,7 @@ type adminUser struct {
 	Admin    bool     `json:"admin"`
 	Disabled bool     `json:"disabled"`
 	MFA      bool     `json:"mfa"`    // has a second factor
-	Locked   bool     `json:"locked"` // the throttle's per-user limit refuses their logins now
+	Locked   bool     `json:"locked"` // the throttle's per-user limit, or the code lock, refuses their logins now
 	Tokens   int      `json:"tokens"` // live personal access tokens
 	// MFAEnrollmentPending: --require-mfa requires a second factor of
 	// the user, who has none: they log in to enrolment only.
@@ -186,9 +186,10 @@ func (a admin) item(ctx context.Context, u *users.User, locked bool) adminUser {
 }
 
 // locked reports, for each of list, whether the login throttle's
-// per-user limit refuses the user's logins now, as user unlock would lift
-// it. A throttle that cannot say leaves it false: the list is for
-// reading, and the login itself still fails closed.
+// per-user limit refuses the user's logins now, or the code lock their
+// second-factor codes (MaxCodeFailures wrong ones), as user unlock would
+// lift either. A throttle that cannot say leaves it false: the list is
+// for reading, and the login itself still fails closed.
 func (a admin) locked(ctx context.Context, list []users.User) []bool {
 	out := make([]bool, len(list))
 	now := a.guard.Now()
@@ -204,7 +205,10 @@ func (a admin) locked(ctx context.Context, list []users.User) []bool {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			l, err := a.guard.Throttle.Explain(ctx, key, "", now)
-			out[i] = err == nil && l&throttle.LimitUser != 0
+			if out[i] = err == nil && l&throttle.LimitUser != 0; !out[i] {
+				codes, err := a.guard.Throttle.CodeLocked(ctx, u.Username, u.FailuresAfter)
+				out[i] = err == nil && codes
+			}
 		})
 	}
 	wg.Wait()

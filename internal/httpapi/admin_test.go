@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"authsvc/internal/servertest"
+	"authsvc/internal/throttle"
 	"authsvc/internal/users"
 )
 
@@ -336,6 +337,22 @@ func TestAdminActions(t *testing.T) {
 	decodeJSON(t, e.mfaDo("GET", "/api/admin/users/?prefix=alice", bob, "").Body, &page)
 	if page.Users[0].Locked {
 		t.Errorf("after unlock: locked = true; want false")
+	}
+	// The code lock: MaxCodeFailures wrong codes at login, counted by the
+	// server's own throttle as its logins count them.
+	for range throttle.MaxCodeFailures {
+		if v, _, err := e.deps.Guard.Throttle.ReserveCode(context.Background(), "alice", time.Time{}, time.Now()); v != throttle.Admitted || err != nil {
+			t.Fatalf("ReserveCode(alice) = %v, %v; want admitted", v, err)
+		}
+	}
+	decodeJSON(t, e.mfaDo("GET", "/api/admin/users/?prefix=alice", bob, "").Body, &page)
+	if !page.Users[0].Locked {
+		t.Errorf("after %d wrong codes (the code lock): locked = false; want true", throttle.MaxCodeFailures)
+	}
+	act("unlock", "", http.StatusNoContent)
+	decodeJSON(t, e.mfaDo("GET", "/api/admin/users/?prefix=alice", bob, "").Body, &page)
+	if page.Users[0].Locked {
+		t.Errorf("after unlock of the code lock: locked = true; want false")
 	}
 
 	var link struct {

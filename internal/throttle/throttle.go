@@ -95,6 +95,9 @@ func setDefault[T int | float64 | time.Duration](v *T, def T) {
 // nothing. ReserveCode returns the count with this code (1 to
 // MaxCodeFailures) when Admitted. Keys are usernames as the directory
 // spells them, never the names Reserve counts under after an unlock.
+// CodeLocked reports whether the lock refuses the user's codes now (as
+// ReserveCode with after would), counting nothing: for an operator's
+// view, as Explain is.
 //
 // Explain reports which limits would refuse an attempt of username from
 // addr at now: the pair's or the user's settled failures, the client's
@@ -113,6 +116,7 @@ type Throttle interface {
 	ReserveCode(ctx context.Context, username string, after, now time.Time) (v Verdict, n int, err error)
 	CodeSuccess(ctx context.Context, username string) error
 	ReleaseCode(ctx context.Context, username string) error
+	CodeLocked(ctx context.Context, username string, after time.Time) (bool, error)
 }
 
 // MaxCodeFailures is how many consecutive wrong second-factor codes a user
@@ -234,6 +238,13 @@ func (m Memory) CodeSuccess(_ context.Context, username string) error {
 	defer m.throttle.mu.Unlock()
 	delete(m.throttle.codes, username)
 	return nil
+}
+
+func (m Memory) CodeLocked(_ context.Context, username string, after time.Time) (bool, error) {
+	m.throttle.mu.Lock()
+	defer m.throttle.mu.Unlock()
+	c := m.throttle.codes[username]
+	return c.last.After(after) && c.n >= MaxCodeFailures, nil
 }
 
 func (m Memory) ReleaseCode(_ context.Context, username string) error {

@@ -285,6 +285,28 @@ func (r *Throttle) ReleaseCode(ctx context.Context, username string) error {
 	return err
 }
 
+// CodeLocked is the memory throttle's, in one script on the user's key
+// (codeLockedScript), which changes nothing.
+func (r *Throttle) CodeLocked(ctx context.Context, username string, after time.Time) (bool, error) {
+	n, err := r.run(ctx, "throttle code locked", codeLockedScript, []string{r.codeKey(username)},
+		[]any{after.UnixMilli(), throttle.MaxCodeFailures})
+	return err == nil && n == 1, err
+}
+
+// codeLockedScript returns 1 when the count, judged as reserveCodeScript
+// judges it, refuses codes, and 0 otherwise.
+//
+// KEYS[1] the code lock key. ARGV[1] the user's unlock (Unix ms), ARGV[2]
+// MaxCodeFailures.
+var codeLockedScript = redis.NewScript(`
+local f = redis.call('HMGET', KEYS[1], 'n', 'last')
+local n, last = tonumber(f[1]) or 0, tonumber(f[2])
+if last and last > tonumber(ARGV[1]) and n >= tonumber(ARGV[2]) then
+  return 1
+end
+return 0
+`)
+
 // reserveCodeScript counts a code as wrong: it returns the count with it,
 // or minus the count (MaxCodeFailures) when the lock refuses it. A count
 // whose last code came at or before the unlock starts again. Times are

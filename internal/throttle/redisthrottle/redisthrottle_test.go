@@ -444,6 +444,10 @@ func (a *alternating) ReleaseCode(ctx context.Context, username string) error {
 	return a.pick().ReleaseCode(ctx, username)
 }
 
+func (a *alternating) CodeLocked(ctx context.Context, username string, after time.Time) (bool, error) {
+	return a.pick().CodeLocked(ctx, username, after)
+}
+
 // TestRedisThrottleParallelGuessesInstances: wrong passwords sent at once
 // to two instances, each asking again while attempts are in flight on
 // either, get no more checks than the limit.

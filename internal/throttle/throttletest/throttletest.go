@@ -182,6 +182,14 @@ func (d Driver) ReleaseCode(username string) {
 	}
 }
 
+// CodeLocked fails the test unless CodeLocked(username, after) is want.
+func (d Driver) CodeLocked(username string, after time.Time, want bool) {
+	d.T.Helper()
+	if got, err := d.Throttle.CodeLocked(context.Background(), username, after); got != want || err != nil {
+		d.T.Errorf("CodeLocked(%q, after %v) = %v, %v; want %v, nil", username, after, got, err, want)
+	}
+}
+
 // ParallelCodes counts n codes of username at t0+at at once and returns
 // how many were admitted.
 func (d Driver) ParallelCodes(n int, username string, at time.Duration) int {
@@ -371,7 +379,11 @@ func codeLockCases() []throttleCase {
 	return []throttleCase{
 		{"code lock at 100, whatever UserFailures says", with(throttle.Config{UserFailures: 3}), func(d Driver) {
 			var never time.Time
-			d.WrongCodes(throttle.MaxCodeFailures, alice, never, 0, 1)
+			d.WrongCodes(throttle.MaxCodeFailures-1, alice, never, 0, 1)
+			d.CodeLocked(alice, never, false)
+			d.WrongCodes(1, alice, never, 0, throttle.MaxCodeFailures)
+			d.CodeLocked(alice, never, true)
+			d.CodeLocked("bob", never, false)
 			d.ReserveCode(alice, never, 0, 0, false)
 			d.ReserveCode(alice, never, window, 0, false)
 			d.ReserveCode(alice, never, 365*24*time.Hour, 0, false) // no window lifts it
@@ -383,6 +395,7 @@ func codeLockCases() []throttleCase {
 			d.WrongCodes(throttle.MaxCodeFailures-1, alice, never, 0, 1)
 			d.ReserveCode(alice, never, 0, throttle.MaxCodeFailures, true)
 			d.CodeSuccess(alice)
+			d.CodeLocked(alice, never, false)
 			d.WrongCodes(throttle.MaxCodeFailures, alice, never, time.Second, 1)
 			d.ReserveCode(alice, never, time.Second, 0, false)
 			d.CodeSuccess("bob") // a user without a count
@@ -391,7 +404,9 @@ func codeLockCases() []throttleCase {
 			var never time.Time
 			d.WrongCodes(throttle.MaxCodeFailures, alice, never, 0, 1)
 			d.ReserveCode(alice, T0.Add(-time.Second), 0, 0, false) // an unlock before the codes
+			d.CodeLocked(alice, T0.Add(-time.Second), true)
 			unlock := T0.Add(time.Minute)
+			d.CodeLocked(alice, unlock, false)
 			d.ReserveCode(alice, unlock, time.Minute, 1, true) // counted at the unlock's moment: before it, not after
 			d.WrongCodes(throttle.MaxCodeFailures, alice, unlock, 2*time.Minute, 1)
 			d.ReserveCode(alice, unlock, 2*time.Minute, 0, false)
