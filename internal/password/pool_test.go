@@ -58,6 +58,9 @@ func TestLowerThreadPriority(t *testing.T) {
 
 // TestHasherPoolCloseDoesNotWait: shutdown must not wait for a password
 // check, which at the highest accepted cost holds a thread for seconds.
+// The worker is stopped (SIGSTOP) mid-check, so the check can never end
+// by itself: a Close that waited for it would never return. (Before, the
+// test raced the kill's own false answer against Close's return.)
 func TestHasherPoolCloseDoesNotWait(t *testing.T) {
 	p := NewPool(1, testBinary(t), 0, discardLog)
 	// testHash's salt and digest at MaxBcryptCost: about a second to find it wrong.
@@ -70,9 +73,10 @@ func TestHasherPoolCloseDoesNotWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	slow := verifyJob{hash: slowHash, password: []byte("pw"), done: make(chan bool, 1)}
-	// The jobs channel is unbuffered: once the send is done the worker is
-	// hashing.
+	// The jobs channel is unbuffered: once the send is done the worker
+	// has the job, and starts its process for it.
 	p.jobs <- slow
+	stopWorkers(t, p)
 
 	// A second compare waits for the busy worker.
 	queued := make(chan bool, 1)
@@ -85,14 +89,16 @@ func TestHasherPoolCloseDoesNotWait(t *testing.T) {
 	}()
 	select {
 	case <-closed:
-	case ok := <-slow.done:
-		t.Errorf("the slowest check ended (%v) before Close returned; want Close not to wait for it", ok)
-		<-closed
+	case <-time.After(time.Minute):
+		t.Fatal("Close still running a minute after it was called, beside a check that cannot end; want it to return at once")
 	}
 	select {
 	case ok := <-slow.done:
-		t.Errorf("the slowest check ended (%v) before Close returned; want Close not to wait for it", ok)
-	default:
+		if ok {
+			t.Errorf("the check Close killed = true; want false")
+		}
+	case <-time.After(time.Minute):
+		t.Errorf("the check Close killed had no answer a minute later; want false at once")
 	}
 
 	// The timeouts only keep a broken pool from hanging the test.
@@ -113,6 +119,28 @@ func TestHasherPoolCloseDoesNotWait(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Errorf("verify after Close still blocked after a minute; want an error at once")
+	}
+}
+
+// stopWorkers waits for p's worker processes to be started, then stops
+// them (SIGSTOP): whatever they are checking is never answered.
+func stopWorkers(t *testing.T, p *Pool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		n := len(p.procs)
+		for proc := range p.procs {
+			if err := proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Errorf("stopping a worker: %v", err)
+			}
+		}
+		p.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no worker process a minute after a job was taken")
+		}
 	}
 }
 
