@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"authsvc/internal/password"
@@ -228,6 +229,10 @@ type userIndex struct {
 	// order is the users in byte order of username, for Page and Count
 	// (page.go): sorted at the first of them, not at every load.
 	order userOrder
+	// counts are Count's answers, by filter (countKey): an index never
+	// changes once built, so a filter is counted once per load, however
+	// often it is asked (the --require-mfa gauge asks every interval).
+	counts sync.Map
 }
 
 // newUserIndex builds an index of validated users, reusing prev's slowest

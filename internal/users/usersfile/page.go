@@ -1,6 +1,7 @@
 package usersfile
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -76,11 +77,29 @@ func (x *userIndex) page(after string, limit int, f users.Filter) []users.User {
 	return page
 }
 
-// count returns how many users f matches (Directory.Count).
+// count returns how many users f matches (Directory.Count), counted at
+// the first call with f's conditions and remembered with the index.
 func (x *userIndex) count(f users.Filter) int {
 	if f.Prefix == "" && len(f.Groups) == 0 && f.Admin == users.Either && f.Disabled == users.Either && f.MFA == users.Either && f.Email == "" {
 		return len(x.byName)
 	}
+	key := countKey(f)
+	if n, ok := x.counts.Load(key); ok {
+		return n.(int)
+	}
+	n := x.countAll(f)
+	x.counts.Store(key, n)
+	return n
+}
+
+// countKey is f as a key of userIndex.counts: equal for filters with the
+// same conditions.
+func countKey(f users.Filter) string {
+	return fmt.Sprintf("%q %q %d %d %d %q", f.Prefix, f.Groups, f.Admin, f.Disabled, f.MFA, f.Email)
+}
+
+// countAll counts the users f matches, one by one.
+func (x *userIndex) countAll(f users.Filter) int {
 	n := 0
 	m := newMatcher(f)
 	for _, u := range x.from("", f.Prefix) {
