@@ -43,6 +43,11 @@ var (
 	// ErrNoAccessToken: no live token of that id (revoked, expired, never
 	// one of the user's).
 	ErrNoAccessToken = fmt.Errorf("no such personal access token: %w", ErrNotFound)
+	// ErrNoAccessTokenAtSource: AccessToken read the backing itself, in a
+	// read begun after it was called, and found no token of the digest:
+	// RecheckAccessToken would say the same, and AccessTokenUser does not
+	// ask it (a made-up token costs one read, not two).
+	ErrNoAccessTokenAtSource = fmt.Errorf("no personal access token of that digest in the backing: %w", ErrNotFound)
 	// ErrAccessTokenName: the user has a live token of that name.
 	ErrAccessTokenName = errors.New("a personal access token of that name exists")
 	// ErrTooManyAccessTokens: the user holds MaxAccessTokens live tokens.
@@ -287,6 +292,8 @@ func AccessTokenUser(ctx context.Context, d Directory, digest [sha256.Size]byte,
 		return u, t, nil
 	case err == nil && !t.Live(now):
 		return nil, nil, nil // expiry is not undone by a later read
+	case errors.Is(err, ErrNoAccessTokenAtSource):
+		return nil, nil, nil // as fresh as a recheck
 	case err != nil && !errors.Is(err, ErrNotFound):
 		return nil, nil, err
 	}

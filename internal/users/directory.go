@@ -99,8 +99,10 @@ var (
 //     now could not be loaded (the caller answers 503, never 401).
 //   - AccessToken returns the personal access token whose digest (the
 //     SHA-256 of the token) is digest, with its user, as Lookup's copy
-//     has them: ErrNotFound when that copy holds none. It answers from
-//     memory, as Lookup does: it is on the hot path. An expired token is
+//     has them: ErrNotFound when that copy holds none, or
+//     ErrNoAccessTokenAtSource (which wraps it) when, not finding it in
+//     memory, it read the backing for this call and found none there. It
+//     answers from memory, as Lookup does: it is on the hot path. An expired token is
 //     returned (the caller judges expiry). The *AccessToken is shared:
 //     the caller must not change it.
 //   - RecheckAccessToken is AccessToken at a read of the backing that

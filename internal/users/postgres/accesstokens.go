@@ -121,7 +121,7 @@ func (d *Directory) readToken(ctx context.Context, digest [sha256.Size]byte, epo
 		t = findToken(x.AccessTokens, digest)
 	}
 	if u == nil || t == nil {
-		return nil, nil, users.ErrNotFound
+		return nil, nil, users.ErrNoAccessTokenAtSource // read for this call
 	}
 	return u, t, nil
 }

@@ -636,3 +636,37 @@ func TestPGAccessTokenNotFoundCost(t *testing.T) {
 	}
 	t.Logf("a made-up token among %d: %v a recheck", n, time.Since(start)/probes)
 }
+
+// rechecks is a Directory whose RecheckAccessToken calls are counted.
+type rechecks struct {
+	users.Directory
+	n int
+}
+
+func (r *rechecks) RecheckAccessToken(ctx context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
+	r.n++
+	return r.Directory.RecheckAccessToken(ctx, digest)
+}
+
+// TestPGMadeUpTokenOneRead: a made-up token with a valid checksum, as a
+// flood of them sends, costs AccessTokenUser one read of the database:
+// AccessToken, finding nothing in memory, reads the database for the
+// call and says so (ErrNoAccessTokenAtSource), so no recheck follows.
+// A token made on another instance a moment ago is still found
+// (TestPGAccessTokenTwoInstances).
+func TestPGMadeUpTokenOneRead(t *testing.T) {
+	url, _, _ := testservers.Postgres(t)
+	db := testservers.NewDatabase(t, url)
+	d := &rechecks{Directory: openPG(t, db, 100)}
+	ctx := context.Background()
+	madeUp, _ := newPAT("made up")
+	if _, _, err := d.AccessToken(ctx, madeUp); !errors.Is(err, users.ErrNoAccessTokenAtSource) || !errors.Is(err, users.ErrNotFound) {
+		t.Errorf("AccessToken(a made-up token) = %v; want ErrNoAccessTokenAtSource, an ErrNotFound", err)
+	}
+	if u, tok, err := users.AccessTokenUser(ctx, d, madeUp, time.Now()); u != nil || tok != nil || err != nil {
+		t.Errorf("AccessTokenUser(a made-up token) = %v, %v, %v; want nil, nil, nil", who(u), tok, err)
+	}
+	if d.n != 0 {
+		t.Errorf("AccessTokenUser(a made-up token) rechecked %d times; want 0: AccessToken read the database already", d.n)
+	}
+}
