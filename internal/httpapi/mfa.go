@@ -70,7 +70,11 @@ func (sf secondFactors) challenge(ctx context.Context, u *users.Account, stamp u
 // any instance, or one of the user's unused recovery codes, removed from
 // the directory so that it works once.
 func (sf secondFactors) check(ctx context.Context, username, code string) (bool, error) {
-	ok, err := sf.checkOrGone(ctx, username, code)
+	m, ok, err := sf.match(ctx, username, code)
+	if err != nil || !ok {
+		return false, err
+	}
+	ok, err = sf.spend(ctx, username, m)
 	if errors.Is(err, errFactorGone) {
 		return false, nil
 	}
