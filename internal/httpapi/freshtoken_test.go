@@ -127,3 +127,32 @@ func TestLoginAfterFactorsRemovedElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// TestSecondStepAfterFactorsRemovedElsewhere: alice's second step, with
+// a recovery code of the factor another process removed after her first
+// step (this instance has not loaded it), is a wrong code, 401
+// invalid_credentials, never a server error; once the instance has
+// loaded the removal, her login needs her password alone.
+func TestSecondStepAfterFactorsRemovedElsewhere(t *testing.T) {
+	t.Parallel()
+	e := newTestEnvConfig(t, nil, func(c *envConfig) { c.tokenTTL = time.Hour })
+	ctx := context.Background()
+	factors, codes := recoveryFactors(t, e.keys.Current(), 2)
+	if err := e.users.Update(ctx, "alice", func(u *users.User) error { u.MFA = factors; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	tok := e.mfaToken("alice")
+	if _, _, err := users.ResetFactors(ctx, usersfile.New(e.usersPath, nil), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	w := e.mfaDo("POST", "/api/auth/login/mfa/", "", `{"mfa_token":"`+tok+`","code":"`+codes[0]+`"}`)
+	if w.Code != 401 || errorCode(t, w) != "invalid_credentials" {
+		t.Errorf("second step with a code of a factor removed elsewhere = %d %s; want 401 invalid_credentials", w.Code, w.Body)
+	}
+	if err := e.users.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.do("POST", "/api/auth/login/", `{"username":"alice","password":"alice-pw"}`, jsonCT); w.Code != 200 {
+		t.Errorf("the next login with her password alone = %d %s; want 200", w.Code, w.Body)
+	}
+}
