@@ -27,11 +27,6 @@ const maxHeldRefusals = 4096
 // the configuration; tests and benchmarks use them.
 type depsOption func(*httpapi.Deps)
 
-// withClock makes the handlers and the throttle read the time from now.
-func withClock(now func() time.Time) depsOption {
-	return func(d *httpapi.Deps) { d.Now = now }
-}
-
 // withDirectory serves users from dir instead of the --users file.
 func withDirectory(dir users.Directory) depsOption {
 	return func(d *httpapi.Deps) { d.Users = dir }

@@ -25,7 +25,7 @@ func buildResetMail(cfg serveConfig, dir users.Directory, m *httpapi.Metrics, lo
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl, err := mail.LoadResetTemplate(cfg.resetMailTemplate)
+	tmpl, err := resetmail.LoadResetTemplate(cfg.resetMailTemplate)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -40,7 +40,7 @@ func buildResetMail(cfg serveConfig, dir users.Directory, m *httpapi.Metrics, lo
 	})
 	svc := resetmail.New(dir, resetmail.Config{
 		URL: cfg.resetURL, TTL: cfg.resetTTL,
-		Render: func(d resetmail.Data) (string, string, error) { return tmpl.Render(mail.ResetData(d)) },
+		Render: tmpl.Render,
 		Send: func(msg resetmail.Message) bool {
 			return q.Enqueue(mail.Message{From: cfg.mailFrom, To: msg.To, Subject: msg.Subject, Body: msg.Body, Ref: msg.Ref})
 		},

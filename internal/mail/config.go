@@ -1,10 +1,10 @@
 // Package mail sends API.md's password reset emails: ParseURL reads
 // --smtp-url, a Sender delivers one plain-text message over SMTP (net/smtp,
 // with STARTTLS required unless the URL says otherwise, or TLS from the
-// first byte), a Queue sends outside the caller's request with bounded
-// room and retries, and ResetTemplate renders the message from a Go
-// text/template. No error, log line or String form carries the SMTP
-// password, and no log line carries a message's body (the reset link).
+// first byte), and a Queue sends outside the caller's request with bounded
+// room and retries; internal/resetmail renders the message. No error, log
+// line or String form carries the SMTP password, and no log line carries a
+// message's body (the reset link).
 package mail
 
 import (

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -60,11 +59,6 @@ type Outcome struct {
 	Err    error // the last try's error (a *SendError) when it failed
 }
 
-// Stats counts messages by outcome since NewQueue.
-type Stats struct {
-	Sent, Failed, Dropped uint64
-}
-
 // A Queue sends messages outside the caller's request: Enqueue never
 // waits, workers send with retries, Close drains.
 type Queue struct {
@@ -78,8 +72,6 @@ type Queue struct {
 	ctx    context.Context // canceled when Close gives up: sends and waits end
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-
-	sent, failed, dropped atomic.Uint64
 }
 
 // NewQueue starts a Queue's workers, sending with s.
@@ -123,7 +115,6 @@ func (q *Queue) Enqueue(m Message) bool {
 		}
 	}
 	q.mu.Unlock()
-	q.dropped.Add(1)
 	out := Outcome{Ref: m.Ref, To: RedactAddress(m.To), Reason: reason}
 	q.opts.Logger.Warn("mail dropped", "ref", out.Ref, "to", out.To, "reason", reason)
 	if q.opts.OnDropped != nil {
@@ -155,11 +146,6 @@ func (q *Queue) Close(ctx context.Context) error {
 	}
 }
 
-// Stats returns the counts so far.
-func (q *Queue) Stats() Stats {
-	return Stats{Sent: q.sent.Load(), Failed: q.failed.Load(), Dropped: q.dropped.Load()}
-}
-
 // work sends the queue's messages until it is closed and empty.
 func (q *Queue) work() {
 	defer q.wg.Done()
@@ -178,7 +164,6 @@ func (q *Queue) deliver(m Message) {
 		out.Attempts++
 		err := q.sender.Send(q.ctx, m)
 		if err == nil {
-			q.sent.Add(1)
 			log.Debug("mail sent", "attempts", out.Attempts)
 			if q.opts.OnSent != nil {
 				q.opts.OnSent(out)
@@ -203,7 +188,6 @@ func (q *Queue) deliver(m Message) {
 	if q.ctx.Err() != nil {
 		out.Reason = ReasonShutdown
 	}
-	q.failed.Add(1)
 	log.Error("mail not sent", "attempts", out.Attempts, "reason", out.Reason, "error", out.Err)
 	if q.opts.OnFailed != nil {
 		q.opts.OnFailed(out)

@@ -16,8 +16,8 @@ import (
 	"time"
 )
 
-// The reasons a delivery fails, for a metric's label
-// (authsvc_mail_failed_total{reason}) and the logs.
+// The reasons a delivery fails, for the logs and for the outcome label of
+// authsvc_reset_mail_total ("failed_" and the reason).
 const (
 	ReasonMessage  = "message"  // the message itself is invalid (an address, a header)
 	ReasonConnect  = "connect"  // no TCP connection, greeting or EHLO

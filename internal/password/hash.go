@@ -58,10 +58,10 @@ const (
 const (
 	MinBcryptCost = bcrypt.MinCost
 	// DefaultBcryptCost is the cost of new bcrypt hashes unless --cost
-	// says otherwise: about 230 ms a check here (FACTS.md).
+	// says otherwise: about 230 ms a check on one core (x/crypto v0.58.0).
 	DefaultBcryptCost = 12
 	// MaxBcryptCost: cost 12 takes about 230 ms here and each step
-	// doubles, so 14 is about 0.9 s a check (FACTS.md): every scheme's
+	// doubles, so 14 is about 0.9 s a check: every scheme's
 	// ceiling is about a second of work, since every failed login waits
 	// as long as a check against the slowest hash in the directory.
 	MaxBcryptCost = 14
@@ -626,7 +626,8 @@ func (h *Hash) Usable() bool { return h.kind != SchemeUnusable }
 func (h *Hash) Verify(password []byte) bool {
 	switch h.kind {
 	case SchemeBcrypt:
-		// x/crypto would match on the first 72 bytes alone (FACTS.md).
+		// x/crypto v0.58.0 would match on the first 72 bytes alone:
+		// CompareHashAndPassword truncates where GenerateFromPassword refuses.
 		if len(password) > BcryptKeyBytes {
 			return false
 		}
@@ -696,8 +697,8 @@ func djangoSHA256Hex(password []byte) []byte {
 	return hex.AppendEncode(nil, sum[:])
 }
 
-// Calibration of work, from FACTS.md's one-goroutine timings (x/crypto
-// v0.58.0): bcrypt cost 12 229 ms; argon2id m=19 MiB t=2 26.5 ms, m=46 MiB
+// Calibration of work, from one-goroutine timings on a 2-vCPU machine
+// (x/crypto v0.58.0, measured 2026-11-23): bcrypt cost 12 229 ms; argon2id m=19 MiB t=2 26.5 ms, m=46 MiB
 // t=1 44.3 ms, m=64 MiB t=3 164 ms, about 0.8 µs per KiB per pass. PBKDF2
 // (crypto/pbkdf2) at Django's 260,000 iterations took 0.95 times a bcrypt
 // cost-10 compare, side by side on this machine: about 54 ms.
@@ -760,7 +761,7 @@ type HashPolicy struct {
 }
 
 // DefaultHashPolicy is argon2id at OWASP's minimum, m=19 MiB, t=2, p=1
-// (about 27 ms here, FACTS.md), with bcrypt's cost at API.md's default 12
+// (about 27 ms a check on one core), with bcrypt's cost at API.md's default 12
 // for when the scheme is switched to bcrypt.
 func DefaultHashPolicy() HashPolicy {
 	return HashPolicy{Scheme: SchemeArgon2id, BcryptCost: DefaultBcryptCost, ArgonMemoryKiB: 19 << 10, ArgonTime: 2, ArgonThreads: 1}

@@ -20,11 +20,13 @@ import (
 	"authsvc/internal/users"
 )
 
-// Data is what a reset message is rendered from.
+// Data is what a reset message is rendered from: what a reset template
+// (ResetTemplate) sees.
 type Data struct {
-	Username, Name string
-	URL            string    // the link
-	Expires        time.Time // when the link dies
+	Username string
+	Name     string    // may be empty
+	URL      string    // the link
+	Expires  time.Time // when the link dies
 }
 
 // A Message is a rendered reset message for one user; Ref names the user

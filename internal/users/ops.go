@@ -9,7 +9,7 @@ import (
 )
 
 // The operations an operator performs on one user, whatever asks for them
-// (the CLI today, an admin API tomorrow): each is one Directory.Update,
+// (the CLI and the admin API): each is one Directory.Update,
 // and each says which tokens it ends. A token dies by its user's record
 // alone (SessionUser; docs/design/tokens.md): disabled, issued before the
 // cut-off (TokensAfter), or stamped with another password generation. A

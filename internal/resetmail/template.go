@@ -1,4 +1,4 @@
-package mail
+package resetmail
 
 import (
 	"bytes"
@@ -9,14 +9,6 @@ import (
 	"text/template"
 	"time"
 )
-
-// ResetData is what a reset template sees.
-type ResetData struct {
-	Username string
-	Name     string // may be empty
-	URL      string // the reset link
-	Expires  time.Time
-}
 
 // DefaultResetTemplate is the built-in reset message (--reset-mail-template
 // not given). A template's output starts with a "Subject: " line, which
@@ -64,7 +56,7 @@ func ParseResetTemplate(text string) (*ResetTemplate, error) {
 		return nil, fmt.Errorf("reset mail template: %w", err)
 	}
 	rt := &ResetTemplate{t: t}
-	sample := ResetData{Username: "alice", Name: "Alice", URL: "https://example.com/reset/YWxpY2U/token", Expires: time.Now()}
+	sample := Data{Username: "alice", Name: "Alice", URL: "https://example.com/reset/YWxpY2U/token", Expires: time.Now()}
 	if _, _, err := rt.Render(sample); err != nil {
 		return nil, err
 	}
@@ -72,7 +64,7 @@ func ParseResetTemplate(text string) (*ResetTemplate, error) {
 }
 
 // Render returns the subject and the body of the message for d.
-func (rt *ResetTemplate) Render(d ResetData) (subject, body string, err error) {
+func (rt *ResetTemplate) Render(d Data) (subject, body string, err error) {
 	var b bytes.Buffer
 	if err := rt.t.Execute(&b, d); err != nil {
 		// Not quoted as it is: text/template's error may quote a value
@@ -88,15 +80,6 @@ func (rt *ResetTemplate) Render(d ResetData) (subject, body string, err error) {
 		rest = after
 	}
 	return strings.TrimSpace(subject), rest, nil
-}
-
-// Message returns the reset message for d from from to to.
-func (rt *ResetTemplate) Message(from, to string, d ResetData) (Message, error) {
-	subject, body, err := rt.Render(d)
-	if err != nil {
-		return Message{}, err
-	}
-	return Message{From: from, To: to, Subject: subject, Body: body, Ref: d.Username}, nil
 }
 
 // firstLine returns s up to its first line break.
