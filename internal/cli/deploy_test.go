@@ -433,8 +433,9 @@ func TestDockerignore(t *testing.T) {
 // composeService is what the compose test reads of one service: its
 // command (flow form) and environment (block form).
 type composeService struct {
-	command []string
-	env     map[string]string
+	command  []string
+	env      map[string]string
+	groupAdd []string
 }
 
 // readCompose reads the services of docker-compose.yml: the small subset of
@@ -467,9 +468,14 @@ func readCompose(t *testing.T) map[string]*composeService {
 		case indent == 4:
 			key, value, _ := strings.Cut(text, ":")
 			inEnv = key == "environment"
-			if key == "command" {
+			switch key {
+			case "command":
 				if err := json.Unmarshal([]byte(strings.TrimSpace(value)), &cur.command); err != nil {
 					t.Fatalf("docker-compose.yml: command %q: want a flow list: %v", value, err)
+				}
+			case "group_add":
+				if err := json.Unmarshal([]byte(strings.TrimSpace(value)), &cur.groupAdd); err != nil {
+					t.Fatalf("docker-compose.yml: group_add %q: want a flow list: %v", value, err)
 				}
 			}
 		case indent == 6 && inEnv:
@@ -514,6 +520,13 @@ func TestCompose(t *testing.T) {
 			}
 		}
 		fleet = append(fleet, cfg)
+	}
+	for _, name := range []string{"authsvc-a", "authsvc-b"} {
+		// The key is bind-mounted with the host's owner and mode (0640, as
+		// the header makes it): uid 65532 reads it only through its group.
+		if _, ok := services[name].env["AUTHSVC_SECRET_KEY_FILE"]; ok && !slices.Contains(services[name].groupAdd, "${AUTHSVC_KEY_GID:?set it in .env to the group id of authsvc.key (see the first lines of docker-compose.yml)}") {
+			t.Errorf("%s: group_add = %q; want the key file's group (AUTHSVC_KEY_GID), or uid 65532 cannot read the host's key", name, services[name].groupAdd)
+		}
 	}
 	if fleet[0].usersPath != fleet[1].usersPath || fleet[0].store != fleet[1].store {
 		t.Errorf("the two instances do not share their users and store: %q %q vs %q %q", fleet[0].usersPath, fleet[0].store, fleet[1].usersPath, fleet[1].store)

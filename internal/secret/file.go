@@ -194,5 +194,10 @@ func fileError(path string, err error) error {
 	case errors.As(err, &le):
 		err = le.Err
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		// Most often a key made by another user: in a container, the
+		// host's file keeps its host owner and mode.
+		return fmt.Errorf("secret key file %s: %w (authsvc runs as uid %d: make the file readable by it, e.g. mode 0640 in a group it belongs to; docker compose: see the first lines of docker-compose.yml)", path, err, os.Getuid())
+	}
 	return fmt.Errorf("secret key file %s: %w", path, err)
 }

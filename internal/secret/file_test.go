@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -223,6 +224,13 @@ func TestLoadOrCreate(t *testing.T) {
 const helperEnv = "AUTHSVC_SECRET_TEST_LOAD_OR_CREATE"
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(loadEnv); path != "" {
+		if _, err := Load(path); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if path := os.Getenv(helperEnv); path != "" {
 		io.Copy(io.Discard, os.Stdin) // the start signal: stdin closes
 		k, created, err := LoadOrCreate(path)
@@ -346,4 +354,63 @@ func FuzzParseKeyFile(f *testing.F) {
 			t.Fatalf("parse(%q) = %x; want the 32 bytes of 64 hex characters", data, raw)
 		}
 	})
+}
+
+// loadEnv names the key file a re-executed test binary passes to Load
+// (TestLoadUnreadableNamesFix).
+const loadEnv = "AUTHSVC_SECRET_TEST_LOAD"
+
+// TestLoadUnreadableNamesFix: a key file that the process may not read
+// (as in a container whose user is not the host file's owner) fails with
+// the likely fix in the error, not a bare "permission denied". Root reads
+// anything, so as root the load runs in a child under another uid.
+func TestLoadUnreadableNamesFix(t *testing.T) {
+	// t.TempDir's parent is 0700: the child must reach the file and the
+	// binary, so both live in a folder of its own that anyone may enter.
+	dir, err := os.MkdirTemp("", "authsvc-secret-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, dir, sampleHex+"\n", 0o600)
+	var msg string
+	if os.Getuid() != 0 {
+		if err := os.Chmod(path, 0o200); err != nil { // write-only: the owner cannot read it
+			t.Fatal(err)
+		}
+		_, err := Load(path)
+		if !errors.Is(err, fs.ErrPermission) {
+			t.Fatalf("Load(unreadable) = %v; want fs.ErrPermission", err)
+		}
+		msg = err.Error()
+	} else {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin, err := os.ReadFile(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exe := filepath.Join(dir, "secret.test")
+		if err := os.WriteFile(exe, bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), loadEnv+"="+path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("Load(a root-only key) as uid 65532 succeeded: %s", out)
+		}
+		msg = string(out)
+	}
+	for _, want := range []string{path, "permission denied", "readable by it", "docker-compose.yml"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Load(unreadable) error = %q; want it to hold %q", msg, want)
+		}
+	}
 }
