@@ -105,8 +105,8 @@ func TestCLIUserAdd(t *testing.T) {
 	if want := fmt.Sprintf("added user %q to %s\n", "alice", path); stdout != want {
 		t.Errorf("user add alice: stdout = %q; want %q", stdout, want)
 	}
-	if !strings.Contains(stderr, "warning: bcrypt cost 4 is below 10") || withoutWarning(stderr) != "" {
-		t.Errorf("user add --cost 4: stderr = %q; want the low-cost warning alone", stderr)
+	if !strings.Contains(stderr, "warning: bcrypt cost 4 is below 10") || withoutWarning(stderr) != "authsvc: created the users file "+path+"\n" {
+		t.Errorf("user add --cost 4: stderr = %q; want the low-cost warning and the users file's creation", stderr)
 	}
 	servertest.CheckMode(t, path, 0o600)
 	list := mustReadUsers(t, path)
@@ -333,7 +333,8 @@ func TestCLICost(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "users.json")
 		code, _, stderr := runCLI(t, "pw\n", nil, "user", "add", "--users", path, "--cost", tt.cost, "alice")
 		warned := strings.Contains(stderr, "authsvc: warning: bcrypt cost "+tt.cost+" is below 10")
-		if code != 0 || warned != tt.warning || strings.Count(stderr, "\n") != btoi(tt.warning) {
+		created := strings.Contains(stderr, "authsvc: created the users file "+path+"\n")
+		if code != 0 || warned != tt.warning || !created || strings.Count(stderr, "\n") != btoi(tt.warning)+1 {
 			t.Errorf("user add --cost %s = exit %d, stderr %q; want exit 0, warning %v", tt.cost, code, stderr, tt.warning)
 			continue
 		}

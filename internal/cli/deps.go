@@ -2,9 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -178,10 +182,23 @@ func isPostgresURL(users string) bool {
 // openCLIDirectory opens the directory --users names for one CLI command:
 // the users file unloaded (each edit reads it under the lock), or the
 // PostgreSQL database, whose schema a command that only reads (readOnly)
-// leaves as it is. done releases it.
-func openCLIDirectory(ctx context.Context, spec string, readOnly bool) (dir users.Directory, done func(), err error) {
+// leaves as it is. done releases it, and says on stderr when the command
+// created the users file: a mistyped --users would otherwise start a new,
+// empty set of users without a word.
+func openCLIDirectory(ctx context.Context, spec string, readOnly bool, stderr io.Writer) (dir users.Directory, done func(), err error) {
 	if !isPostgresURL(spec) {
-		return usersfile.New(spec, slog.New(slog.DiscardHandler)), func() {}, nil
+		_, statErr := os.Stat(spec)
+		existed := !errors.Is(statErr, fs.ErrNotExist)
+		return usersfile.New(spec, slog.New(slog.DiscardHandler)), func() {
+			if _, err := os.Stat(spec); existed || err != nil {
+				return
+			}
+			path, err := filepath.Abs(spec)
+			if err != nil {
+				path = spec
+			}
+			fmt.Fprintf(stderr, "authsvc: created the users file %s\n", path)
+		}, nil
 	}
 	open := postgres.Open
 	if readOnly {

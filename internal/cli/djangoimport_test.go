@@ -55,8 +55,8 @@ func TestImportDjangoShapes(t *testing.T) {
 			t.Errorf("user import stderr = %q; want a line containing %q", stderr, want)
 		}
 	}
-	if n := strings.Count(stderr, "\n"); n != 6 {
-		t.Errorf("user import stderr has %d lines; want the key file's creation, 4 skipped records and the summary", n)
+	if n := strings.Count(stderr, "\n"); n != 7 {
+		t.Errorf("user import stderr has %d lines; want the key file's creation, 4 skipped records, the summary and the users file's creation", n)
 	}
 	users := mustReadUsers(t, usersPath)
 	if u := users["pkgroups"]; len(u.Groups) != 1 || u.Groups[0] != "ops" {

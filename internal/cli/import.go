@@ -442,8 +442,8 @@ func importTokens(ctx context.Context, store tokens.Store, keys []djangoimport.T
 // openCLIDirectory does; a dry run opens it read only, and takes a
 // database no authsvc has set up for one that holds no users, which it
 // must not set up either. done releases it.
-func openImportTarget(ctx context.Context, usersPath string, dryRun bool) (dir importTarget, done func(), err error) {
-	dir, done, err = openCLIDirectory(ctx, usersPath, dryRun)
+func openImportTarget(ctx context.Context, usersPath string, dryRun bool, stderr io.Writer) (dir importTarget, done func(), err error) {
+	dir, done, err = openCLIDirectory(ctx, usersPath, dryRun, stderr)
 	if dryRun && errors.Is(err, postgres.ErrNoSchema) {
 		return noUsersYet{name: postgres.Name(usersPath)}, func() {}, nil
 	}

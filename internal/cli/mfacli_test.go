@@ -71,7 +71,7 @@ func testFactors(t *testing.T, key secret.Key, username string, sec []byte, pend
 // names (a users file or a postgres:// URL), as enrolment will.
 func setFactors(t *testing.T, spec, username string, f *users.Factors) {
 	t.Helper()
-	dir, done, err := openCLIDirectory(context.Background(), spec, false)
+	dir, done, err := openCLIDirectory(context.Background(), spec, false, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func setFactors(t *testing.T, spec, username string, f *users.Factors) {
 // listUsersIn returns the users of the directory spec names, by name.
 func listUsersIn(t *testing.T, spec string) map[string]users.User {
 	t.Helper()
-	dir, done, err := openCLIDirectory(context.Background(), spec, true)
+	dir, done, err := openCLIDirectory(context.Background(), spec, true, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

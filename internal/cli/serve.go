@@ -159,7 +159,7 @@ func serve(ctx context.Context, e *env, args []string) error {
 // random password (its hash under policy) and prints that password once to
 // stderr.
 func bootstrap(ctx context.Context, spec string, policy password.HashPolicy, stderr io.Writer) error {
-	dir, done, err := openCLIDirectory(ctx, spec, false)
+	dir, done, err := openCLIDirectory(ctx, spec, false, stderr)
 	if err != nil {
 		return err
 	}

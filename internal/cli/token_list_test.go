@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -68,7 +69,7 @@ func testTokenLifecycle(t *testing.T, spec string) {
 // expired an hour ago: neither token list nor user list counts it.
 func addExpiredToken(t *testing.T, spec, username string) {
 	t.Helper()
-	dir, done, err := openCLIDirectory(context.Background(), spec, false)
+	dir, done, err := openCLIDirectory(context.Background(), spec, false, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ type userFlags struct {
 	users   *string  // --users
 	fromEnv []string // the flags whose AUTHSVC_* variables give their defaults
 	help    help
+	stderr  io.Writer // the command's, once parsed
 	// checks check the flags, once parsed, before the directory is
 	// opened: a usage error connects to nothing.
 	checks []func() error
@@ -40,6 +41,7 @@ func newUserFlags(name, args, about string) *userFlags {
 
 // parse parses args into f, then checks them.
 func (f *userFlags) parse(e *env, args []string) error {
+	f.stderr = e.stderr
 	if err := parseFlags(f.FlagSet, f.help, args, e.getenv, f.fromEnv, e.stdout); err != nil {
 		return err
 	}
@@ -54,7 +56,7 @@ func (f *userFlags) parse(e *env, args []string) error {
 // withDirectory runs do on the directory --users names, opened for do
 // alone; readOnly as openCLIDirectory's.
 func (f *userFlags) withDirectory(ctx context.Context, readOnly bool, do func(users.Directory) error) error {
-	dir, done, err := openCLIDirectory(ctx, *f.users, readOnly)
+	dir, done, err := openCLIDirectory(ctx, *f.users, readOnly, f.stderr)
 	if err != nil {
 		return err
 	}

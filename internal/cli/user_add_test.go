@@ -86,3 +86,31 @@ func TestCLIUserAddNoPasswordRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestCLISaysWhenItCreatesUsersFile: a command that creates the users file
+// says so on stderr, with the file's absolute path, so that a mistyped
+// --users does not start a new set of users unnoticed; one that finds the
+// file says nothing of it.
+func TestCLISaysWhenItCreatesUsersFile(t *testing.T) {
+	// Not parallel: it runs in its own folder (t.Chdir), with relative
+	// paths as a user types them.
+	dir := t.TempDir()
+	t.Chdir(dir)
+	created := "authsvc: created the users file " + filepath.Join(dir, "users.json") + "\n"
+	for _, tt := range []struct {
+		name       string
+		args       []string
+		wantStderr string
+	}{
+		{"user add into a new file", []string{"user", "add", "--users", "users.json", "--no-password", "alice"}, created},
+		{"user add into that file", []string{"user", "add", "--users", "users.json", "--no-password", "bob"}, ""},
+		{"user list of a missing file", []string{"user", "list", "--users", "none.json"}, "authsvc: user list: open none.json: no such file or directory\n"},
+	} {
+		var stdout, stderr strings.Builder
+		err := Run(t.Context(), append([]string{"authsvc"}, tt.args...), func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+		ExitStatus(err, &stderr)
+		if stderr.String() != tt.wantStderr {
+			t.Errorf("%s: stderr = %q; want %q", tt.name, stderr.String(), tt.wantStderr)
+		}
+	}
+}

@@ -32,7 +32,7 @@ func userImport(ctx context.Context, e *env, args []string) error {
 	if err := f.parse(e, args); err != nil {
 		return err
 	}
-	dir, done, err := openImportTarget(ctx, *f.users, opt.dryRun)
+	dir, done, err := openImportTarget(ctx, *f.users, opt.dryRun, e.stderr)
 	if err != nil {
 		return err
 	}
