@@ -220,10 +220,15 @@ func TokenOf(t *testing.T, name string, r Reply) string {
 	return reply.Token
 }
 
-// RevocationBound is API.md's Operations bound for a token revoked on one
-// instance, on every other: 100 ms at the 99th percentile, from the
-// revoking reply, under load.
-const RevocationBound = 100 * time.Millisecond
+// RevocationBound is what a test allows a token revoked on one instance
+// to take to be refused on another. API.md's Operations bound is 100 ms
+// at the 99th percentile, from the revoking reply, under load: `make
+// bench`'s revocation row holds the fleet to it (TestRevocationP99). A
+// single revocation under go test -race on a loaded machine may take
+// longer; this stays below the second after which an instance whose
+// invalidation link broke drops its cache, so a revocation that only
+// that drop ends still fails a test.
+const RevocationBound = 500 * time.Millisecond
 
 // Tail is the last n lines of s.
 func Tail(s string, n int) string {

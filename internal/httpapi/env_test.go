@@ -65,7 +65,7 @@ func (c *testClock) Advance(d time.Duration) {
 // testEnv is a server on the real handler, the real memory store and a
 // real users file, wired as serve wires it.
 type testEnv struct {
-	t         *testing.T
+	t         testing.TB
 	usersPath string
 	users     *usersfile.Directory // the users file, whatever deps.Users wraps it in
 	store     *tokens.MemoryStore  // nil when envConfig.store replaced it
@@ -136,7 +136,7 @@ func newTestEnv(t *testing.T, policy httpapi.TokenPolicy) *testEnv {
 // newTestEnvConfig is a server wired as serve wires it (internal/cli's
 // buildDeps), from testConfig with change applied, on testUsers and the
 // test's clock. A nil log discards its lines.
-func newTestEnvConfig(t *testing.T, log *slog.Logger, change func(c *envConfig)) *testEnv {
+func newTestEnvConfig(t testing.TB, log *slog.Logger, change func(c *envConfig)) *testEnv {
 	t.Helper()
 	cfg := testConfig()
 	if change != nil {

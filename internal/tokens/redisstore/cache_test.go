@@ -14,9 +14,13 @@ import (
 	"authsvc/internal/tokens/storetest"
 )
 
-// revocationBound is API.md's bound for another instance (Operations: 100 ms
-// at the 99th percentile); here every single revocation must keep it.
-const revocationBound = 100 * time.Millisecond
+// revocationBound is what a test allows another instance to take to hear
+// of a revocation. API.md's bound is 100 ms at the 99th percentile under
+// load, which `make bench` holds the fleet to; a single revocation under
+// go test -race on a loaded machine may take longer. It stays below
+// linkDead, after which an instance whose invalidation link broke drops
+// its cache: a revocation that only that drop ends still fails here.
+const revocationBound = 500 * time.Millisecond
 
 // twoStores returns two stores on one Redis and prefix, as two instances of
 // a fleet, each with a client of its own, and a raw client of that Redis.
