@@ -91,6 +91,7 @@ if full; then
 	"$GO" build -o "$OUT/bigusers" ./bench/bigusers
 	"$GO" test -c -o "$OUT/authsvc.test" ./internal/cli
 	"$GO" test -c -o "$OUT/faults.test" ./integration/faults
+	"$GO" test -c -o "$OUT/httpapi.test" ./internal/httpapi
 fi
 
 # --- helpers -------------------------------------------------------------------
@@ -369,7 +370,7 @@ pg_args=(-pg-skip "$pg_skip")
 [ -z "$pg_url" ] || pg_args=(-pg-url "$pg_url" -pg-users "$PG_USERS" -pg-n "$PG_N")
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
 "$OUT/driver" -cost "$COST" -authsvc-flags "${AUTHSVC_FLAGS[*]-}" -servers "$SERVERS" \
-	-bcryptrate "$OUT/bcryptrate" -testbin "$OUT/authsvc.test" -integrationbin "$OUT/faults.test" -authsvc "$OUT/authsvc" -lua bench/login.lua \
+	-bcryptrate "$OUT/bcryptrate" -testbin "$OUT/authsvc.test" -integrationbin "$OUT/faults.test" -httpapibin "$OUT/httpapi.test" -authsvc "$OUT/authsvc" -lua bench/login.lua \
 	-users "$USERS" -redis-url "$redis_url" -redis-skip "$redis_skip" -cluster-skip "$cluster_skip" -big-users "$BIG" -big-n "$BIG_N" "${pg_args[@]}" \
 	-out "$OUT/latest.txt" -runs "$OUT/runs.txt" ${BENCH_ARGS:-} &
 dpid=$!

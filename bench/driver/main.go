@@ -46,17 +46,17 @@ func (t *target) authorization() string {
 }
 
 type config struct {
-	wrk, lua, bcryptrate, testbin, integrationbin, authsvc, serversFile, out, runsOut string
-	cost                                                                              int
-	infoRounds, loginRounds, floodRounds, inprocRounds                                int
-	infoDur, loginDur, floodDur                                                       time.Duration
-	conns, loginConns, floodConns                                                     int
-	authsvcFlags, loginUser, redisSkip, clusterSkip                                   string
-	bigUsers, pgURL, pgUsers, pgSkip                                                  string
-	bigN, pgN                                                                         int
-	redisURL, users                                                                   string // the junk-token part's Redis and users file
-	junkRounds                                                                        int
-	only                                                                              string // "": every part; "info": the /info part alone
+	wrk, lua, bcryptrate, testbin, integrationbin, httpapibin, authsvc, serversFile, out, runsOut string
+	cost                                                                                          int
+	infoRounds, loginRounds, floodRounds, inprocRounds                                            int
+	infoDur, loginDur, floodDur                                                                   time.Duration
+	conns, loginConns, floodConns                                                                 int
+	authsvcFlags, loginUser, redisSkip, clusterSkip                                               string
+	bigUsers, pgURL, pgUsers, pgSkip                                                              string
+	bigN, pgN                                                                                     int
+	redisURL, users                                                                               string // the junk-token part's Redis and users file
+	junkRounds                                                                                    int
+	only                                                                                          string // "": every part; "info": the /info part alone
 }
 
 // A part is one measured part of the bench with its replies: login parts
@@ -86,6 +86,7 @@ func main() {
 	flag.StringVar(&c.bcryptrate, "bcryptrate", "bench/out/bcryptrate", "bcryptrate binary (raw hash rate)")
 	flag.StringVar(&c.testbin, "testbin", "bench/out/authsvc.test", "authsvc's test binary (go test -c)")
 	flag.StringVar(&c.integrationbin, "integrationbin", "bench/out/faults.test", "integration/faults' test binary (go test -c ./integration/faults)")
+	flag.StringVar(&c.httpapibin, "httpapibin", "bench/out/httpapi.test", "internal/httpapi's test binary (go test -c ./internal/httpapi), for the timing rows")
 	flag.StringVar(&c.authsvc, "authsvc", "bench/out/authsvc", "authsvc binary, for the users-file and PostgreSQL parts")
 	flag.StringVar(&c.serversFile, "servers", "bench/out/servers.txt", `servers file: lines "name url token"`)
 	flag.StringVar(&c.out, "out", "bench/out/latest.txt", "where the table is saved too")
@@ -314,6 +315,7 @@ type results struct {
 	raw              map[string][]float64 // by hash case: checks/s
 	floods           map[string][]floodResult
 	revocation       revocationResult
+	timing           map[string]timingResult
 	big              bigResult
 	pg               pgResult
 	gob              goResults
@@ -352,6 +354,9 @@ func (d *driver) run() (string, error) {
 
 	// 5b. Revocation across two instances on one Redis (TestRevocationP99).
 	res.revocation = d.revocation()
+
+	// 5c. Failures and dead tokens answered in the same time.
+	res.timing = d.timing()
 
 	// 6. A users file of 1M users; 7. PostgreSQL with 100k users.
 	res.big = d.bigUsers()
