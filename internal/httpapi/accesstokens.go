@@ -203,6 +203,7 @@ func (sf secondFactors) proveUser(a *loginAttempt, tc tokenCheck, password, code
 	case code == "":
 		return errCodeMissing
 	}
+	a.codeLock = true
 	return a.verifyCode(func() (bool, error) { return sf.check(a.r.Context(), u.Username(), code) })
 }
 

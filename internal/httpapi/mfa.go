@@ -481,7 +481,7 @@ func handleTOTPEnrol(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf seco
 			// The password and the code as one attempt, as on removal.
 			// Should the factors go meanwhile, the code is still checked
 			// (and fails): no guess is let through unchecked.
-			c.attempt.hold = true
+			c.attempt.hold, c.attempt.codeLock = true, true
 			var u *users.Account
 			if u, err = c.attempt.verify(c.req.Password); err == nil {
 				err = c.attempt.verifyCode(func() (bool, error) { return sf.check(ctx, u.Username(), c.req.Code) })
@@ -645,6 +645,7 @@ func (sf secondFactors) passwordAndCode(c *mfaCall) error {
 	if !c.attempt.held { // its factors went meanwhile
 		return errNoSecondFactor
 	}
+	c.attempt.codeLock = true
 	return c.attempt.verifyCode(func() (bool, error) { return sf.check(c.r.Context(), u.Username(), c.req.Code) })
 }
 
