@@ -137,6 +137,11 @@ func handleTokenCreate(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf se
 	const event = "token create"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := tc.authenticate(r)
+		if err == nil && tc.mfaMissing(p.user) {
+			// A session from before the policy is a full one, but mints
+			// nothing its user could not mint at a login now.
+			err = errMintEnrollmentRequired
+		}
 		var body []byte
 		if err == nil {
 			body, err = readLoginBody(w, r)
@@ -159,7 +164,7 @@ func handleTokenCreate(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf se
 		}
 		a := guard.attempt(w, r, tc.users, p.user.Username())
 		a.event = event
-		err = sf.proveUser(a, spec.password, spec.code)
+		err = sf.proveUser(a, tc, spec.password, spec.code)
 		var reply tokenReply
 		if err == nil {
 			reply, err = createToken(r.Context(), tc, p.user.Username(), spec)
@@ -182,20 +187,31 @@ func handleTokenCreate(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf se
 // have a second factor, a code of it, as one attempt: the proof a
 // personal access token is minted on. A user with a second factor who
 // sends no code gets mfa_required without an mfa_token: a token is never
-// a way around the second factor.
-func (sf secondFactors) proveUser(a *loginAttempt, password, code string) error {
+// a way around the second factor. A user without one whom --require-mfa
+// covers (their factor removed since the request was authenticated, say)
+// gets mfa_enrollment_required.
+func (sf secondFactors) proveUser(a *loginAttempt, tc tokenCheck, password, code string) error {
 	a.hold = true
 	u, err := a.verify(password)
 	switch {
 	case err != nil:
 		return err
+	case !a.held && tc.mfaMissing(u):
+		return errMintEnrollmentRequired
 	case !a.held: // no second factor
 		return nil
 	case code == "":
 		return errCodeMissing
 	}
+	a.codeLock = true
 	return a.verifyCode(func() (bool, error) { return sf.check(a.r.Context(), u.Username(), code) })
 }
+
+// errMintEnrollmentRequired: a session of a user whom --require-mfa
+// covers and who has no second factor asks for a personal access token,
+// whenever the session was issued.
+var errMintEnrollmentRequired = &apiError{status: http.StatusForbidden, code: "mfa_enrollment_required",
+	detail: "A second factor is required: enrol one (POST /api/auth/mfa/totp/, then confirm) before minting a personal access token."}
 
 // errCodeMissing: a proof without the code of the user's second factor.
 var errCodeMissing = &apiError{status: http.StatusUnauthorized, code: "mfa_required", detail: "A second factor is required: send a code of it as code."}

@@ -84,10 +84,12 @@ type loginAttempt struct {
 	users    users.Reader
 	known    *users.Account // the user as the check looked it up (verify, verifyCode); nil for none
 	event    string         // the audit line's message: "login", or what else checks a password
-	// codeLock marks a login's code (the second step, or otp beside the
-	// password): verifyCode counts it on the user's code lock too
-	// (throttle.MaxCodeFailures), which the other endpoints' codes,
-	// each behind a session and a password, do not reach.
+	// codeLock marks a code of the user's second factor (a login's
+	// second step or otp, and the code beside the password of a token
+	// mint, a factor's removal, new recovery codes or an enrolment):
+	// verifyCode counts it on the user's code lock too
+	// (throttle.MaxCodeFailures). A confirm's code, of the pending
+	// authenticator, is not one.
 	codeLock bool
 	// hold asks verify to leave the throttle's place of a right password
 	// taken when the user has a second factor: the code still to come
@@ -187,7 +189,7 @@ func (a *loginAttempt) release() {
 // invalid_credentials), a right one a success. The place is the one verify
 // held for the password just checked, or, for a code alone (the second
 // step, enrolment), one reserved now (429 when the limits refuse it). A
-// login's code (codeLock) is counted on the user's code lock too, before
+// code of the user's factor (codeLock) is counted on the code lock too, before
 // it is checked: once it holds throttle.MaxCodeFailures wrong codes, the
 // code is not checked and the answer is 429 (errCodeLocked) until user
 // unlock; a right one starts the count again.

@@ -481,7 +481,7 @@ func handleTOTPEnrol(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf seco
 			// The password and the code as one attempt, as on removal.
 			// Should the factors go meanwhile, the code is still checked
 			// (and fails): no guess is let through unchecked.
-			c.attempt.hold = true
+			c.attempt.hold, c.attempt.codeLock = true, true
 			var u *users.Account
 			if u, err = c.attempt.verify(c.req.Password); err == nil {
 				err = c.attempt.verifyCode(func() (bool, error) { return sf.check(ctx, u.Username(), c.req.Code) })
@@ -645,6 +645,7 @@ func (sf secondFactors) passwordAndCode(c *mfaCall) error {
 	if !c.attempt.held { // its factors went meanwhile
 		return errNoSecondFactor
 	}
+	c.attempt.codeLock = true
 	return c.attempt.verifyCode(func() (bool, error) { return sf.check(c.r.Context(), u.Username(), c.req.Code) })
 }
 
@@ -652,13 +653,24 @@ func (sf secondFactors) passwordAndCode(c *mfaCall) error {
 // the reach of a password change: the next password generation and a
 // cut-off end every other token of the user, here and through the store
 // on every instance, and end their pending second steps; the presenting
-// token is bound to the new generation and lives on.
+// token is bound to the new generation and lives on, with its session
+// id, expiry, client and user agent (401 if it ended meanwhile).
 func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p principal, change func(*users.Factors) error) error {
 	username := p.user.Username()
+	// The presenting session is read whole before the change: its own
+	// write may end the user's tokens in the store at once (serve's watch
+	// tells the store of every cut it loads), the presenting one included,
+	// and then neither the store nor the Lookup that authenticated the
+	// request (which leaves out the client and user agent, and on Redis
+	// the id) could give back what the re-bound token must keep.
+	sess, err := listedSession(ctx, tc, username, p.digest)
+	if err != nil {
+		return err
+	}
 	var cutoff time.Time
 	var generation uint64
 	var enrolment bool
-	err := tc.users.Update(ctx, username, func(x *users.User) error {
+	err = tc.users.Update(ctx, username, func(x *users.User) error {
 		f := x.MFA.Clone()
 		if f == nil {
 			f = &users.Factors{}
@@ -684,16 +696,6 @@ func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p prin
 	stamp := users.SessionGeneration(generation)
 	// The factors have changed: from here on nothing turns the reply into
 	// an error; the old tokens are dead by the cut-off regardless.
-	// Lookup, which authenticated the request, may leave out the client
-	// and user agent; List has them.
-	sess := p.session
-	if listed, err := tc.store.List(ctx, username, tc.now()); err == nil {
-		for _, l := range listed {
-			if l.Digest == p.digest {
-				sess = l.Session
-			}
-		}
-	}
 	n, err := tc.store.Supersede(ctx, tc.policy.Supersession(username, stamp, cutoff, tc.now()))
 	if err != nil {
 		sf.log.WarnContext(ctx, "second factors changed; the user's old tokens stay in the store until they expire (the cut-off refuses them)", "username", username, "err", err)
@@ -704,4 +706,21 @@ func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p prin
 		sf.log.WarnContext(ctx, "second factors changed; the presenting token could not be kept and has ended with the others", "username", username, "err", err)
 	}
 	return nil
+}
+
+// listedSession returns username's session of digest as the store lists
+// it, with its id, client and user agent: errInvalidToken when the store
+// no longer has it (it ended since the request was authenticated), a
+// store error when the store cannot say.
+func listedSession(ctx context.Context, tc tokenCheck, username string, digest tokens.Digest) (tokens.Session, error) {
+	listed, err := tc.store.List(ctx, username, tc.now())
+	if err != nil {
+		return tokens.Session{}, err
+	}
+	for _, l := range listed {
+		if l.Digest == digest {
+			return l.Session, nil
+		}
+	}
+	return tokens.Session{}, errInvalidToken
 }

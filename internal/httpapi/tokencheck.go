@@ -99,6 +99,9 @@ type principal struct {
 	session tokens.Session
 	pat     *users.AccessToken // shared with the directory: never changed
 	user    *users.Account
+	// mfaMissing: a personal access token's user has no second factor and
+	// the policy requires one (tokenCheck.mfaMissing).
+	mfaMissing bool
 }
 
 // kind returns the kind of the principal's token.
@@ -109,15 +112,35 @@ func (p principal) kind() tokens.Kind {
 	return tokens.KindSession
 }
 
-// enrolmentOnly reports whether the principal's token may only enrol a
-// second factor: an enrolment session (API.md, Required second factor)
-// whose user has none yet. Once the user has one, on whatever instance it
-// was confirmed, the session is a full one here too, as soon as this
-// instance knows of the factor; confirming also issues it again without
-// the mark.
+// enrolmentOnly reports whether the principal's token may do no more than
+// a user without the second factor --require-mfa asks of them may (API.md,
+// Required second factor): an enrolment session whose user has none yet,
+// or a personal access token of a user whom the policy covers and who has
+// none (mfaMissing), whenever it was minted. A personal access token
+// cannot enrol, so it opens nothing then. Once the user has a factor, on
+// whatever instance it was confirmed, the token is a full one here too, as
+// soon as this instance knows of the factor; confirming also issues the
+// session again without the mark.
 func (p principal) enrolmentOnly() bool {
+	if p.pat != nil {
+		return p.mfaMissing
+	}
 	return p.session.Enrolment && !p.user.HasSecondFactor()
 }
+
+// mfaMissing reports whether u has no second factor and the policy
+// requires one of them: such a user's personal access tokens open
+// nothing, and no session of theirs mints one, whenever either was made.
+// The policy is read at every request, so it holds from the start of the
+// instance that applies it.
+func (c tokenCheck) mfaMissing(u *users.Account) bool {
+	return c.policy.RequireMFA.Covers(u) && !u.HasSecondFactor()
+}
+
+// errPATEnrollmentRequired: a personal access token of a user whom
+// --require-mfa covers and who has no second factor.
+var errPATEnrollmentRequired = &apiError{status: http.StatusForbidden, code: "mfa_enrollment_required",
+	detail: "A second factor is required of this token's user: it opens nothing until they enrol one (log in, then POST /api/auth/mfa/totp/)."}
 
 // A tokenCheck authenticates requests by their token: the dependencies
 // every handler behind a token shares.
@@ -161,6 +184,8 @@ func (c tokenCheck) authenticateScope(r *http.Request, scope string, sessions bo
 	p, err := c.check(r.Context(), digest, kind)
 	switch {
 	case err != nil:
+	case p.pat != nil && p.enrolmentOnly():
+		err = errPATEnrollmentRequired
 	case p.session.Enrolment && !c.enrolment && p.enrolmentOnly():
 		err = errEnrollmentRequired
 	case kind == tokens.KindPAT && !p.pat.Has(scope) || kind == tokens.KindSession && !sessions:
@@ -225,7 +250,7 @@ func (c tokenCheck) checkPAT(ctx context.Context, digest tokens.Digest) (princip
 		return principal{}, errInvalidToken
 	}
 	c.uses.record(u.Username(), t, now)
-	return principal{digest: digest, pat: t, user: u}, nil
+	return principal{digest: digest, pat: t, user: u, mfaMissing: c.mfaMissing(u)}, nil
 }
 
 // lookup returns the session of digest at now: errInvalidToken when the
