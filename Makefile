@@ -26,7 +26,7 @@ e2e:
 
 # model: longer model-based walks of real fleets than make test's budget (integration/walk_test.go):
 # SEEDS walks of STEPS steps per topology from seed SEED (a new one each run unless given);
-# TOPOLOGY=single|file+redis|postgres+redis|file+cluster runs one topology.
+# TOPOLOGY=single|file+redis|file+redis-5ms|postgres+redis|file+cluster runs one topology.
 SEED     ?= $(shell date +%s)
 SEEDS    ?= 3
 STEPS    ?= 200

@@ -38,6 +38,21 @@ type topology struct {
 	file bool
 	// sharedStore reports whether the instances share a token store.
 	sharedStore bool
+	// reload, if not nil, is the reload interval's flags of every seed's
+	// fleet, in place of reloadInterval's.
+	reload []string
+	// seeds, if not 0, is how many seeds the walk takes when the
+	// environment does not say (make test's budget), in place of the
+	// config's default.
+	seeds int
+}
+
+// reloadFlags are the reload interval's flags of topo's fleet for seed.
+func (topo topology) reloadFlags(seed uint64) []string {
+	if topo.reload != nil {
+		return topo.reload
+	}
+	return reloadInterval(seed)
 }
 
 // reloadInterval is the users file's reload interval for a seed: as users
@@ -74,6 +89,24 @@ var topologies = []topology{
 		n:           func(seed uint64) int { return 2 + int(seed%2) },
 		file:        true,
 		sharedStore: true,
+	},
+	{
+		// Instances that reload as soon as the users file changes: they
+		// read it during the writes of the others (issue 37: a reload
+		// between an edit's cut-off record and its users file ended
+		// the fresh token of a password change).
+		name: "file+redis-5ms",
+		prepare: func(t *testing.T) func(*testing.T, string) (string, []string) {
+			redisURL, _, _ := testservers.Redis(t)
+			return func(_ *testing.T, dir string) (string, []string) {
+				return filepath.Join(dir, "users.json"), []string{"--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
+			}
+		},
+		n:           func(uint64) int { return 2 },
+		file:        true,
+		sharedStore: true,
+		reload:      []string{"--reload-interval", "5ms"},
+		seeds:       1, // beside file+redis's two: a few seconds more of make test
 	},
 	{
 		name: "postgres+redis",
@@ -152,7 +185,7 @@ func startFleet(t *testing.T, topo topology, makeDir func(*testing.T, string) (s
 	if err := secret.Write(keyPath, key); err != nil {
 		return nil, err
 	}
-	f.serve = append(append(append([]string{"--users", f.users, "--secret-key-file", keyPath}, store...), serveFlags...), reloadInterval(seed)...)
+	f.serve = append(append(append([]string{"--users", f.users, "--secret-key-file", keyPath}, store...), serveFlags...), topo.reloadFlags(seed)...)
 	for _, name := range m.names {
 		u := m.users[name]
 		if !u.cur().exists {

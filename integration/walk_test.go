@@ -49,13 +49,17 @@ func TestModelFleet(t *testing.T) {
 			t.Parallel()
 			makeDir := topo.prepare(t)
 			var lags, patLags []time.Duration
-			for k := range cfg.seeds {
+			seeds := cfg.seeds
+			if topo.seeds > 0 && !cfg.seedsGiven {
+				seeds = topo.seeds
+			}
+			for k := range seeds {
 				seed := cfg.seed + uint64(k)
 				res := walk(t, topo, makeDir, seed, cfg.replay, cfg.steps)
 				lags = append(lags, res.lags...)
 				patLags = append(patLags, res.patLags...)
 				if res.failure == nil {
-					t.Logf("seed %d: %d steps (%d instances, reload %s) passed in %v", seed, len(res.steps), topo.n(seed), reloadText(seed), res.took.Round(time.Millisecond))
+					t.Logf("seed %d: %d steps (%d instances, reload %s) passed in %v", seed, len(res.steps), topo.n(seed), reloadText(topo, seed), res.took.Round(time.Millisecond))
 					if testing.Verbose() {
 						t.Logf("seed %d's steps:\n  %s", seed, strings.Join(res.trace, "\n  "))
 					}
@@ -86,12 +90,15 @@ func TestModelFleet(t *testing.T) {
 // readConfig fails the test should that ever change.
 // A config is the walks a run makes.
 type config struct {
-	seed      uint64
-	seeds     int
-	steps     int
-	topology  string
-	replay    []step
-	shrinkFor time.Duration
+	seed  uint64
+	seeds int
+	// seedsGiven: seeds is the environment's, which every topology walks
+	// (make model); otherwise a topology may walk fewer (topology.seeds).
+	seedsGiven bool
+	steps      int
+	topology   string
+	replay     []step
+	shrinkFor  time.Duration
 }
 
 func readConfig(t *testing.T) config {
@@ -104,7 +111,7 @@ func readConfig(t *testing.T) config {
 		}
 	}
 	env("AUTHSVC_MODEL_SEED", func(v string) (err error) { cfg.seed, err = strconv.ParseUint(v, 10, 64); return })
-	env("AUTHSVC_MODEL_SEEDS", func(v string) (err error) { cfg.seeds, err = strconv.Atoi(v); return })
+	env("AUTHSVC_MODEL_SEEDS", func(v string) (err error) { cfg.seeds, err = strconv.Atoi(v); cfg.seedsGiven = true; return })
 	env("AUTHSVC_MODEL_STEPS", func(v string) (err error) { cfg.steps, err = strconv.Atoi(v); return })
 	env("AUTHSVC_MODEL_SHRINK", func(v string) (err error) { cfg.shrinkFor, err = time.ParseDuration(v); return })
 	env("AUTHSVC_MODEL_WITHOUT", func(v string) error {
@@ -593,7 +600,7 @@ func shrink(t *testing.T, topo topology, makeDir func(*testing.T, string) (strin
 // steps that show it, and how to replay them.
 func report(topo topology, seed uint64, first, small result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "model walk failed: topology %s, seed %d, %d instances, reload interval %s\n", topo.name, seed, topo.n(seed), reloadText(seed))
+	fmt.Fprintf(&b, "model walk failed: topology %s, seed %d, %d instances, reload interval %s\n", topo.name, seed, topo.n(seed), reloadText(topo, seed))
 	fmt.Fprintf(&b, "first failure, at step %d of the walk: %s: %s\n", first.failure.step, first.failure.kind, first.failure.msg)
 	fmt.Fprintf(&b, "shrunk to %d steps; failure at step %d: %s: %s\n", small.failure.step, small.failure.step, small.failure.kind, small.failure.msg)
 	var replay []string
@@ -608,8 +615,8 @@ func report(topo topology, seed uint64, first, small result) string {
 	return b.String()
 }
 
-func reloadText(seed uint64) string {
-	if r := reloadInterval(seed); r != nil {
+func reloadText(topo topology, seed uint64) string {
+	if r := topo.reloadFlags(seed); r != nil {
 		return r[1]
 	}
 	return "1s (the default)"

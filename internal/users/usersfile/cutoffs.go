@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -58,6 +59,24 @@ import (
 // never finished, whose edit was never reported done: it is ignored, and
 // the next append drops it. Any other line that does not parse refuses the
 // load (fail closed: the previous users stay in force).
+//
+// An edit's records come in two steps around the users file it writes.
+// Before the file: its records, marked pending ("pending": true) and
+// synced, so that no crash loses a cut-off the new file holds. Once the
+// file is renamed into place (or its write failed): the last of them
+// again, unmarked (commitCutoffs). A line that is not pending ends every
+// pending line before it, which then count as any other: each where it
+// stands. Pending lines at the end of the file (the open edit's) are
+// left out of a load while a writer holds the users file's lock, since
+// the file beside them may still be the one from before the edit: a
+// reader that applied them to it would publish the old password
+// generation under the new cut-off, after the writer had published the
+// new one, and end the sessions issued on the new generation. With the
+// lock free, they are a killed writer's and count (fail closed: its new
+// file may be in place), and the next writer commits them before its
+// own. So a load never holds a record newer than the users file it read,
+// but for an older file put back, which is what the records are for.
+// Versions before this rule read a pending record as any other.
 
 // CutoffsPath returns where the cut-offs of the users file at path are kept.
 func CutoffsPath(path string) string { return path + ".cutoffs" }
@@ -78,6 +97,9 @@ type cutoffRecord struct {
 	// removed or replaced while they were live (eventResetLink), whose
 	// TokensAfter is only when: it ends no session.
 	ResetLinks []string `json:"reset_links,omitempty"`
+	// Pending marks the records an edit appends before it writes the
+	// users file: until a later line, they may be of an edit under way.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // The events a record may carry (cutoffRecord.Event).
@@ -104,15 +126,114 @@ type cutoffs map[string]cutoff
 
 // readCutoffs reads the cut-offs file at path: nil when there is none.
 func readCutoffs(path string) (cutoffs, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	v, err := readCutoffsView(path)
 	if err != nil {
 		return nil, err
 	}
+	return v.now(strings.TrimSuffix(path, ".cutoffs")), nil
+}
+
+// A cutoffsView is the cut-offs file as read, with and without the
+// pending records at its end.
+type cutoffsView struct {
+	all  cutoffs // every record
+	done cutoffs // without the pending records at the end; all when there are none
+	open bool    // there are pending records at the end
+}
+
+// readCutoffsView reads the cut-offs file at path: empty when there is
+// none.
+func readCutoffsView(path string) (cutoffsView, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return cutoffsView{}, nil
+	}
+	if err != nil {
+		return cutoffsView{}, err
+	}
 	defer f.Close()
-	return parseCutoffs(f, path)
+	info, err := f.Stat()
+	if err != nil {
+		return cutoffsView{}, err
+	}
+	// Both parses read up to the size the end was looked at with: an
+	// edit's pending records appended meanwhile are the next read's.
+	size := info.Size()
+	start, last, err := pendingTail(f, size)
+	if err != nil {
+		return cutoffsView{}, fmt.Errorf("%s: %w", path, bare(err))
+	}
+	v := cutoffsView{open: last != nil}
+	if v.all, err = parseCutoffs(io.NewSectionReader(f, 0, size), path); err != nil {
+		return cutoffsView{}, err
+	}
+	v.done = v.all
+	if v.open {
+		if v.done, err = parseCutoffs(io.NewSectionReader(f, 0, start), path); err != nil {
+			return cutoffsView{}, err
+		}
+	}
+	return v, nil
+}
+
+// now returns the records a load of the users file at usersPath applies
+// now: without the pending ones at the end while a writer holds the
+// file's lock. The caller reads the users file after this returns: a
+// writer that has let the lock go has put its file in place.
+func (v cutoffsView) now(usersPath string) cutoffs {
+	if v.open && writing(usersPath) {
+		return v.done
+	}
+	return v.all
+}
+
+// pendingTail returns where the pending records at the end of the first
+// size bytes of f begin, and the last of them; size (after the last
+// complete line) and nil when the last record is not pending.
+func pendingTail(f *os.File, size int64) (start int64, last *cutoffRecord, err error) {
+	// buf holds f's bytes from pos on that are not yet looked at.
+	var buf []byte
+	pos := size
+	more := func() error {
+		n := min(pos, 4096)
+		b := make([]byte, int(n)+len(buf))
+		if _, err := f.ReadAt(b[:n], pos-n); err != nil {
+			return err
+		}
+		copy(b[n:], buf)
+		buf, pos = b, pos-n
+		return nil
+	}
+	// A last line without its newline is an append that never finished.
+	for bytes.LastIndexByte(buf, '\n') < 0 {
+		if pos == 0 {
+			return 0, nil, nil
+		}
+		if err := more(); err != nil {
+			return 0, nil, err
+		}
+	}
+	buf = buf[:bytes.LastIndexByte(buf, '\n')+1]
+	start = pos + int64(len(buf))
+	for len(buf) > 0 {
+		i := bytes.LastIndexByte(buf[:len(buf)-1], '\n')
+		if i < 0 && pos > 0 {
+			if err := more(); err != nil {
+				return 0, nil, err
+			}
+			continue
+		}
+		var rec cutoffRecord
+		if json.Unmarshal(buf[i+1:], &rec) != nil || !rec.Pending {
+			break // a line that does not parse is the parse's to refuse
+		}
+		start = pos + int64(i+1)
+		if last == nil {
+			last = &rec
+		}
+		buf = buf[:i+1]
+	}
+	return start, last, nil
 }
 
 // parseCutoffs reads records from r, named name in errors.
@@ -271,6 +392,47 @@ func (c cutoffs) applyAll(list []users.User) []users.User {
 func (c cutoffs) added(u users.User) users.User {
 	u.TokensAfter = users.Later(u.TokensAfter, c[u.Username].after)
 	return u
+}
+
+// appendPending appends recs, marked pending, as appendCutoffs does: the
+// records of an edit whose users file is not yet in place.
+func appendPending(usersPath string, recs ...cutoffRecord) error {
+	marked := make([]cutoffRecord, len(recs))
+	for i, r := range recs {
+		r.Pending = true
+		marked[i] = r
+	}
+	return appendCutoffs(usersPath, marked...)
+}
+
+// commitCutoffs ends the pending records at the end of the cut-offs file
+// of the users file at usersPath, if there are any: it appends the last
+// of them again, not pending, which changes nothing in what the records
+// say, in this version or an earlier one. The caller holds the users
+// file's lock, so they are its own edit's or a killed writer's.
+func commitCutoffs(usersPath string) error {
+	path := CutoffsPath(usersPath)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record the cut-off: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("record the cut-off in %s: %w", path, bare(err))
+	}
+	_, last, err := pendingTail(f, info.Size())
+	if err != nil {
+		return fmt.Errorf("record the cut-off in %s: %w", path, bare(err))
+	}
+	if last == nil {
+		return nil
+	}
+	last.Pending = false
+	return appendCutoffs(usersPath, *last)
 }
 
 // appendCutoffs appends recs to the cut-offs file of the users file at

@@ -167,9 +167,13 @@ func TestCutoffsFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each edit's record, pending before its file and again once it is
+	// written (commitCutoffs).
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], `"alice"`) || !strings.Contains(lines[1], `"bob"`) || strings.Contains(string(data), "tokens_af\"") {
-		t.Errorf("cut-offs file after the next append = %q; want alice's and bob's records, the cut-short one gone", data)
+	if len(lines) != 4 || !strings.Contains(lines[0], `"alice"`) || !strings.Contains(lines[1], `"alice"`) ||
+		!strings.Contains(lines[2], `"bob"`) || !strings.Contains(lines[3], `"bob"`) ||
+		strings.Count(string(data), `"pending":true`) != 2 || strings.Contains(lines[3], "pending") || strings.Contains(string(data), "tokens_af\"") {
+		t.Errorf("cut-offs file after the next append = %q; want alice's and bob's records, each pending then committed, the cut-short one gone", data)
 	}
 	if err := os.WriteFile(cuts, []byte("not a record\n"+string(data)), 0o600); err != nil {
 		t.Fatal(err)
@@ -271,8 +275,10 @@ func TestUpdateAllOneWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Count(string(records), "\n"); got != 4 {
-		t.Errorf("cut-offs file after UpdateAll killed the tokens of 4 users = %d lines:\n%s\nwant 4", got, records)
+	// One append before the file, pending, and the commit after it: the
+	// last record again.
+	if lines, pending := strings.Count(string(records), "\n"), strings.Count(string(records), `"pending":true`); lines != 5 || pending != 4 {
+		t.Errorf("cut-offs file after UpdateAll killed the tokens of 4 users = %d lines, %d pending:\n%s\nwant 5, 4", lines, pending, records)
 	}
 	for _, name := range []string{"user0001", "user0005", "user0007", "user0009"} {
 		if !strings.Contains(string(records), `"username":"`+name+`"`) {

@@ -29,7 +29,7 @@ type Directory struct {
 	seen     os.FileInfo      // the file as last loaded or refused, to notice changes
 	refused  bool             // the last load failed: the users in force are older than the file
 	hooks    users.WatchHooks // Watch's, told of the loads Recheck makes too
-	cuts     cutoffs          // the cut-offs file as last read
+	cuts     cutoffsView      // the cut-offs file as last read
 	cutsSeen os.FileInfo      // the cut-offs file as last read; nil when there was none
 
 	writes atomic.Int64 // replacements of the file by this directory (Writes)
@@ -216,7 +216,8 @@ func (s *Directory) Update(ctx context.Context, username string, change func(*us
 
 // UpdateAll changes every user of changes in one rewrite of the file, and
 // records the cut-offs of those whose tokens the changes kill (a later
-// TokensAfter, newly disabled) in one synced append before the rename. A
+// TokensAfter, newly disabled) in one synced append before the rename,
+// pending until the file is in place (cutoffs.go). A
 // change that fails, or makes an entry that could not be loaded (its name,
 // its hash), leaves its entry byte for byte as it was; when every change
 // fails nothing is written.
@@ -261,7 +262,7 @@ func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 			if len(failed) == len(changes) {
 				return nil, errNoChange
 			}
-			return nil, appendCutoffs(s.path, cuts...)
+			return nil, appendPending(s.path, cuts...)
 		},
 		after: func() error {
 			// The file says enabled, the records not yet: the users stay
@@ -346,7 +347,7 @@ func (s *Directory) Delete(ctx context.Context, username string) error {
 			// and an older file's entry of the deleted user, whose
 			// cut-off is before it, whatever the clocks, loads as absent.
 			at := users.Later(time.Now(), found.TokensAfter.Add(time.Nanosecond))
-			return nil, appendCutoffs(s.path, cutoffRecord{Username: username, TokensAfter: at, Deleted: true, Event: eventDelete})
+			return nil, appendPending(s.path, cutoffRecord{Username: username, TokensAfter: at, Deleted: true, Event: eventDelete})
 		},
 	})
 }
@@ -454,26 +455,28 @@ func (s *Directory) load(cut func(users.Cut)) (os.FileInfo, error) {
 	return info, nil
 }
 
-// readCutoffs returns the cut-offs file's records, read again only when
-// the file has changed since the last read. The caller holds s.mu.
+// readCutoffs returns the cut-offs file's records that a load applies
+// now (cutoffsView.now), the file read again only when it has changed
+// since the last read. The caller holds s.mu, and reads the users file
+// after this returns.
 func (s *Directory) readCutoffs() (cutoffs, error) {
 	path := CutoffsPath(s.path)
 	info, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		s.cuts, s.cutsSeen = nil, nil
+		s.cuts, s.cutsSeen = cutoffsView{}, nil
 		return nil, nil
 	case err != nil:
 		return nil, err
 	case s.cutsSeen != nil && sameState(info, s.cutsSeen):
-		return s.cuts, nil
+		return s.cuts.now(s.path), nil
 	}
-	cuts, err := readCutoffs(path)
+	v, err := readCutoffsView(path)
 	if err != nil {
 		return nil, err
 	}
-	s.cuts, s.cutsSeen = cuts, info
-	return cuts, nil
+	s.cuts, s.cutsSeen = v, info
+	return v.now(s.path), nil
 }
 
 // read reads and validates the file in one streaming pass, building its

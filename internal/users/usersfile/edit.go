@@ -29,6 +29,9 @@ type streamEdit struct {
 	entry func(u *users.User) (keep bool, err error)
 	// end returns the entries to append once all have been read, or
 	// errNoChange when the edit changed nothing: then nothing is written.
+	// The records that must be durable before the file is in place it
+	// appends with appendPending; editUsersStream commits them once the
+	// file is written.
 	end func() ([]users.User, error)
 	// after, if not nil, runs once the file is written, still under its
 	// lock: an edit's records that must not come before it (an enable's).
@@ -70,6 +73,12 @@ func editUsersStream(path string, create bool, ed streamEdit) (err error) {
 		return err
 	}
 	defer unlock()
+	// A writer killed between its records and their commit left them
+	// pending: committed before this edit's, so that they stay in their
+	// order and this edit's own are the only ones pending at the end.
+	if err := commitCutoffs(path); err != nil {
+		return err
+	}
 	read := ed.cutoffs
 	if read == nil {
 		read = func() (cutoffs, error) { return readCutoffs(CutoffsPath(path)) }
@@ -90,6 +99,15 @@ func editUsersStream(path string, create bool, ed streamEdit) (err error) {
 			return err
 		}
 		err = Write(path, added)
+	}
+	// The file is in place, or its write failed: the records before it
+	// (end's, appendPending) count from now on, for every load. When it
+	// failed they still end what they end, as a killed writer's would:
+	// a rename may have been made whose error came later. A commit that
+	// fails leaves them pending, which every load applies once this lock
+	// is let go, and the next edit commits: the edit is done all the same.
+	if cerr := commitCutoffs(path); cerr != nil && err != nil {
+		err = errors.Join(err, cerr)
 	}
 	if err == nil && ed.after != nil {
 		err = ed.after()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"authsvc/internal/secret"
@@ -161,22 +162,38 @@ func editUsersLocked(path string, create bool, edit func(list []users.User) ([]u
 // of the users file at path holds, and removes the temporary files a killed
 // writer left. It returns the function that releases the lock.
 func lockUsersFile(path string) (unlock func(), err error) {
+	// Counted before the lock is asked for, and until it is let go:
+	// writing answers for this process without a probe of its own.
+	locking.Lock()
+	locking.held[path]++
+	locking.Unlock()
+	done := func() {
+		locking.Lock()
+		if locking.held[path]--; locking.held[path] == 0 {
+			delete(locking.held, path)
+		}
+		locking.Unlock()
+	}
 	// Not followed: a link planted there would have root create or open
 	// any file it names.
 	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if errors.Is(err, syscall.ELOOP) {
+		done()
 		return nil, fmt.Errorf("lock file %s is a symbolic link; refused", path+".lock")
 	}
 	if err != nil {
+		done()
 		return nil, err
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		lock.Close()
+		done()
 		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
 	unlock = func() {
 		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 		lock.Close()
+		done()
 	}
 	// The server takes this lock too when it writes, so the lock file must
 	// be the users file's owner's even when root created it.
@@ -186,6 +203,42 @@ func lockUsersFile(path string) (unlock func(), err error) {
 	}
 	removeStaleTemps(path)
 	return unlock, nil
+}
+
+// locking counts, per users file, the writers of this process that hold
+// or wait for its lock.
+var locking = struct {
+	sync.Mutex // guards held
+	held       map[string]int
+}{held: map[string]int{}}
+
+// writing reports whether a writer holds, or may hold, the lock of the
+// users file at path: then the pending records at the end of its
+// cut-offs file may be of an edit under way (cutoffs.go). A lock file
+// that cannot be opened or probed says no writer: the records count
+// (fail closed).
+func writing(path string) bool {
+	// This process's own writers are known without a probe, which must
+	// not open the lock file while one of them holds it either: where
+	// flock is made of POSIX locks (NFS), closing any descriptor of the
+	// file lets go the process's lock.
+	locking.Lock()
+	defer locking.Unlock()
+	if locking.held[path] > 0 {
+		return true
+	}
+	lock, err := os.OpenFile(path+".lock", os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	defer lock.Close()
+	switch err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); {
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return true
+	case err == nil:
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	}
+	return false
 }
 
 // removeStaleTemps removes the temporary files Write left beside
