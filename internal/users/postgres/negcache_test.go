@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -220,5 +222,49 @@ func TestPGAbsentTokenNotOnError(t *testing.T) {
 	d.lastFail.Store(time.Now().UnixNano())
 	if _, _, err := d.AccessToken(context.Background(), madeUp); !errors.Is(err, users.ErrUnavailable) {
 		t.Errorf("AccessToken(a made-up token recorded absent), the database silent for %v = %v; want ErrUnavailable", pgTrustCache, err)
+	}
+}
+
+// TestAbsentDigests: a record answers only at its epoch and before its
+// expiry, a found token removes it, and the records never exceed
+// pgAbsentMax, the oldest going first.
+func TestAbsentDigests(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	x := sha256.Sum256([]byte("x"))
+	for _, tc := range []struct {
+		name  string
+		epoch uint64
+		at    time.Time
+		found bool // a read found the token after the record
+		want  bool
+	}{
+		{"same epoch, at once", 7, now, false, true},
+		{"same epoch, just before expiry", 7, now.Add(pgAbsentTTL - time.Nanosecond), false, true},
+		{"same epoch, at expiry", 7, now.Add(pgAbsentTTL), false, false},
+		{"a change since", 8, now, false, false},
+		{"the token found since", 7, now, true, false},
+	} {
+		var a absentDigests
+		a.add(x, 7, now)
+		if tc.found {
+			a.remove(x)
+		}
+		if got := a.has(x, tc.epoch, tc.at); got != tc.want {
+			t.Errorf("%s: has = %v; want %v", tc.name, got, tc.want)
+		}
+	}
+	var a absentDigests
+	if a.has(x, 0, now) {
+		t.Errorf("has on no records = true; want false")
+	}
+	for i := range pgAbsentMax + 10 {
+		a.add(sha256.Sum256([]byte(strconv.Itoa(i))), 1, now)
+	}
+	if got := a.recs.Len(); got != pgAbsentMax {
+		t.Errorf("records after %d adds = %d; want %d", pgAbsentMax+10, got, pgAbsentMax)
+	}
+	if a.has(sha256.Sum256([]byte("0")), 1, now) || !a.has(sha256.Sum256([]byte(strconv.Itoa(pgAbsentMax+9))), 1, now) {
+		t.Errorf("the first record kept or the last dropped; want the oldest out first")
 	}
 }
