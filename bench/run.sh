@@ -365,7 +365,7 @@ if ! full; then
 	wait "$dpid"
 	exit
 fi
-say "servers up; measuring (about 5 minutes; the PostgreSQL part waits 30 s for the hash workers to exit idle)"
+say "servers up; measuring (about 5 minutes; the PostgreSQL part waits 30 s for the hash workers to exit idle, and 22 s for its transaction counts)"
 pg_args=(-pg-skip "$pg_skip")
 [ -z "$pg_url" ] || pg_args=(-pg-url "$pg_url" -pg-users "$PG_USERS" -pg-n "$PG_N")
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags

@@ -274,6 +274,24 @@ func (d *driver) pgTargets(w *tableWriter, res *results) {
 		}
 	}
 	d.pageTarget(w, pg)
+	d.pgJunkTarget(w, pg)
+}
+
+// pgJunkTarget writes the row of a flood of one made-up personal access
+// token on PostgreSQL (issue 37): a transaction a request before each
+// instance remembered the digests of no token.
+func (d *driver) pgJunkTarget(w *tableWriter, pg pgResult) {
+	const figure, target = "PG transactions per junk PAT request (/info)", "≤ 0.01 (was 1)"
+	j := pg.junk
+	if j.requests == 0 {
+		why := cmp.Or(j.err, pg.err, errors.New("no flood run"))
+		if pg.skip != "" {
+			why = errors.New(pg.skip)
+		}
+		w.notMeasured(figure, target, why)
+		return
+	}
+	w.row(figure, fmt.Sprintf("%.4f (%d in %s req)", j.perRequest(), j.xacts, count(j.requests/1000*1000)), target, verdict(j.perRequest() <= 0.01))
 }
 
 // pageTarget writes the target of the admin API's listing on PostgreSQL.
@@ -442,6 +460,15 @@ func (d *driver) pgDetails(w *tableWriter, res *results) {
 		if idle := pg.idle; idle.err == nil && idle.cold > 0 {
 			p("  login latency: first after the workers exited (one starts) %s; warm (median of 5) %s; after a 3 s pause (workers running, memory returned) %s\n",
 				ms(idle.cold.Seconds()*1e3), ms(idle.warm.Seconds()*1e3), ms(idle.released.Seconds()*1e3))
+		}
+		if j := pg.junk; j.requests > 0 {
+			p("  a flood of one made-up personal access token with a valid checksum (wrk -c%d, 2 s): %.0f req/s, %d of %d refused; %d transactions of the\n",
+				d.cfg.conns, j.rps, j.refused, j.requests, j.xacts)
+			p("   database in a %.0f s window around it (pg_stat_database; the window holds the watch's poll, one a second): %.4f a request\n",
+				j.window.Seconds(), j.perRequest())
+		}
+		if pg.junk.err != nil {
+			p("  junk personal access tokens: error: %v\n", pg.junk.err)
 		}
 		if pg.err != nil {
 			p("  error: %v\n", pg.err)

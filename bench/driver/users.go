@@ -277,6 +277,7 @@ type pgResult struct {
 	info   wrkResult
 	idle   idleResult
 	page   pageResult // the admin API's listing
+	junk   pgJunkResult
 }
 
 // idleResult is the pause after the PostgreSQL part's load: the hash
@@ -345,6 +346,7 @@ func (d *driver) postgres() pgResult {
 	d.logf("pg     start %s  RSS %s", r.start.Round(time.Millisecond), r.rss)
 	if r.err == nil {
 		r.idle = d.pauseLogins(s, users[0], loadEnd)
+		r.junk = d.pgJunk(s)
 	}
 	return r
 }

@@ -44,9 +44,11 @@ var (
 	// one of the user's).
 	ErrNoAccessToken = fmt.Errorf("no such personal access token: %w", ErrNotFound)
 	// ErrNoAccessTokenAtSource: AccessToken read the backing itself, in a
-	// read begun after it was called, and found no token of the digest:
-	// RecheckAccessToken would say the same, and AccessTokenUser does not
-	// ask it (a made-up token costs one read, not two).
+	// read begun after it was called, and found no token of the digest,
+	// or such a read found none less than a second ago and no change has
+	// reached the instance since: RecheckAccessToken would say the same
+	// (but for a change on its way), and AccessTokenUser does not ask it
+	// (a made-up token costs one read, not two; repeated, one a second).
 	ErrNoAccessTokenAtSource = fmt.Errorf("no personal access token of that digest in the backing: %w", ErrNotFound)
 	// ErrAccessTokenName: the user has a live token of that name.
 	ErrAccessTokenName = errors.New("a personal access token of that name exists")

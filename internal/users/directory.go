@@ -101,7 +101,10 @@ var (
 //     SHA-256 of the token) is digest, with its user, as Lookup's copy
 //     has them: ErrNotFound when that copy holds none, or
 //     ErrNoAccessTokenAtSource (which wraps it) when, not finding it in
-//     memory, it read the backing for this call and found none there. It
+//     memory, it read the backing for this call and found none there, or
+//     such a read found none less than a second ago and no change of the
+//     backing has reached this instance since (PostgreSQL's record of
+//     digests found absent: a flood of one made-up token). It
 //     answers from memory, as Lookup does: it is on the hot path. An expired token is
 //     returned (the caller judges expiry). The *AccessToken is shared:
 //     the caller must not change it.

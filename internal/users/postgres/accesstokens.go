@@ -73,8 +73,11 @@ type tokenEntry struct {
 
 // AccessToken answers from memory while the database has answered within
 // pgTrustCache, as Lookup does, a token it has found before whose user
-// the cache still holds as it was then; any other digest, or any while the
-// cache is not trusted, is looked up in the database (RecheckAccessToken).
+// the cache still holds as it was then, and a digest a read found no
+// token of, no change having reached the instance since, within
+// pgAbsentTTL (ErrNoAccessTokenAtSource, as that read said: negcache.go);
+// any other digest, or any while the cache is not trusted, is looked up
+// in the database (RecheckAccessToken).
 func (d *Directory) AccessToken(ctx context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
 	now := time.Now()
 	d.mu.Lock()
@@ -86,15 +89,20 @@ func (d *Directory) AccessToken(ctx context.Context, digest [sha256.Size]byte) (
 			return r.user, e.token, nil
 		}
 	}
+	if d.trusted(now) && d.absent.has(digest, d.epoch, now) {
+		d.mu.Unlock()
+		return nil, nil, users.ErrNoAccessTokenAtSource
+	}
 	epoch := d.epoch
 	d.mu.Unlock()
 	return d.readToken(ctx, digest, epoch, now)
 }
 
 // RecheckAccessToken reads the token's user from the database, never from
-// the cache, and caches them, as Recheck does. There is no cache of
-// digests not found: a token made on another instance a moment ago must
-// be found here, and a made-up one costs an index probe.
+// the cache, and caches them, as Recheck does. It never answers from the
+// digests found absent (AccessToken does): a token made on another
+// instance a moment ago is found here, whether or not the change has
+// reached this instance.
 func (d *Directory) RecheckAccessToken(ctx context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
 	d.mu.Lock()
 	epoch := d.epoch
@@ -103,15 +111,21 @@ func (d *Directory) RecheckAccessToken(ctx context.Context, digest [sha256.Size]
 }
 
 // readToken reads the user holding the token of digest, and unless an
-// invalidation came after epoch caches the user and the token.
+// invalidation came after epoch caches the user and the token, or that
+// there is no token of digest. A read that fails caches nothing.
 func (d *Directory) readToken(ctx context.Context, digest [sha256.Size]byte, epoch uint64, now time.Time) (*users.Account, *users.AccessToken, error) {
 	var t *users.AccessToken
 	u, x, err := d.readRow(ctx, "look up a personal access token", epoch, now,
 		`where username = (select username from authsvc_access_tokens where digest = $1)`, digest[:],
 		func(r row, x *users.User) {
-			if t = findToken(x.AccessTokens, digest); r.user != nil && t != nil {
+			t = findToken(x.AccessTokens, digest)
+			switch {
+			case r.user != nil && t != nil:
 				d.cache.Put(r.user.Username(), r)
 				d.tokens.Put(digest, tokenEntry{username: r.user.Username(), version: r.version, token: t})
+				d.absent.remove(digest)
+			case t == nil:
+				d.absent.add(digest, epoch, now)
 			}
 		})
 	if err != nil {

@@ -70,12 +70,15 @@ type Directory struct {
 	name    string   // the URL without its password, for messages
 	secrets []string // passwords in the URL, scrubbed from every error
 
-	mu    sync.Mutex              // guards cache, tokens and epoch
+	mu    sync.Mutex              // guards cache, tokens, epoch and absent
 	cache *lru.Cache[string, row] // users looked up, most recent first; a nil user: no such user
 	// tokens are the personal access tokens found, by digest, each valid
 	// while cache holds its user at the version it was read at.
 	tokens *lru.Cache[[sha256.Size]byte, tokenEntry]
 	epoch  uint64 // bumped by every invalidation: a miss that read before one does not cache what it read
+	// absent are the digests a read found no token of, good while no
+	// change has come since (negcache.go).
+	absent absentDigests
 
 	users    atomic.Int64
 	slowest  atomic.Pointer[users.SlowestCheck]
