@@ -29,8 +29,10 @@ func TestResetByEmail(t *testing.T) {
 	args := []string{"--users", path, "--reload-interval", "100ms",
 		"--smtp-url", "smtp://127.0.0.1:" + smtp.Port + "?starttls=false", "--mail-from", "authsvc <noreply@example.com>",
 		"--reset-url", "https://app.example.com/reset/{uid}/{token}"}
-	baseA, logA, stopA := harness.StartServer(t, nil, args...)
+	// A serves its metrics on a listener of their own, B on its API's.
+	baseA, logA, stopA := harness.StartServer(t, nil, append(args, "--metrics-addr", "127.0.0.1:0")...)
 	defer stopA()
+	metricsA := "http://" + logA.WaitFor(t, regexp.MustCompile(`msg="metrics listening" addr=(\S+)`))[1] + "/metrics"
 	baseB, _, stopB := harness.StartServer(t, nil, args...)
 	defer stopB()
 
@@ -91,8 +93,12 @@ func TestResetByEmail(t *testing.T) {
 	if !strings.Contains(logA.String(), `msg="password reset request" outcome=accepted`) {
 		t.Errorf("A's log lacks the requests' audit lines")
 	}
-	if r := harness.Do(t, "GET", baseA+"/metrics", "", ""); !strings.Contains(r.Body, `authsvc_reset_mail_total{outcome="sent"} 1`) {
-		t.Errorf("A's /metrics lacks authsvc_reset_mail_total{outcome=\"sent\"} 1")
+	if r := harness.Do(t, "GET", metricsA, "", ""); !strings.Contains(r.Body, `authsvc_reset_mail_total{outcome="sent"} 1`) {
+		t.Errorf("A's /metrics on --metrics-addr lacks authsvc_reset_mail_total{outcome=\"sent\"} 1")
+	}
+	// It tells who exists: never on the API listener (API.md, Operations).
+	if r := harness.Do(t, "GET", baseB+"/metrics", "", ""); r.Status != 200 || strings.Contains(r.Body, "authsvc_reset_mail_total") {
+		t.Errorf("B's /metrics on --addr = %d, with authsvc_reset_mail_total %v; want 200 without it", r.Status, strings.Contains(r.Body, "authsvc_reset_mail_total"))
 	}
 	if !strings.Contains(logA.String(), `msg="password reset mail sent" username=alice`) {
 		t.Errorf("A's log lacks the mail's audit line")

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/mail"
 	"net/netip"
 	"net/url"
@@ -146,7 +147,7 @@ func httpSettings() []setting {
 			field: func(c *serveConfig) any { return &c.logFormat }},
 		{name: "access-log", def: true, help: "one log line per request; false keeps only audit and error lines",
 			field: func(c *serveConfig) any { return &c.accessLog }},
-		{name: "metrics-addr", arg: "ADDR", help: "serve /metrics on this address instead of --addr",
+		{name: "metrics-addr", arg: "ADDR", help: "serve /metrics on this address instead of --addr, with the mail delivery counters that /metrics on --addr leaves out",
 			field: func(c *serveConfig) any { return &c.metricsAddr }},
 		{name: "cors-origin", arg: "ORIGIN", help: "origin whose pages may call the API, e.g. https://app.example.com; repeatable",
 			field: func(c *serveConfig) any { return &c.corsRaw }},
@@ -468,7 +469,28 @@ func parseServeFlags(args []string, getenv func(string) string, stdout io.Writer
 	case c.logFormat != "text" && c.logFormat != "json":
 		return c, usagef("serve: --log-format must be text or json")
 	}
+	if err := c.checkMetricsAddr(); err != nil {
+		return c, err
+	}
 	return c, c.checkReset()
+}
+
+// checkMetricsAddr checks --metrics-addr, when given: a host (or none,
+// for every interface) and a port number, not --addr's own. Checked at
+// start, not at the listen, so that a typo stops serve with one usage
+// line before anything is opened, like any other bad flag.
+func (c *serveConfig) checkMetricsAddr() error {
+	if c.metricsAddr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(c.metricsAddr)
+	if _, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || strings.ContainsAny(host, " \t/") {
+		return usagef("serve: --metrics-addr %q: want host:port, e.g. 127.0.0.1:9090", c.metricsAddr)
+	}
+	if c.metricsAddr == c.addr && port != "0" {
+		return usagef("serve: --metrics-addr %q is --addr's: give the metrics a listener of their own", c.metricsAddr)
+	}
+	return nil
 }
 
 // checkReset checks the settings of reset links and their mail. No

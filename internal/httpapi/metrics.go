@@ -14,12 +14,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Metrics are the service's Prometheus metrics, in a registry of their own
+// Metrics are the service's Prometheus metrics, in registries of their own
 // (no process-wide default registry, so several servers can share a test
 // binary). Label values come from fixed sets: routes and outcome codes,
 // never a username, an address or a token.
+//
+// No metric served to the public may tell whether a user or an address
+// exists (API.md, Operations): whatever an unauthenticated request (login,
+// reset request, reset confirm) can move moves alike for an unknown user
+// and a known one. The counters of mail delivered or not cannot be made
+// so (only a real user is mailed, however late), so they are kept apart,
+// in delivery, which only the metrics listener (--metrics-addr) serves.
 type Metrics struct {
-	registry       *prometheus.Registry
+	registry       *prometheus.Registry     // served on the API listener and the metrics listener
+	delivery       *prometheus.Registry     // the mail delivery counters: served on the metrics listener only
 	requests       *prometheus.HistogramVec // by route
 	logins         *prometheus.CounterVec   // by outcome
 	infos          *prometheus.CounterVec   // by outcome
@@ -123,8 +131,10 @@ func NewMetrics(src MetricsSources) *Metrics {
 	}
 	m.resolveRoutes()
 	m.presetSeries()
-	reg.MustRegister(m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload, m.tokenChecksVec, m.resetMails, m.enrolmentPending)
+	reg.MustRegister(m.requests, m.logins, m.passwords, m.mfa, m.mfaLockouts, m.infos, m.tokensIssued, m.revocations, m.rehashes, m.reloads, m.lastGoodReload, m.tokenChecksVec, m.enrolmentPending)
 	registerGauges(reg, src)
+	m.delivery = prometheus.NewRegistry()
+	m.delivery.MustRegister(m.resetMails)
 	return m
 }
 
@@ -231,6 +241,8 @@ func (m *Metrics) presetSeries() {
 	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
+	m.resetMails.WithLabelValues("sent")
+	m.resetMails.WithLabelValues("dropped")
 	for k, kind := range tokenKinds {
 		for o, outcome := range tokenCheckOutcomes {
 			m.tokenChecks[k][o] = m.tokenChecksVec.WithLabelValues(kind, outcome)
@@ -322,8 +334,18 @@ func (m *Metrics) Reloaded(err error, now time.Time) {
 	m.lastGoodReload.Set(float64(now.Unix()))
 }
 
-// Handler serves the metrics in Prometheus text format.
+// Handler serves every metric in Prometheus text format, the mail
+// delivery counters included: the metrics listener's /metrics
+// (--metrics-addr), which is not the public's.
 func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(prometheus.Gatherers{m.registry, m.delivery}, promhttp.HandlerOpts{})
+}
+
+// APIHandler serves the metrics in Prometheus text format without the
+// mail delivery counters: /metrics on the API listener, which anyone who
+// can reach the API can read, and which a reset request must not move
+// differently for a user who exists (API.md, Operations).
+func (m *Metrics) APIHandler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
@@ -379,7 +401,9 @@ func (m *Metrics) tokenChecked(kind tokens.Kind, err error) {
 }
 
 // Mailed counts a reset link mail's outcome: "sent", "dropped", or
-// "failed_" and the mail package's reason.
+// "failed_" and the mail package's reason. Only a user who exists is
+// mailed, so the counter is served on the metrics listener only
+// (Handler, not APIHandler).
 func (m *Metrics) Mailed(outcome string) {
 	if m != nil {
 		m.resetMails.WithLabelValues(outcome).Inc()

@@ -27,7 +27,7 @@ type Deps struct {
 	Now func() time.Time
 
 	Metrics       *Metrics
-	MetricsOnMain bool     // serve /metrics here, not on --metrics-addr
+	MetricsOnMain bool     // serve /metrics here (without the mail delivery counters), not on --metrics-addr
 	CORSOrigins   []string // origins whose pages may call the API
 	NoAccessLog   bool     // log no line per request (audit and error lines stay)
 	// LogOut and LogFormat, when set, are log's destination and
@@ -177,7 +177,7 @@ func addRoutes(mux interface{ Handle(string, http.Handler) }, d Deps) []string {
 	handle("GET", "/healthz", handleHealthz())
 	handle("GET", "/readyz", handleReadyz(d.Log, d.Store, d.Users))
 	if d.MetricsOnMain {
-		handle("GET", "/metrics", d.Metrics.Handler())
+		handle("GET", "/metrics", d.Metrics.APIHandler())
 	}
 	for _, path := range paths {
 		h := d.methods(byPath[path])
