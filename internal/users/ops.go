@@ -192,6 +192,23 @@ type Change struct {
 	Admin, Disabled *bool
 }
 
+// SetAdmin makes u an admin, or not: every change of the flag goes
+// through it (Edit, an import's update). A personal access token keeps the
+// admin scope only while its user is an admin throughout: demoting u ends
+// those u holds, so that no token keeps a power its user lost, to come
+// back with a later promotion; and promoting u ends any a user who was not
+// an admin still holds (one a demotion of an earlier version left
+// behind), which only an admin could have made.
+func SetAdmin(u *User, admin bool) {
+	if !u.Admin || !admin {
+		if slices.ContainsFunc(u.AccessTokens, func(t AccessToken) bool { return t.Has(ScopeAdmin) }) {
+			// A copy: u's slice may be shared with the caller's (a dry run's).
+			u.AccessTokens = slices.DeleteFunc(slices.Clone(u.AccessTokens), func(t AccessToken) bool { return t.Has(ScopeAdmin) })
+		}
+	}
+	u.Admin = admin
+}
+
 // Edit applies c to the user named username and returns the user as
 // changed. Disabling ends every token of the user as Disable does, and
 // enabling is Enable; each only when it changes the user. Demoting an
@@ -218,11 +235,8 @@ func Edit(ctx context.Context, d Directory, username string, c Change) (User, er
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		u.Name, u.Email, u.Groups = name, email, groups
-		if c.Admin != nil && u.Admin && !*c.Admin {
-			u.AccessTokens = slices.DeleteFunc(slices.Clone(u.AccessTokens), func(t AccessToken) bool { return t.Has(ScopeAdmin) })
-		}
 		if c.Admin != nil {
-			u.Admin = *c.Admin
+			SetAdmin(u, *c.Admin)
 		}
 		switch {
 		case c.Disabled == nil || *c.Disabled == u.Disabled:
