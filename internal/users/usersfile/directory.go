@@ -239,9 +239,10 @@ func (s *Directory) UpdateKeepingAdmin(ctx context.Context, username string, cha
 func (s *Directory) updateAll(changes map[string]func(*users.User) error, keepAdmin bool) (map[string]error, error) {
 	failed := make(map[string]error)
 	var adminWas, adminIs *users.User // keepAdmin's user, before and after its change
-	others := 0                       // keepAdmin: the enabled admins the change leaves alone
-	var cuts []cutoffRecord           // the tokens the changes kill: each user's issued before its record
-	var enabled []cutoffRecord        // the users the changes enable, recorded once the file is written
+	others := make(map[string]bool)   // keepAdmin: the enabled admins the change leaves alone
+
+	var cuts []cutoffRecord    // the tokens the changes kill: each user's issued before its record
+	var enabled []cutoffRecord // the users the changes enable, recorded once the file is written
 	seen := make(map[string]bool, len(changes))
 	ed := streamEdit{
 		touches: func(name string) bool { _, ok := changes[name]; return ok },
@@ -296,11 +297,11 @@ func (s *Directory) updateAll(changes map[string]func(*users.User) error, keepAd
 		},
 	}
 	if keepAdmin {
-		ed.admin = func() { others++ }
+		ed.admin = func(name string) { others[name] = true }
 		end := ed.end
 		ed.end = func() ([]users.User, error) {
 			// Every entry read: others is the file's, under its lock.
-			err := users.KeepsAnAdmin(adminWas, adminIs, func() (int, error) { return others, nil })
+			err := users.KeepsAnAdmin(adminWas, adminIs, func() (int, error) { return len(others), nil })
 			if err != nil {
 				return nil, err
 			}
@@ -376,7 +377,7 @@ func (s *Directory) DeleteKeepingAdmin(ctx context.Context, username string) err
 // delete is Delete; with keepAdmin, DeleteKeepingAdmin.
 func (s *Directory) delete(username string, keepAdmin bool) error {
 	var found *users.User
-	others := 0 // keepAdmin: the enabled admins besides the user
+	others := make(map[string]bool) // keepAdmin: the enabled admins besides the user
 	ed := streamEdit{
 		touches: func(name string) bool { return name == username },
 		entry: func(u *users.User) (bool, error) {
@@ -389,7 +390,7 @@ func (s *Directory) delete(username string, keepAdmin bool) error {
 			}
 			if keepAdmin {
 				// Every entry read: others is the file's, under its lock.
-				if err := users.KeepsAnAdmin(found, nil, func() (int, error) { return others, nil }); err != nil {
+				if err := users.KeepsAnAdmin(found, nil, func() (int, error) { return len(others), nil }); err != nil {
 					return nil, err
 				}
 			}
@@ -402,7 +403,7 @@ func (s *Directory) delete(username string, keepAdmin bool) error {
 		},
 	}
 	if keepAdmin {
-		ed.admin = func() { others++ }
+		ed.admin = func(name string) { others[name] = true }
 	}
 	return s.edit(false, ed)
 }

@@ -49,10 +49,12 @@ type streamEdit struct {
 	// of names is sized to it. On a server's large file that spares each
 	// edit parsing, and allocating for, every hash in the file.
 	loaded *userIndex
-	// admin, if not nil, is called once for each entry the edit does not
-	// touch whose user is an enabled admin as the records have them: the
-	// count the last-admin rule needs, taken under the file's lock.
-	admin func()
+	// admin, if not nil, is called with the name of each entry the edit
+	// does not touch whose user is an enabled admin as the records have
+	// them: the count the last-admin rule needs, taken under the file's
+	// lock. A name may come twice (an edit that falls back to the
+	// reference reads the file again): count the names, not the calls.
+	admin func(username string)
 }
 
 // untouched tells ed.admin of the entry of username, which the edit
@@ -64,7 +66,7 @@ func (ed streamEdit) untouched(username string, admin, disabled bool, tokensAfte
 	}
 	u := users.User{Username: username, Admin: admin, TokensAfter: tokensAfter}
 	if ed.cuts.applyUser(&u) && !u.Disabled {
-		ed.admin()
+		ed.admin(username)
 	}
 }
 
