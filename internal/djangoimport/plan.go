@@ -97,13 +97,16 @@ func NewPlan(dump *Dump, held []users.User, update bool, key secret.Key, now tim
 // (Factors.UpdateFactors), and what they did is kept for FactorsUpdate. A
 // changed hash, or factors added, replaced or removed, end the user's
 // sessions as a password change ends them. A user deactivated in Django
-// is disabled, and its sessions end. ErrUnchanged when nothing changes.
+// is disabled, and its sessions end. A user who is no longer an admin in
+// Django loses their personal access tokens with the admin scope
+// (users.SetAdmin). ErrUnchanged when nothing changes.
 func (p *Plan) updateFrom(d users.User, key secret.Key, now time.Time) func(*users.User) error {
 	factors := p.dump.Factors[d.Username]
 	return func(x *users.User) error {
 		before := *x
 		before.Groups = slices.Clone(x.Groups)
-		x.Name, x.Email, x.Groups, x.Admin = d.Name, d.Email, d.Groups, d.Admin
+		x.Name, x.Email, x.Groups = d.Name, d.Email, d.Groups
+		users.SetAdmin(x, d.Admin) // a demotion ends the admin-scoped personal access tokens, as user edit's
 		endSessions := false
 		if x.DjangoHash != "" {
 			// A user enrolled in authsvc itself (no DjangoHash) never

@@ -80,6 +80,7 @@ type adminCall struct {
 var (
 	errUserExists       = &apiError{status: http.StatusConflict, code: "conflict", detail: "A user of that name exists."}
 	errSelf             = &apiError{status: http.StatusConflict, code: "conflict", detail: "An admin cannot delete, disable or demote themselves."}
+	errLastAdmin        = &apiError{status: http.StatusConflict, code: "conflict", detail: "At least one enabled admin must remain."}
 	errResetOfDisabled  = &apiError{status: http.StatusConflict, code: "conflict", detail: "The user is disabled; enable them before making a reset link."}
 	adminListParameters = []string{"limit", "after", "prefix", "group", "admin", "disabled", "mfa"}
 )
@@ -376,11 +377,17 @@ func (c *adminCall) edit() (int, any, error) {
 	if err := c.decode(&req, "name", "email", "groups", "admin", "disabled"); err != nil {
 		return 0, nil, err
 	}
-	ch = users.Change{Name: req.Name, Email: req.Email, Groups: req.Groups, Admin: req.Admin, Disabled: req.Disabled}
+	// KeepAdmin: the last-admin rule is decided inside the write, so that
+	// two admins demoting or disabling each other at once, on one
+	// instance or two, never both succeed.
+	ch = users.Change{Name: req.Name, Email: req.Email, Groups: req.Groups, Admin: req.Admin, Disabled: req.Disabled, KeepAdmin: true}
 	if c.target == c.p.user.Username() && (req.Admin != nil && !*req.Admin || req.Disabled != nil && *req.Disabled) {
 		return 0, nil, errSelf
 	}
 	u, err := users.Edit(c.r.Context(), c.a.tc.users, c.target, ch)
+	if errors.Is(err, users.ErrLastAdmin) {
+		return 0, nil, errLastAdmin
+	}
 	if err != nil {
 		return 0, nil, err
 	}
@@ -388,12 +395,17 @@ func (c *adminCall) edit() (int, any, error) {
 	return http.StatusOK, c.a.item(c.r.Context(), &u, c.a.locked(c.r.Context(), []users.User{u})[0]), nil
 }
 
-// remove serves DELETE /api/admin/users/{username}: Directory.Delete, as user del.
+// remove serves DELETE /api/admin/users/{username}: Directory.Delete, as
+// user del, but never of the last enabled admin (DeleteKeepingAdmin).
 func (c *adminCall) remove() (int, any, error) {
 	if c.target == c.p.user.Username() {
 		return 0, nil, errSelf
 	}
-	if err := c.a.tc.users.Delete(c.r.Context(), c.target); err != nil {
+	err := c.a.tc.users.DeleteKeepingAdmin(c.r.Context(), c.target)
+	if errors.Is(err, users.ErrLastAdmin) {
+		return 0, nil, errLastAdmin
+	}
+	if err != nil {
 		return 0, nil, err
 	}
 	c.changed()

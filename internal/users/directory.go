@@ -26,6 +26,9 @@ var (
 	// been for longer than what was loaded may be trusted. The caller
 	// fails closed and answers 503 unavailable.
 	ErrUnavailable = errors.New("user directory unavailable")
+	// ErrLastAdmin: UpdateKeepingAdmin or DeleteKeepingAdmin of the
+	// last enabled admin, which would leave none (KeepsAnAdmin).
+	ErrLastAdmin = errors.New("no other enabled admin would remain")
 )
 
 // A Directory is where users live: the users file (usersfile.Directory),
@@ -48,6 +51,14 @@ var (
 //     the backing fails, nothing is written (but for a cut-off recorded
 //     just before a write that then failed: a token killed early, never
 //     one kept alive).
+//   - UpdateKeepingAdmin and DeleteKeepingAdmin are Update and Delete
+//     that never take the last enabled admin away (KeepsAnAdmin): when
+//     the user was an enabled admin and the write would leave no other,
+//     nothing is written and the error wraps ErrLastAdmin. The other
+//     admins are counted inside the write (under the users file's lock,
+//     in the transaction, ordered after every write committed before
+//     it), so that of two writes racing to take away the last two
+//     admins, from this process or another, one fails.
 //   - A deleted user leaves its cut-off behind (a tombstone): a user
 //     added later under the same name, by Add or AddAll, has a cut-off no
 //     earlier than the deletion, so no token of the deleted user comes back.
@@ -147,6 +158,8 @@ type Directory interface {
 	// err is for the write itself: on err nothing was changed.
 	UpdateAll(ctx context.Context, changes map[string]func(*User) error) (failed map[string]error, err error)
 	Delete(ctx context.Context, username string) error
+	UpdateKeepingAdmin(ctx context.Context, username string, change func(*User) error) error
+	DeleteKeepingAdmin(ctx context.Context, username string) error
 	List(ctx context.Context) ([]User, error)
 	Page(ctx context.Context, after string, limit int, f Filter) ([]User, error)
 	Count(ctx context.Context, f Filter) (int, error)

@@ -190,6 +190,56 @@ type Change struct {
 	Name, Email     *string
 	Groups          *[]string
 	Admin, Disabled *bool
+	// KeepAdmin refuses, with ErrLastAdmin, a change that would leave no
+	// enabled admin (KeepsAnAdmin): the admin API's rule, decided inside
+	// the write (Directory.UpdateKeepingAdmin). The CLI, whose operator
+	// can always add an admin again, does without it.
+	KeepAdmin bool
+}
+
+// SetAdmin makes u an admin, or not: every change of the flag goes
+// through it (Edit, an import's update). A personal access token keeps the
+// admin scope only while its user is an admin throughout: demoting u ends
+// those u holds, so that no token keeps a power its user lost, to come
+// back with a later promotion; and promoting u ends any a user who was not
+// an admin still holds (one a demotion of an earlier version left
+// behind), which only an admin could have made.
+func SetAdmin(u *User, admin bool) {
+	if !u.Admin || !admin {
+		if slices.ContainsFunc(u.AccessTokens, func(t AccessToken) bool { return t.Has(ScopeAdmin) }) {
+			// A copy: u's slice may be shared with the caller's (a dry run's).
+			u.AccessTokens = slices.DeleteFunc(slices.Clone(u.AccessTokens), func(t AccessToken) bool { return t.Has(ScopeAdmin) })
+		}
+	}
+	u.Admin = admin
+}
+
+// EnabledAdmin reports whether u, nil for a user deleted, is an admin who
+// is not disabled: one who can use the admin API.
+func EnabledAdmin(u *User) bool { return u != nil && u.Admin && !u.Disabled }
+
+// KeepsAnAdmin is the last-admin rule (API.md, "Admin API": at least one
+// enabled admin always remains): it returns an error wrapping
+// ErrLastAdmin when a change of one user from was to is (nil: deleted)
+// takes an enabled admin away and others, the enabled admins besides that
+// user as the same write finds them, returns 0; the error of others when
+// it fails; nil otherwise. others is called only when the change takes an
+// enabled admin away. The directories decide it inside their write
+// (Directory.UpdateKeepingAdmin, DeleteKeepingAdmin), never from a read
+// before it: two admins demoting each other at once would each find the
+// other still there.
+func KeepsAnAdmin(was, is *User, others func() (int, error)) error {
+	if !EnabledAdmin(was) || EnabledAdmin(is) {
+		return nil
+	}
+	n, err := others()
+	switch {
+	case err != nil:
+		return err
+	case n == 0:
+		return fmt.Errorf("user %q: %w", was.Username, ErrLastAdmin)
+	}
+	return nil
 }
 
 // Edit applies c to the user named username and returns the user as
@@ -200,7 +250,11 @@ type Change struct {
 // Sessions live on; each request judges them by the user as they are.
 func Edit(ctx context.Context, d Directory, username string, c Change) (User, error) {
 	var out User
-	err := d.Update(ctx, username, func(u *User) error {
+	update := d.Update
+	if c.KeepAdmin {
+		update = d.UpdateKeepingAdmin
+	}
+	err := update(ctx, username, func(u *User) error {
 		name, email, groups := u.Name, u.Email, u.Groups
 		if c.Name != nil {
 			name = *c.Name
@@ -218,11 +272,8 @@ func Edit(ctx context.Context, d Directory, username string, c Change) (User, er
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		u.Name, u.Email, u.Groups = name, email, groups
-		if c.Admin != nil && u.Admin && !*c.Admin {
-			u.AccessTokens = slices.DeleteFunc(slices.Clone(u.AccessTokens), func(t AccessToken) bool { return t.Has(ScopeAdmin) })
-		}
 		if c.Admin != nil {
-			u.Admin = *c.Admin
+			SetAdmin(u, *c.Admin)
 		}
 		switch {
 		case c.Disabled == nil || *c.Disabled == u.Disabled:

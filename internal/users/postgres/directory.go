@@ -900,6 +900,33 @@ const updateUser = `update authsvc_users set username = $2, password_hash = $3, 
 // renames its user is written alone, inside a savepoint, so that a name
 // already taken (ErrExists) fails that change only.
 func (d *Directory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error) (map[string]error, error) {
+	return d.updateAll(ctx, changes, false)
+}
+
+// UpdateKeepingAdmin is Update, refused with ErrLastAdmin when it would
+// take away the last enabled admin: the other admins are counted in the
+// write's transaction (otherAdmins).
+func (d *Directory) UpdateKeepingAdmin(ctx context.Context, username string, change func(*users.User) error) error {
+	failed, err := d.updateAll(ctx, map[string]func(*users.User) error{username: change}, true)
+	if err != nil {
+		return err
+	}
+	return failed[username]
+}
+
+// otherAdmins returns how many enabled admins other than username tx
+// finds. Every write's first statement updates the one state row (write),
+// so the writes run one after another, and at READ COMMITTED this count
+// reads every write committed before this one: of two writes taking away
+// the last two admins, the second finds the first's.
+func otherAdmins(ctx context.Context, tx pgx.Tx, username string) (int, error) {
+	var n int
+	err := tx.QueryRow(ctx, `select count(*) from authsvc_users where admin and not disabled and username <> $1`, username).Scan(&n)
+	return n, err
+}
+
+// updateAll is UpdateAll; with keepAdmin, of one user, UpdateKeepingAdmin.
+func (d *Directory) updateAll(ctx context.Context, changes map[string]func(*users.User) error, keepAdmin bool) (map[string]error, error) {
 	names := slices.Sorted(maps.Keys(changes))
 	var failed map[string]error
 	timeout := pgQueryTimeout + time.Duration(len(changes))*100*time.Microsecond
@@ -917,6 +944,7 @@ func (d *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 				failed[name] = fmt.Errorf("user %q: %w", name, users.ErrNotFound)
 				continue
 			}
+			was := *u
 			if err := changes[name](u); err != nil {
 				failed[name] = err
 				continue
@@ -925,6 +953,16 @@ func (d *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 			if err != nil {
 				failed[name] = err
 				continue
+			}
+			if keepAdmin {
+				err := users.KeepsAnAdmin(&was, u, func() (int, error) { return otherAdmins(ctx, tx, name) })
+				switch {
+				case errors.Is(err, users.ErrLastAdmin):
+					failed[name] = err
+					continue
+				case err != nil:
+					return nil, 0, err
+				}
 			}
 			args := []any{name, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen,
 				int64(u.PasswordGeneration), pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA), pgAccessTokens(u.AccessTokens),
@@ -990,13 +1028,35 @@ func renameUser(ctx context.Context, tx pgx.Tx, args []any) error {
 }
 
 func (d *Directory) Delete(ctx context.Context, username string) error {
+	return d.delete(ctx, username, false)
+}
+
+// DeleteKeepingAdmin is Delete, refused with ErrLastAdmin when it would
+// take away the last enabled admin: the other admins are counted in the
+// write's transaction (otherAdmins).
+func (d *Directory) DeleteKeepingAdmin(ctx context.Context, username string) error {
+	return d.delete(ctx, username, true)
+}
+
+// delete is Delete; with keepAdmin, DeleteKeepingAdmin.
+func (d *Directory) delete(ctx context.Context, username string, keepAdmin bool) error {
 	return d.write(ctx, "delete a user", pgQueryTimeout, func(tx pgx.Tx, gen int64) ([]string, int64, error) {
-		tag, err := tx.Exec(ctx, `delete from authsvc_users where username = $1`, username)
+		var was users.User
+		err := tx.QueryRow(ctx, `delete from authsvc_users where username = $1 returning username, admin, disabled`, username).Scan(&was.Username, &was.Admin, &was.Disabled)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, 0, keep(fmt.Errorf("user %q: %w", username, users.ErrNotFound))
+		}
 		if err != nil {
 			return nil, 0, err
 		}
-		if tag.RowsAffected() == 0 {
-			return nil, 0, keep(fmt.Errorf("user %q: %w", username, users.ErrNotFound))
+		if keepAdmin {
+			err := users.KeepsAnAdmin(&was, nil, func() (int, error) { return otherAdmins(ctx, tx, username) })
+			switch {
+			case errors.Is(err, users.ErrLastAdmin):
+				return nil, 0, keep(err) // rolled back: the user stays
+			case err != nil:
+				return nil, 0, err
+			}
 		}
 		_, err = tx.Exec(ctx, `insert into authsvc_tombstones (username, tokens_after) values ($1, $2)
 			on conflict (username) do update set tokens_after = greatest(authsvc_tombstones.tokens_after, excluded.tokens_after)`,

@@ -222,11 +222,30 @@ func (s *Directory) Update(ctx context.Context, username string, change func(*us
 // its hash), leaves its entry byte for byte as it was; when every change
 // fails nothing is written.
 func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error) (map[string]error, error) {
+	return s.updateAll(changes, false)
+}
+
+// UpdateKeepingAdmin is Update, refused with ErrLastAdmin when it would
+// take away the last enabled admin: the other admins are counted in the
+// same pass, under the same lock, as the write.
+func (s *Directory) UpdateKeepingAdmin(ctx context.Context, username string, change func(*users.User) error) error {
+	failed, err := s.updateAll(map[string]func(*users.User) error{username: change}, true)
+	if err != nil {
+		return err
+	}
+	return failed[username]
+}
+
+// updateAll is UpdateAll; with keepAdmin, of one user, UpdateKeepingAdmin.
+func (s *Directory) updateAll(changes map[string]func(*users.User) error, keepAdmin bool) (map[string]error, error) {
 	failed := make(map[string]error)
+	var adminWas, adminIs *users.User // keepAdmin's user, before and after its change
+	others := make(map[string]bool)   // keepAdmin: the enabled admins the change leaves alone
+
 	var cuts []cutoffRecord    // the tokens the changes kill: each user's issued before its record
 	var enabled []cutoffRecord // the users the changes enable, recorded once the file is written
 	seen := make(map[string]bool, len(changes))
-	err := s.edit(false, streamEdit{
+	ed := streamEdit{
 		touches: func(name string) bool { _, ok := changes[name]; return ok },
 		entry: func(u *users.User) (bool, error) {
 			name := u.Username
@@ -247,6 +266,9 @@ func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 			}
 			if err := checkEntry(u); err != nil {
 				return fail(err)
+			}
+			if keepAdmin {
+				adminWas, adminIs = &was, u
 			}
 			before, after := changeRecords(&was, u)
 			cuts = append(cuts, before...)
@@ -274,8 +296,20 @@ func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 			}
 			return nil
 		},
-	})
-	if err != nil {
+	}
+	if keepAdmin {
+		ed.admin = func(name string) { others[name] = true }
+		end := ed.end
+		ed.end = func() ([]users.User, error) {
+			// Every entry read: others is the file's, under its lock.
+			err := users.KeepsAnAdmin(adminWas, adminIs, func() (int, error) { return len(others), nil })
+			if err != nil {
+				return nil, err
+			}
+			return end()
+		}
+	}
+	if err := s.edit(false, ed); err != nil {
 		return nil, err
 	}
 	return failed, nil
@@ -331,8 +365,21 @@ func checkEntry(u *users.User) error {
 }
 
 func (s *Directory) Delete(ctx context.Context, username string) error {
+	return s.delete(username, false)
+}
+
+// DeleteKeepingAdmin is Delete, refused with ErrLastAdmin when it would
+// take away the last enabled admin: the other admins are counted in the
+// same pass, under the same lock, as the write.
+func (s *Directory) DeleteKeepingAdmin(ctx context.Context, username string) error {
+	return s.delete(username, true)
+}
+
+// delete is Delete; with keepAdmin, DeleteKeepingAdmin.
+func (s *Directory) delete(username string, keepAdmin bool) error {
 	var found *users.User
-	return s.edit(false, streamEdit{
+	others := make(map[string]bool) // keepAdmin: the enabled admins besides the user
+	ed := streamEdit{
 		touches: func(name string) bool { return name == username },
 		entry: func(u *users.User) (bool, error) {
 			found = u
@@ -342,6 +389,12 @@ func (s *Directory) Delete(ctx context.Context, username string) error {
 			if found == nil {
 				return nil, fmt.Errorf("user %q: %w", username, users.ErrNotFound)
 			}
+			if keepAdmin {
+				// Every entry read: others is the file's, under its lock.
+				if err := users.KeepsAnAdmin(found, nil, func() (int, error) { return len(others), nil }); err != nil {
+					return nil, err
+				}
+			}
 			// The tombstone: a copy of an older file, or a later user of
 			// the same name, never brings the deleted user's tokens back;
 			// and an older file's entry of the deleted user, whose
@@ -349,7 +402,11 @@ func (s *Directory) Delete(ctx context.Context, username string) error {
 			at := users.Later(time.Now(), found.TokensAfter.Add(time.Nanosecond))
 			return nil, appendPending(s.path, cutoffRecord{Username: username, TokensAfter: at, Deleted: true, Event: eventDelete})
 		},
-	})
+	}
+	if keepAdmin {
+		ed.admin = func(name string) { others[name] = true }
+	}
+	return s.edit(false, ed)
 }
 
 // edit runs editUsersStream and, when this directory has been loaded,

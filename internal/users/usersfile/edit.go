@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"os"
 	"slices"
+	"time"
 
 	"authsvc/internal/password"
 	"authsvc/internal/users"
@@ -51,6 +52,25 @@ type streamEdit struct {
 	// of names is sized to it. On a server's large file that spares each
 	// edit parsing, and allocating for, every hash in the file.
 	loaded *userIndex
+	// admin, if not nil, is called with the name of each entry the edit
+	// does not touch whose user is an enabled admin as the records have
+	// them: the count the last-admin rule needs, taken under the file's
+	// lock. A name may come twice (an edit that falls back to the
+	// reference reads the file again): count the names, not the calls.
+	admin func(username string)
+}
+
+// untouched tells ed.admin of the entry of username, which the edit
+// leaves alone, if the entry (admin, disabled, its cut-off) and the
+// records make its user an enabled admin.
+func (ed streamEdit) untouched(username string, admin, disabled bool, tokensAfter time.Time) {
+	if ed.admin == nil || !admin || disabled {
+		return
+	}
+	u := users.User{Username: username, Admin: admin, TokensAfter: tokensAfter}
+	if ed.cuts.applyUser(&u) && !u.Disabled {
+		ed.admin(username)
+	}
 }
 
 // errAsRead is what streamEdit.entry returns to leave its entry as read:
@@ -144,6 +164,8 @@ func (ed streamEdit) apply(list []users.User) ([]users.User, error) {
 			case !keep:
 				continue
 			}
+		} else {
+			ed.untouched(u.Username, u.Admin, u.Disabled, u.TokensAfter)
 		}
 		kept = append(kept, u)
 	}
@@ -242,6 +264,9 @@ func (c *copier) entry(i int, e *rawEntry, orig []byte) error {
 	switch {
 	case c.editErr != nil:
 	case !c.ed.touches(string(e.username)):
+		if c.ed.admin != nil && e.admin && !e.disabled { // the name copied only for the few admins
+			c.ed.untouched(string(e.username), e.admin, e.disabled, e.tokensAfter)
+		}
 		c.w.entry(orig)
 	default:
 		c.editErr = c.edit(e, orig)

@@ -61,6 +61,8 @@ func Run(t *testing.T, factory Factory) {
 		{"Recheck reads past an older copy", testRecheck},
 		{"Watch brings another handle's writes", testWatch},
 		{"concurrent writers lose nothing", testConcurrentWriters},
+		{"the last enabled admin stays", testLastAdmin},
+		{"the last enabled admin stays through a race", testLastAdminRace},
 		{"operations on a user", func(t *testing.T, fx fixture) { runOps(t, fx.factory) }},
 		{"authenticate through the directory", testAuthenticate},
 		{"personal access tokens", runAccessTokens},
