@@ -316,6 +316,7 @@ type results struct {
 	floods           map[string][]floodResult
 	revocation       revocationResult
 	timing           map[string]timingResult
+	unknownFlood     timingResult
 	big              bigResult
 	pg               pgResult
 	gob              goResults
@@ -357,6 +358,7 @@ func (d *driver) run() (string, error) {
 
 	// 5c. Failures and dead tokens answered in the same time.
 	res.timing = d.timing()
+	res.unknownFlood = d.unknownFlood()
 
 	// 6. A users file of 1M users; 7. PostgreSQL with 100k users.
 	res.big = d.bigUsers()

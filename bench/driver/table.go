@@ -177,6 +177,7 @@ func (d *driver) loadTargets(w *tableWriter, res *results) {
 		row("revocation p99, 2 instances on one Redis, /info load", fmt.Sprintf("%s (p50 %s)", ms(rv.p99), ms(rv.p50)), "≤ 100 ms", verdict(rv.p99 <= 100))
 	}
 	timingRows(w, res.timing)
+	unknownFloodRow(w, res.unknownFlood)
 	for _, hc := range res.hashes {
 		r := median(res.login[hc.name]) / median(res.raw[hc.name])
 		row("login ÷ raw hash rate, "+hc.name, fmt.Sprintf("%.2f", r), "≥ 0.97", verdict(r >= 0.97))

@@ -47,6 +47,35 @@ func (d *driver) timing() map[string]timingResult {
 	return res
 }
 
+// unknownFlood runs BenchmarkUnknownUserFlood from internal/httpapi's test
+// binary for 2 s: logins of made-up names from one client, each of which
+// may recheck the users file, once a client per 100 ms at most. It
+// returns the rechecks per login.
+func (d *driver) unknownFlood() timingResult {
+	d.logf("== unknown-name login flood: rechecks of the users file per login")
+	out, err := d.command(d.cfg.httpapibin, nil, "-test.run", "^$", "-test.bench", "^BenchmarkUnknownUserFlood$", "-test.benchtime", "2s")
+	if err != nil {
+		return timingResult{err: err}
+	}
+	for _, b := range parseGoBench(out) {
+		if v, ok := b.metrics["rechecks/op"]; ok && b.name == "UnknownUserFlood" {
+			d.logf("UnknownUserFlood: %.3f rechecks a login", v)
+			return timingResult{devPct: v}
+		}
+	}
+	return timingResult{err: fmt.Errorf("no rechecks/op in its output")}
+}
+
+// unknownFloodRow writes the unknown-name flood's row.
+func unknownFloodRow(w *tableWriter, r timingResult) {
+	const figure, target = "users-file rechecks per unknown-name login (one client flooding)", "≤ 0.1"
+	if r.err != nil {
+		w.notMeasured(figure, target, r.err)
+		return
+	}
+	w.row(figure, fmt.Sprintf("%.3f", r.devPct), target, verdict(r.devPct <= 0.1))
+}
+
 // timingRows writes the timing rows of the table.
 func timingRows(w *tableWriter, res map[string]timingResult) {
 	target := fmt.Sprintf("≤ %.0f %%", timingTarget)

@@ -42,6 +42,7 @@ type LoginGuard struct {
 	dummyOnce sync.Once
 	dummyHash *password.Hash // Policy's dummy (dummy); set once
 	rehashes  rehashQueue
+	unknown   unknownRechecks // which logins of unknown users recheck the directory
 }
 
 // dummy returns the hash an unknown or disabled user's password is checked
@@ -120,7 +121,7 @@ func (g *LoginGuard) attempt(w http.ResponseWriter, r *http.Request, users users
 func (a *loginAttempt) verify(password string) (*users.Account, error) {
 	g, ctx := a.g, a.r.Context()
 	// A directory that cannot say who exists fails closed: 503, not 401.
-	known, err := a.users.Lookup(ctx, a.username)
+	known, err := g.lookupAnew(ctx, a.users, a.username, a.client)
 	if err != nil && !errors.Is(err, users.ErrNotFound) {
 		return nil, err
 	}
@@ -196,7 +197,7 @@ func (a *loginAttempt) release() {
 func (a *loginAttempt) verifyCode(check func() (bool, error)) error {
 	g, ctx := a.g, a.r.Context()
 	if !a.held {
-		known, err := a.users.Lookup(ctx, a.username)
+		known, err := g.lookupAnew(ctx, a.users, a.username, a.client)
 		if err != nil && !errors.Is(err, users.ErrNotFound) {
 			return err
 		}
