@@ -144,7 +144,7 @@ func handleTokenCreate(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf se
 		}
 		var body []byte
 		if err == nil {
-			body, err = readLoginBody(w, r)
+			body, err = readJSONBody(w, r)
 		}
 		var spec tokenSpec
 		if err == nil {

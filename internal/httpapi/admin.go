@@ -472,7 +472,7 @@ func (c *adminCall) resetLink() (int, any, error) {
 // v, refusing a field not in known, a null and a value of the wrong
 // type; its errors never quote the body, which may hold a password.
 func (c *adminCall) decode(v any, known ...string) error {
-	body, err := readLoginBody(c.w, c.r)
+	body, err := readJSONBody(c.w, c.r)
 	if err != nil {
 		return err
 	}

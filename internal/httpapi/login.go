@@ -3,9 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -429,9 +427,6 @@ func outcomeName(err error) string {
 	return e.code
 }
 
-// maxLoginBody bounds the login request body (API.md: 16 KiB).
-const maxLoginBody = 16 << 10
-
 // LoginRequest is the login body. OTP is a one-step client's
 // second-factor code, sent beside the password; "" when none.
 type LoginRequest struct {
@@ -499,30 +494,13 @@ func passwordTooLong(fields ...bodyField) error {
 	return nil
 }
 
-// readLoginBody checks the media type and reads the body within its limit.
-func readLoginBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mediaType != "application/json" {
-		return nil, errUnsupportedMedia
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLoginBody))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, errTooLarge
-	case err != nil:
-		return nil, invalidRequest("Could not read the request body.")
-	}
-	return body, nil
-}
-
 // handleLogin exchanges a username and password for a new token, in
 // API.md's order of checks.
 func handleLogin(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The media type (415) and size (413). The body is read even at
 		// capacity: net/http would close a connection that left it.
-		body, err := readLoginBody(w, r)
+		body, err := readJSONBody(w, r)
 		if err == nil && guard.atCapacity(r.Context()) {
 			err = errUnavailable // before decoding: the cheapest refusal
 		}

@@ -276,7 +276,7 @@ func (r *mfaRequest) field(name string) string {
 // (415), the size (413) and the shape (400), as login's.
 func readMFABody(w http.ResponseWriter, r *http.Request, required ...string) (mfaRequest, error) {
 	var req mfaRequest
-	body, err := readLoginBody(w, r)
+	body, err := readJSONBody(w, r)
 	if err == nil {
 		err = decodeMFA(body, &req, required...)
 	}

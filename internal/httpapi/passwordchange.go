@@ -53,7 +53,7 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter P
 		p, err := tc.authenticate(r)
 		var body []byte
 		if err == nil {
-			body, err = readLoginBody(w, r)
+			body, err = readJSONBody(w, r)
 		}
 		var req PasswordRequest
 		if err == nil {

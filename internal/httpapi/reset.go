@@ -82,7 +82,7 @@ func resetThrottleKey(username string) string { return "\x00reset " + username }
 func handleResetConfirm(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter PasswordSetter, policy ResetPolicy) http.Handler {
 	const event = "password reset confirm"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := readLoginBody(w, r)
+		body, err := readJSONBody(w, r)
 		var req resetConfirmRequest
 		if err == nil {
 			err = decodeResetConfirm(body, &req)

@@ -43,7 +43,7 @@ func handleResetRequest(log *slog.Logger, tc tokenCheck, guard *LoginGuard, requ
 	const event = "password reset request"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		body, err := readLoginBody(w, r)
+		body, err := readJSONBody(w, r)
 		var req resetRequest
 		if err == nil {
 			err = decodeResetRequest(body, &req)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -197,4 +199,26 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header()["Content-Type"] = []string{"application/json"}
 	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// maxJSONBody bounds a request's JSON body (API.md: 16 KiB).
+const maxJSONBody = 16 << 10
+
+// readJSONBody checks that a request's body is JSON (415 otherwise) and
+// reads it within maxJSONBody (413): the first step of every endpoint that
+// takes a JSON body, the login and the admin API's alike.
+func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mediaType != "application/json" {
+		return nil, errUnsupportedMedia
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, errTooLarge
+	case err != nil:
+		return nil, invalidRequest("Could not read the request body.")
+	}
+	return body, nil
 }
