@@ -256,7 +256,7 @@ func (a *loginAttempt) codeUser() string {
 func (a *loginAttempt) reserveCode(ctx context.Context) (int, error) {
 	var after time.Time
 	if a.known != nil {
-		after = a.known.FailuresAfter()
+		after = a.known.CodesAfter()
 	}
 	v, n, err := a.g.Throttle.ReserveCode(ctx, a.codeUser(), after, a.g.Now())
 	switch {

@@ -89,11 +89,13 @@ func Logout(ctx context.Context, d Directory, username string) error {
 	})
 }
 
-// Unlock lifts the lockout of the user named username: the failed logins
-// before now (FailuresAfter) no longer count. It ends no token.
+// Unlock lifts the lockouts of the user named username: the failed logins
+// (FailuresAfter) and the wrong second-factor codes (CodesAfter) before
+// now no longer count. It ends no token.
 func Unlock(ctx context.Context, d Directory, username string) error {
 	return d.Update(ctx, username, func(u *User) error {
-		u.FailuresAfter = time.Now().UTC()
+		at := time.Now().UTC()
+		u.FailuresAfter, u.CodesAfter = at, at
 		return nil
 	})
 }

@@ -225,6 +225,7 @@ func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 	var cuts []cutoffRecord    // the tokens the changes kill: each user's issued before its record
 	var enabled []cutoffRecord // the users the changes enable, recorded once the file is written
 	seen := make(map[string]bool, len(changes))
+	links := &resetView{s: s}
 	err := s.edit(false, streamEdit{
 		touches: func(name string) bool { _, ok := changes[name]; return ok },
 		entry: func(u *users.User) (bool, error) {
@@ -239,6 +240,10 @@ func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 				}
 				return true, errAsRead
 			}
+			fileLink, err := links.show(u) // the link and mails the resets file keeps
+			if err != nil {
+				return true, err
+			}
 			was := *u                                       // as the records keep it: disabled by one, say, whatever the file says
 			was.AccessTokens = slices.Clone(u.AccessTokens) // change may change them in place
 			if err := changes[name](u); err != nil {
@@ -248,6 +253,9 @@ func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 				return fail(err)
 			}
 			before, after := changeRecords(&was, u)
+			if err := links.keep(&was, u, fileLink); err != nil {
+				return true, err
+			}
 			cuts = append(cuts, before...)
 			enabled = append(enabled, after...)
 			return true, nil

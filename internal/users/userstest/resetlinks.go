@@ -152,6 +152,49 @@ func runResetLinks(t *testing.T, fx fixture) {
 			t.Errorf("UsersByEmail(a disabled user's address) = %v, %v; want none", names, err)
 		}
 	})
+	t.Run("a confirm keeps the mail count and the code lock", func(t *testing.T) {
+		a, b := fx.aliceOnTwo(t)
+		var token string
+		for i := range users.MaxResetMails {
+			var err error
+			if _, token, err = users.NewMailedResetLink(ctx, a, "alice", time.Hour, now.Add(time.Duration(i)*time.Second)); err != nil {
+				t.Fatalf("mail %d: NewMailedResetLink = %v; want nil", i+1, err)
+			}
+		}
+		before, err := b.Recheck(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := users.ConfirmReset(ctx, b, "alice", token, newHash, now.Add(5*time.Second)); err != nil {
+			t.Fatalf("ConfirmReset = %v; want nil", err)
+		}
+		for name, d := range map[string]users.Directory{"the confirming handle": b, "the other handle": a} {
+			_, _, err := users.NewMailedResetLink(ctx, d, "alice", time.Hour, now.Add(10*time.Second))
+			if !errors.Is(err, users.ErrResetMailLimit) {
+				t.Errorf("NewMailedResetLink after a confirm on %s = %v; want ErrResetMailLimit: the count is apart from the link", name, err)
+			}
+		}
+		after, err := b.Recheck(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !after.CodesAfter().Equal(before.CodesAfter()) {
+			t.Errorf("CodesAfter after a reset = %v; want %v: a confirm never lifts the code lock", after.CodesAfter(), before.CodesAfter())
+		}
+		if err := users.Unlock(ctx, a, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		unlocked, err := b.Recheck(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !unlocked.CodesAfter().After(after.CodesAfter()) || !unlocked.CodesAfter().Equal(unlocked.FailuresAfter()) {
+			t.Errorf("after user unlock, CodesAfter %v, FailuresAfter %v; want both the unlock's time", unlocked.CodesAfter(), unlocked.FailuresAfter())
+		}
+		if list, err := b.Page(ctx, "", users.MaxPage, users.Filter{}); err != nil || len(list) != 1 || !list[0].CodesAfter.Equal(unlocked.CodesAfter()) {
+			t.Errorf("Page() after user unlock = %+v, %v; want alice with CodesAfter %v", list, err, unlocked.CodesAfter())
+		}
+	})
 	t.Run("none for a disabled user", func(t *testing.T) {
 		d := fx.withAlice(t)
 		if err := users.Disable(ctx, d, "alice"); err != nil {
