@@ -36,7 +36,7 @@ func runResetLinks(t *testing.T, fx fixture) {
 			}
 		}
 	})
-	t.Run("dead when superseded, expired, or after a password set", func(t *testing.T) {
+	t.Run("dead when superseded, expired, or after a password set or a logout", func(t *testing.T) {
 		for _, tt := range []struct {
 			name  string
 			after func(d users.Directory) error
@@ -47,6 +47,7 @@ func runResetLinks(t *testing.T, fx fixture) {
 				return err
 			}, now},
 			{"user passwd", func(d users.Directory) error { return users.SetPassword(ctx, d, "alice", newHash) }, now},
+			{"user logout", func(d users.Directory) error { return users.Logout(ctx, d, "alice") }, now},
 			{"disabled", func(d users.Directory) error { return users.Disable(ctx, d, "alice") }, now},
 			{"disabled, then enabled", func(d users.Directory) error {
 				if err := users.Disable(ctx, d, "alice"); err != nil {
