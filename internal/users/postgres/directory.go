@@ -924,9 +924,16 @@ func (d *Directory) UpdateAll(ctx context.Context, changes map[string]func(*user
 				failed[name] = fmt.Errorf("user %q: %w", name, users.ErrNotFound)
 				continue
 			}
+			cutoff, link := u.TokensAfter, u.ResetLink
 			if err := changes[name](u); err != nil {
 				failed[name] = err
 				continue
+			}
+			if u.ResetLink != nil && u.ResetLink == link && u.TokensAfter.After(cutoff) {
+				// A pending reset link dies with the user's cut-off, as a
+				// users file's does (USERS.resets binds it): a logout,
+				// reset-mfa or a second factor's confirm ends it too.
+				u.ResetLink = nil
 			}
 			work, err := checkUser(u)
 			if err != nil {

@@ -48,6 +48,9 @@ func runResetLinks(t *testing.T, fx fixture) {
 			}, now},
 			{"user passwd", func(d users.Directory) error { return users.SetPassword(ctx, d, "alice", newHash) }, now},
 			{"user logout", func(d users.Directory) error { return users.Logout(ctx, d, "alice") }, now},
+			{"a cut-off moved (reset-mfa, a second factor's confirm)", func(d users.Directory) error {
+				return d.Update(ctx, "alice", func(u *users.User) error { u.TokensAfter = time.Now().UTC(); return nil })
+			}, now},
 			{"disabled", func(d users.Directory) error { return users.Disable(ctx, d, "alice") }, now},
 			{"disabled, then enabled", func(d users.Directory) error {
 				if err := users.Disable(ctx, d, "alice"); err != nil {
