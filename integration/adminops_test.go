@@ -359,6 +359,7 @@ func (w *walker) opAdminLogout(s step) error {
 		return w.adminWant(what, r, 204, "", "logged out")
 	}
 	w.m.killUser(s.user, time.Now(), s.inst, nil, false)
+	w.m.users[s.user].killLink() // the cut-off moved: a pending reset link dies
 	return nil
 }
 
@@ -386,6 +387,7 @@ func (w *walker) opAdminResetMFA(s step) error {
 	}
 	now := time.Now()
 	w.m.killUser(s.user, now, s.inst, nil, false)
+	u.killLink() // the cut-off moved
 	st.totp, st.factors = "", st.factors+1
 	u.pending = ""
 	w.m.change(s.user, st, now, false, true, s.inst)

@@ -460,6 +460,7 @@ func (w *walker) opConfirm(s step) error {
 		return w.fail("mfa", "POST /api/auth/mfa/totp/confirm/ on %s with %s and %s = %s; want 200 with 10 recovery codes", w.f.insts[s.inst].name, tk, c.describe(), r)
 	}
 	w.m.killUser(s.user, now, s.inst, tk, false)
+	u.killLink() // the cut-off moved
 	st := u.cur()
 	st.totp, st.factors = u.pending, st.factors+1
 	u.pending = ""
@@ -493,6 +494,7 @@ func (w *walker) opRemove(s step) error {
 	}
 	now := time.Now()
 	w.m.killUser(s.user, now, s.inst, tk, false)
+	u.killLink() // the cut-off moved
 	st := u.cur()
 	st.totp, st.factors = "", st.factors+1
 	w.m.change(s.user, st, now, false, true, s.inst)
@@ -572,10 +574,8 @@ func cliOp(sub string) func(*walker, step) error {
 		case "del", "reset-mfa":
 			u.pending = ""
 		}
-		if endsPATs { // passwd, disable, del: the reset link dies too
+		if endsTokens { // the cut-off moves (logout and reset-mfa too): the reset link dies
 			u.killLink()
-		}
-		if endsTokens {
 			w.m.killUser(s.user, now, -1, nil, endsPATs)
 		}
 		if record {

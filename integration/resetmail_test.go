@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,7 +16,8 @@ import (
 )
 
 // TestResetByEmail is a user's whole journey through a real SMTP server:
-// the request, the email arriving, the link from its body, the confirm on
+// the request, the email arriving, the link from its body (the users file
+// untouched by the request, the link kept beside it), the confirm on
 // another instance, the old sessions and tokens dead, the login with the
 // new password, the second factor still asked; and the same link refused
 // again on both instances. A request for no one mails nothing and is
@@ -54,6 +57,9 @@ func TestResetByEmail(t *testing.T) {
 	}
 
 	// The requests: alice's address (any case), and an address of no one.
+	// Neither rewrites the users file (issue 37): the link is kept beside
+	// it, in USERS.resets, and B confirms it all the same.
+	before, beforeStat := readStat(t, path)
 	for _, email := range []string{"ALICE@example.com", "nobody@example.com"} {
 		if r := harness.Do(t, "POST", baseA+"/api/auth/password/reset/", "", `{"email":"`+email+`"}`); r.Status != 204 {
 			t.Fatalf("reset request for %s = %s; want 204", email, r)
@@ -66,6 +72,13 @@ func TestResetByEmail(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // a mail to no one would have come by now
 	if msgs = smtp.Messages(t); len(msgs) != 1 || len(msgs[0].RcptTos) != 1 || msgs[0].RcptTos[0] != "alice@example.com" {
 		t.Fatalf("mails = %+v; want one, to alice@example.com", msgs)
+	}
+	if after, afterStat := readStat(t, path); !bytes.Equal(after, before) || !afterStat.ModTime().Equal(beforeStat.ModTime()) {
+		t.Errorf("the users file after the reset requests: %d bytes, mtime %v; want the %d bytes and mtime %v of before: a reset request must not rewrite it",
+			len(after), afterStat.ModTime(), len(before), beforeStat.ModTime())
+	}
+	if _, err := os.Stat(usersfile.ResetsPath(path)); err != nil {
+		t.Errorf("the resets file beside the users file: %v; want it holding the link", err)
 	}
 	link := regexp.MustCompile(`https://app\.example\.com/reset/([A-Za-z0-9_-]+)/([A-Za-z0-9_-]{43})`).FindStringSubmatch(msgs[0].Body)
 	if link == nil {
@@ -123,4 +136,18 @@ func TestResetRequestWithoutMail(t *testing.T) {
 	if r := harness.Do(t, "POST", base+"/api/auth/password/reset/confirm/", "", `{"uid":"`+uid+`","token":"`+token+`","new_password":"a brand new passphrase"}`); r.Status != 204 {
 		t.Errorf("confirm of an operator's link = %s; want 204", r)
 	}
+}
+
+// readStat returns the bytes and the file info of the file at path.
+func readStat(t *testing.T, path string) ([]byte, os.FileInfo) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, fi
 }

@@ -51,7 +51,7 @@ func commands() []command {
 		{name: "user disable", summary: "disable a user, ending their tokens", run: userDisable},
 		{name: "user enable", summary: "enable a disabled user", run: userEnable},
 		{name: "user logout", summary: "end every session of a user", run: userLogout},
-		{name: "user unlock", summary: "lift the login throttle's lockout of a user", run: userUnlock},
+		{name: "user unlock", summary: "lift a user's lockouts: failed logins and the code lock", run: userUnlock},
 		{name: "user reset-mfa", summary: "remove a user's second factors, ending their sessions", run: userResetMFA},
 		{name: "user reset-link", summary: "print a one-time password reset link of a user", run: userResetLink},
 		{name: "user list", summary: "list the users, without their hashes", run: userList},

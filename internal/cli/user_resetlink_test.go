@@ -3,6 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -75,15 +79,48 @@ func confirmReset(t *testing.T, path, username, token string) error {
 	return users.ConfirmReset(context.Background(), usersfile.New(path, slog.New(slog.DiscardHandler)), username, token, string(hash), time.Now())
 }
 
+// storedResetLink returns the last reset link that the resets file beside
+// the users file at path keeps for username (USERS.resets: a link never
+// rewrites the users file), as its digest and expiry; nil for none.
+func storedResetLink(t *testing.T, path, username string) *users.ResetLink {
+	t.Helper()
+	data, err := os.ReadFile(usersfile.ResetsPath(path))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *users.ResetLink
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var rec struct {
+			Username string `json:"username"`
+			users.ResetLink
+		}
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("%s: %q: %v", usersfile.ResetsPath(path), line, err)
+		}
+		if rec.Username == username && rec.Digest != "" {
+			last = &users.ResetLink{Digest: rec.Digest, ExpiresAt: rec.ExpiresAt}
+		}
+	}
+	return last
+}
+
 // TestCLIResetLinkWorksOnce: the link printed names the user in its uid,
-// sets a password once through its token, and the users file keeps the
-// token's digest alone; the note on stderr never carries the token.
+// sets a password once through its token, and the resets file beside the
+// users file keeps the token's digest alone, the users file left as it
+// was; the note on stderr never carries the token.
 func TestCLIResetLinkWorksOnce(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	addUser(t, path, "alice", "pw")
 	addUser(t, path, "bob", "pw")
 	before := time.Now()
+	was, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	link, expires := resetLink(t, path, nil, "alice")
 	uid, token := splitResetLink(t, link)
 	if got, err := users.ParseResetUID(uid); err != nil || got != "alice" {
@@ -96,16 +133,20 @@ func TestCLIResetLinkWorksOnce(t *testing.T) {
 		t.Errorf("the note's expiry is %v after the command started; want 1h, the default", d)
 	}
 
-	data, err := os.ReadFile(path)
+	if data, err := os.ReadFile(path); err != nil || !bytes.Equal(data, was) {
+		t.Errorf("the users file after user reset-link: %d bytes, %v; want the %d bytes of before", len(data), err, len(was))
+	}
+	data, err := os.ReadFile(usersfile.ResetsPath(path))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Contains(data, []byte(token)) {
-		t.Errorf("the users file holds the reset token %q; want its digest alone", token)
+		t.Errorf("the resets file holds the reset token %q; want its digest alone", token)
 	}
-	stored := mustReadUsers(t, path)["alice"].ResetLink
-	if stored == nil || !bytes.Contains(data, []byte(stored.Digest)) {
-		t.Fatalf("alice's stored reset link = %+v; want one, with its digest in the file", stored)
+	raw, _ := base64.RawURLEncoding.DecodeString(token)
+	digest := sha256.Sum256(raw)
+	if stored := storedResetLink(t, path, "alice"); stored == nil || stored.Digest != hex.EncodeToString(digest[:]) {
+		t.Fatalf("alice's stored reset link = %+v; want one, with the token's digest", stored)
 	}
 
 	if err := confirmReset(t, path, "bob", token); !errors.Is(err, users.ErrBadResetLink) {
@@ -147,7 +188,7 @@ func TestCLIResetLinkTTLAndPattern(t *testing.T) {
 	addUser(t, path, "zoë", "pw")
 	before := time.Now()
 	_, expires := resetLink(t, path, nil, "--ttl", "30m", "zoë")
-	stored := mustReadUsers(t, path)["zoë"].ResetLink
+	stored := storedResetLink(t, path, "zoë")
 	if d := expires.Sub(before); d < 30*time.Minute-time.Second || d > 31*time.Minute {
 		t.Errorf("--ttl 30m: the note's expiry is %v after the command started; want 30m", d)
 	}

@@ -26,7 +26,7 @@ func userEnable(ctx context.Context, e *env, args []string) error {
 // user (users.Logout).
 func userLogout(ctx context.Context, e *env, args []string) error {
 	return changeUser(ctx, e, args, "user logout",
-		"Ends every token of a user, on every server reading the same users.",
+		"Ends every token of a user, and their pending password reset link, on every\nserver reading the same users.",
 		users.Logout, "ended every token of")
 }
 

@@ -207,7 +207,7 @@ func (a admin) locked(ctx context.Context, list []users.User) []bool {
 			defer func() { <-sem }()
 			l, err := a.guard.Throttle.Explain(ctx, key, "", now)
 			if out[i] = err == nil && l&throttle.LimitUser != 0; !out[i] {
-				codes, err := a.guard.Throttle.CodeLocked(ctx, u.Username, u.FailuresAfter)
+				codes, err := a.guard.Throttle.CodeLocked(ctx, u.Username, u.CodesAfter)
 				out[i] = err == nil && codes
 			}
 		})

@@ -252,12 +252,13 @@ func (a *loginAttempt) codeUser() string {
 }
 
 // reserveCode counts the attempt's code on its user's code lock, judged
-// by the user's last unlock, and returns the count with it: errCodeLocked
+// by the user's last unlock (CodesAfter: a reset confirm, which lifts the
+// password lockouts, leaves it), and returns the count with it: errCodeLocked
 // (held in the tarpit) when the lock refuses it.
 func (a *loginAttempt) reserveCode(ctx context.Context) (int, error) {
 	var after time.Time
 	if a.known != nil {
-		after = a.known.FailuresAfter()
+		after = a.known.CodesAfter()
 	}
 	v, n, err := a.g.Throttle.ReserveCode(ctx, a.codeUser(), after, a.g.Now())
 	switch {

@@ -740,9 +740,17 @@ func TestMFACodeLock(t *testing.T) {
 		t.Errorf("/metrics lacks authsvc_mfa_lockouts_total 1")
 	}
 
-	// user unlock (the directory's failures_after) lifts it.
-	tok := e.mfaToken("alice")
+	// A reset confirm lifts the password lockouts (failures_after) alone:
+	// the code lock holds (API.md, Password reset).
 	if err := e.users.Update(context.Background(), "alice", func(u *users.User) error { u.FailuresAfter = e.clock.Now(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Millisecond)
+	locked("the right code after the password lockouts were lifted", secondStep(e.mfaToken("alice")))
+
+	// user unlock (the directory's codes_after) lifts it.
+	tok := e.mfaToken("alice")
+	if err := users.Unlock(context.Background(), e.users, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Millisecond)

@@ -7,12 +7,14 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"authsvc/internal/httpapi"
 	"authsvc/internal/resetmail"
 	"authsvc/internal/servertest"
+	"authsvc/internal/throttle"
 	"authsvc/internal/users"
 )
 
@@ -199,5 +201,142 @@ func TestResetRequests(t *testing.T) {
 	}
 	if last.Code != 429 || last.Header().Get("Retry-After") == "" {
 		t.Errorf("the 10th request for one address from one client = %d, Retry-After %q; want 429 with Retry-After", last.Code, last.Header().Get("Retry-After"))
+	}
+}
+
+// mailedLinks is a newMailEnv's outbox: the links of the messages its
+// Send hook received, in order.
+type mailedLinks struct {
+	mu    sync.Mutex // guards links
+	links []string   // "uid/token", the body of newMailEnv's messages
+}
+
+func (m *mailedLinks) send(msg resetmail.Message) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.links = append(m.links, msg.Body)
+	return true
+}
+
+func (m *mailedLinks) all() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.links)
+}
+
+// requestReset posts a reset request for username and waits until the
+// env's resetmail.Service has served it: mailed a link, or refused one for
+// the hourly limit.
+func (e *testEnv) requestReset(username string) {
+	e.t.Helper()
+	svc := e.deps.ResetRequester.(*resetmail.Service)
+	done := func() int64 { c := svc.Counts(); return c.Queued + c.Limited + c.Failed + c.Dropped }
+	before := done()
+	if w := e.do("POST", "/api/auth/password/reset/", `{"username":"`+username+`"}`, jsonCT); w.Code != http.StatusNoContent {
+		e.t.Fatalf("reset request for %s = %d %s; want 204", username, w.Code, w.Body)
+	}
+	for deadline := time.Now().Add(10 * time.Second); done() == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the reset request for %s was not served within 10 s", username)
+		}
+	}
+}
+
+// TestResetConfirmKeepsMailCount is issue 37's first repro of point 1:
+// three reset mails, a confirm of the last link, then three more requests
+// within the hour mail nothing. The hourly count of mails is kept apart
+// from the link, which the confirm spends (API.md, Password reset).
+func TestResetConfirmKeepsMailCount(t *testing.T) {
+	t.Parallel()
+	var out mailedLinks
+	e := newMailEnv(t, func(c *envConfig) { c.tokenTTL = time.Hour }, out.send)
+	for range users.MaxResetMails {
+		e.requestReset("alice")
+		e.clock.Advance(time.Second)
+	}
+	links := out.all()
+	if len(links) != users.MaxResetMails {
+		t.Fatalf("%d reset requests mailed %d links; want %d", users.MaxResetMails, len(links), users.MaxResetMails)
+	}
+	uid, token, _ := strings.Cut(links[len(links)-1], "/")
+	if w := e.confirm(uid, token, newPassphrase); w.Code != http.StatusNoContent {
+		t.Fatalf("confirm of the last link = %d %s; want 204", w.Code, w.Body)
+	}
+	for range users.MaxResetMails {
+		e.clock.Advance(time.Second)
+		e.requestReset("alice")
+	}
+	if got := out.all(); len(got) != users.MaxResetMails {
+		t.Errorf("mails after %d requests, a confirm and %d more within the hour = %d; want %d: a confirm does not reset the count",
+			users.MaxResetMails, users.MaxResetMails, len(got), users.MaxResetMails)
+	}
+}
+
+// TestResetConfirmKeepsCodeLock is issue 37's second repro of point 1:
+// after MaxCodeFailures wrong one-step codes the right code is 429 and
+// the admin API shows the user locked; a reset link and its confirm change
+// neither (whoever holds the mailbox must not buy a hundred more guesses
+// with each reset); the admin API's unlock lifts the lock.
+func TestResetConfirmKeepsCodeLock(t *testing.T) {
+	t.Parallel()
+	var out mailedLinks
+	e := newMailEnv(t, func(c *envConfig) {
+		c.tokenTTL = time.Hour
+		// The per-pair and per-user windows out of the way: the code
+		// lock alone must refuse.
+		c.throttle.PairFailures, c.throttle.UserFailures = 1000, 1000
+	}, out.send)
+	bob := e.login("bob") // an admin
+	secret32, _ := e.enrol("alice", e.login("alice"))
+	const wrong = "aaaaaa-aaaaaa-aaaaaa-aaaaaa" // never a TOTP code, nor (but for 2^-120) a recovery code
+	for i := range throttle.MaxCodeFailures {
+		w := e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"alice-pw","otp":"`+wrong+`"}`)
+		if w.Code != http.StatusUnauthorized || errorCode(t, w) != "invalid_credentials" {
+			t.Fatalf("wrong code %d = %d %s; want 401 invalid_credentials", i+1, w.Code, w.Body)
+		}
+	}
+	// rightCode logs alice in with password and the right code, in one step.
+	rightCode := func(password string) *httptest.ResponseRecorder {
+		t.Helper()
+		e.clock.Advance(30 * time.Second) // a new TOTP counter
+		return e.mfaDo("POST", "/api/auth/login/", "", `{"username":"alice","password":"`+password+`","otp":"`+totpCode(t, secret32, e.clock.Now())+`"}`)
+	}
+	locked := func() bool {
+		t.Helper()
+		var u adminItem
+		decodeJSON(t, e.mfaDo("GET", "/api/admin/users/alice", bob, "").Body, &u)
+		return u.Locked
+	}
+	if w := rightCode("alice-pw"); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("the right code after %d wrong ones = %d %s; want 429", throttle.MaxCodeFailures, w.Code, w.Body)
+	}
+	if !locked() {
+		t.Fatalf("GET /api/admin/users/alice after %d wrong codes: locked = false; want true", throttle.MaxCodeFailures)
+	}
+
+	e.requestReset("alice")
+	links := out.all()
+	if len(links) != 1 {
+		t.Fatalf("a reset request mailed %d links; want 1", len(links))
+	}
+	uid, token, _ := strings.Cut(links[0], "/")
+	if w := e.confirm(uid, token, newPassphrase); w.Code != http.StatusNoContent {
+		t.Fatalf("confirm = %d %s; want 204", w.Code, w.Body)
+	}
+	if !locked() {
+		t.Errorf("GET /api/admin/users/alice after a reset: locked = false; want true: a confirm never lifts the code lock")
+	}
+	if w := rightCode(newPassphrase); w.Code != http.StatusTooManyRequests {
+		t.Errorf("the new password and the right code after a reset = %d %s; want 429: a confirm never lifts the code lock", w.Code, w.Body)
+	}
+
+	if w := e.mfaDo("POST", "/api/admin/users/alice/unlock", bob, ""); w.Code != http.StatusNoContent {
+		t.Fatalf("POST /api/admin/users/alice/unlock = %d %s; want 204", w.Code, w.Body)
+	}
+	if locked() {
+		t.Errorf("GET /api/admin/users/alice after unlock: locked = true; want false")
+	}
+	if w := rightCode(newPassphrase); w.Code != http.StatusOK {
+		t.Errorf("the new password and the right code after unlock = %d %s; want 200", w.Code, w.Body)
 	}
 }

@@ -67,6 +67,7 @@ type AccountParts struct {
 	Groups                              []string
 	Admin, Disabled                     bool
 	TokensAfter, FailuresAfter          time.Time
+	CodesAfter                          time.Time
 	PasswordGeneration                  uint64
 	MFA                                 *Factors
 }
@@ -112,7 +113,7 @@ func (u *Account) Work() float32 { return u.work }
 func (u *Account) is(p *AccountParts) bool {
 	return u.storedHash == string(p.PasswordHash) && u.name == string(p.Name) && u.email == string(p.Email) &&
 		u.flags == makeFlags(p.Admin, p.Disabled, p.MFA.has()) && u.cutoff == packCutoff(p.TokensAfter) &&
-		u.failuresAfter == packCutoff(p.FailuresAfter) &&
+		u.failuresAfter == packCutoff(p.FailuresAfter) && u.codesAfter == packCutoff(p.CodesAfter) &&
 		u.generation == uint16(p.PasswordGeneration) &&
 		len(u.groups) == len(p.Groups) && (len(p.Groups) == 0 || &u.groups[0] == &p.Groups[0])
 }
@@ -142,6 +143,7 @@ func makeAccount(p *AccountParts, username string, work float32) *Account {
 		storedHash:    s[:a],
 		cutoff:        packCutoff(p.TokensAfter),
 		failuresAfter: packCutoff(p.FailuresAfter),
+		codesAfter:    packCutoff(p.CodesAfter),
 		flags:         makeFlags(p.Admin, p.Disabled, p.MFA.has()),
 		generation:    uint16(p.PasswordGeneration),
 		work:          work,

@@ -298,8 +298,9 @@ type Account struct {
 	storedHash            string // as stored: a rehash writes only if it is still this
 	cutoff                int64  // tokensAfter, in 8 bytes rather than time.Time's 24 (packCutoff)
 	failuresAfter         int64  // FailuresAfter, packed as cutoff is
+	codesAfter            int64  // CodesAfter, packed as cutoff is
 	// flags are Admin, Disabled and HasSecondFactor, in one byte: the
-	// struct is at its 112 bytes (TestDirUserSize).
+	// struct is at its 120 bytes (TestDirUserSize).
 	flags accountFlags
 	// generation is the low 16 bits of User.PasswordGeneration: enough to
 	// tell the password a session was issued on from the ones after it,
@@ -362,6 +363,10 @@ func (u *Account) TokensAfter() time.Time { return unpackCutoff(u.cutoff) }
 // FailuresAfter returns when u was last unlocked (User.FailuresAfter):
 // failed logins before it no longer count; zero if never.
 func (u *Account) FailuresAfter() time.Time { return unpackCutoff(u.failuresAfter) }
+
+// CodesAfter returns when u's code lock was last lifted (User.CodesAfter):
+// wrong second-factor codes before it no longer count; zero if never.
+func (u *Account) CodesAfter() time.Time { return unpackCutoff(u.codesAfter) }
 
 // Bounds of a cut-off packed in nanoseconds since 1970 (years 1678 to
 // 2262): one outside them is held at the bound, which kills or spares the
@@ -504,7 +509,7 @@ func NewAccount(u *User) (*Account, error) {
 	}
 	a, err := MakeAccount(&AccountParts{Username: []byte(u.Username), PasswordHash: []byte(u.PasswordHash),
 		Name: []byte(u.Name), Email: []byte(u.Email), Groups: groups, Admin: u.Admin, Disabled: u.Disabled,
-		TokensAfter: u.TokensAfter, FailuresAfter: u.FailuresAfter, PasswordGeneration: u.PasswordGeneration, MFA: u.MFA}, nil)
+		TokensAfter: u.TokensAfter, FailuresAfter: u.FailuresAfter, CodesAfter: u.CodesAfter, PasswordGeneration: u.PasswordGeneration, MFA: u.MFA}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("user %q: password_hash: %w", u.Username, err)
 	}

@@ -80,20 +80,25 @@ func SetPassword(ctx context.Context, d Directory, username, hash string) error 
 }
 
 // Logout ends every token of the user named username issued until now, by
-// moving the cut-off to now. The password and second factors stay, so a
-// login afterwards gets a live token.
+// moving the cut-off to now, and their pending reset link: an operator who
+// ends a user's sessions for fear of a stolen account must not leave a
+// way back in (a users file ends it with the cut-off already). The
+// password and second factors stay, so a login afterwards gets a live
+// token.
 func Logout(ctx context.Context, d Directory, username string) error {
 	return d.Update(ctx, username, func(u *User) error {
-		u.TokensAfter = time.Now().UTC()
+		u.TokensAfter, u.ResetLink = time.Now().UTC(), nil
 		return nil
 	})
 }
 
-// Unlock lifts the lockout of the user named username: the failed logins
-// before now (FailuresAfter) no longer count. It ends no token.
+// Unlock lifts the lockouts of the user named username: the failed logins
+// (FailuresAfter) and the wrong second-factor codes (CodesAfter) before
+// now no longer count. It ends no token.
 func Unlock(ctx context.Context, d Directory, username string) error {
 	return d.Update(ctx, username, func(u *User) error {
-		u.FailuresAfter = time.Now().UTC()
+		at := time.Now().UTC()
+		u.FailuresAfter, u.CodesAfter = at, at
 		return nil
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -35,9 +36,24 @@ var ErrBadResetLink = errors.New("invalid or expired reset link")
 type ResetLink struct {
 	Digest    string    `json:"digest"` // hex SHA-256 of the token's raw bytes
 	ExpiresAt time.Time `json:"expires_at"`
-	// Mailed are when links were mailed to the user within the last
-	// hour, carried from each link to the next: at most MaxResetMails.
+	// Mailed is what versions before User.ResetMails kept of the mails:
+	// read, and counted, but never written.
 	Mailed []time.Time `json:"mailed,omitempty"`
+}
+
+// A ResetLinkKeeper is a Directory that keeps its users' reset links and
+// reset mails beside their records rather than in them: a users file
+// appends them beside it (usersfile's resets file), so that a reset
+// request, which anyone may send, never rewrites the file (API.md). It is
+// not part of Directory: a backing that keeps them in the record (the row
+// of PostgreSQL) has Update do, and the interface stays small.
+type ResetLinkKeeper interface {
+	// UpdateResetLink calls change with the user named username as the
+	// backing holds them now, under its write lock, their ResetLink and
+	// ResetMails as kept, and keeps what change leaves in those two; it
+	// writes nothing else of u. ErrNotFound for no such user; an error of
+	// change is returned, with nothing kept.
+	UpdateResetLink(ctx context.Context, username string, change func(u *User) error) error
 }
 
 // MaxResetMails is how many reset links are mailed to one user an hour at
@@ -115,15 +131,22 @@ func newResetLink(ctx context.Context, d Directory, username string, ttl time.Du
 	var raw [resetTokenBytes]byte
 	rand.Read(raw[:]) // never returns an error; crashes the program if the OS cannot supply randomness
 	digest := sha256.Sum256(raw[:])
-	err = d.Update(ctx, username, func(u *User) error {
+	change := func(u *User) error {
 		if u.Disabled {
 			return ErrDisabled
 		}
-		link := &ResetLink{Digest: hex.EncodeToString(digest[:]), ExpiresAt: now.Add(ttl).UTC()}
-		if u.ResetLink != nil {
+		// The mails of the last hour, apart from the link: neither a
+		// confirm nor a newer link resets the count.
+		var mails []time.Time
+		for _, at := range u.ResetMails {
+			if now.Sub(at) < time.Hour {
+				mails = append(mails, at)
+			}
+		}
+		if u.ResetLink != nil { // an older version's count, kept in its link
 			for _, at := range u.ResetLink.Mailed {
-				if now.Sub(at) < time.Hour {
-					link.Mailed = append(link.Mailed, at)
+				if now.Sub(at) < time.Hour && !slices.ContainsFunc(mails, at.Equal) {
+					mails = append(mails, at)
 				}
 			}
 		}
@@ -131,14 +154,20 @@ func newResetLink(ctx context.Context, d Directory, username string, ttl time.Du
 			switch {
 			case u.Email == "":
 				return ErrNoEmail
-			case len(link.Mailed) >= MaxResetMails:
+			case len(mails) >= MaxResetMails:
 				return ErrResetMailLimit
 			}
-			link.Mailed = append(link.Mailed, now.UTC())
+			mails = append(mails, now.UTC())
 		}
-		u.ResetLink = link
+		u.ResetLink = &ResetLink{Digest: hex.EncodeToString(digest[:]), ExpiresAt: now.Add(ttl).UTC()}
+		u.ResetMails = mails
 		return nil
-	})
+	}
+	if k, ok := d.(ResetLinkKeeper); ok {
+		err = k.UpdateResetLink(ctx, username, change)
+	} else {
+		err = d.Update(ctx, username, change)
+	}
 	if err != nil {
 		return "", "", err
 	}
@@ -177,8 +206,11 @@ func UsersByEmail(ctx context.Context, d Directory, email string) ([]string, err
 // token is that user's live link at now: ErrBadResetLink otherwise, with
 // nothing written. It has a password change's reach, as SetPassword: every
 // session and personal access token of the user dies; the link is spent;
-// the user's lockouts are lifted as Unlock lifts them; second factors
-// stay, so the next login still asks for one. The caller checks the new
+// the user's password lockouts are lifted as Unlock lifts them; second factors
+// stay, so the next login still asks for one. The code lock after wrong
+// second-factor codes stays too (CodesAfter is not moved): a mailbox's
+// holder must not buy a fresh hundred guesses with each reset. The count
+// of reset mails stays (ResetMails). The caller checks the new
 // password against the policy and hashes it first: a weak one must not
 // spend the link.
 func ConfirmReset(ctx context.Context, d Directory, username, token, hash string, now time.Time) error {

@@ -71,6 +71,12 @@ type User struct {
 	// throttle's limits for the user, per user and per (user, client), on
 	// every instance. Absent: never unlocked.
 	FailuresAfter time.Time `json:"failures_after,omitzero"`
+	// CodesAfter is when the user's lock after MaxCodeFailures wrong
+	// second-factor codes was last lifted (user unlock): wrong codes
+	// before it no longer count. Apart from FailuresAfter, which a reset
+	// confirm moves too: whoever holds the mailbox must not buy another
+	// hundred code guesses with each reset (API.md). Absent: never.
+	CodesAfter time.Time `json:"codes_after,omitzero"`
 	// DjangoHash is the keyed fingerprint of the Django hash that user
 	// import brought ("KEYID:HEX", see DjangoHashFingerprint), never the
 	// hash itself: import --update takes a newer Django hash only when its
@@ -90,6 +96,12 @@ type User struct {
 	// never its token); nil for none. A password change, a reset and a
 	// newer link remove or replace it.
 	ResetLink *ResetLink `json:"reset_link,omitempty"`
+	// ResetMails are when reset links were mailed to the user within the
+	// last hour (at most MaxResetMails), kept apart from the link: a
+	// confirm, which spends the link, or a newer link does not reset the
+	// count. A users file keeps them beside it (usersfile's resets file),
+	// never in it: its Users carry none.
+	ResetMails []time.Time `json:"reset_mails,omitempty"`
 }
 
 // Factors are a user's second factors (API.md, Two-factor authentication).

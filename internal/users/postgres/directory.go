@@ -162,6 +162,9 @@ var pgMigrations = []string{
 	pgResetLinkSchema,
 	// Directory.Page: keyset pagination in byte order.
 	pgUsernameIndex,
+	// users.User.CodesAfter, the code lock's epoch apart from a reset's,
+	// and users.User.ResetMails, counted apart from the link (resetlink.go).
+	pgCodesAndMailsSchema,
 }
 
 // Open opens the users database at rawURL (postgres:// or
@@ -600,21 +603,25 @@ func (d *Directory) FactorKeys(ctx context.Context) (map[string]int, error) {
 }
 
 // pgUserColumns are the columns a User is read from, in scanUser's order.
-const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation, failures_after, django_hash, mfa, access_tokens, reset_link`
+const pgUserColumns = `username, password_hash, name, email, groups, admin, disabled, tokens_after, password_generation, failures_after, django_hash, mfa, access_tokens, reset_link, codes_after, reset_mails`
 
 // scanUser reads one row of pgUserColumns, after the columns into first
 // (those the query selects before them).
 func scanUser(row pgx.Row, first ...any) (users.User, error) {
 	var u users.User
-	var after, unlocked *time.Time
+	var after, unlocked, codesUnlocked *time.Time
 	var generation int64
-	err := row.Scan(append(first, &u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after, &generation, &unlocked, &u.DjangoHash, &u.MFA, &u.AccessTokens, &u.ResetLink)...)
+	err := row.Scan(append(first, &u.Username, &u.PasswordHash, &u.Name, &u.Email, &u.Groups, &u.Admin, &u.Disabled, &after, &generation, &unlocked, &u.DjangoHash, &u.MFA, &u.AccessTokens, &u.ResetLink,
+		&codesUnlocked, &u.ResetMails)...)
 	u.PasswordGeneration = uint64(generation)
 	if after != nil {
 		u.TokensAfter = after.UTC()
 	}
 	if unlocked != nil {
 		u.FailuresAfter = unlocked.UTC()
+	}
+	if codesUnlocked != nil {
+		u.CodesAfter = codesUnlocked.UTC()
 	}
 	if u.Groups == nil {
 		u.Groups = []string{}
@@ -803,10 +810,11 @@ func (d *Directory) invalidate(names []string) map[string]*users.Account {
 
 // insertUser is the statement Add, AddAll and Bootstrap store a user with,
 // its cut-off no earlier than the tombstone of a deleted user of that name.
-const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation, failures_after, django_hash, mfa, access_tokens, reset_link)
+const insertUser = `insert into authsvc_users (username, password_hash, hash_work, name, email, groups, admin, disabled, tokens_after, version, password_generation, failures_after, django_hash, mfa, access_tokens, reset_link,
+		codes_after, reset_mails)
 	values ($1, $2, $3, $4, $5, $6, $7, $8,
 		greatest($9::timestamptz, (select tokens_after from authsvc_tombstones where username = $1)),
-		$10, $11, $12, $13, $14, $15, $16) on conflict (username) do nothing`
+		$10, $11, $12, $13, $14, $15, $16, $17, $18) on conflict (username) do nothing`
 
 // pgFactors is f as the mfa column's argument: NULL for none, else its
 // JSON.
@@ -819,7 +827,8 @@ func pgFactors(f *users.Factors) any {
 
 func insertArgs(u *users.User, work float64, gen int64) []any {
 	return []any{u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen, int64(u.PasswordGeneration),
-		pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA), pgAccessTokens(u.AccessTokens), pgResetLink(u.ResetLink)}
+		pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA), pgAccessTokens(u.AccessTokens), pgResetLink(u.ResetLink),
+		pgTime(u.CodesAfter), pgResetMails(u.ResetMails)}
 }
 
 func (d *Directory) Add(ctx context.Context, u users.User) error {
@@ -892,7 +901,8 @@ func (d *Directory) Update(ctx context.Context, username string, change func(*us
 // updateUser is the statement UpdateAll writes a changed user with.
 const updateUser = `update authsvc_users set username = $2, password_hash = $3, hash_work = $4, name = $5, email = $6,
 	groups = $7, admin = $8, disabled = $9, tokens_after = $10, version = $11, password_generation = $12,
-	failures_after = $13, django_hash = $14, mfa = $15, access_tokens = $16, reset_link = $17, updated_at = now() where username = $1`
+	failures_after = $13, django_hash = $14, mfa = $15, access_tokens = $16, reset_link = $17, codes_after = $18, reset_mails = $19,
+	updated_at = now() where username = $1`
 
 // UpdateAll changes the users of changes in one transaction of three
 // round trips however many they are: their rows read and locked at once,
@@ -945,9 +955,16 @@ func (d *Directory) updateAll(ctx context.Context, changes map[string]func(*user
 				continue
 			}
 			was := *u
+			cutoff, link := u.TokensAfter, u.ResetLink
 			if err := changes[name](u); err != nil {
 				failed[name] = err
 				continue
+			}
+			if u.ResetLink != nil && u.ResetLink == link && u.TokensAfter.After(cutoff) {
+				// A pending reset link dies with the user's cut-off, as a
+				// users file's does (USERS.resets binds it): a logout,
+				// reset-mfa or a second factor's confirm ends it too.
+				u.ResetLink = nil
 			}
 			work, err := checkUser(u)
 			if err != nil {
@@ -966,7 +983,7 @@ func (d *Directory) updateAll(ctx context.Context, changes map[string]func(*user
 			}
 			args := []any{name, u.Username, u.PasswordHash, work, u.Name, u.Email, u.Groups, u.Admin, u.Disabled, pgTime(u.TokensAfter), gen,
 				int64(u.PasswordGeneration), pgTime(u.FailuresAfter), u.DjangoHash, pgFactors(u.MFA), pgAccessTokens(u.AccessTokens),
-				pgResetLink(u.ResetLink)}
+				pgResetLink(u.ResetLink), pgTime(u.CodesAfter), pgResetMails(u.ResetMails)}
 			if u.Username == name {
 				batch.Queue(updateUser, args...)
 				changed = append(changed, name)

@@ -1,6 +1,10 @@
 package postgres
 
-import "authsvc/internal/users"
+import (
+	"time"
+
+	"authsvc/internal/users"
+)
 
 // A user's live password reset link (users.User.ResetLink: the token's
 // SHA-256 in hex and its expiry, never the token) lives in the reset_link
@@ -19,4 +23,23 @@ func pgResetLink(l *users.ResetLink) any {
 		return nil
 	}
 	return l
+}
+
+// pgCodesAndMailsSchema adds codes_after (users.User.CodesAfter: user
+// unlock lifts the code lock, a reset confirm does not) and reset_mails
+// (users.User.ResetMails: when reset links were mailed within the hour, as
+// JSON, NULL for none), apart from reset_link, so that neither a confirm
+// nor a newer link resets the count. Neither is copied from an older
+// column: failures_after was moved by confirms too, and the count in
+// reset_link's "mailed" is still read (users.ResetLink.Mailed).
+const pgCodesAndMailsSchema = `alter table authsvc_users add column codes_after timestamptz;
+	alter table authsvc_users add column reset_mails jsonb;`
+
+// pgResetMails is at as the reset_mails column's argument: NULL for none,
+// else its JSON.
+func pgResetMails(at []time.Time) any {
+	if len(at) == 0 {
+		return nil
+	}
+	return at
 }

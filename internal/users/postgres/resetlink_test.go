@@ -302,3 +302,41 @@ func TestPGResetLinkMigration(t *testing.T) {
 		t.Errorf("alice after the reset: new password %v, name %q; want true, Alice", got.PasswordHash == hash, got.Name)
 	}
 }
+
+// TestPGCodesAndMailsMigration: a database of schema version 9, the one
+// before codes_after and reset_mails, whose user has a link that an older
+// version mailed three times this hour and a lockout lifted, is migrated
+// on open: the user has no code unlock (a confirm moved failures_after
+// too, so it is not copied) and the link's mails still count, on another
+// instance too.
+func TestPGCodesAndMailsMigration(t *testing.T) {
+	db, conn := databaseAt(t, 9)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	old := `{"digest":"` + strings.Repeat("ab", 32) + `","expires_at":"` + now.Add(time.Hour).Format(time.RFC3339Nano) + `","mailed":["` +
+		now.Add(-3*time.Minute).Format(time.RFC3339Nano) + `","` + now.Add(-2*time.Minute).Format(time.RFC3339Nano) + `","` +
+		now.Add(-time.Minute).Format(time.RFC3339Nano) + `"]}`
+	if _, err := conn.Exec(context.Background(), `update authsvc_users set reset_link = $1, failures_after = $2 where username = 'alice'`, old, now); err != nil {
+		t.Fatal(err)
+	}
+	a, b := openPG(t, db, 10), openPG(t, db, 10)
+	if v := schemaVersion(t, conn); v != len(pgMigrations) {
+		t.Fatalf("schema version after Open = %d; want %d", v, len(pgMigrations))
+	}
+	got := stored(t, a, "alice")
+	if !got.CodesAfter.IsZero() || got.ResetMails != nil || !got.FailuresAfter.Equal(now) || got.ResetLink == nil || len(got.ResetLink.Mailed) != 3 {
+		t.Fatalf("alice after the migration: codes_after %v, reset_mails %v, failures_after %v, link %+v; want zero, none, %v, the old link",
+			got.CodesAfter, got.ResetMails, got.FailuresAfter, got.ResetLink, now)
+	}
+	if err := a.Update(context.Background(), "alice", func(u *users.User) error { u.Email = "alice@example.com"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := users.NewMailedResetLink(context.Background(), b, "alice", time.Hour, now); !errors.Is(err, users.ErrResetMailLimit) {
+		t.Errorf("NewMailedResetLink on b after the migration = %v; want ErrResetMailLimit: the older version's mails count", err)
+	}
+	if _, _, err := users.NewMailedResetLink(context.Background(), a, "alice", time.Hour, now.Add(time.Hour)); err != nil {
+		t.Fatalf("NewMailedResetLink an hour later = %v; want nil", err)
+	}
+	if got := stored(t, b, "alice"); len(got.ResetMails) != 1 || !got.ResetMails[0].Equal(now.Add(time.Hour)) || got.ResetLink == nil || got.ResetLink.Mailed != nil {
+		t.Errorf("alice after a new mail: reset_mails %v, link %+v; want [%v] in reset_mails, none in the link", got.ResetMails, got.ResetLink, now.Add(time.Hour))
+	}
+}

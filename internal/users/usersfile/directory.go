@@ -245,6 +245,7 @@ func (s *Directory) updateAll(changes map[string]func(*users.User) error, keepAd
 	var cuts []cutoffRecord    // the tokens the changes kill: each user's issued before its record
 	var enabled []cutoffRecord // the users the changes enable, recorded once the file is written
 	seen := make(map[string]bool, len(changes))
+	links := &resetView{s: s}
 	ed := streamEdit{
 		touches: func(name string) bool { _, ok := changes[name]; return ok },
 		entry: func(u *users.User) (bool, error) {
@@ -259,6 +260,10 @@ func (s *Directory) updateAll(changes map[string]func(*users.User) error, keepAd
 				}
 				return true, errAsRead
 			}
+			fileLink, err := links.show(u) // the link and mails the resets file keeps
+			if err != nil {
+				return true, err
+			}
 			was := *u                                       // as the records keep it: disabled by one, say, whatever the file says
 			was.AccessTokens = slices.Clone(u.AccessTokens) // change may change them in place
 			if err := changes[name](u); err != nil {
@@ -271,6 +276,9 @@ func (s *Directory) updateAll(changes map[string]func(*users.User) error, keepAd
 				adminWas, adminIs = &was, u
 			}
 			before, after := changeRecords(&was, u)
+			if err := links.keep(&was, u, fileLink); err != nil {
+				return true, err
+			}
 			cuts = append(cuts, before...)
 			enabled = append(enabled, after...)
 			return true, nil

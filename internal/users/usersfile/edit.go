@@ -350,7 +350,7 @@ func (c *hashChecker) wait() error {
 func (e *rawEntry) user() users.User {
 	u := users.User{Username: string(e.username), PasswordHash: string(e.hash), Name: string(e.name), Email: string(e.email),
 		Groups: make([]string, len(e.groups)), Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter,
-		PasswordGeneration: e.generation, FailuresAfter: e.failuresAfter, DjangoHash: string(e.djangoHash),
+		PasswordGeneration: e.generation, FailuresAfter: e.failuresAfter, CodesAfter: e.codesAfter, DjangoHash: string(e.djangoHash),
 		MFA: e.factors.Clone(), AccessTokens: cloneAccessTokens(e.accessTokens), ResetLink: cloneResetLink(e.resetLink)}
 	for k, g := range e.groups {
 		u.Groups[k] = string(g)

@@ -124,6 +124,17 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *users.Account, hashErr er
 	case b.x.factors != nil:
 		delete(b.x.factors, u.Username()) // an earlier entry of the name had some
 	}
+	// A reset link in the file is an older version's (resets.go): kept
+	// so that the first link made beside the file can record it dead.
+	switch {
+	case e.resetLink != nil:
+		if b.x.resetLinks == nil {
+			b.x.resetLinks = make(map[string]*users.ResetLink)
+		}
+		b.x.resetLinks[u.Username()] = e.resetLink
+	case b.x.resetLinks != nil:
+		delete(b.x.resetLinks, u.Username())
+	}
 	// From the entry too: a reused Account says nothing of tokens.
 	if err := b.x.putAccessTokens(i, u.Username(), e.accessTokens); err != nil {
 		return err
@@ -180,13 +191,13 @@ func (b *indexBuilder) intern(groups [][]byte) []string {
 func (e *rawEntry) parts(groups []string) users.AccountParts {
 	return users.AccountParts{Username: e.username, PasswordHash: e.hash, Name: e.name, Email: e.email, Groups: groups,
 		Admin: e.admin, Disabled: e.disabled, TokensAfter: e.tokensAfter, FailuresAfter: e.failuresAfter,
-		PasswordGeneration: e.generation, MFA: e.factors}
+		CodesAfter: e.codesAfter, PasswordGeneration: e.generation, MFA: e.factors}
 }
 
 // rawUser returns u as an entry of the users file.
 func rawUser(u *users.User) *rawEntry {
 	e := &rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
-		admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter, failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration}
+		admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter, failuresAfter: u.FailuresAfter, codesAfter: u.CodesAfter, generation: u.PasswordGeneration}
 	if u.DjangoHash != "" {
 		e.djangoHash = []byte(u.DjangoHash)
 	}
@@ -226,6 +237,9 @@ type userIndex struct {
 	// no one has any (accesstokens.go).
 	accessTokens map[string][]users.AccessToken
 	byDigest     tokenDigests
+	// resetLinks are the reset links the users file holds, an older
+	// version's (resets.go); nil while it holds none.
+	resetLinks map[string]*users.ResetLink
 	// order is the users in byte order of username, for Page and Count
 	// (page.go): sorted at the first of them, not at every load.
 	order userOrder

@@ -144,6 +144,7 @@ func (x *userIndex) user(u *users.Account) users.User {
 	info := u.Info()
 	v := users.User{Username: info.Username, Name: info.Name, Email: info.Email, Groups: slices.Clone(info.Groups),
 		Admin: info.Admin, Disabled: u.Disabled(), TokensAfter: u.TokensAfter(), FailuresAfter: u.FailuresAfter(),
+		CodesAfter: u.CodesAfter(),
 		// From the factors themselves, not the Account's flag: a pending
 		// authenticator alone is factors, and no second factor.
 		MFA: x.factors[info.Username].Clone(), AccessTokens: cloneAccessTokens(x.accessTokens[info.Username])}

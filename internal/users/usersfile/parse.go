@@ -36,6 +36,7 @@ type rawEntry struct {
 	groups                      [][]byte
 	admin, disabled             bool
 	tokensAfter, failuresAfter  time.Time
+	codesAfter                  time.Time
 	generation                  uint64
 	djangoHash                  []byte
 	factors                     *users.Factors // nil: none; the fast decoder leaves "mfa" to the reference
@@ -157,7 +158,7 @@ func (s *usersScanner) decode(i int, raw []byte) (*rawEntry, error) {
 	}
 	*e = rawEntry{username: []byte(u.Username), hash: []byte(u.PasswordHash), name: []byte(u.Name), email: []byte(u.Email),
 		groups: e.groups[:0], admin: u.Admin, disabled: u.Disabled, tokensAfter: u.TokensAfter,
-		failuresAfter: u.FailuresAfter, generation: u.PasswordGeneration, djangoHash: []byte(u.DjangoHash),
+		failuresAfter: u.FailuresAfter, codesAfter: u.CodesAfter, generation: u.PasswordGeneration, djangoHash: []byte(u.DjangoHash),
 		factors: u.MFA, accessTokens: u.AccessTokens, resetLink: u.ResetLink}
 	for _, g := range u.Groups {
 		e.groups = append(e.groups, []byte(g))
@@ -496,6 +497,8 @@ func decodeEntry(raw []byte, e *rawEntry) bool {
 			bit = 1 << 9
 		case "django_hash":
 			bit, dst = 1<<10, &e.djangoHash
+		case "codes_after":
+			bit = 1 << 11
 		default:
 			return false
 		}
@@ -540,10 +543,13 @@ func decodeValue(b []byte, e *rawEntry, bit uint16, dst *[]byte) ([]byte, bool) 
 		}
 		e.generation = g
 		return b[n:], true
-	case bit == 1<<7, bit == 1<<9:
+	case bit == 1<<7, bit == 1<<9, bit == 1<<11:
 		t := &e.tokensAfter
-		if bit == 1<<9 {
+		switch bit {
+		case 1 << 9:
 			t = &e.failuresAfter
+		case 1 << 11:
+			t = &e.codesAfter
 		}
 		end := stringEnd(b)
 		if end < 0 || t.UnmarshalJSON(b[:end]) != nil {

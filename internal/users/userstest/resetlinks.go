@@ -36,7 +36,7 @@ func runResetLinks(t *testing.T, fx fixture) {
 			}
 		}
 	})
-	t.Run("dead when superseded, expired, or after a password set", func(t *testing.T) {
+	t.Run("dead when superseded, expired, or after a password set or a logout", func(t *testing.T) {
 		for _, tt := range []struct {
 			name  string
 			after func(d users.Directory) error
@@ -47,6 +47,10 @@ func runResetLinks(t *testing.T, fx fixture) {
 				return err
 			}, now},
 			{"user passwd", func(d users.Directory) error { return users.SetPassword(ctx, d, "alice", newHash) }, now},
+			{"user logout", func(d users.Directory) error { return users.Logout(ctx, d, "alice") }, now},
+			{"a cut-off moved (reset-mfa, a second factor's confirm)", func(d users.Directory) error {
+				return d.Update(ctx, "alice", func(u *users.User) error { u.TokensAfter = time.Now().UTC(); return nil })
+			}, now},
 			{"disabled", func(d users.Directory) error { return users.Disable(ctx, d, "alice") }, now},
 			{"disabled, then enabled", func(d users.Directory) error {
 				if err := users.Disable(ctx, d, "alice"); err != nil {
@@ -150,6 +154,49 @@ func runResetLinks(t *testing.T, fx fixture) {
 		}
 		if names, err := users.UsersByEmail(ctx, a, "alice@example.com"); err != nil || len(names) != 0 {
 			t.Errorf("UsersByEmail(a disabled user's address) = %v, %v; want none", names, err)
+		}
+	})
+	t.Run("a confirm keeps the mail count and the code lock", func(t *testing.T) {
+		a, b := fx.aliceOnTwo(t)
+		var token string
+		for i := range users.MaxResetMails {
+			var err error
+			if _, token, err = users.NewMailedResetLink(ctx, a, "alice", time.Hour, now.Add(time.Duration(i)*time.Second)); err != nil {
+				t.Fatalf("mail %d: NewMailedResetLink = %v; want nil", i+1, err)
+			}
+		}
+		before, err := b.Recheck(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := users.ConfirmReset(ctx, b, "alice", token, newHash, now.Add(5*time.Second)); err != nil {
+			t.Fatalf("ConfirmReset = %v; want nil", err)
+		}
+		for name, d := range map[string]users.Directory{"the confirming handle": b, "the other handle": a} {
+			_, _, err := users.NewMailedResetLink(ctx, d, "alice", time.Hour, now.Add(10*time.Second))
+			if !errors.Is(err, users.ErrResetMailLimit) {
+				t.Errorf("NewMailedResetLink after a confirm on %s = %v; want ErrResetMailLimit: the count is apart from the link", name, err)
+			}
+		}
+		after, err := b.Recheck(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !after.CodesAfter().Equal(before.CodesAfter()) {
+			t.Errorf("CodesAfter after a reset = %v; want %v: a confirm never lifts the code lock", after.CodesAfter(), before.CodesAfter())
+		}
+		if err := users.Unlock(ctx, a, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		unlocked, err := b.Recheck(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !unlocked.CodesAfter().After(after.CodesAfter()) || !unlocked.CodesAfter().Equal(unlocked.FailuresAfter()) {
+			t.Errorf("after user unlock, CodesAfter %v, FailuresAfter %v; want both the unlock's time", unlocked.CodesAfter(), unlocked.FailuresAfter())
+		}
+		if list, err := b.Page(ctx, "", users.MaxPage, users.Filter{}); err != nil || len(list) != 1 || !list[0].CodesAfter.Equal(unlocked.CodesAfter()) {
+			t.Errorf("Page() after user unlock = %+v, %v; want alice with CodesAfter %v", list, err, unlocked.CodesAfter())
 		}
 	})
 	t.Run("none for a disabled user", func(t *testing.T) {
