@@ -1,9 +1,13 @@
 package postgres
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"authsvc/internal/users"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // A user's live password reset link (users.User.ResetLink: the token's
@@ -42,4 +46,47 @@ func pgResetMails(at []time.Time) any {
 		return nil
 	}
 	return at
+}
+
+// UpdateResetLink is users.ResetLinkKeeper's: change sees the user as the
+// row holds them now, locked, and the row keeps what change leaves in
+// ResetLink and ResetMails alone. A reset request, which anyone may send,
+// writes through it: it moves no generation and records no change, so no
+// other instance drops its cache or counts a reload for it (API.md: no
+// metric tells whether a user exists). Nothing cached elsewhere holds a
+// link (users.Account has none): a confirm, and the mail count, read the
+// row locked, through UpdateAll.
+func (d *Directory) UpdateResetLink(ctx context.Context, username string, change func(*users.User) error) error {
+	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
+	defer cancel()
+	var changeErr error
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		found, err := fetchUsers(ctx, tx, []string{username}, " for update")
+		if err != nil {
+			return err
+		}
+		u := found[username]
+		if u == nil {
+			changeErr = fmt.Errorf("user %q: %w", username, users.ErrNotFound)
+			return changeErr
+		}
+		if changeErr = change(u); changeErr != nil {
+			return changeErr
+		}
+		if err := users.CheckResetLink(u.ResetLink); err != nil {
+			changeErr = err
+			return err
+		}
+		_, err = tx.Exec(ctx, `update authsvc_users set reset_link = $2, reset_mails = $3 where username = $1`,
+			username, pgResetLink(u.ResetLink), pgResetMails(u.ResetMails))
+		return err
+	})
+	switch {
+	case changeErr != nil:
+		return changeErr
+	case err != nil:
+		return d.fail(ctx, "keep a reset link", err)
+	}
+	d.contact()
+	return nil
 }

@@ -340,3 +340,46 @@ func TestPGCodesAndMailsMigration(t *testing.T) {
 		t.Errorf("alice after a new mail: reset_mails %v, link %+v; want [%v] in reset_mails, none in the link", got.ResetMails, got.ResetLink, now.Add(time.Hour))
 	}
 }
+
+// TestPGResetRequestRecordsNoChange: a mailed reset link, what an
+// anonymous reset request makes, is kept in the row without a change
+// record: the generation stays, so no other instance drops its cache or
+// counts a reload for it (API.md: no metric tells whether a user exists).
+// The other instance still confirms the link, and the hourly mail count
+// still holds.
+func TestPGResetRequestRecordsNoChange(t *testing.T) {
+	a, b := twoInstances(t)
+	ctx := context.Background()
+	alice := users.User{Username: "alice", Email: "alice@example.com", PasswordHash: passwordtest.MustHash(t, "old-pw", passwordtest.Cost), Groups: []string{}}
+	if err := a.Add(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	generation := func() int64 {
+		var gen int64
+		if err := a.pool.QueryRow(ctx, `select generation from authsvc_users_state`).Scan(&gen); err != nil {
+			t.Fatal(err)
+		}
+		return gen
+	}
+	before := generation()
+	now := time.Now()
+	var token string
+	for i := range users.MaxResetMails {
+		var err error
+		if _, token, err = users.NewMailedResetLink(ctx, a, "alice", time.Hour, now.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatalf("NewMailedResetLink %d = %v; want nil", i+1, err)
+		}
+	}
+	if got := generation(); got != before {
+		t.Errorf("generation after %d mailed links = %d; want %d: a reset request records no change", users.MaxResetMails, got, before)
+	}
+	if _, _, err := users.NewMailedResetLink(ctx, a, "alice", time.Hour, now.Add(time.Minute)); !errors.Is(err, users.ErrResetMailLimit) {
+		t.Errorf("NewMailedResetLink %d within the hour = %v; want ErrResetMailLimit", users.MaxResetMails+1, err)
+	}
+	if _, _, err := users.NewMailedResetLink(ctx, a, "nobody", time.Hour, now); !errors.Is(err, users.ErrNotFound) {
+		t.Errorf("NewMailedResetLink(nobody) = %v; want ErrNotFound", err)
+	}
+	if err := users.ConfirmReset(ctx, b, "alice", token, passwordtest.MustHash(t, "new-pw", passwordtest.Cost), time.Now()); err != nil {
+		t.Errorf("ConfirmReset on b of the last link mailed on a = %v; want nil", err)
+	}
+}
