@@ -110,17 +110,44 @@ func (c *rawConn) closedByServer(deadline time.Time) bool {
 }
 
 // idleConns opens n connections that have each been served one request.
-func idleConns(t *testing.T, addr string, n int) []*rawConn {
+func idleConns(t *testing.T, s *limitedServer, n int) []*rawConn {
 	t.Helper()
 	conns := make([]*rawConn, n)
 	for i := range conns {
-		conns[i] = dialRaw(t, addr)
+		conns[i] = dialRaw(t, s.addr)
 		conns[i].send(t, "/")
 		if code := conns[i].status(t); code != http.StatusOK {
 			t.Fatalf("idle conn %d: status %d", i, code)
 		}
+		// The reply can reach the client before the server marks the
+		// connection idle: wait for it, so that the connections went
+		// idle in the order they were opened.
+		s.waitIdle(t, i+1)
 	}
 	return conns
+}
+
+// waitIdle waits until the limiter counts n idle connections.
+func (s *limitedServer) waitIdle(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.lim.mu.Lock()
+		idle := 0
+		for c := range s.lim.conns {
+			if c.idle.Load() != 0 {
+				idle++
+			}
+		}
+		s.lim.mu.Unlock()
+		if idle == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle connections = %d after 10 s; want %d", idle, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // countClosed returns how many of conns the server has closed. It reads them
@@ -156,7 +183,7 @@ func getOnNewConn(addr, path string) (int, error) {
 func TestConnLimitShedsIdleForNewClient(t *testing.T) {
 	const max = 8
 	s := startLimitedServer(t, max)
-	old := idleConns(t, s.addr, max)
+	old := idleConns(t, s, max)
 
 	code, err := getOnNewConn(s.addr, "/")
 	if err != nil || code != http.StatusOK {
@@ -175,7 +202,7 @@ func TestConnLimitShedsIdleForNewClient(t *testing.T) {
 func TestConnLimitShedsLongestIdle(t *testing.T) {
 	const max = 3
 	s := startLimitedServer(t, max)
-	conns := idleConns(t, s.addr, max)
+	conns := idleConns(t, s, max)
 	conns[0].send(t, "/") // opened first, idle most recently
 	if code := conns[0].status(t); code != http.StatusOK {
 		t.Fatalf("second request on conn 0: status %d", code)
@@ -199,7 +226,7 @@ func TestConnLimitKeepsActive(t *testing.T) {
 	busy := dialRaw(t, s.addr)
 	busy.send(t, "/block")
 	<-s.entered
-	idle := idleConns(t, s.addr, max-1)
+	idle := idleConns(t, s, max-1)
 
 	for i := range 3 { // more new clients than idle connections to shed
 		if code, err := getOnNewConn(s.addr, "/"); err != nil || code != http.StatusOK {
