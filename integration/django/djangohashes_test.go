@@ -130,8 +130,8 @@ func importDjango42(t *testing.T, users string) {
 	if code != 1 || harness.ImportedUsers(stdout, false) != len(djangoNewForms) {
 		t.Fatalf("user import of the 4.2 fixture's users = exit %d, stdout %q, stderr %q; want exit 1, %d users (bill refused)", code, stdout, stderr, len(djangoNewForms))
 	}
-	if strings.Count(stderr, "\n") != 3 || !strings.Contains(stderr, "created the secret key file "+keyPath) || !strings.Contains(stderr, `(auth.user "bill"): password: unsupported password hash scheme: Django crypt (CryptPasswordHasher), refused: DES crypt(3) reads only the first 8 characters of a password`) {
-		t.Errorf("user import stderr = %q; want the key file's creation, bill's refusal with its reason, and the summary", stderr)
+	if strings.Count(stderr, "\n") != 4 || !strings.Contains(stderr, "created the secret key file "+keyPath) || !strings.Contains(stderr, "created the users file "+users) || !strings.Contains(stderr, `(auth.user "bill"): password: unsupported password hash scheme: Django crypt (CryptPasswordHasher), refused: DES crypt(3) reads only the first 8 characters of a password`) {
+		t.Errorf("user import stderr = %q; want the key file's and the users file's creation, bill's refusal with its reason, and the summary", stderr)
 	}
 }
 

@@ -24,8 +24,9 @@ func TestImportDjangoFixture(t *testing.T) {
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", djangoFixture)
 	keyLine := "authsvc: user import: created the secret key file " + filepath.Join(filepath.Dir(usersPath), "authsvc.key")
-	if code != 0 || harness.ImportedUsers(stdout, false) != 7 || !strings.HasPrefix(stderr, keyLine) || strings.Count(stderr, "\n") != 1 {
-		t.Fatalf("user import of the fixture = exit %d, stdout %q, stderr %q; want exit 0, 7 users, the key file's creation alone on stderr", code, stdout, stderr)
+	fileLine := "authsvc: created the users file " + usersPath + "\n"
+	if code != 0 || harness.ImportedUsers(stdout, false) != 7 || !strings.HasPrefix(stderr, keyLine) || !strings.HasSuffix(stderr, fileLine) || strings.Count(stderr, "\n") != 2 {
+		t.Fatalf("user import of the fixture = exit %d, stdout %q, stderr %q; want exit 0, 7 users, the key file's and the users file's creation alone on stderr", code, stdout, stderr)
 	}
 	list := harness.MustReadUsers(t, usersPath)
 	for _, want := range []users.User{

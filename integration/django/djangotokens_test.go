@@ -29,7 +29,7 @@ func TestImportDjangoTokens(t *testing.T) {
 	}
 	code, stdout, stderr := harness.RunCLI(t, "", nil, importArgs("--token-ttl", "2h")...)
 	// bill (crypt) is refused, and his key with him; adi's device is unconfirmed.
-	if code != 1 || strings.Count(stderr, "\n") != 5 || !strings.Contains(stderr, `record 47 (otp_totp.totpdevice of "adi"): an unconfirmed device`) || !strings.Contains(stderr, `record 38 (authtoken.token): its user is not imported`) {
+	if code != 1 || strings.Count(stderr, "\n") != 6 || !strings.Contains(stderr, "created the users file "+usersPath) || !strings.Contains(stderr, `record 47 (otp_totp.totpdevice of "adi"): an unconfirmed device`) || !strings.Contains(stderr, `record 38 (authtoken.token): its user is not imported`) {
 		t.Errorf("user import = exit %d, stderr:\n%s\nwant exit 1, bill's record and key and adi's device skipped", code, stderr)
 	}
 	if strings.Contains(stderr, harness.Django42Tokens["bill"]) || strings.Contains(stdout, harness.Django42Tokens["bill"]) {
