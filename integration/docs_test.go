@@ -189,7 +189,7 @@ func docVolatiles() []docVolatile {
 		v(`\(key ([0-9a-f]{8})\)`, `[0-9a-f]{8}`, true),                                 // a secret key's ID
 		v(`key_id=([0-9a-f]{8})\b`, `[0-9a-f]{8}`, true),
 		v(`created the users file (/\S+)`, `/\S+`, false), // an absolute path, the test's folder
-		v(`(?m)^(\d{6})$`, `\d{6}`, true), // a TOTP code on a line of its own
+		v(`(?m)^(\d{6})$`, `\d{6}`, true),                 // a TOTP code on a line of its own
 	}
 }
 
