@@ -14,7 +14,10 @@
 # access log, against the baseline and the baseline with authsvc's server
 # limits; then, when redis-server is installed, the junk-token flood on
 # Redis; table in bench/out/info.txt; e.g.
-# BENCH_ONLY=info BENCH_ARGS="-info-rounds 12" make bench).
+# BENCH_ONLY=info BENCH_ARGS="-info-rounds 12" make bench),
+# BENCH_ONLY=reset (about a minute and a half: the reset flood alone, two
+# authsvc on a users file of BENCH_RESET_USERS users, default 60000; table
+# in bench/out/reset.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,16 +25,17 @@ GO=${GO:-go}
 COST=${BENCH_COST:-12}
 BIG_N=${BENCH_USERS:-1000000}
 PG_N=${BENCH_PG_USERS:-100000}
+RESET_N=${BENCH_RESET_USERS:-60000}
 OUT=bench/out
 ONLY=${BENCH_ONLY:-}
 mkdir -p "$OUT"
 
 say() { printf 'bench: %s\n' "$*" >&2; }
 
-# full: whether every part runs (not BENCH_ONLY=info).
+# full: whether every part runs (not BENCH_ONLY=info or reset).
 case "$ONLY" in
-"" | info) ;;
-*) say "BENCH_ONLY=$ONLY: want info or nothing"; exit 2 ;;
+"" | info | reset) ;;
+*) say "BENCH_ONLY=$ONLY: want info, reset or nothing"; exit 2 ;;
 esac
 full() { [ -z "$ONLY" ]; }
 
@@ -45,6 +49,7 @@ cleanup() {
 	if [ "${#pg_stop[@]}" -gt 0 ]; then "${pg_stop[@]}" >/dev/null 2>&1; fi
 	if [ -n "$pg_dir" ]; then rm -rf "$pg_dir"; fi
 	rm -f "$OUT/big-users.json" "$OUT/big-users.json.lock" "$OUT/pg-users.json" # hundreds of MB
+	rm -f "$OUT"/reset-users.json* # and its lock, cut-offs and reset links
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
 	for _ in $(seq 100); do
 		alive=0
@@ -85,10 +90,12 @@ say "building authsvc, the baseline and the driver${ONLY:+ (BENCH_ONLY=$ONLY)}"
 "$GO" build -o "$OUT/authsvc" .
 "$GO" build -o "$OUT/baseline" ./bench/baseline
 "$GO" build -o "$OUT/driver" ./bench/driver
-if full; then
-	say "building bcryptrate, bigusers and authsvc's test binaries"
-	"$GO" build -o "$OUT/bcryptrate" ./bench/bcryptrate
+if full || [ "$ONLY" = reset ]; then
 	"$GO" build -o "$OUT/bigusers" ./bench/bigusers
+fi
+if full; then
+	say "building bcryptrate and authsvc's test binaries"
+	"$GO" build -o "$OUT/bcryptrate" ./bench/bcryptrate
 	"$GO" test -c -o "$OUT/authsvc.test" ./internal/cli
 	"$GO" test -c -o "$OUT/faults.test" ./integration/faults
 	"$GO" test -c -o "$OUT/httpapi.test" ./internal/httpapi
@@ -153,6 +160,25 @@ if full; then
 	rm -f "$BIG" "$BIG.lock"
 	"$OUT/bigusers" -o "$BIG" -n "$BIG_N"
 	"$OUT/bigusers" -o "$PG_USERS" -n "$PG_N"
+fi
+# The reset flood's (issue 37): two instances on it, their reset links
+# appended to reset-users.json.resets; fresh for every bench.
+RESET_USERS="$OUT/reset-users.json"
+rm -f "$RESET_USERS"*
+reset_args=(-reset-skip "BENCH_ONLY=$ONLY")
+if full || [ "$ONLY" = reset ]; then
+	"$OUT/bigusers" -o "$RESET_USERS" -n "$RESET_N"
+	reset_args=(-reset-users "$RESET_USERS" -reset-n "$RESET_N")
+fi
+if [ "$ONLY" = reset ]; then
+	say "measuring the reset flood alone (BENCH_ONLY=$ONLY)"
+	# shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
+	"$OUT/driver" -only reset -authsvc "$OUT/authsvc" "${reset_args[@]}" \
+		-out "$OUT/reset.txt" -runs "$OUT/reset-runs.txt" ${BENCH_ARGS:-} &
+	dpid=$!
+	pids=("$dpid" "${pids[@]}")
+	wait "$dpid"
+	exit
 fi
 
 # --- in-process servers (bench_test.go TestBenchServe): 1k and 1M live tokens -------
@@ -371,7 +397,7 @@ pg_args=(-pg-skip "$pg_skip")
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
 "$OUT/driver" -cost "$COST" -authsvc-flags "${AUTHSVC_FLAGS[*]-}" -servers "$SERVERS" \
 	-bcryptrate "$OUT/bcryptrate" -testbin "$OUT/authsvc.test" -integrationbin "$OUT/faults.test" -httpapibin "$OUT/httpapi.test" -authsvc "$OUT/authsvc" -lua bench/login.lua \
-	-users "$USERS" -redis-url "$redis_url" -redis-skip "$redis_skip" -cluster-skip "$cluster_skip" -big-users "$BIG" -big-n "$BIG_N" "${pg_args[@]}" \
+	-users "$USERS" -redis-url "$redis_url" -redis-skip "$redis_skip" -cluster-skip "$cluster_skip" -big-users "$BIG" -big-n "$BIG_N" "${pg_args[@]}" "${reset_args[@]}" \
 	-out "$OUT/latest.txt" -runs "$OUT/runs.txt" ${BENCH_ARGS:-} &
 dpid=$!
 pids=("$dpid" "${pids[@]}")

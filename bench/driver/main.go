@@ -56,7 +56,10 @@ type config struct {
 	bigN, pgN                                                                                     int
 	redisURL, users                                                                               string // the junk-token part's Redis and users file
 	junkRounds                                                                                    int
-	only                                                                                          string // "": every part; "info": the /info part alone
+	only                                                                                          string // "": every part; "info": the /info part alone; "reset": the reset flood alone
+	resetUsers, resetSkip                                                                         string // the reset-flood part's users file of resetN users
+	resetN, resetRounds, resetRate                                                                int
+	resetDur                                                                                      time.Duration
 }
 
 // A part is one measured part of the bench with its replies: login parts
@@ -115,7 +118,13 @@ func main() {
 	flag.StringVar(&c.redisURL, "redis-url", "", "a Redis for the junk-token part (it starts authsvc on it); none: the part is skipped with -redis-skip's reason")
 	flag.StringVar(&c.users, "users", "bench/out/users.json", "the users file of the servers in -servers (the junk-token part's server reads it too)")
 	flag.IntVar(&c.junkRounds, "junk-rounds", 5, "alternating rounds of the junk-token part")
-	flag.StringVar(&c.only, "only", "", `"info": measure /info alone, every server in -servers against "baseline" (make bench-info)`)
+	flag.StringVar(&c.only, "only", "", `"info": measure /info alone, every server in -servers against "baseline" (BENCH_ONLY=info); "reset": the reset flood alone, no -servers (BENCH_ONLY=reset)`)
+	flag.StringVar(&c.resetUsers, "reset-users", "", "a users file of -reset-n users (bench/bigusers) for the reset-flood part; it starts two authsvc on it; none: the part is skipped with -reset-skip's reason")
+	flag.StringVar(&c.resetSkip, "reset-skip", "", "why there is no -reset-users, if there is none")
+	flag.IntVar(&c.resetN, "reset-n", 60_000, "users in -reset-users")
+	flag.IntVar(&c.resetRounds, "reset-rounds", 3, "rounds of the reset-flood part: /info on B unloaded, then during the flood")
+	flag.DurationVar(&c.resetDur, "reset-duration", 10*time.Second, "one /info run of the reset-flood part, and one flood")
+	flag.IntVar(&c.resetRate, "reset-rate", 30, "reset requests a second to A during a flood")
 	bench.Start("bench")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -125,15 +134,19 @@ func main() {
 		log.Fatal("BENCH_PASSWORD must hold the bench users' password")
 	}
 	switch {
-	case c.only != "" && c.only != "info":
-		log.Fatalf("-only %q: want \"info\" or nothing", c.only)
+	case c.only != "" && c.only != "info" && c.only != "reset":
+		log.Fatalf("-only %q: want \"info\", \"reset\" or nothing", c.only)
+	case c.resetN < 2 || c.resetRate < 1 || c.resetRounds < 1:
+		log.Fatal("want -reset-n ≥ 2, -reset-rate ≥ 1 and -reset-rounds ≥ 1")
 	case c.only == "" && c.bigUsers == "":
 		log.Fatal("-big-users is required")
 	case c.only == "" && c.pgSkip == "" && (c.pgURL == "" || c.pgUsers == ""):
 		log.Fatal("-pg-url and -pg-users are required, or -pg-skip REASON")
 	}
-	if err := d.loadServers(); err != nil {
-		log.Fatal(err)
+	if c.only != "reset" {
+		if err := d.loadServers(); err != nil {
+			log.Fatal(err)
+		}
 	}
 	runs, err := os.Create(c.runsOut)
 	if err != nil {
@@ -321,6 +334,7 @@ type results struct {
 	pg               pgResult
 	gob              goResults
 	junk             junkResult
+	reset            resetResult
 	warn             []string
 }
 
@@ -329,6 +343,10 @@ func (d *driver) run() (string, error) {
 	start := time.Now()
 	loadStart := loadavg()
 	res := &results{login: map[string][]float64{}, raw: map[string][]float64{}, floods: map[string][]floodResult{}}
+	if d.cfg.only == "reset" {
+		res.reset = d.resetFlood()
+		return d.resetTable(res, start, loadStart), nil
+	}
 	if d.cfg.only == "info" {
 		if err := d.infoOnly(res); err != nil {
 			return "", err
@@ -362,6 +380,8 @@ func (d *driver) run() (string, error) {
 
 	// 6. A users file of 1M users; 7. PostgreSQL with 100k users.
 	res.big = d.bigUsers()
+	// 6b. Reset requests to one instance, /info on another (issue 37).
+	res.reset = d.resetFlood()
 	res.pg = d.postgres()
 	if d.ctx.Err() != nil {
 		return "", d.ctx.Err()

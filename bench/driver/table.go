@@ -73,8 +73,8 @@ func (d *driver) table(res *results, start time.Time, loadStart string) string {
 	// The targets of issue #14, then the details.
 	w.p("\nTargets (issue #14)                                              figure                   target\n")
 	for _, section := range []func(*tableWriter, *results){
-		d.infoTargets, d.loadTargets, d.bigTargets, d.pgTargets, d.tokensTarget, d.patTargets,
-		d.infoDetails, d.junkDetails, d.loginDetails, d.heapDetails, d.bigDetails, d.pgDetails, d.inprocDetails, d.goDetails,
+		d.infoTargets, d.loadTargets, d.bigTargets, d.pgTargets, d.tokensTarget, d.patTargets, d.resetTargets,
+		d.infoDetails, d.junkDetails, d.loginDetails, d.heapDetails, d.bigDetails, d.pgDetails, d.resetDetails, d.inprocDetails, d.goDetails,
 	} {
 		section(w, res)
 	}
