@@ -452,15 +452,25 @@ func appendCutoffs(usersPath string, recs ...cutoffRecord) error {
 		buf.Write(line)
 		buf.WriteByte('\n')
 	}
-	path := CutoffsPath(usersPath)
+	return appendRecords(usersPath, CutoffsPath(usersPath), "cut-offs file", "the cut-off", buf.Bytes())
+}
+
+// appendRecords appends data, whole lines, to the side file at path of the
+// users file at usersPath (the cut-offs or the resets file), after the
+// last complete line, and syncs it: a torn last line of an append that
+// never finished is overwritten, and a write that fails is cut off again,
+// so no half record is left to refuse the next read. A file it creates
+// gets the users file's owner, and its folder is synced. file and record
+// name the file's kind and what a line records, for errors.
+func appendRecords(usersPath, path, file, record string, data []byte) error {
 	_, statErr := os.Lstat(path)
 	created := errors.Is(statErr, os.ErrNotExist)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if errors.Is(err, syscall.ELOOP) {
-		return fmt.Errorf("cut-offs file %s is a symbolic link; refused", path)
+		return fmt.Errorf("%s %s is a symbolic link; refused", file, path)
 	}
 	if err != nil {
-		return fmt.Errorf("record the cut-off: %w", err)
+		return fmt.Errorf("record %s: %w", record, err)
 	}
 	defer f.Close()
 	if created {
@@ -470,14 +480,14 @@ func appendCutoffs(usersPath string, recs ...cutoffRecord) error {
 	}
 	end, err := completeLines(f)
 	if err != nil {
-		return fmt.Errorf("record the cut-off in %s: %w", path, bare(err))
+		return fmt.Errorf("record %s in %s: %w", record, path, bare(err))
 	}
-	if _, err := f.WriteAt(buf.Bytes(), end); err != nil {
-		f.Truncate(end) // no half record stays behind to refuse the next load
-		return fmt.Errorf("record the cut-off in %s: %w", path, bare(err))
+	if _, err := f.WriteAt(data, end); err != nil {
+		f.Truncate(end)
+		return fmt.Errorf("record %s in %s: %w", record, path, bare(err))
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("record the cut-off in %s: %w", path, bare(err))
+		return fmt.Errorf("record %s in %s: %w", record, path, bare(err))
 	}
 	if created {
 		return secret.SyncDir(filepath.Dir(path))

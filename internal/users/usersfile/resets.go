@@ -10,10 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
-	"authsvc/internal/secret"
 	"authsvc/internal/users"
 )
 
@@ -187,36 +185,7 @@ func appendResets(usersPath string, kept []resetRecord, compact bool, recs ...re
 	if compact {
 		return replaceResets(usersPath, path, buf.Bytes())
 	}
-	_, statErr := os.Lstat(path)
-	created := errors.Is(statErr, os.ErrNotExist)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if errors.Is(err, syscall.ELOOP) {
-		return fmt.Errorf("resets file %s is a symbolic link; refused", path)
-	}
-	if err != nil {
-		return fmt.Errorf("record the reset link: %w", err)
-	}
-	defer f.Close()
-	if created {
-		if err := keepOwner(f, usersPath); err != nil {
-			return err
-		}
-	}
-	end, err := completeLines(f)
-	if err != nil {
-		return fmt.Errorf("record the reset link in %s: %w", path, bare(err))
-	}
-	if _, err := f.WriteAt(buf.Bytes(), end); err != nil {
-		f.Truncate(end) // no half record stays behind to refuse the next read
-		return fmt.Errorf("record the reset link in %s: %w", path, bare(err))
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("record the reset link in %s: %w", path, bare(err))
-	}
-	if created {
-		return secret.SyncDir(filepath.Dir(path))
-	}
-	return nil
+	return appendRecords(usersPath, path, "resets file", "the reset link", buf.Bytes())
 }
 
 // replaceResets replaces the resets file at path by data, atomically, its
