@@ -50,17 +50,17 @@ func checkOutage(t *testing.T, what string, replies []faultReply, ph faultPhases
 	if last503.After(ph.up) {
 		heal = last503.Sub(ph.up)
 	}
-	if heal >= harness.OutageBound {
-		t.Errorf("a 503 came %v after %s answered again; API.md: service back within %v, no restart", heal, what, harness.OutageBound)
+	if bound := harness.HealBound(); heal >= bound {
+		t.Errorf("a 503 came %v after %s answered again; want service back within %v, no restart (API.md: %v)", heal, what, bound, harness.OutageBound)
 	}
 	return heal, unavailable
 }
 
 // waitHealed sends a login and an /info with token until both answer 200,
-// at most 2 × outageBound (then the case fails in checkOutage, which
+// at most 2 × HealBound (then the case fails in checkOutage, which
 // names the bound).
 func waitHealed(load *faultLoad, base, user, password, token string) {
-	deadline := time.Now().Add(2 * harness.OutageBound)
+	deadline := time.Now().Add(2 * harness.HealBound())
 	for time.Now().Before(deadline) {
 		l := load.login(base, user, password)
 		i := load.info("info-old", base, user, token)
