@@ -432,7 +432,12 @@ func TestFaultKillServerRedis(t *testing.T) {
 			load.info("info", first.Base, user, r.token)
 		}
 	})
+	// Kill once some logins have answered: on a loaded machine under
+	// -race the first may take seconds (its hasher's worker starting).
 	time.Sleep(1500 * time.Millisecond)
+	for deadline := time.Now().Add(harness.HealBound()); len(successfulLogins(load.all())) < 4 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	killedAt := time.Now()
 	first.Kill()
 	close(stop)

@@ -34,9 +34,14 @@ func TOTPCode(t testing.TB, secret32 string, at time.Time) string {
 // it is "", and returns the status and the decoded body (nil for none).
 func MFACall(t *testing.T, method, url, token, body string) (int, map[string]any) {
 	t.Helper()
-	status, _, out := MFACallFrom(t, http.DefaultClient, method, url, token, body)
+	status, _, out := MFACallFrom(t, freshConnClient, method, url, token, body)
 	return status, out
 }
+
+// freshConnClient opens a connection a request: a POST on a kept-alive
+// connection that a stopped server (or another test's, on a reused
+// port) closed fails with EOF, and Go does not retry a POST.
+var freshConnClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * HealBound()}
 
 // MFACallFrom is MFACall with client (one bound to a source address, say),
 // returning the reply's header too.
