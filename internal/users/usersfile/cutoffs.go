@@ -298,17 +298,23 @@ func (c cutoffs) hides(username string, tokensAfter time.Time) bool {
 // who does not load; otherwise its cut-off raised to the records' and
 // disabled if they keep it so.
 func (c cutoffs) apply(e *rawEntry) bool {
-	u, ok := c[string(e.username)]
+	return c.applyTo(string(e.username), &e.tokensAfter, &e.disabled, &e.accessTokens, &e.resetLink)
+}
+
+// applyTo is apply for the fields the records bear on, wherever they are
+// held: a raw entry's (apply) or a decoded user's (applyUser).
+func (c cutoffs) applyTo(username string, tokensAfter *time.Time, disabled *bool, accessTokens *[]users.AccessToken, resetLink **users.ResetLink) bool {
+	u, ok := c[username]
 	if !ok {
 		return true
 	}
-	if c.hides(string(e.username), e.tokensAfter) {
+	if c.hides(username, *tokensAfter) {
 		return false
 	}
-	e.tokensAfter = users.Later(e.tokensAfter, u.after)
-	e.disabled = e.disabled || u.disabled
-	e.accessTokens = u.live(e.accessTokens)
-	e.resetLink = u.liveLink(e.resetLink)
+	*tokensAfter = users.Later(*tokensAfter, u.after)
+	*disabled = *disabled || u.disabled
+	*accessTokens = u.live(*accessTokens)
+	*resetLink = u.liveLink(*resetLink)
 	return true
 }
 
@@ -360,18 +366,7 @@ func endedAccessTokens(was, is []users.AccessToken, now time.Time) []string {
 
 // applyUser is apply for a decoded entry.
 func (c cutoffs) applyUser(x *users.User) bool {
-	u, ok := c[x.Username]
-	if !ok {
-		return true
-	}
-	if c.hides(x.Username, x.TokensAfter) {
-		return false
-	}
-	x.TokensAfter = users.Later(x.TokensAfter, u.after)
-	x.Disabled = x.Disabled || u.disabled
-	x.AccessTokens = u.live(x.AccessTokens)
-	x.ResetLink = u.liveLink(x.ResetLink)
-	return true
+	return c.applyTo(x.Username, &x.TokensAfter, &x.Disabled, &x.AccessTokens, &x.ResetLink)
 }
 
 // applyAll applies the records to list in place and returns the users
