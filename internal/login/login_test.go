@@ -164,27 +164,38 @@ func TestPasswordSecondStep(t *testing.T) {
 	}
 }
 
-// TestPasswordThrottled: wrong passwords count, and once the pair's limit
-// is reached the next attempt, right or wrong, is throttled with a
-// Retry-After, before the password is checked.
+// TestPasswordThrottled: wrong passwords, and wrong codes beside a right
+// password, count, and once the pair's limit is reached the next attempt,
+// right or wrong, is throttled with a Retry-After, before the password is
+// checked; another client is not.
 func TestPasswordThrottled(t *testing.T) {
-	ctx := context.Background()
-	cfg := throttle.DefaultConfig()
-	cfg.PairFailures, cfg.AddrBurst = 2, 100
-	l := newTestLogins(t, cfg, SessionPolicy{})
-	for i := range cfg.PairFailures {
-		if _, err := l.Password(ctx, client, "alice", "wrong-pw", ""); !errors.Is(err, ErrInvalidCredentials) {
-			t.Fatalf("wrong password #%d = %v; want %v", i+1, err, ErrInvalidCredentials)
-		}
-	}
-	_, err := l.Password(ctx, client, "alice", "alice-pw", "")
-	var te *ThrottledError
-	if !errors.As(err, &te) || !errors.Is(err, ErrThrottled) || te.RetryAfter <= 0 {
-		t.Fatalf("right password after %d wrong = %v; want a ThrottledError with a Retry-After", cfg.PairFailures, err)
-	}
-	other := Client{Key: "192.0.2.2"}
-	if _, err := l.Password(ctx, other, "alice", "alice-pw", ""); err != nil {
-		t.Errorf("right password from another client = %v; want nil: the pair is throttled, not the user", err)
+	t.Parallel()
+	for _, tt := range []struct{ username, password, code string }{
+		{"alice", "wrong-pw", ""},
+		{"bob", "bob-pw", "aaaa-bbbb-cccc-dddd"},
+	} {
+		t.Run(tt.username, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			cfg := throttle.DefaultConfig()
+			cfg.PairFailures, cfg.AddrBurst = 2, 100
+			l := newTestLogins(t, cfg, SessionPolicy{})
+			for i := range cfg.PairFailures {
+				if _, err := l.Password(ctx, client, tt.username, tt.password, tt.code); !errors.Is(err, ErrInvalidCredentials) {
+					t.Fatalf("Password(%s, wrong) #%d = %v; want %v", tt.username, i+1, err, ErrInvalidCredentials)
+				}
+			}
+			right := tt.username + "-pw"
+			_, err := l.Password(ctx, client, tt.username, right, "")
+			var te *ThrottledError
+			if !errors.As(err, &te) || !errors.Is(err, ErrThrottled) || te.RetryAfter <= 0 {
+				t.Fatalf("Password(%s, right) after %d wrong = %v; want a ThrottledError with a Retry-After", tt.username, cfg.PairFailures, err)
+			}
+			other := Client{Key: "192.0.2.2"}
+			if _, err := l.Password(ctx, other, tt.username, right, ""); err != nil && !errors.Is(err, ErrSecondFactorRequired) {
+				t.Errorf("Password(%s, right) from another client = %v; want no refusal: the pair is throttled, not the user", tt.username, err)
+			}
+		})
 	}
 }
 
