@@ -33,7 +33,6 @@ const maxCodeLen = 64
 // second-factor endpoints beside the checks of codes (login.SecondFactors).
 type secondFactors struct {
 	users  users.Directory
-	store  tokens.Store
 	config MFAConfig
 	now    func() time.Time
 	log    *slog.Logger

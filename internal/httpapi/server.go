@@ -155,7 +155,7 @@ func addRoutes(mux interface{ Handle(string, http.Handler) }, d Deps) []string {
 	tc := tokenCheck{users: d.Users, store: d.Store, policy: d.Policy, metrics: d.Metrics, uses: d.AccessTokenUses, now: d.Now}
 	enrol := tc // for the endpoints an enrolment session may call
 	enrol.enrolment = true
-	sf := secondFactors{users: d.Users, store: d.Store, config: d.MFA, now: d.Now, log: d.Log}
+	sf := secondFactors{users: d.Users, config: d.MFA, now: d.Now, log: d.Log}
 	gt := gate{logins: &login.Logins{Guard: d.Guard, Users: d.Users, Store: d.Store, Policy: d.Policy.sessions(), Now: d.Now,
 		Factors: login.SecondFactors{Users: d.Users, Store: d.Store, Keys: d.MFA.Keys, Now: d.Now, Log: d.Log}}, trusted: d.TrustedProxies}
 	handle("POST", "/api/auth/login/", handleLogin(d.Log, gt))
