@@ -118,17 +118,17 @@ func (l *Logins) Password(ctx context.Context, c Client, username, password, cod
 func (l *Logins) withCode(a *Attempt, u *users.Account, stamp uint64, code string) (g Grant, err error, spent bool) {
 	a.CodeLock = true
 	err = a.VerifyCode(func() (bool, error) { return l.Factors.checkOrGone(a.ctx, u.Username(), code) })
-	switch {
-	case errors.Is(err, errFactorGone):
+	if errors.Is(err, errFactorGone) {
 		if fresh, freshStamp, ok := l.afresh(a.ctx, u, stamp, a.same); ok && !fresh.HasSecondFactor() {
 			g, err = l.issue(a, fresh, freshStamp, false) // no code was spent: a refused stamp is decided again
 			return g, err, false
 		}
 		return Grant{}, ErrInvalidCredentials, true
-	case err == nil:
+	}
+	l.Guard.metrics().SecondFactorStep("code", err) // the code's verdict, whatever the issue's
+	if err == nil {
 		g, err = l.issue(a, u, stamp, true)
 	}
-	l.Guard.metrics().SecondFactorStep("code", err)
 	return g, err, true
 }
 
