@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,5 +236,48 @@ func TestErrorsMatch(t *testing.T) {
 	}
 	if strings.Contains(required.Error(), "the-secret-mfa-token") {
 		t.Errorf("SecondFactorError's text = %q; want no mfa_token in it", required)
+	}
+}
+
+// recordedMetrics records the second-factor steps counted, as "step err".
+type recordedMetrics struct {
+	mu    sync.Mutex // guards steps
+	steps []string
+}
+
+func (m *recordedMetrics) SecondFactorStep(step string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.steps = append(m.steps, fmt.Sprintf("%s %v", step, err))
+}
+func (m *recordedMetrics) MFALocked()          {}
+func (m *recordedMetrics) Rehashed(string)     {}
+func (m *recordedMetrics) Revoked(string, int) {}
+
+// TestPasswordCountsSteps: a right password that needs a second factor
+// counts a "required" step, a code beside it a "code" step with its
+// verdict; a login without a second factor counts none.
+func TestPasswordCountsSteps(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		username, code string
+		want           string
+	}{
+		{"alice", "", ""},
+		{"bob", "", "required <nil>"},
+		{"bob", "aaaa-bbbb-cccc-dddd", "code " + ErrInvalidCredentials.Error()},
+		{"bob", "right", "code <nil>"},
+	} {
+		l := newTestLogins(t, throttle.Config{}, SessionPolicy{})
+		m := new(recordedMetrics)
+		l.Guard.Metrics = m
+		code := tt.code
+		if code == "right" {
+			code = l.codes[0]
+		}
+		l.Password(context.Background(), client, tt.username, tt.username+"-pw", code)
+		if got := strings.Join(m.steps, ", "); got != tt.want {
+			t.Errorf("Password(%s, code %q) counted %q; want %q", tt.username, tt.code, got, tt.want)
+		}
 	}
 }
