@@ -78,8 +78,8 @@ func newTestLogins(t *testing.T, cfg throttle.Config, policy SessionPolicy) test
 	}
 }
 
-// client is the client of the tests' attempts.
-var client = Client{Key: "192.0.2.1", RequestID: "req-1", UserAgent: "test/1"}
+// testClient returns the client of the tests' attempts.
+func testClient() Client { return Client{Key: "192.0.2.1", RequestID: "req-1", UserAgent: "test/1"} }
 
 // TestPassword: each way a password login ends, through the real users
 // file and token store.
@@ -109,7 +109,7 @@ func TestPassword(t *testing.T) {
 			case tt.code < 0:
 				code = "aaaa-bbbb-cccc-dddd"
 			}
-			g, err := l.Password(context.Background(), client, tt.username, tt.password, code)
+			g, err := l.Password(context.Background(), testClient(), tt.username, tt.password, code)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Password(%s) = _, %v; want %v", tt.username, err, tt.wantErr)
 			}
@@ -127,8 +127,8 @@ func TestPassword(t *testing.T) {
 				t.Fatal(err)
 			}
 			listed, err := l.store.List(context.Background(), tt.username, time.Now())
-			if err != nil || len(listed) != 1 || listed[0].Digest != digest || listed[0].Client != client.Key || listed[0].UserAgent != client.UserAgent {
-				t.Errorf("store.List(%s) = %+v, %v; want the grant's session from %s, %s", tt.username, listed, err, client.Key, client.UserAgent)
+			if err != nil || len(listed) != 1 || listed[0].Digest != digest || listed[0].Client != testClient().Key || listed[0].UserAgent != testClient().UserAgent {
+				t.Errorf("store.List(%s) = %+v, %v; want the grant's session from %s, %s", tt.username, listed, err, testClient().Key, testClient().UserAgent)
 			}
 		})
 	}
@@ -140,7 +140,7 @@ func TestPassword(t *testing.T) {
 func TestPasswordSecondStep(t *testing.T) {
 	ctx := context.Background()
 	l := newTestLogins(t, throttle.Config{}, SessionPolicy{})
-	_, err := l.Password(ctx, client, "bob", "bob-pw", "")
+	_, err := l.Password(ctx, testClient(), "bob", "bob-pw", "")
 	var sf *SecondFactorError
 	if !errors.As(err, &sf) || sf.Token == "" || len(sf.Methods) != 1 || sf.Methods[0] != MethodCode {
 		t.Fatalf("Password(bob, no code) = %v; want a SecondFactorError with an mfa_token and the method %q", err, MethodCode)
@@ -148,19 +148,19 @@ func TestPasswordSecondStep(t *testing.T) {
 	if strings.Contains(err.Error(), sf.Token) {
 		t.Errorf("SecondFactorError.Error() = %q shows the mfa_token", err)
 	}
-	username, _, err := l.SecondStep(ctx, client, sf.Token, "aaaa-bbbb-cccc-dddd")
+	username, _, err := l.SecondStep(ctx, testClient(), sf.Token, "aaaa-bbbb-cccc-dddd")
 	if username != "bob" || !errors.Is(err, ErrInvalidCredentials) {
 		t.Errorf("SecondStep(wrong code) = %q, %v; want bob, %v", username, err, ErrInvalidCredentials)
 	}
-	username, g, err := l.SecondStep(ctx, client, sf.Token, l.codes[0])
+	username, g, err := l.SecondStep(ctx, testClient(), sf.Token, l.codes[0])
 	if username != "bob" || err != nil || g.Token == "" || g.ExpiresAt != nil {
 		t.Fatalf("SecondStep(right code) = %q, %+v, %v; want bob's session, never expiring", username, g, err)
 	}
-	username, _, err = l.SecondStep(ctx, client, sf.Token, l.codes[1])
+	username, _, err = l.SecondStep(ctx, testClient(), sf.Token, l.codes[1])
 	if username != "" || !errors.Is(err, ErrInvalidToken) {
 		t.Errorf("SecondStep(a spent mfa_token) = %q, %v; want \"\", %v", username, err, ErrInvalidToken)
 	}
-	if username, _, err := l.SecondStep(ctx, client, "not-a-token", l.codes[1]); username != "" || !errors.Is(err, ErrInvalidToken) {
+	if username, _, err := l.SecondStep(ctx, testClient(), "not-a-token", l.codes[1]); username != "" || !errors.Is(err, ErrInvalidToken) {
 		t.Errorf("SecondStep(a malformed mfa_token) = %q, %v; want \"\", %v", username, err, ErrInvalidToken)
 	}
 }
@@ -182,12 +182,12 @@ func TestPasswordThrottled(t *testing.T) {
 			cfg.PairFailures, cfg.AddrBurst = 2, 100
 			l := newTestLogins(t, cfg, SessionPolicy{})
 			for i := range cfg.PairFailures {
-				if _, err := l.Password(ctx, client, tt.username, tt.password, tt.code); !errors.Is(err, ErrInvalidCredentials) {
+				if _, err := l.Password(ctx, testClient(), tt.username, tt.password, tt.code); !errors.Is(err, ErrInvalidCredentials) {
 					t.Fatalf("Password(%s, wrong) #%d = %v; want %v", tt.username, i+1, err, ErrInvalidCredentials)
 				}
 			}
 			right := tt.username + "-pw"
-			_, err := l.Password(ctx, client, tt.username, right, "")
+			_, err := l.Password(ctx, testClient(), tt.username, right, "")
 			var te *ThrottledError
 			if !errors.As(err, &te) || !errors.Is(err, ErrThrottled) || te.RetryAfter <= 0 {
 				t.Fatalf("Password(%s, right) after %d wrong = %v; want a ThrottledError with a Retry-After", tt.username, cfg.PairFailures, err)
@@ -208,11 +208,11 @@ func TestPasswordEnrolment(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := newTestLogins(t, throttle.Config{}, SessionPolicy{RequireMFA: all})
-	g, err := l.Password(context.Background(), client, "alice", "alice-pw", "")
+	g, err := l.Password(context.Background(), testClient(), "alice", "alice-pw", "")
 	if err != nil || !g.Enrolment {
 		t.Errorf("Password(alice) under --require-mfa all = %+v, %v; want an enrolment session", g, err)
 	}
-	a := l.Guard.Attempt(context.Background(), client, l.Users, "alice")
+	a := l.Guard.Attempt(context.Background(), testClient(), l.Users, "alice")
 	if err := l.Prove(a, "alice-pw", ""); !errors.Is(err, ErrEnrolmentRequired) {
 		t.Errorf("Prove(alice) under --require-mfa all = %v; want %v", err, ErrEnrolmentRequired)
 	}
@@ -275,7 +275,7 @@ func TestPasswordCountsSteps(t *testing.T) {
 		if code == "right" {
 			code = l.codes[0]
 		}
-		l.Password(context.Background(), client, tt.username, tt.username+"-pw", code)
+		l.Password(context.Background(), testClient(), tt.username, tt.username+"-pw", code)
 		if got := strings.Join(m.steps, ", "); got != tt.want {
 			t.Errorf("Password(%s, code %q) counted %q; want %q", tt.username, tt.code, got, tt.want)
 		}
