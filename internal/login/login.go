@@ -84,7 +84,7 @@ func (l *Logins) Password(ctx context.Context, c Client, username, password, cod
 		a.Release()
 		err = l.challenge(ctx, u, stamp)
 	case a.held:
-		g, err, codeSpent = l.withCode(a, u, stamp, code)
+		g, codeSpent, err = l.withCode(a, u, stamp, code)
 		if errors.Is(err, ErrInvalidCredentials) {
 			a.holdAsWrongPassword(started)
 		}
@@ -115,21 +115,21 @@ func (l *Logins) Password(ctx context.Context, c Client, username, password, cod
 // second factor have gone while the password was checked (neither a
 // failure nor a success was recorded), the user as the directory has them
 // now may need the password alone, which was right: spent is then false.
-func (l *Logins) withCode(a *Attempt, u *users.Account, stamp uint64, code string) (g Grant, err error, spent bool) {
+func (l *Logins) withCode(a *Attempt, u *users.Account, stamp uint64, code string) (g Grant, spent bool, err error) {
 	a.CodeLock = true
 	err = a.VerifyCode(func() (bool, error) { return l.Factors.checkOrGone(a.ctx, u.Username(), code) })
 	if errors.Is(err, errFactorGone) {
 		if fresh, freshStamp, ok := l.afresh(a.ctx, u, stamp, a.same); ok && !fresh.HasSecondFactor() {
 			g, err = l.issue(a, fresh, freshStamp, false) // no code was spent: a refused stamp is decided again
-			return g, err, false
+			return g, false, err
 		}
-		return Grant{}, ErrInvalidCredentials, true
+		return Grant{}, true, ErrInvalidCredentials
 	}
 	l.Guard.metrics().SecondFactorStep("code", err) // the code's verdict, whatever the issue's
 	if err == nil {
 		g, err = l.issue(a, u, stamp, true)
 	}
-	return g, err, true
+	return g, true, err
 }
 
 // SecondStep is a login's second step: a code of the user's second factor
