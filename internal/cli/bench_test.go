@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"authsvc/internal/httpapi"
+	"authsvc/internal/login"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tick"
 	"authsvc/internal/tokens"
@@ -89,7 +90,7 @@ func benchUserAgent(i int) string {
 func benchSession(username string, user, i int, expires time.Time) tokens.Session {
 	ip := netip.AddrFrom4([4]byte{10, byte(user >> 16), byte(user >> 8), byte(user)})
 	return tokens.Session{Username: username, Stamp: uint64(user), ExpiresAt: expires, ID: tokens.NewSessionID(),
-		Client: throttle.ClientKey(ip), UserAgent: httpapi.CutUTF8(strings.Clone(benchUserAgent(i)), httpapi.MaxUserAgent)}
+		Client: throttle.ClientKey(ip), UserAgent: login.CutUTF8(strings.Clone(benchUserAgent(i)), login.MaxUserAgent)}
 }
 
 // fillStore issues n sessions round-robin over names, the way the login

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"authsvc/internal/httpapi"
+	"authsvc/internal/login"
 	"authsvc/internal/password"
 	"authsvc/internal/secret"
 	"authsvc/internal/throttle"
@@ -106,7 +107,7 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 	} else {
 		th = throttle.NewMemory(cfg.throttle)
 	}
-	adm := httpapi.NewAdmission(cfg.passwordSlots, cfg.passwordQueue, cfg.passwordWait)
+	adm := login.NewAdmission(cfg.passwordSlots, cfg.passwordQueue, cfg.passwordWait)
 	// The workers run this very binary (internal/password/worker.go); tests run theirs, whose TestMain knows the command.
 	exe, err := os.Executable()
 	if err != nil {
@@ -114,16 +115,16 @@ func buildDeps(cfg serveConfig, log *slog.Logger, opts ...depsOption) (d httpapi
 	}
 	hasher := password.NewPool(cfg.passwordSlots, exe, cfg.passwordIdle, log)
 	closers = append(closers, hasher)
-	d.Guard = &httpapi.LoginGuard{
+	d.Guard = &login.Guard{
 		Throttle:  th,
 		Admission: adm,
 		Hasher:    hasher,
-		Tarpit:    httpapi.NewTarpit(cfg.refusalDelay, maxHeldRefusals),
-		Trusted:   cfg.trustedProxies,
+		Tarpit:    login.NewTarpit(cfg.refusalDelay, maxHeldRefusals),
 		Log:       log,
 		Now:       d.Now,
 		Policy:    cfg.hashPolicy,
 	}
+	d.TrustedProxies = cfg.trustedProxies
 	d.Metrics = httpapi.NewMetrics(httpapi.MetricsSources{Users: d.Users, Store: d.Store, Admission: adm})
 	d.Guard.Metrics = d.Metrics
 	reset, resetClosers, err := buildResetMail(cfg, d.Users, d.Metrics, log)
@@ -159,7 +160,7 @@ func openServeDirectory(cfg serveConfig, log *slog.Logger) (dir users.Directory,
 
 // rehashCloser returns a Closer that waits, for shutdownGrace at most, for
 // the rehashes guard has still to write.
-func rehashCloser(guard *httpapi.LoginGuard) io.Closer {
+func rehashCloser(guard *login.Guard) io.Closer {
 	return closerFunc(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()

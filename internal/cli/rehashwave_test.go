@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"authsvc/internal/httpapi"
+	"authsvc/internal/login"
 	"authsvc/internal/password"
 	"authsvc/internal/password/passwordtest"
 	"authsvc/internal/servertest"
@@ -68,7 +69,7 @@ type waveServer struct {
 
 // startWaveServer starts a server on the users file at path, with the
 // hash policy policy, its login guard set by tune before it serves.
-func startWaveServer(t *testing.T, path string, policy password.HashPolicy, tune func(*httpapi.LoginGuard)) *waveServer {
+func startWaveServer(t *testing.T, path string, policy password.HashPolicy, tune func(*login.Guard)) *waveServer {
 	t.Helper()
 	cfg := testConfig(path)
 	cfg.addr = "127.0.0.1:0"
@@ -164,7 +165,7 @@ func TestRehashWaveBatched(t *testing.T) {
 	const n, batch = 200, 50
 	path := writeImportedUsers(t, n)
 	policy := testConfig(path).hashPolicy
-	srv := startWaveServer(t, path, policy, func(g *httpapi.LoginGuard) {
+	srv := startWaveServer(t, path, policy, func(g *login.Guard) {
 		g.RehashDelay = time.Hour // only full batches, and the flush below, write
 		g.RehashBatch = batch
 	})
@@ -205,7 +206,7 @@ func TestRehashWrittenAtShutdown(t *testing.T) {
 	t.Parallel()
 	path := writeImportedUsers(t, 3)
 	imported := mustReadUsers(t, path)[waveUser(0)].PasswordHash
-	srv := startWaveServer(t, path, password.DefaultHashPolicy(), func(g *httpapi.LoginGuard) { g.RehashDelay = time.Hour })
+	srv := startWaveServer(t, path, password.DefaultHashPolicy(), func(g *login.Guard) { g.RehashDelay = time.Hour })
 	loginAll(t, srv.base, 2)
 	if got := mustReadUsers(t, path)[waveUser(0)].PasswordHash; got != imported || srv.dir.Writes() != 0 {
 		t.Fatalf("users file written before the shutdown (%d writes); want the rehashes still waiting", srv.dir.Writes())

@@ -133,7 +133,7 @@ func replyOf(t *users.AccessToken, lastUsed time.Time) tokenReply {
 // factor, a code, checked as on a password change (429, 503, 401, 401
 // mfa_required without an mfa_token), then the name (409). Every request
 // gets one audit line.
-func handleTokenCreate(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
+func handleTokenCreate(log *slog.Logger, tc tokenCheck, gt gate) http.Handler {
 	const event = "token create"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := tc.authenticate(r)
@@ -158,22 +158,22 @@ func handleTokenCreate(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf se
 			if p.user != nil {
 				username = p.user.Username()
 			}
-			guard.auditRefused(w, r, event, username, err)
+			gt.audit(r.Context(), gt.client(w, r), event, username, err)
 			writeError(w, r, log, err)
 			return
 		}
-		a := guard.attempt(w, r, tc.users, p.user.Username())
-		a.event = event
-		err = sf.proveUser(a, tc, spec.password, spec.code)
+		a := gt.attempt(w, r, p.user.Username())
+		err = gt.logins.Prove(a, spec.password, spec.code)
 		var reply tokenReply
 		if err == nil {
 			reply, err = createToken(r.Context(), tc, p.user.Username(), spec)
 		}
+		var minted []slog.Attr
 		if err == nil {
-			a.attrs = append(a.attrs, slog.String("token_id", reply.ID), slog.String("scopes", strings.Join(reply.Scopes, " ")))
+			minted = []slog.Attr{slog.String("token_id", reply.ID), slog.String("scopes", strings.Join(reply.Scopes, " "))}
 		}
-		a.release()
-		a.audit(err)
+		a.Release()
+		gt.auditAttempt(r.Context(), gt.client(w, r), event, p.user.Username(), err, minted...)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -183,37 +183,14 @@ func handleTokenCreate(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf se
 	})
 }
 
-// proveUser checks that the attempt's user knows password and, when they
-// have a second factor, a code of it, as one attempt: the proof a
-// personal access token is minted on. A user with a second factor who
-// sends no code gets mfa_required without an mfa_token: a token is never
-// a way around the second factor. A user without one whom --require-mfa
-// covers (their factor removed since the request was authenticated, say)
-// gets mfa_enrollment_required.
-func (sf secondFactors) proveUser(a *loginAttempt, tc tokenCheck, password, code string) error {
-	a.hold = true
-	u, err := a.verify(password)
-	switch {
-	case err != nil:
-		return err
-	case !a.held && tc.mfaMissing(u):
-		return errMintEnrollmentRequired
-	case !a.held: // no second factor
-		return nil
-	case code == "":
-		return errCodeMissing
-	}
-	a.codeLock = true
-	return a.verifyCode(func() (bool, error) { return sf.check(a.r.Context(), u.Username(), code) })
-}
-
 // errMintEnrollmentRequired: a session of a user whom --require-mfa
 // covers and who has no second factor asks for a personal access token,
-// whenever the session was issued.
+// whenever the session was issued (login.ErrEnrolmentRequired).
 var errMintEnrollmentRequired = &apiError{status: http.StatusForbidden, code: "mfa_enrollment_required",
 	detail: "A second factor is required: enrol one (POST /api/auth/mfa/totp/, then confirm) before minting a personal access token."}
 
-// errCodeMissing: a proof without the code of the user's second factor.
+// errCodeMissing: a proof without the code of the user's second factor
+// (a login.SecondFactorError without an mfa_token).
 var errCodeMissing = &apiError{status: http.StatusUnauthorized, code: "mfa_required", detail: "A second factor is required: send a code of it as code."}
 
 // createToken makes a token of spec for username and stores its digest.

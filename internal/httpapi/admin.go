@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"authsvc/internal/login"
 	"authsvc/internal/throttle"
 	"authsvc/internal/users"
 )
@@ -59,7 +61,8 @@ type resetLinkReply struct {
 type admin struct {
 	log       *slog.Logger
 	tc        tokenCheck
-	guard     *LoginGuard
+	guard     *login.Guard
+	trusted   []netip.Prefix // proxies whose X-Forwarded-For is believed
 	passwords PasswordSetter
 	reset     ResetPolicy
 }
@@ -138,7 +141,7 @@ func (c *adminCall) audit(err error) {
 	if len(c.fields) > 0 {
 		attrs = append(attrs, slog.String("fields", strings.Join(c.fields, ",")))
 	}
-	attrs = append(attrs, slog.String("client", throttle.ClientKey(ClientIP(c.r, c.a.guard.Trusted))), slog.String("request_id", requestID(c.w)))
+	attrs = append(attrs, slog.String("client", throttle.ClientKey(ClientIP(c.r, c.a.trusted))), slog.String("request_id", requestID(c.w)))
 	c.a.log.LogAttrs(c.r.Context(), slog.LevelInfo, "admin", attrs...)
 }
 
@@ -524,7 +527,7 @@ func (a admin) hashNew(ctx context.Context, username, password string) (string, 
 
 // addAdminRoutes registers the admin API with handle.
 func addAdminRoutes(handle func(method, path string, h http.Handler), d Deps, tc tokenCheck) {
-	a := admin{log: d.Log, tc: tc, guard: d.Guard, passwords: d.Passwords, reset: d.Reset}
+	a := admin{log: d.Log, tc: tc, guard: d.Guard, trusted: d.TrustedProxies, passwords: d.Passwords, reset: d.Reset}
 	const user = "/api/admin/users/{username}"
 	handle("GET", "/api/admin/users/", a.handle("list", (*adminCall).list))
 	handle("POST", "/api/admin/users/", a.handle("create", (*adminCall).create))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"authsvc/internal/httpapi"
+	"authsvc/internal/login"
 	"authsvc/internal/password"
 	"authsvc/internal/secret"
 	"authsvc/internal/servertest"
@@ -207,18 +208,18 @@ func (e *testEnv) newDeps(cfg envConfig, log *slog.Logger) httpapi.Deps {
 		e.store = tokens.NewMemoryStore()
 		d.Store = e.store
 	}
-	adm := httpapi.NewAdmission(cfg.passwordSlots, cfg.passwordQueue, cfg.passwordWait)
+	adm := login.NewAdmission(cfg.passwordSlots, cfg.passwordQueue, cfg.passwordWait)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	hasher := password.NewPool(cfg.passwordSlots, exe, cfg.passwordIdle, log)
 	t.Cleanup(func() { hasher.Close() })
-	d.Guard = &httpapi.LoginGuard{
+	d.Guard = &login.Guard{
 		Throttle:  throttle.NewMemory(cfg.throttle),
 		Admission: adm,
 		Hasher:    hasher,
-		Tarpit:    httpapi.NewTarpit(cfg.refusalDelay, maxHeldRefusals),
+		Tarpit:    login.NewTarpit(cfg.refusalDelay, maxHeldRefusals),
 		Log:       log,
 		Now:       d.Now,
 		Policy:    cfg.hashPolicy,

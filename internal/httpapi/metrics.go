@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"authsvc/internal/buildinfo"
+	"authsvc/internal/login"
 	"authsvc/internal/tokens"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,7 +97,7 @@ func outcomeOf(status int, code string, outcomes []string) string {
 type MetricsSources struct {
 	Users     interface{ Len() int }
 	Store     tokens.Store
-	Admission *Admission
+	Admission *login.Admission
 }
 
 // NewMetrics makes the service's metrics, their label series at zero, and
@@ -278,12 +279,12 @@ func (m *Metrics) observe(route string, status int, code string, d time.Duration
 
 // Kinds of session revocation, the label values of authsvc_sessions_revoked_total.
 const (
-	revokedLogout     = "logout"      // POST /api/auth/logout/
-	revokedLogoutAll  = "logoutall"   // POST /api/auth/logoutall/
-	revokedByID       = "revoke"      // DELETE /api/auth/sessions/{id}
-	revokedIdle       = "idle"        // unused for --token-idle
-	revokedEviction   = "eviction"    // the per-user limit
-	RevokedUserChange = "user_change" // deleted, disabled, password changed, user logout
+	revokedLogout     = "logout"              // POST /api/auth/logout/
+	revokedLogoutAll  = "logoutall"           // POST /api/auth/logoutall/
+	revokedByID       = "revoke"              // DELETE /api/auth/sessions/{id}
+	revokedIdle       = "idle"                // unused for --token-idle
+	revokedEviction   = login.RevokedEviction // the per-user limit
+	RevokedUserChange = "user_change"         // deleted, disabled, password changed, user logout
 )
 
 var revocationKinds = []string{revokedLogout, revokedLogoutAll, revokedByID, revokedIdle, revokedEviction, RevokedUserChange}
@@ -294,10 +295,10 @@ var (
 	mfaOutcomes = []string{"success", "invalid_credentials", "invalid_token", "throttled", "unavailable", "invalid_request", "mfa_enrolled", "internal_error"}
 )
 
-// secondFactorStep counts one second-factor step (one of mfaSteps) ending
+// SecondFactorStep counts one second-factor step (one of mfaSteps) ending
 // with err: "required" is a right password answered mfa_required, "code"
 // a code checked at login (one step or the second).
-func (m *Metrics) secondFactorStep(step string, err error) {
+func (m *Metrics) SecondFactorStep(step string, err error) {
 	if m == nil {
 		return
 	}
@@ -309,9 +310,9 @@ func (m *Metrics) secondFactorStep(step string, err error) {
 	m.mfa.WithLabelValues(step, outcomeOf(status, code, mfaOutcomes)).Inc()
 }
 
-// mfaLocked counts a user's code lock begun: the wrong code that made
+// MFALocked counts a user's code lock begun: the wrong code that made
 // throttle.MaxCodeFailures.
-func (m *Metrics) mfaLocked() {
+func (m *Metrics) MFALocked() {
 	if m != nil {
 		m.mfaLockouts.Inc()
 	}
@@ -360,9 +361,9 @@ func routeLabel(pattern string) string {
 	return pattern
 }
 
-// rehashed counts a rehash on login by result: ok, skipped (a password
+// Rehashed counts a rehash on login by result: ok, skipped (a password
 // bcrypt would cut, or a hash changed meanwhile) or error.
-func (m *Metrics) rehashed(result string) { m.rehashes.WithLabelValues(result).Inc() }
+func (m *Metrics) Rehashed(result string) { m.rehashes.WithLabelValues(result).Inc() }
 
 // tokenCacheStats is what a store that caches looked-up sessions reports
 // (redisstore.Cached: Store's and ClusterStore's CacheStats).

@@ -2,13 +2,12 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"time"
 
+	"authsvc/internal/login"
 	"authsvc/internal/mfa"
 	"authsvc/internal/secret"
 	"authsvc/internal/tokens"
@@ -25,205 +24,18 @@ type MFAConfig struct {
 	Issuer string // the otpauth:// URL's issuer (--mfa-issuer)
 }
 
-// Second-factor limits (API.md, Two-factor authentication).
-const (
-	challengeTTL      = 5 * time.Minute // an mfa_token lives 5 minutes
-	challengeAttempts = 5               // and allows 5 codes
-	maxCodeLen        = 64              // bytes: a code is 6–8 digits or a 16-character recovery code with separators
-)
+// maxCodeLen bounds a code or an mfa_token in a body, in bytes (API.md,
+// Two-factor authentication): a code is 6–8 digits or a 16-character
+// recovery code with separators.
+const maxCodeLen = 64
 
-// secondFactors checks codes and hands out mfa_tokens: the dependencies
-// shared by login and the second-factor endpoints.
+// secondFactors changes a user's second factors: the dependencies of the
+// second-factor endpoints beside the checks of codes (login.SecondFactors).
 type secondFactors struct {
 	users  users.Directory
-	store  tokens.Store
 	config MFAConfig
 	now    func() time.Time
 	log    *slog.Logger
-}
-
-// errCodeSpent: a recovery code matched, but another request spent it
-// first.
-var errCodeSpent = errors.New("recovery code already spent")
-
-// errFactorGone: the code was checked against second factors the user no
-// longer has (user reset-mfa, or an admin's, between the read of the user
-// and the code's check). Only a login sees it (checkOrGone), and decides
-// it again on the user as the directory has them now.
-var errFactorGone = errors.New("the user's second factor is gone")
-
-// challenge stores a second step for u, whose password (of stamp) was just
-// found right, and returns the mfa_required reply that carries its token.
-func (sf secondFactors) challenge(ctx context.Context, u *users.Account, stamp uint64) error {
-	token, digest := tokens.New()
-	now := sf.now()
-	c := tokens.Challenge{Username: u.Username(), Stamp: stamp, ExpiresAt: now.Add(challengeTTL), Attempts: challengeAttempts}
-	if err := sf.store.PutChallenge(ctx, digest, c, now); err != nil {
-		return err
-	}
-	return mfaRequired(token)
-}
-
-// check reports whether code is a right second-factor code of username
-// now, and spends it: a TOTP code of a counter above the last accepted
-// one, recorded fleet-wide in the token store so that it works once on
-// any instance, or one of the user's unused recovery codes, removed from
-// the directory so that it works once.
-func (sf secondFactors) check(ctx context.Context, username, code string) (bool, error) {
-	m, ok, err := sf.match(ctx, username, code)
-	if err != nil || !ok {
-		return false, err
-	}
-	ok, err = sf.spend(ctx, username, m)
-	if errors.Is(err, errFactorGone) {
-		return false, nil
-	}
-	return ok, err
-}
-
-// checkOrGone is check, but errFactorGone when a wrong code, or a right
-// one found unspendable, is so because the user has no second factor any
-// more: for a login, whose password was found right of a user who had one.
-func (sf secondFactors) checkOrGone(ctx context.Context, username, code string) (bool, error) {
-	m, ok, err := sf.match(ctx, username, code)
-	switch {
-	case err != nil:
-		return false, err
-	case !ok:
-		// As the directory has the user now, not this instance's copy,
-		// which a change elsewhere may have left behind: a stat of a
-		// users file, one read of PostgreSQL, for a wrong code alone.
-		fresh, err := sf.users.Recheck(ctx, username)
-		if err == nil && !fresh.HasSecondFactor() {
-			return false, errFactorGone
-		}
-		return false, nil // fail closed: a directory that cannot say is a wrong code
-	}
-	return sf.spend(ctx, username, m)
-}
-
-// checkClaiming is check for the second step of the mfa_token under
-// digest, which is spent with its first success: a right code claims the
-// mfa_token before the code is spent, so that of right codes sent at once
-// (on any instances) one spends its code and the mfa_token and gets a
-// token; the others are errInvalidToken, and their codes stay unused. A
-// code found spent meanwhile (a replay) gives the claim back: the
-// mfa_token lives on with the attempts it had.
-func (sf secondFactors) checkClaiming(ctx context.Context, digest tokens.Digest, username, code string) (bool, error) {
-	m, ok, err := sf.match(ctx, username, code)
-	if err != nil || !ok {
-		return false, err
-	}
-	claimed, err := sf.store.ClaimChallenge(ctx, digest, sf.now())
-	switch {
-	case err != nil:
-		return false, err
-	case !claimed:
-		return false, errInvalidToken // another request's right code spent it
-	}
-	// From here the claim is given back or spent even if the client
-	// hangs up.
-	ctx = context.WithoutCancel(ctx)
-	ok, err = sf.spend(ctx, username, m)
-	if errors.Is(err, errFactorGone) {
-		err = nil // a wrong code: the next login finds no factor to ask for
-	}
-	if err != nil || !ok {
-		if uerr := sf.store.UnclaimChallenge(ctx, digest); uerr != nil {
-			sf.log.WarnContext(ctx, "cannot give back an mfa_token's claim; it dies when it expires", "username", username, "err", uerr)
-		}
-		return false, err
-	}
-	if serr := sf.store.SpendChallenge(ctx, digest); serr != nil {
-		// Claimed, it is tried and claimed by no one: dead regardless.
-		sf.log.WarnContext(ctx, "cannot spend an mfa_token; it stays claimed until it expires", "username", username, "err", serr)
-	}
-	return true, nil
-}
-
-// A codeMatch is a second-factor code found right and not yet spent: a
-// TOTP code's counter, or the stored hash of a recovery code.
-type codeMatch struct {
-	totp     *mfa.TOTP // nil for a recovery code
-	counter  int64
-	recovery string
-}
-
-// match reports whether code is a right second-factor code of username
-// now, and which, spending nothing: a TOTP code in the authenticator's
-// window (whether its counter was used is for spend to say), or one of
-// the user's unused recovery codes.
-func (sf secondFactors) match(ctx context.Context, username, code string) (codeMatch, bool, error) {
-	f, err := sf.users.Factors(ctx, username)
-	if err != nil || f == nil {
-		return codeMatch{}, false, err
-	}
-	if f.TOTP != nil {
-		t, err := sf.open(f.TOTP, username)
-		if err != nil {
-			return codeMatch{}, false, err
-		}
-		if counter, ok := t.Check(code, sf.now()); ok {
-			return codeMatch{totp: &t, counter: counter}, true, nil
-		}
-	}
-	i, ok, err := f.MatchRecoveryCode(sf.config.Keys, code)
-	switch {
-	case err != nil:
-		sf.log.ErrorContext(ctx, "cannot check a recovery code", "username", username, "err", err)
-		return codeMatch{}, false, errSecretKey
-	case !ok:
-		return codeMatch{}, false, nil
-	}
-	return codeMatch{recovery: f.RecoveryCodes[i]}, true, nil
-}
-
-// spend spends m, a code of username, and reports whether this call did:
-// false when another request (on any instance) spent it first.
-func (sf secondFactors) spend(ctx context.Context, username string, m codeMatch) (bool, error) {
-	if m.totp != nil {
-		// A replay within the window is refused here, whichever
-		// instance took the code first.
-		return sf.store.UseTOTPCounter(ctx, username, m.counter, m.totp.LastT, sf.now(), counterUntil(*m.totp, m.counter))
-	}
-	spent := m.recovery
-	err := sf.users.Update(ctx, username, func(x *users.User) error {
-		if !x.HasSecondFactor() {
-			return errFactorGone // removed since match read it
-		}
-		j := slices.Index(x.MFA.RecoveryCodes, spent)
-		if j < 0 {
-			return errCodeSpent
-		}
-		x.MFA.RecoveryCodes = slices.Delete(x.MFA.RecoveryCodes, j, j+1)
-		if len(x.MFA.RecoveryCodes) == 0 {
-			x.MFA.RecoveryKeyID = ""
-		}
-		return nil
-	})
-	if errors.Is(err, errCodeSpent) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// open returns the authenticator f stores for username, or errSecretKey
-// (logged for the operator) when the key cannot open it.
-func (sf secondFactors) open(f *users.TOTPFactor, username string) (mfa.TOTP, error) {
-	t, _, err := f.Open(sf.config.Keys, username)
-	if err != nil {
-		sf.log.Error("cannot open a TOTP secret", "username", username, "err", err)
-		return mfa.TOTP{}, errSecretKey
-	}
-	return t, nil
-}
-
-// counterUntil is how long the token store must keep counter as used: past
-// the last moment a code of it can be accepted (|c − (now's counter +
-// drift)| ≤ 1), with a step to spare for clocks that differ between
-// instances. After that the window refuses the code by itself.
-func counterUntil(t mfa.TOTP, counter int64) time.Time {
-	return time.Unix(t.T0+(counter-t.Drift+3)*t.Step, 0)
 }
 
 // decodeMFA parses a second-factor body into req, whose fields named in
@@ -284,62 +96,28 @@ func readMFABody(w http.ResponseWriter, r *http.Request, required ...string) (mf
 }
 
 // handleLoginMFA is a login's second step: an mfa_token and a code give
-// the login reply. In API.md's order: the body (400), the mfa_token (401
-// invalid_token), the throttle (429), the code (401 invalid_credentials).
-func handleLoginMFA(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
+// the login reply. In API.md's order: the body (400), then the second step
+// itself (internal/login): the mfa_token (401 invalid_token), the throttle
+// (429), the code (401 invalid_credentials).
+func handleLoginMFA(log *slog.Logger, gt gate, m *Metrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		const event = "login mfa"
+		c := gt.client(w, r)
 		req, err := readMFABody(w, r, "mfa_token", "code")
-		var c tokens.Challenge
-		var digest tokens.Digest
-		var u *users.Account
-		if err == nil {
-			u, c, digest, err = takeChallenge(r.Context(), tc, req.MFAToken)
-		}
 		if err != nil {
-			username := ""
-			if u != nil {
-				username = u.Username()
-			}
-			guard.auditRefused(w, r, event, username, err)
-			tc.metrics.secondFactorStep("code", err)
+			gt.audit(r.Context(), c, event, "", err)
+			m.SecondFactorStep("code", err)
 			writeError(w, r, log, err)
 			return
 		}
-		attempt := guard.attempt(w, r, tc.users, u.Username())
-		attempt.event, attempt.codeLock = event, true
-		// Spent by its first success, on every instance: one token.
-		err = attempt.verifyCode(func() (bool, error) { return sf.checkClaiming(r.Context(), digest, u.Username(), req.Code) })
-		tc.metrics.secondFactorStep("code", err)
-		attempt.grant(log, tc, u, c.Stamp, err)
+		username, g, err := gt.logins.SecondStep(r.Context(), c, req.MFAToken, req.Code)
+		if username == "" {
+			gt.audit(r.Context(), c, event, "", err) // the mfa_token names no user
+		} else {
+			gt.auditAttempt(r.Context(), c, event, username, err)
+		}
+		writeGrant(w, r, log, g, err)
 	})
-}
-
-// takeChallenge takes one attempt of the second step that mfaToken stands
-// for and returns its user: errInvalidToken when it is malformed, unknown,
-// expired, out of attempts, or its user's password, factors or tokens have
-// changed since (the store ended it, or the directory says so).
-func takeChallenge(ctx context.Context, tc tokenCheck, mfaToken string) (*users.Account, tokens.Challenge, tokens.Digest, error) {
-	digest, err := tokens.DigestOf(mfaToken)
-	if err != nil {
-		return nil, tokens.Challenge{}, digest, errInvalidToken
-	}
-	c, err := tc.store.TryChallenge(ctx, digest, tc.now())
-	switch {
-	case errors.Is(err, tokens.ErrNotFound):
-		return nil, c, digest, errInvalidToken
-	case err != nil:
-		return nil, c, digest, err
-	}
-	u, err := users.SessionUser(ctx, tc.users, c.Username, c.IssuedAt, c.Stamp)
-	switch {
-	case err != nil:
-		return nil, c, digest, err
-	case u == nil || !u.HasSecondFactor():
-		tc.store.SpendChallenge(ctx, digest) // dead stays dead
-		return nil, c, digest, errInvalidToken
-	}
-	return u, c, digest, nil
 }
 
 // mfaStatus is the reply of GET /api/auth/mfa/.
@@ -349,7 +127,7 @@ type mfaStatus struct {
 }
 
 // handleMFAStatus tells the token's user which second factors are active.
-func handleMFAStatus(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Handler {
+func handleMFAStatus(log *slog.Logger, tc tokenCheck, gt gate) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := tc.authenticate(r)
 		var f *users.Factors
@@ -358,7 +136,7 @@ func handleMFAStatus(log *slog.Logger, tc tokenCheck, guard *LoginGuard) http.Ha
 			username = p.user.Username()
 			f, err = tc.users.Factors(r.Context(), username)
 		}
-		guard.auditRefused(w, r, "mfa status", username, err) // a second-factor endpoint: one audit line each
+		gt.audit(r.Context(), gt.client(w, r), "mfa status", username, err) // a second-factor endpoint: one audit line each
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -391,13 +169,15 @@ type mfaCall struct {
 	r       *http.Request
 	p       principal
 	req     mfaRequest
-	attempt *loginAttempt
+	attempt *login.Attempt
+	gt      gate   // writes the audit line
+	event   string // the audit line's message
 }
 
 // startMFACall authenticates the token (401), reads the body (415, 413,
 // 400) and prepares the attempt; on an error it has written the reply and
 // the audit line, and returns nil.
-func startMFACall(w http.ResponseWriter, r *http.Request, log *slog.Logger, tc tokenCheck, guard *LoginGuard, event, step string, required ...string) *mfaCall {
+func startMFACall(w http.ResponseWriter, r *http.Request, log *slog.Logger, tc tokenCheck, gt gate, event, step string, required ...string) *mfaCall {
 	p, err := tc.authenticate(r)
 	var req mfaRequest
 	if err == nil {
@@ -408,21 +188,19 @@ func startMFACall(w http.ResponseWriter, r *http.Request, log *slog.Logger, tc t
 		if p.user != nil {
 			username = p.user.Username()
 		}
-		guard.auditRefused(w, r, event, username, err)
-		tc.metrics.secondFactorStep(step, err)
+		gt.audit(r.Context(), gt.client(w, r), event, username, err)
+		tc.metrics.SecondFactorStep(step, err)
 		writeError(w, r, log, err)
 		return nil
 	}
-	a := guard.attempt(w, r, tc.users, p.user.Username())
-	a.event = event
-	return &mfaCall{w: w, r: r, p: p, req: req, attempt: a}
+	return &mfaCall{w: w, r: r, p: p, req: req, attempt: gt.attempt(w, r, p.user.Username()), gt: gt, event: event}
 }
 
 // end writes the audit line and the reply: err's, or status with body (nil: none).
 func (c *mfaCall) end(log *slog.Logger, m *Metrics, step string, err error, status int, body any) {
-	c.attempt.release()
-	c.attempt.audit(err)
-	m.secondFactorStep(step, err)
+	c.attempt.Release()
+	c.gt.auditAttempt(c.r.Context(), c.gt.client(c.w, c.r), c.event, c.p.user.Username(), err)
+	m.SecondFactorStep(step, err)
 	if err != nil {
 		writeError(c.w, c.r, log, err)
 		return
@@ -439,9 +217,9 @@ func (c *mfaCall) end(log *slog.Logger, m *Metrics, step string, err error, stat
 // (event and step name the audit line and the metric; required, the
 // body's fields), then serve, whose status and body (nil: none) or error
 // end the call.
-func mfaStep(log *slog.Logger, tc tokenCheck, guard *LoginGuard, event, step string, required []string, serve func(c *mfaCall) (status int, body any, err error)) http.Handler {
+func mfaStep(log *slog.Logger, tc tokenCheck, gt gate, event, step string, required []string, serve func(c *mfaCall) (status int, body any, err error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := startMFACall(w, r, log, tc, guard, event, step, required...)
+		c := startMFACall(w, r, log, tc, gt, event, step, required...)
 		if c == nil {
 			return
 		}
@@ -457,8 +235,8 @@ func mfaStep(log *slog.Logger, tc tokenCheck, guard *LoginGuard, event, step str
 // static device) sends a code of it too, checked as on removal: no factor
 // is ever replaced on the strength of the password alone, and confirming
 // replaces the recovery codes and ends the user's other tokens.
-func handleTOTPEnrol(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
-	return mfaStep(log, tc, guard, "mfa enrol", "enrol", []string{"password"}, func(c *mfaCall) (int, any, error) {
+func handleTOTPEnrol(log *slog.Logger, tc tokenCheck, gt gate, sf secondFactors) http.Handler {
+	return mfaStep(log, tc, gt, "mfa enrol", "enrol", []string{"password"}, func(c *mfaCall) (int, any, error) {
 		ctx, username := c.r.Context(), c.p.user.Username()
 		var err error
 		if sf.config.Keys.Current().IsZero() {
@@ -481,13 +259,13 @@ func handleTOTPEnrol(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf seco
 			// The password and the code as one attempt, as on removal.
 			// Should the factors go meanwhile, the code is still checked
 			// (and fails): no guess is let through unchecked.
-			c.attempt.hold, c.attempt.codeLock = true, true
+			c.attempt.Hold, c.attempt.CodeLock = true, true
 			var u *users.Account
-			if u, err = c.attempt.verify(c.req.Password); err == nil {
-				err = c.attempt.verifyCode(func() (bool, error) { return sf.check(ctx, u.Username(), c.req.Code) })
+			if u, err = c.attempt.Verify(c.req.Password); err == nil {
+				err = c.attempt.VerifyCode(func() (bool, error) { return gt.logins.Factors.Check(ctx, u.Username(), c.req.Code) })
 			}
 		} else if err == nil {
-			_, err = c.attempt.verify(c.req.Password)
+			_, err = c.attempt.Verify(c.req.Password)
 		}
 		var reply enrolReply
 		if err == nil {
@@ -541,8 +319,8 @@ func (sf secondFactors) enrol(ctx context.Context, username string, coded bool) 
 
 // handleTOTPConfirm activates the pending authenticator with a code of it,
 // gives ten recovery codes, and ends every other token of the user.
-func handleTOTPConfirm(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
-	return mfaStep(log, tc, guard, "mfa confirm", "confirm", []string{"code"}, func(c *mfaCall) (int, any, error) {
+func handleTOTPConfirm(log *slog.Logger, tc tokenCheck, gt gate, sf secondFactors) http.Handler {
+	return mfaStep(log, tc, gt, "mfa confirm", "confirm", []string{"code"}, func(c *mfaCall) (int, any, error) {
 		ctx, username := c.r.Context(), c.p.user.Username()
 		f, err := tc.users.Factors(ctx, username)
 		if err == nil && (f == nil || f.PendingTOTP == nil) {
@@ -558,16 +336,16 @@ func handleTOTPConfirm(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf se
 		}
 		var t mfa.TOTP
 		if err == nil {
-			t, err = sf.open(f.PendingTOTP, username)
+			t, err = gt.logins.Factors.Open(f.PendingTOTP, username)
 		}
 		var counter int64
 		if err == nil {
-			err = c.attempt.verifyCode(func() (bool, error) {
+			err = c.attempt.VerifyCode(func() (bool, error) {
 				var ok bool
 				if counter, ok = t.Check(c.req.Code, sf.now()); !ok {
 					return false, nil
 				}
-				return tc.store.UseTOTPCounter(ctx, username, counter, t.LastT, sf.now(), counterUntil(t, counter))
+				return tc.store.UseTOTPCounter(ctx, username, counter, t.LastT, sf.now(), login.CounterUntil(t, counter))
 			})
 		}
 		var codes []string
@@ -594,9 +372,9 @@ func handleTOTPConfirm(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf se
 
 // handleTOTPRemove removes the authenticator and the recovery codes, with
 // the password and a code, and ends every other token of the user.
-func handleTOTPRemove(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
-	return mfaStep(log, tc, guard, "mfa remove", "remove", []string{"password", "code"}, func(c *mfaCall) (int, any, error) {
-		err := sf.passwordAndCode(c)
+func handleTOTPRemove(log *slog.Logger, tc tokenCheck, gt gate, sf secondFactors) http.Handler {
+	return mfaStep(log, tc, gt, "mfa remove", "remove", []string{"password", "code"}, func(c *mfaCall) (int, any, error) {
+		err := c.passwordAndCode()
 		if err == nil {
 			err = sf.changeFactors(c.r.Context(), tc, c.p, func(x *users.Factors) error {
 				*x = users.Factors{}
@@ -609,9 +387,9 @@ func handleTOTPRemove(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf sec
 
 // handleRecoveryCodes replaces the recovery codes, with the password and a
 // code: the old ones are dead.
-func handleRecoveryCodes(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf secondFactors) http.Handler {
-	return mfaStep(log, tc, guard, "mfa recovery codes", "recovery_codes", []string{"password", "code"}, func(c *mfaCall) (int, any, error) {
-		err := sf.passwordAndCode(c)
+func handleRecoveryCodes(log *slog.Logger, tc tokenCheck, gt gate, sf secondFactors) http.Handler {
+	return mfaStep(log, tc, gt, "mfa recovery codes", "recovery_codes", []string{"password", "code"}, func(c *mfaCall) (int, any, error) {
+		err := c.passwordAndCode()
 		var codes []string
 		if err == nil {
 			codes, err = mfa.NewRecoveryCodes(mfa.RecoveryCodes)
@@ -633,20 +411,20 @@ var errNoSecondFactor = invalidRequest("No second factor is active.")
 
 // passwordAndCode checks the call's password, then its code, as one
 // attempt: a wrong password or a wrong code is one failure.
-func (sf secondFactors) passwordAndCode(c *mfaCall) error {
+func (c *mfaCall) passwordAndCode() error {
 	if !c.p.user.HasSecondFactor() {
 		return errNoSecondFactor
 	}
-	c.attempt.hold = true
-	u, err := c.attempt.verify(c.req.Password)
+	c.attempt.Hold = true
+	u, err := c.attempt.Verify(c.req.Password)
 	if err != nil {
 		return err
 	}
-	if !c.attempt.held { // its factors went meanwhile
+	if !c.attempt.Held() { // its factors went meanwhile
 		return errNoSecondFactor
 	}
-	c.attempt.codeLock = true
-	return c.attempt.verifyCode(func() (bool, error) { return sf.check(c.r.Context(), u.Username(), c.req.Code) })
+	c.attempt.CodeLock = true
+	return c.attempt.VerifyCode(func() (bool, error) { return c.gt.logins.Factors.Check(c.r.Context(), u.Username(), c.req.Code) })
 }
 
 // changeFactors changes the principal's user's factors with change, with

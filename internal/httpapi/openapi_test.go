@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"authsvc/internal/login"
 	"authsvc/internal/password"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
@@ -404,7 +405,7 @@ func routeDeps(t *testing.T, metricsOnMain bool) Deps {
 		t.Fatal(err)
 	}
 	store := tokens.NewMemoryStore()
-	adm := NewAdmission(1, 1, time.Second)
+	adm := login.NewAdmission(1, 1, time.Second)
 	hashing := password.DefaultHashPolicy()
 	d := Deps{
 		Log: discard, Users: dir, Store: store, Now: time.Now,
@@ -416,8 +417,8 @@ func routeDeps(t *testing.T, metricsOnMain bool) Deps {
 		},
 	}
 	d.Metrics = NewMetrics(MetricsSources{Users: dir, Store: store, Admission: adm})
-	d.Guard = &LoginGuard{
-		Throttle: throttle.NewMemory(throttle.Config{}), Admission: adm, Tarpit: NewTarpit(0, 1),
+	d.Guard = &login.Guard{
+		Throttle: throttle.NewMemory(throttle.Config{}), Admission: adm, Tarpit: login.NewTarpit(0, 1),
 		Log: discard, Now: time.Now, Policy: hashing, Metrics: d.Metrics,
 	}
 	return d

@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"authsvc/internal/login"
 	"authsvc/internal/password"
+	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 )
 
@@ -47,7 +50,7 @@ type PasswordSetter struct {
 // written with the new hash, wherever the directory is read, and the
 // shared store refuses every later login on the old password, whichever
 // instance checked it; the reply carries a new token.
-func handlePassword(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter PasswordSetter) http.Handler {
+func handlePassword(log *slog.Logger, tc tokenCheck, gt gate, setter PasswordSetter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The token (401), the media type (415), the size (413), the shape (400).
 		p, err := tc.authenticate(r)
@@ -64,21 +67,31 @@ func handlePassword(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter P
 			if p.user != nil {
 				username = p.user.Username() // the token's: known to name a user
 			}
-			guard.auditRefused(w, r, "password change", username, err)
+			gt.audit(r.Context(), gt.client(w, r), "password change", username, err)
 			writeError(w, r, log, err)
 			return
 		}
 		// The throttle (429), a hasher slot (503), the current password (401).
 		username := p.user.Username()
-		attempt := guard.attempt(w, r, tc.users, username)
-		attempt.event = "password change"
-		u, err := attempt.verify(req.CurrentPassword)
+		attempt := gt.attempt(w, r, username)
+		u, err := attempt.Verify(req.CurrentPassword)
 		// The policy (400 weak_password), then the new hash, written under the lock.
 		var stamp uint64
 		if err == nil {
 			u, stamp, err = changePassword(log, r, tc, setter, u, req.NewPassword)
 		}
-		attempt.grant(log, tc, u, stamp, err)
+		var g login.Grant
+		if err == nil {
+			g, err = gt.logins.Issue(attempt, u, stamp)
+			if errors.Is(err, tokens.ErrSuperseded) {
+				// The change has just told the store this stamp; only a
+				// later change can have moved it on since. The password
+				// did change: never 401, as if current_password were wrong.
+				err = errUnavailable
+			}
+		}
+		gt.auditAttempt(r.Context(), gt.client(w, r), "password change", username, err)
+		writeGrant(w, r, log, g, err)
 	})
 }
 

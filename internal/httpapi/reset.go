@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"authsvc/internal/login"
 	"authsvc/internal/users"
 )
 
@@ -79,7 +80,7 @@ func resetThrottleKey(username string) string { return "\x00reset " + username }
 // through the token store on every instance sharing it, and through the
 // directory everywhere; it lifts the user's lockouts and keeps second
 // factors.
-func handleResetConfirm(log *slog.Logger, tc tokenCheck, guard *LoginGuard, setter PasswordSetter, policy ResetPolicy) http.Handler {
+func handleResetConfirm(log *slog.Logger, tc tokenCheck, gt gate, setter PasswordSetter, policy ResetPolicy) http.Handler {
 	const event = "password reset confirm"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := readJSONBody(w, r)
@@ -94,22 +95,21 @@ func handleResetConfirm(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sett
 			username, _ = users.ParseResetUID(req.UID)
 		}
 		if err != nil {
-			guard.auditRefused(w, r, event, "", err)
+			gt.audit(r.Context(), gt.client(w, r), event, "", err)
 			writeError(w, r, log, err)
 			return
 		}
-		a := guard.attempt(w, r, tc.users, username)
-		a.event, a.counted = event, resetThrottleKey(username)
-		if err = a.reserve(r.Context()); err == nil {
+		a := gt.attempt(w, r, username)
+		if err = a.Reserve(resetThrottleKey(username)); err == nil {
 			start := time.Now()
-			err = confirmReset(r.Context(), tc, guard, setter, username, req)
+			err = confirmReset(r.Context(), tc, gt.guard(), setter, username, req)
 			users.HoldUntil(policy.floor(), time.Since(start))
-			settleReset(a, err)
+			a.Settle(resetOutcome(err))
 		}
 		if err == nil {
 			tc.notifyUser(r.Context(), log, username)
 		}
-		a.audit(err)
+		gt.auditAttempt(r.Context(), gt.client(w, r), event, username, err)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -138,7 +138,7 @@ func decodeResetConfirm(body []byte, req *resetConfirmRequest) error {
 // with a hasher slot, and sets it if req's link is username's live one;
 // then it tells the token store the user's new stamp, which removes the
 // user's sessions on every instance sharing it.
-func confirmReset(ctx context.Context, tc tokenCheck, guard *LoginGuard, setter PasswordSetter, username string, req resetConfirmRequest) error {
+func confirmReset(ctx context.Context, tc tokenCheck, guard *login.Guard, setter PasswordSetter, username string, req resetConfirmRequest) error {
 	if err := setter.Policy.Check(username, req.NewPassword); err != nil {
 		return weakPasswordReply(err)
 	}
@@ -165,17 +165,15 @@ func confirmReset(ctx context.Context, tc tokenCheck, guard *LoginGuard, setter 
 	return nil
 }
 
-// settleReset tells the throttle how a confirm that got a place ended: a
-// bad link is a failure of the client's, a good one a success, anything
-// else (a weak password, no slot) neither.
-func settleReset(a *loginAttempt, err error) {
-	g, ctx := a.g, a.r.Context()
+// resetOutcome is how a confirm that got a place in the throttle ended,
+// for the throttle: a bad link is a failure of the client's, a good one a
+// success, anything else (a weak password, no slot) neither.
+func resetOutcome(err error) login.Outcome {
 	switch {
 	case err == nil:
-		g.Throttle.Success(ctx, a.counted, a.client, g.Now())
+		return login.Succeeded
 	case errors.Is(err, users.ErrBadResetLink):
-		g.Throttle.Failure(ctx, a.counted, a.client, g.Now())
-	default:
-		g.Throttle.Release(ctx, a.counted, a.client)
+		return login.Failed
 	}
+	return login.Neither
 }

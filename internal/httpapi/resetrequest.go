@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"authsvc/internal/login"
 	"authsvc/internal/users"
 )
 
@@ -39,7 +40,7 @@ func resetRequestKey(value string) string { return "\x00reset request " + string
 // held to the reset policy's floor: whether the user exists, is disabled
 // or has no address, the answer and its time are the same. Every request
 // counts against the client, as a failed login does.
-func handleResetRequest(log *slog.Logger, tc tokenCheck, guard *LoginGuard, requester ResetRequester, policy ResetPolicy) http.Handler {
+func handleResetRequest(log *slog.Logger, tc tokenCheck, gt gate, requester ResetRequester, policy ResetPolicy) http.Handler {
 	const event = "password reset request"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -49,7 +50,7 @@ func handleResetRequest(log *slog.Logger, tc tokenCheck, guard *LoginGuard, requ
 			err = decodeResetRequest(body, &req)
 		}
 		if err != nil {
-			guard.auditRefused(w, r, event, "", err)
+			gt.audit(r.Context(), gt.client(w, r), event, "", err)
 			writeError(w, r, log, err)
 			return
 		}
@@ -57,10 +58,9 @@ func handleResetRequest(log *slog.Logger, tc tokenCheck, guard *LoginGuard, requ
 		if value == "" {
 			by, value = "username", req.Username
 		}
-		a := guard.attempt(w, r, tc.users, "")
-		a.event, a.counted = event, resetRequestKey(value)
-		if err = a.reserve(r.Context()); err == nil {
-			guard.Throttle.Failure(r.Context(), a.counted, a.client, guard.Now())
+		a := gt.attempt(w, r, "")
+		if err = a.Reserve(resetRequestKey(value)); err == nil {
+			a.Settle(login.Failed)
 			requester.RequestReset(by, value, requestID(w))
 			users.HoldUntil(policy.floor(), time.Since(start))
 		}
@@ -68,10 +68,10 @@ func handleResetRequest(log *slog.Logger, tc tokenCheck, guard *LoginGuard, requ
 		// people type passwords into such fields; and "accepted", never
 		// whether anyone was found.
 		if err == nil {
-			guard.Log.LogAttrs(r.Context(), slog.LevelInfo, event, slog.String("outcome", "accepted"),
-				slog.String("client", a.client), slog.String("request_id", requestID(w)))
+			gt.guard().Log.LogAttrs(r.Context(), slog.LevelInfo, event, slog.String("outcome", "accepted"),
+				slog.String("client", gt.client(w, r).Key), slog.String("request_id", requestID(w)))
 		} else {
-			guard.auditRefused(w, r, event, "", err)
+			gt.audit(r.Context(), gt.client(w, r), event, "", err)
 		}
 		if err != nil {
 			writeError(w, r, log, err)

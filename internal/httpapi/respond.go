@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"authsvc/internal/login"
 	"authsvc/internal/password"
 	"authsvc/internal/throttle"
 	"authsvc/internal/tokens"
@@ -59,15 +60,9 @@ var (
 
 // mfaRequired is the 401 mfa_required reply of a right password whose user
 // has a second factor: token is the mfa_token of the second step.
-func mfaRequired(token string) error {
+func mfaRequired(token string) *apiError {
 	return &apiError{status: http.StatusUnauthorized, code: "mfa_required", detail: "A second factor is required: send a code with the mfa_token.", mfaToken: token}
 }
-
-// errSecretKey: the secret key cannot open a user's second factor (a
-// key missing, or not the one the directory's secrets were sealed
-// under). The operator must see it; the client gets 503, as for any
-// dependency that cannot serve.
-var errSecretKey = errors.New("the secret key cannot open a second factor")
 
 func invalidRequest(detail string) error {
 	return &apiError{status: http.StatusBadRequest, code: "invalid_request", detail: detail}
@@ -100,7 +95,7 @@ var errCodeLocked = &apiError{status: http.StatusTooManyRequests, code: "throttl
 // throttled is the 429 of an attempt the throttle refused for retryAfter
 // seconds; limits names the limits that refused it ("" when unknown), for
 // the audit line.
-func throttled(retryAfter int, limits string) error {
+func throttled(retryAfter int, limits string) *apiError {
 	return &apiError{status: http.StatusTooManyRequests, code: "throttled", detail: "Too many failed login attempts; try again later.", retryAfter: retryAfter, limit: limits}
 }
 
@@ -112,13 +107,32 @@ type errorBody struct {
 }
 
 // errorReply returns the reply err gets, and what the log says of it: an
-// apiError as itself (nothing to log), a dependency out of reach as 503
-// with a warning naming it, anything else as 500, an internal error. The
-// one map from errors to statuses: the audit line's outcome reads it too.
+// apiError as itself (nothing to log), a refusal of internal/login as its
+// API code, a dependency out of reach as 503 with a warning naming it,
+// anything else as 500, an internal error. The one map from errors to
+// statuses: the audit line's outcome reads it too.
 func errorReply(err error) (e *apiError, warning string) {
+	var throttledErr *login.ThrottledError
+	var secondFactor *login.SecondFactorError
 	switch {
 	case errors.As(err, &e):
 		return e, ""
+	case errors.As(err, &throttledErr):
+		return throttled(int(throttledErr.RetryAfter/time.Second), throttledErr.Limits), ""
+	case errors.As(err, &secondFactor) && secondFactor.Token == "":
+		return errCodeMissing, "" // the code goes beside the password
+	case errors.As(err, &secondFactor):
+		return mfaRequired(secondFactor.Token), ""
+	case errors.Is(err, login.ErrInvalidCredentials):
+		return errInvalidCredentials, ""
+	case errors.Is(err, login.ErrInvalidToken):
+		return errInvalidToken, ""
+	case errors.Is(err, login.ErrCodeLocked):
+		return errCodeLocked, ""
+	case errors.Is(err, login.ErrEnrolmentRequired):
+		return errMintEnrollmentRequired, ""
+	case errors.Is(err, login.ErrUnavailable):
+		return errUnavailable, ""
 	case errors.Is(err, users.ErrAccessTokenName):
 		return errTokenNameTaken, ""
 	case errors.Is(err, users.ErrTooManyAccessTokens):
@@ -149,7 +163,7 @@ func errorReply(err error) (e *apiError, warning string) {
 		return errUnavailable, "token store unavailable"
 	case errors.Is(err, throttle.ErrUnavailable):
 		return errUnavailable, "login throttle unavailable"
-	case errors.Is(err, errSecretKey):
+	case errors.Is(err, login.ErrSecretKey):
 		return errUnavailable, "secret key cannot open a second factor"
 	}
 	return errInternal, "internal error"

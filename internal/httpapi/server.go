@@ -4,11 +4,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"sort"
 	"strings"
 	"time"
 
+	"authsvc/internal/login"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 )
@@ -19,7 +21,10 @@ type Deps struct {
 	Users  users.Directory
 	Store  tokens.Store
 	Policy TokenPolicy
-	Guard  *LoginGuard
+	Guard  *login.Guard
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed:
+	// the client a throttle and an audit line name (ClientIP).
+	TrustedProxies []netip.Prefix
 	// Passwords decides and hashes new passwords (POST /api/auth/password/).
 	Passwords PasswordSetter
 	// MFA is what the second-factor endpoints need: the secret key, the issuer.
@@ -150,28 +155,30 @@ func addRoutes(mux interface{ Handle(string, http.Handler) }, d Deps) []string {
 	tc := tokenCheck{users: d.Users, store: d.Store, policy: d.Policy, metrics: d.Metrics, uses: d.AccessTokenUses, now: d.Now}
 	enrol := tc // for the endpoints an enrolment session may call
 	enrol.enrolment = true
-	sf := secondFactors{users: d.Users, store: d.Store, config: d.MFA, now: d.Now, log: d.Log}
-	handle("POST", "/api/auth/login/", handleLogin(d.Log, tc, d.Guard, sf))
-	handle("POST", "/api/auth/login/mfa/", handleLoginMFA(d.Log, tc, d.Guard, sf))
+	sf := secondFactors{users: d.Users, config: d.MFA, now: d.Now, log: d.Log}
+	gt := gate{logins: &login.Logins{Guard: d.Guard, Users: d.Users, Store: d.Store, Policy: d.Policy.sessions(), Now: d.Now,
+		Factors: login.SecondFactors{Users: d.Users, Store: d.Store, Keys: d.MFA.Keys, Now: d.Now, Log: d.Log}}, trusted: d.TrustedProxies}
+	handle("POST", "/api/auth/login/", handleLogin(d.Log, gt))
+	handle("POST", "/api/auth/login/mfa/", handleLoginMFA(d.Log, gt, d.Metrics))
 	handle("GET", "/api/auth/info", handleInfo(d.Log, tc))
 	handle("POST", "/api/auth/logout/", handleLogout(d.Log, enrol))
 	handle("POST", "/api/auth/logoutall/", handleLogoutAll(d.Log, tc))
-	handle("POST", "/api/auth/password/", handlePassword(d.Log, tc, d.Guard, d.Passwords))
+	handle("POST", "/api/auth/password/", handlePassword(d.Log, tc, gt, d.Passwords))
 	handle("GET", "/api/auth/sessions/", handleSessions(d.Log, tc))
 	handle("DELETE", "/api/auth/sessions/{id}", handleRevokeSession(d.Log, tc))
-	handle("GET", "/api/auth/mfa/", handleMFAStatus(d.Log, enrol, d.Guard))
-	handle("POST", "/api/auth/mfa/totp/", handleTOTPEnrol(d.Log, enrol, d.Guard, sf))
-	handle("DELETE", "/api/auth/mfa/totp/", handleTOTPRemove(d.Log, tc, d.Guard, sf))
-	handle("POST", "/api/auth/mfa/totp/confirm/", handleTOTPConfirm(d.Log, enrol, d.Guard, sf))
-	handle("POST", "/api/auth/mfa/recovery-codes/", handleRecoveryCodes(d.Log, tc, d.Guard, sf))
-	handle("POST", "/api/auth/tokens/", handleTokenCreate(d.Log, tc, d.Guard, sf))
+	handle("GET", "/api/auth/mfa/", handleMFAStatus(d.Log, enrol, gt))
+	handle("POST", "/api/auth/mfa/totp/", handleTOTPEnrol(d.Log, enrol, gt, sf))
+	handle("DELETE", "/api/auth/mfa/totp/", handleTOTPRemove(d.Log, tc, gt, sf))
+	handle("POST", "/api/auth/mfa/totp/confirm/", handleTOTPConfirm(d.Log, enrol, gt, sf))
+	handle("POST", "/api/auth/mfa/recovery-codes/", handleRecoveryCodes(d.Log, tc, gt, sf))
+	handle("POST", "/api/auth/tokens/", handleTokenCreate(d.Log, tc, gt))
 	handle("GET", "/api/auth/tokens/", handleTokenList(d.Log, tc))
 	handle("DELETE", "/api/auth/tokens/{id}", handleTokenRevoke(d.Log, tc))
 	handle("POST", "/api/auth/introspect/", handleIntrospect(d.Log, tc))
 	addAdminRoutes(handle, d, tc)
-	handle("POST", "/api/auth/password/reset/confirm/", handleResetConfirm(d.Log, tc, d.Guard, d.Passwords, d.Reset))
+	handle("POST", "/api/auth/password/reset/confirm/", handleResetConfirm(d.Log, tc, gt, d.Passwords, d.Reset))
 	if d.ResetRequester != nil { // API.md: without --smtp-url, 404
-		handle("POST", "/api/auth/password/reset/", handleResetRequest(d.Log, tc, d.Guard, d.ResetRequester, d.Reset))
+		handle("POST", "/api/auth/password/reset/", handleResetRequest(d.Log, tc, gt, d.ResetRequester, d.Reset))
 	}
 	handle("GET", "/api/openapi.json", handleOpenAPI())
 	handle("GET", "/healthz", handleHealthz())

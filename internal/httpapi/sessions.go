@@ -4,25 +4,10 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 )
-
-// MaxUserAgent bounds the User-Agent a session keeps (API.md: 256 bytes).
-const MaxUserAgent = 256
-
-// CutUTF8 returns s cut to at most n bytes, on a UTF-8 boundary.
-func CutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
 
 // SessionReply is one session as GET /api/auth/sessions/ shows it.
 type SessionReply struct {

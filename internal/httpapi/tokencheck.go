@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"authsvc/internal/login"
 	"authsvc/internal/tokens"
 	"authsvc/internal/users"
 )
@@ -46,50 +47,14 @@ func (p TokenPolicy) idleExpired(sess tokens.Session, now time.Time) bool {
 }
 
 // Supersession is what the token store is told when username's password,
-// or the user, changed (tokens.Store's Supersede): the stamp of the
-// password now (0 for a deleted user), the cut-off before, and how long
-// the store keeps the stamp: as long as a token issued at now may live, for
-// ever when tokens never expire.
+// or the user, changed (tokens.Store's Supersede): login.SessionPolicy's.
 func (p TokenPolicy) Supersession(username string, stamp uint64, before, now time.Time) tokens.Supersession {
-	sup := tokens.Supersession{Username: username, Stamp: stamp, MaxStamp: users.MaxSessionGeneration, Before: before}
-	if p.TTL > 0 {
-		sup.Until = now.Add(p.TTL)
-	}
-	return sup
+	return p.sessions().Supersession(username, stamp, before, now)
 }
 
-// afresh answers the store's refusal (tokens.ErrSuperseded) of a session
-// or challenge of u issued on stamp by the directory as it is now
-// (Recheck): it returns the user as the directory has them and the stamp a
-// session of theirs carries now, and ok when the password checked is
-// still theirs there (enabled, the same hash), so that the caller may
-// decide once more on them. The directory decides
-// (docs/design/tokens.md): the refusal came either from this instance's
-// copy being behind (a factor change on another instance moved the stamp,
-// the password unchanged) or from the store's stamp being behind (a
-// change it was never told of, say while Redis was away); either way the
-// store is told the directory's state. Otherwise (another password, the user
-// disabled, a directory that cannot say) the refusal stands.
-//
-// The hash alone cannot say that the password is another: a rehash on
-// login (on another instance, say) writes another hash of the same
-// password, and a factor change then moves the stamp. So a fresh hash
-// that differs is put to same, when given, which checks the password the
-// caller checked against it; without same, the refusal stands.
-func (c tokenCheck) afresh(ctx context.Context, u *users.Account, stamp uint64, same func(fresh *users.Account) bool) (*users.Account, uint64, bool) {
-	fresh, err := c.users.Recheck(ctx, u.Username())
-	if err != nil || fresh.Disabled() || fresh.StoredHash() != u.StoredHash() && (same == nil || !same(fresh)) {
-		return nil, 0, false
-	}
-	// The store is told the directory's state whatever stamp it holds: a
-	// stamp that is neither the login's nor the directory's is one the
-	// directory has left (a change the store missed), and a Supersede
-	// older than one the store was told is ignored by it.
-	now := fresh.SessionGeneration()
-	if _, err := c.store.Supersede(ctx, c.policy.Supersession(u.Username(), now, fresh.TokensAfter(), c.now())); err != nil {
-		return nil, 0, false
-	}
-	return fresh, now, true
+// sessions returns what a login needs of the policy.
+func (p TokenPolicy) sessions() login.SessionPolicy {
+	return login.SessionPolicy{TTL: p.TTL, MaxPerUser: p.MaxPerUser, RequireMFA: p.RequireMFA}
 }
 
 // A principal is who a request's token speaks for: a session, or a

@@ -1,4 +1,4 @@
-package httpapi
+package login
 
 import (
 	"context"
@@ -29,7 +29,7 @@ var errBusy = errors.New("password checking at capacity")
 //     contention, higher cost); beyond it a client is better off retrying.
 //
 // It also bounds the logins that wait, holding no slot, for the throttle's
-// checks in flight to settle (loginAttempt.reserve): at most slots+queue at
+// checks in flight to settle (Attempt.reserve): at most slots+queue at
 // once, as many as there can be checks in flight here, each at most wait.
 // A waiter asks the throttle again every few milliseconds, so a flood of
 // them would cost CPU here (and round trips to a shared throttle's Redis)

@@ -1,4 +1,4 @@
-package httpapi
+package login
 
 import (
 	"context"
@@ -77,12 +77,12 @@ func TestAfresh(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tc := tokenCheck{users: dir, store: store, now: time.Now}
+			l := &Logins{Users: dir, Store: store, Now: time.Now}
 			check := same
 			if tt.noSame {
 				check = nil
 			}
-			fresh, stamp, ok := tc.afresh(ctx, checked, checked.SessionGeneration(), check)
+			fresh, stamp, ok := l.afresh(ctx, checked, checked.SessionGeneration(), check)
 			if ok != tt.wantOK || ok && stamp != tt.wantStamp {
 				t.Fatalf("afresh(alice) = %v, stamp %d; want %v, stamp %d", ok, stamp, tt.wantOK, tt.wantStamp)
 			}

@@ -1,4 +1,4 @@
-package httpapi
+package login
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func (u *unknownRechecks) allow(client string, now time.Time) bool {
 
 // lookupAnew looks username up in r: from its loaded copy, and when that
 // does not hold the user and the client may, again in the backing.
-func (g *LoginGuard) lookupAnew(ctx context.Context, r users.Reader, username, client string) (*users.Account, error) {
+func (g *Guard) lookupAnew(ctx context.Context, r users.Reader, username, client string) (*users.Account, error) {
 	u, err := r.Lookup(ctx, username)
 	if u != nil || err != nil && !errors.Is(err, users.ErrNotFound) {
 		return u, err

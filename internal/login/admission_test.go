@@ -1,4 +1,4 @@
-package httpapi
+package login
 
 import (
 	"context"

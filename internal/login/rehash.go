@@ -1,4 +1,4 @@
-package httpapi
+package login
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const (
 )
 
 // A rehashQueue holds the rehashes waiting to be written. Its zero value
-// is ready; a LoginGuard has one.
+// is ready; a Guard has one.
 type rehashQueue struct {
 	mu      sync.Mutex              // guards pending, writing, timer, dropped and closed
 	pending map[string]queuedRehash // by username: waiting for the next write
@@ -48,14 +48,14 @@ type queuedRehash struct {
 }
 
 // rehashDelay and rehashBatch are g's settings or their defaults.
-func (g *LoginGuard) rehashDelay() time.Duration {
+func (g *Guard) rehashDelay() time.Duration {
 	if g.RehashDelay > 0 {
 		return g.RehashDelay
 	}
 	return defaultRehashDelay
 }
 
-func (g *LoginGuard) rehashBatch() int {
+func (g *Guard) rehashBatch() int {
 	if g.RehashBatch > 0 {
 		return g.RehashBatch
 	}
@@ -81,20 +81,20 @@ func (q *rehashQueue) queued(username, stored string) bool {
 // users file (seconds at a million users) just when the writes cannot keep
 // up, whereas a dropped rehash costs nothing: the old hash stays valid and
 // the user's next login rehashes it.
-func (g *LoginGuard) queueRehash(username string, r queuedRehash) {
+func (g *Guard) queueRehash(username string, r queuedRehash) {
 	q := &g.rehashes
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed || len(q.pending) >= maxQueuedRehashes*g.rehashBatch() {
 		q.dropped++
-		g.Metrics.rehashed("skipped")
+		g.metrics().Rehashed("skipped")
 		return
 	}
 	if q.pending == nil {
 		q.pending = make(map[string]queuedRehash)
 	}
 	if _, ok := q.pending[username]; ok {
-		g.Metrics.rehashed("skipped") // over another hash, changed meanwhile: this one wins
+		g.metrics().Rehashed("skipped") // over another hash, changed meanwhile: this one wins
 	}
 	q.pending[username] = r
 	switch {
@@ -113,7 +113,7 @@ func (g *LoginGuard) queueRehash(username string, r queuedRehash) {
 // directory, after the write under way if there is one; it returns when
 // they are written or ctx is done, whichever comes first (the write then
 // goes on).
-func (g *LoginGuard) FlushRehashes(ctx context.Context) {
+func (g *Guard) FlushRehashes(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -127,7 +127,7 @@ func (g *LoginGuard) FlushRehashes(ctx context.Context) {
 
 // CloseRehashes writes the rehashes waiting, within ctx (at shutdown, the
 // grace left), and queues no more: a later rehash is skipped.
-func (g *LoginGuard) CloseRehashes(ctx context.Context) {
+func (g *Guard) CloseRehashes(ctx context.Context) {
 	q := &g.rehashes
 	q.mu.Lock()
 	q.closed = true
@@ -142,7 +142,7 @@ func (g *LoginGuard) CloseRehashes(ctx context.Context) {
 }
 
 // writeRehashes takes the rehashes waiting and writes them.
-func (g *LoginGuard) writeRehashes(ctx context.Context) {
+func (g *Guard) writeRehashes(ctx context.Context) {
 	q := &g.rehashes
 	q.writeMu.Lock()
 	defer q.writeMu.Unlock()
@@ -196,15 +196,15 @@ func (g *LoginGuard) writeRehashes(ctx context.Context) {
 
 // rehashWritten counts and logs the write of username's rehash from the
 // scheme from: err is its own failure, or the whole write's.
-func (g *LoginGuard) rehashWritten(ctx context.Context, username, from string, err error) {
+func (g *Guard) rehashWritten(ctx context.Context, username, from string, err error) {
 	switch {
 	case errors.Is(err, errHashChanged):
-		g.Metrics.rehashed("skipped")
+		g.metrics().Rehashed("skipped")
 	case err != nil:
-		g.Metrics.rehashed("error")
+		g.metrics().Rehashed("error")
 		g.Log.LogAttrs(ctx, slog.LevelWarn, "rehash on login failed; the old hash stays", slog.String("username", username), slog.Any("err", err))
 	default:
-		g.Metrics.rehashed("ok")
+		g.metrics().Rehashed("ok")
 		g.Log.LogAttrs(ctx, slog.LevelInfo, "rehashed on login", slog.String("username", username),
 			slog.String("from", from), slog.String("to", g.Policy.Scheme))
 	}
@@ -221,12 +221,12 @@ var errHashChanged = errors.New("password hash changed meanwhile")
 // stored hash is still the one just verified, never writes a bcrypt hash
 // of a password bcrypt would cut, and when the write fails the login has
 // succeeded all the same: the failure is logged.
-func (g *LoginGuard) Rehash(ctx context.Context, dir users.Directory, u *users.Account, pw string) {
+func (g *Guard) Rehash(ctx context.Context, dir users.Directory, u *users.Account, pw string) {
 	if !g.Policy.NeedsRehash(u.Hash()) {
 		return
 	}
 	if g.Policy.Scheme == password.SchemeBcrypt && len(pw) > password.BcryptKeyBytes {
-		g.Metrics.rehashed("skipped")
+		g.metrics().Rehashed("skipped")
 		return
 	}
 	if g.rehashes.queued(u.Username(), u.StoredHash()) {
