@@ -187,7 +187,7 @@ func (sf secondFactors) spend(ctx context.Context, username string, m codeMatch)
 		return sf.store.UseTOTPCounter(ctx, username, m.counter, m.totp.LastT, sf.now(), counterUntil(*m.totp, m.counter))
 	}
 	spent := m.recovery
-	err := sf.users.Update(ctx, username, func(x *users.User) error {
+	err := users.Update(ctx, sf.users, username, func(x *users.User) error {
 		if !x.HasSecondFactor() {
 			return errFactorGone // removed since match read it
 		}
@@ -520,7 +520,7 @@ func (sf secondFactors) enrol(ctx context.Context, username string, coded bool) 
 	if err != nil {
 		return enrolReply{}, fmt.Errorf("seal a TOTP secret: %w", err)
 	}
-	err = sf.users.Update(ctx, username, func(x *users.User) error {
+	err = users.Update(ctx, sf.users, username, func(x *users.User) error {
 		if x.MFA == nil {
 			x.MFA = &users.Factors{}
 		}
@@ -617,7 +617,7 @@ func handleRecoveryCodes(log *slog.Logger, tc tokenCheck, guard *LoginGuard, sf 
 			codes, err = mfa.NewRecoveryCodes(mfa.RecoveryCodes)
 		}
 		if err == nil {
-			err = tc.users.Update(c.r.Context(), c.p.user.Username(), func(x *users.User) error {
+			err = users.Update(c.r.Context(), tc.users, c.p.user.Username(), func(x *users.User) error {
 				if !x.HasSecondFactor() {
 					return errNoSecondFactor
 				}
@@ -670,7 +670,7 @@ func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p prin
 	var cutoff time.Time
 	var generation uint64
 	var enrolment bool
-	err = tc.users.Update(ctx, username, func(x *users.User) error {
+	err = users.Update(ctx, tc.users, username, func(x *users.User) error {
 		f := x.MFA.Clone()
 		if f == nil {
 			f = &users.Factors{}

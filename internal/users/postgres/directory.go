@@ -165,6 +165,8 @@ var pgMigrations = []string{
 	// users.User.CodesAfter, the code lock's epoch apart from a reset's,
 	// and users.User.ResetMails, counted apart from the link (resetlink.go).
 	pgCodesAndMailsSchema,
+	// Directory.LookupKey of an email address: an index, not a scan (keys.go).
+	pgEmailIndex,
 }
 
 // Open opens the users database at rawURL (postgres:// or
@@ -894,8 +896,9 @@ func (d *Directory) AddAll(ctx context.Context, add []users.User) ([]string, err
 	return existing, nil
 }
 
-func (d *Directory) Update(ctx context.Context, username string, change func(*users.User) error) error {
-	return users.UpdateOne(ctx, d, username, change)
+// Update is users.Update of d, for a caller that holds a *Directory.
+func (d *Directory) Update(ctx context.Context, username string, change func(*users.User) error, opts ...users.WriteOption) error {
+	return users.Update(ctx, d, username, change, opts...)
 }
 
 // updateUser is the statement UpdateAll writes a changed user with.
@@ -908,20 +911,27 @@ const updateUser = `update authsvc_users set username = $2, password_hash = $3, 
 // round trips however many they are: their rows read and locked at once,
 // the changes applied here, the rows written in one batch. A change that
 // renames its user is written alone, inside a savepoint, so that a name
-// already taken (ErrExists) fails that change only.
-func (d *Directory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error) (map[string]error, error) {
-	return d.updateAll(ctx, changes, false)
-}
-
-// UpdateKeepingAdmin is Update, refused with ErrLastAdmin when it would
-// take away the last enabled admin: the other admins are counted in the
-// write's transaction (otherAdmins).
-func (d *Directory) UpdateKeepingAdmin(ctx context.Context, username string, change func(*users.User) error) error {
-	failed, err := d.updateAll(ctx, map[string]func(*users.User) error{username: change}, true)
-	if err != nil {
-		return err
+// already taken (ErrExists) fails that change only. With KeepAnAdmin the
+// other admins are counted in the write's transaction (otherAdmins); with
+// ResetLinkOnly the change writes two columns alone (updateResetLink).
+func (d *Directory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error, opts ...users.WriteOption) (map[string]error, error) {
+	keepAdmin, linkOnly := users.HasOption(opts, users.KeepAnAdmin), users.HasOption(opts, users.ResetLinkOnly)
+	if (keepAdmin || linkOnly) && len(changes) != 1 {
+		return nil, users.ErrOneUser
 	}
-	return failed[username]
+	if linkOnly {
+		for name, change := range changes {
+			changeErr, err := d.updateResetLink(ctx, name, change)
+			if err != nil {
+				return nil, err
+			}
+			if changeErr != nil {
+				return map[string]error{name: changeErr}, nil
+			}
+		}
+		return map[string]error{}, nil
+	}
+	return d.updateAll(ctx, changes, keepAdmin)
 }
 
 // otherAdmins returns how many enabled admins other than username tx
@@ -935,7 +945,7 @@ func otherAdmins(ctx context.Context, tx pgx.Tx, username string) (int, error) {
 	return n, err
 }
 
-// updateAll is UpdateAll; with keepAdmin, of one user, UpdateKeepingAdmin.
+// updateAll is UpdateAll; with keepAdmin, of one user, with KeepAnAdmin.
 func (d *Directory) updateAll(ctx context.Context, changes map[string]func(*users.User) error, keepAdmin bool) (map[string]error, error) {
 	names := slices.Sorted(maps.Keys(changes))
 	var failed map[string]error
@@ -1044,18 +1054,14 @@ func renameUser(ctx context.Context, tx pgx.Tx, args []any) error {
 	return sp.Commit(ctx)
 }
 
-func (d *Directory) Delete(ctx context.Context, username string) error {
-	return d.delete(ctx, username, false)
+// Delete deletes the user's row and keeps its tombstone. With
+// KeepAnAdmin the other admins are counted in the write's transaction
+// (otherAdmins).
+func (d *Directory) Delete(ctx context.Context, username string, opts ...users.WriteOption) error {
+	return d.delete(ctx, username, users.HasOption(opts, users.KeepAnAdmin))
 }
 
-// DeleteKeepingAdmin is Delete, refused with ErrLastAdmin when it would
-// take away the last enabled admin: the other admins are counted in the
-// write's transaction (otherAdmins).
-func (d *Directory) DeleteKeepingAdmin(ctx context.Context, username string) error {
-	return d.delete(ctx, username, true)
-}
-
-// delete is Delete; with keepAdmin, DeleteKeepingAdmin.
+// delete is Delete; with keepAdmin, with KeepAnAdmin.
 func (d *Directory) delete(ctx context.Context, username string, keepAdmin bool) error {
 	return d.write(ctx, "delete a user", pgQueryTimeout, func(tx pgx.Tx, gen int64) ([]string, int64, error) {
 		var was users.User

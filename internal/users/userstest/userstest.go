@@ -68,6 +68,7 @@ func Run(t *testing.T, factory Factory) {
 		{"personal access tokens", runAccessTokens},
 		{"password reset links", runResetLinks},
 		{"pages and counts", runPage},
+		{"look-ups by key", runKeys},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, fx) })
 	}
@@ -184,20 +185,20 @@ func testAddAll(t *testing.T, fx fixture) {
 func testUpdateDelete(t *testing.T, fx fixture) {
 	ctx := context.Background()
 	d := fx.withAlice(t)
-	if err := d.Update(ctx, "alice", func(u *users.User) error { u.Disabled = true; return nil }); err != nil {
+	if err := users.Update(ctx, d, "alice", func(u *users.User) error { u.Disabled = true; return nil }); err != nil {
 		t.Fatalf("Update(alice) = %v", err)
 	}
 	if u, err := d.Lookup(ctx, "alice"); err != nil || !u.Disabled() {
 		t.Errorf("Lookup(alice) after disabling = %v, %v; want disabled", u, err)
 	}
 	refused := errors.New("refused")
-	if err := d.Update(ctx, "alice", func(u *users.User) error { u.Disabled = false; return refused }); !errors.Is(err, refused) {
+	if err := users.Update(ctx, d, "alice", func(u *users.User) error { u.Disabled = false; return refused }); !errors.Is(err, refused) {
 		t.Errorf("Update(alice) with a failing change = %v; want its error", err)
 	}
 	if u, _ := d.Lookup(ctx, "alice"); u == nil || !u.Disabled() {
 		t.Errorf("a failed Update wrote its change")
 	}
-	if err := d.Update(ctx, "bob", func(*users.User) error { return nil }); !errors.Is(err, users.ErrNotFound) {
+	if err := users.Update(ctx, d, "bob", func(*users.User) error { return nil }); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("Update(bob) = %v; want users.ErrNotFound", err)
 	}
 	if err := d.Delete(ctx, "alice"); err != nil {
@@ -359,7 +360,7 @@ func testUnlockKept(t *testing.T, fx fixture) {
 		t.Fatalf("Lookup(alice).FailuresAfter() of a new user = %v, %v; want zero", u, err)
 	}
 	at := time.Date(2026, 11, 25, 3, 4, 5, 6000, time.UTC) // microseconds: what PostgreSQL keeps
-	if err := d.Update(ctx, "alice", func(u *users.User) error { u.FailuresAfter = at; return nil }); err != nil {
+	if err := users.Update(ctx, d, "alice", func(u *users.User) error { u.FailuresAfter = at; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if u, err := d.Lookup(ctx, "alice"); err != nil || !u.FailuresAfter().Equal(at) {
@@ -391,7 +392,7 @@ func testDjangoHashKept(t *testing.T, fx fixture) {
 		}
 	}
 	wantFP("after Add", fp)
-	if err := d.Update(ctx, "alice", func(u *users.User) error { u.Email = "a@example.com"; return nil }); err != nil {
+	if err := users.Update(ctx, d, "alice", func(u *users.User) error { u.Email = "a@example.com"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	wantFP("after an Update of another field", fp)
@@ -400,7 +401,7 @@ func testDjangoHashKept(t *testing.T, fx fixture) {
 		t.Fatal(err)
 	}
 	wantFP("after UpdateAll", next)
-	err := d.Update(ctx, "alice", func(u *users.User) error { u.DjangoHash = "not a fingerprint"; return nil })
+	err := users.Update(ctx, d, "alice", func(u *users.User) error { u.DjangoHash = "not a fingerprint"; return nil })
 	if err == nil {
 		t.Errorf("Update to a malformed DjangoHash = nil; want an error")
 	}
@@ -449,7 +450,7 @@ func testFactorsKept(t *testing.T, fx fixture) {
 		}
 	}
 	wantMFA("after Add", factors)
-	if err := d.Update(ctx, "alice", func(u *users.User) error { u.Email = "a@example.com"; return nil }); err != nil {
+	if err := users.Update(ctx, d, "alice", func(u *users.User) error { u.Email = "a@example.com"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	wantMFA("after an Update of another field", factors)
@@ -457,7 +458,7 @@ func testFactorsKept(t *testing.T, fx fixture) {
 		t.Fatal(err)
 	}
 	wantMFA("after an UpdateAll of another user", factors)
-	err := d.Update(ctx, "alice", func(u *users.User) error {
+	err := users.Update(ctx, d, "alice", func(u *users.User) error {
 		u.MFA = factors.Clone()
 		u.MFA.TOTP.Digits = 9
 		return nil
@@ -503,7 +504,7 @@ func testFactorsGivenOut(t *testing.T, fx fixture) {
 	}
 
 	pending := SealedFactors(t, "bob", secret.Key{}, key, secret.Key{})
-	if err := d.Update(ctx, "bob", func(u *users.User) error { u.MFA = pending.Clone(); return nil }); err != nil {
+	if err := users.Update(ctx, d, "bob", func(u *users.User) error { u.MFA = pending.Clone(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	wantFactors(d, "bob", "after an Update enrolling him", pending)
@@ -519,7 +520,7 @@ func testFactorsGivenOut(t *testing.T, fx fixture) {
 	got.RecoveryKeyID = "ffffffff"
 	wantFactors(d, "alice", "after the caller changed what it was given", enrolled.MFA)
 
-	if err := d.Update(ctx, "alice", func(u *users.User) error { u.MFA = nil; return nil }); err != nil {
+	if err := users.Update(ctx, d, "alice", func(u *users.User) error { u.MFA = nil; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	wantFactors(d, "alice", "after an Update removing them", nil)
@@ -579,7 +580,7 @@ func testFactorKeys(t *testing.T, fx fixture) {
 	if keys, err := d.FactorKeys(ctx); err != nil || !reflect.DeepEqual(keys, want) {
 		t.Errorf("FactorKeys() = %v, %v; want %v (key a: alice, bob, carol; key b: carol, erin)", keys, err, want)
 	}
-	if err := d.Update(ctx, "carol", func(u *users.User) error { u.MFA = nil; return nil }); err != nil {
+	if err := users.Update(ctx, d, "carol", func(u *users.User) error { u.MFA = nil; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Delete(ctx, "erin"); err != nil {
@@ -644,7 +645,7 @@ func testRecheck(t *testing.T, fx fixture) {
 	// Another instance changes alice's password; b, not watching, is
 	// behind. What b's Recheck returns is the change, never the copy.
 	changed := time.Now().UTC().Truncate(time.Millisecond)
-	if err := a.Update(ctx, "alice", func(u *users.User) error {
+	if err := users.Update(ctx, a, "alice", func(u *users.User) error {
 		u.PasswordGeneration++
 		u.TokensAfter = changed
 		return nil
