@@ -454,7 +454,7 @@ func openImportTarget(ctx context.Context, usersPath string, dryRun bool, stderr
 type importTarget interface {
 	fmt.Stringer
 	AddAll(ctx context.Context, users []users.User) (existing []string, err error)
-	UpdateAll(ctx context.Context, changes map[string]func(*users.User) error) (failed map[string]error, err error)
+	UpdateAll(ctx context.Context, changes map[string]func(*users.User) error, opts ...users.WriteOption) (failed map[string]error, err error)
 	List(ctx context.Context) ([]users.User, error)
 }
 
@@ -467,7 +467,7 @@ func (noUsersYet) List(context.Context) ([]users.User, error) { return nil, nil 
 func (noUsersYet) AddAll(context.Context, []users.User) ([]string, error) {
 	return nil, errors.New("dry run: nothing is written")
 }
-func (noUsersYet) UpdateAll(context.Context, map[string]func(*users.User) error) (map[string]error, error) {
+func (noUsersYet) UpdateAll(context.Context, map[string]func(*users.User) error, ...users.WriteOption) (map[string]error, error) {
 	return nil, errors.New("dry run: nothing is written")
 }
 

@@ -76,7 +76,7 @@ func setFactors(t *testing.T, spec, username string, f *users.Factors) {
 		t.Fatal(err)
 	}
 	defer done()
-	if err := dir.Update(context.Background(), username, func(u *users.User) error { u.MFA = f.Clone(); return nil }); err != nil {
+	if err := users.Update(context.Background(), dir, username, func(u *users.User) error { u.MFA = f.Clone(); return nil }); err != nil {
 		t.Fatalf("Update(%s, mfa) = %v", username, err)
 	}
 }
@@ -472,7 +472,7 @@ func TestCLIUserRekeyDjangoHashes(t *testing.T) {
 	x := newRekeyFixture(t, path)
 	dir := usersfile.New(path, slog.New(slog.DiscardHandler))
 	for _, name := range []string{"ada", "bob"} {
-		err := dir.Update(t.Context(), name, func(u *users.User) error {
+		err := users.Update(t.Context(), dir, name, func(u *users.User) error {
 			u.DjangoHash = users.DjangoHashFingerprint(x.a, "pbkdf2_sha256$1000$salt$"+name)
 			return nil
 		})

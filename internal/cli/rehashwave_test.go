@@ -235,12 +235,12 @@ type stallingDirectory struct {
 	once    sync.Once
 }
 
-func (d *stallingDirectory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error) (map[string]error, error) {
+func (d *stallingDirectory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error, opts ...users.WriteOption) (map[string]error, error) {
 	d.once.Do(func() {
 		close(d.entered)
 		<-d.release
 	})
-	return d.Directory.UpdateAll(ctx, changes)
+	return d.Directory.UpdateAll(ctx, changes, opts...)
 }
 
 // TestRehashQueueBounded: while a write is slow, the rehashes waiting are

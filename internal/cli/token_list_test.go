@@ -78,7 +78,7 @@ func addExpiredToken(t *testing.T, spec, username string) {
 	now := time.Now().UTC()
 	old := users.AccessToken{ID: "0123456789abcdef", Name: "old", Digest: fmt.Sprintf("%x", digest[:]), Prefix: "authsvc_pat_abcd",
 		Scopes: []string{"info"}, CreatedAt: now.Add(-48 * time.Hour), ExpiresAt: now.Add(-time.Hour)}
-	err = dir.Update(context.Background(), username, func(u *users.User) error {
+	err = users.Update(context.Background(), dir, username, func(u *users.User) error {
 		u.AccessTokens = append(u.AccessTokens, old)
 		return nil
 	})

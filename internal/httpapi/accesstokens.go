@@ -216,7 +216,7 @@ func handleTokenList(log *slog.Logger, tc tokenCheck) http.Handler {
 		_, target, err := tc.authenticateTarget(r)
 		var list []users.AccessToken
 		if err == nil {
-			list, err = tc.users.AccessTokens(r.Context(), target.Username())
+			list, err = users.AccessTokens(r.Context(), tc.users, target.Username())
 		}
 		if err != nil {
 			writeError(w, r, log, err)

@@ -277,7 +277,7 @@ func TestPATList(t *testing.T) {
 	if err := e.deps.AccessTokenUses.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	stored, err := e.users.AccessTokens(context.Background(), "alice")
+	stored, err := users.AccessTokens(context.Background(), e.users, "alice")
 	if err != nil || len(stored) != 2 {
 		t.Fatalf("AccessTokens(alice) = %v, %v", stored, err)
 	}
@@ -465,14 +465,14 @@ func (d *countingDirectory) Lookup(ctx context.Context, name string) (*users.Acc
 	return d.Directory.Lookup(ctx, name)
 }
 
-func (d *countingDirectory) AccessToken(ctx context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
+func (d *countingDirectory) LookupKey(ctx context.Context, k users.Key) ([]users.Match, error) {
 	d.reads.Add(1)
-	return d.Directory.AccessToken(ctx, digest)
+	return d.Directory.LookupKey(ctx, k)
 }
 
-func (d *countingDirectory) RecheckAccessToken(ctx context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
+func (d *countingDirectory) RecheckKey(ctx context.Context, k users.Key) ([]users.Match, error) {
 	d.reads.Add(1)
-	return d.Directory.RecheckAccessToken(ctx, digest)
+	return d.Directory.RecheckKey(ctx, k)
 }
 
 // countingStore is the real memory store, counting look-ups.

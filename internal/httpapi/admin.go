@@ -399,12 +399,12 @@ func (c *adminCall) edit() (int, any, error) {
 }
 
 // remove serves DELETE /api/admin/users/{username}: Directory.Delete, as
-// user del, but never of the last enabled admin (DeleteKeepingAdmin).
+// user del, but never of the last enabled admin (Delete with users.KeepAnAdmin).
 func (c *adminCall) remove() (int, any, error) {
 	if c.target == c.p.user.Username() {
 		return 0, nil, errSelf
 	}
-	err := c.a.tc.users.DeleteKeepingAdmin(c.r.Context(), c.target)
+	err := c.a.tc.users.Delete(c.r.Context(), c.target, users.KeepAnAdmin)
 	if errors.Is(err, users.ErrLastAdmin) {
 		return 0, nil, errLastAdmin
 	}

@@ -59,24 +59,14 @@ func (d *gatedDirectory) wait() {
 	}
 }
 
-func (d *gatedDirectory) Update(ctx context.Context, name string, change func(*users.User) error) error {
+func (d *gatedDirectory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error, opts ...users.WriteOption) (map[string]error, error) {
 	d.wait()
-	return d.Directory.Update(ctx, name, change)
+	return d.Directory.UpdateAll(ctx, changes, opts...)
 }
 
-func (d *gatedDirectory) UpdateKeepingAdmin(ctx context.Context, name string, change func(*users.User) error) error {
+func (d *gatedDirectory) Delete(ctx context.Context, name string, opts ...users.WriteOption) error {
 	d.wait()
-	return d.Directory.UpdateKeepingAdmin(ctx, name, change)
-}
-
-func (d *gatedDirectory) Delete(ctx context.Context, name string) error {
-	d.wait()
-	return d.Directory.Delete(ctx, name)
-}
-
-func (d *gatedDirectory) DeleteKeepingAdmin(ctx context.Context, name string) error {
-	d.wait()
-	return d.Directory.DeleteKeepingAdmin(ctx, name)
+	return d.Directory.Delete(ctx, name, opts...)
 }
 
 // LookupConfirmed is the real directory's, as without the gate.
@@ -171,7 +161,7 @@ func TestAdminLastAdminRace(t *testing.T) {
 					// Both enabled admins again, logged in on their instances.
 					for _, name := range admins {
 						restore := func(u *users.User) error { u.Admin, u.Disabled = true, false; return nil }
-						if err := inner[0].Update(ctx, name, restore); err != nil {
+						if err := users.Update(ctx, inner[0], name, restore); err != nil {
 							if _, err := users.Create(ctx, inner[0], users.NewUser{Username: name, PasswordHash: hashes[name], Admin: true}); err != nil {
 								t.Fatalf("%s round %d: restore %s: %v", action.name, round, name, err)
 							}

@@ -71,7 +71,7 @@ func handleIntrospect(log *slog.Logger, tc tokenCheck) http.Handler {
 			// Malformed: the same reads as a live token's, found empty.
 			digest = sha256.Sum256([]byte(token))
 			tc.store.Lookup(r.Context(), digest, tc.now())
-			tc.users.AccessToken(r.Context(), digest)
+			users.LookupAccessToken(r.Context(), tc.users, digest)
 			err = errInvalidToken
 		} else if p, err = tc.check(r.Context(), digest, kind); err == nil && p.enrolmentOnly() {
 			// A token that may only enrol a second factor authenticates

@@ -298,7 +298,7 @@ func (sf secondFactors) enrol(ctx context.Context, username string, coded bool) 
 	if err != nil {
 		return enrolReply{}, fmt.Errorf("seal a TOTP secret: %w", err)
 	}
-	err = sf.users.Update(ctx, username, func(x *users.User) error {
+	err = users.Update(ctx, sf.users, username, func(x *users.User) error {
 		if x.MFA == nil {
 			x.MFA = &users.Factors{}
 		}
@@ -395,7 +395,7 @@ func handleRecoveryCodes(log *slog.Logger, tc tokenCheck, gt gate, sf secondFact
 			codes, err = mfa.NewRecoveryCodes(mfa.RecoveryCodes)
 		}
 		if err == nil {
-			err = tc.users.Update(c.r.Context(), c.p.user.Username(), func(x *users.User) error {
+			err = users.Update(c.r.Context(), tc.users, c.p.user.Username(), func(x *users.User) error {
 				if !x.HasSecondFactor() {
 					return errNoSecondFactor
 				}
@@ -448,7 +448,7 @@ func (sf secondFactors) changeFactors(ctx context.Context, tc tokenCheck, p prin
 	var cutoff time.Time
 	var generation uint64
 	var enrolment bool
-	err = tc.users.Update(ctx, username, func(x *users.User) error {
+	err = users.Update(ctx, tc.users, username, func(x *users.User) error {
 		f := x.MFA.Clone()
 		if f == nil {
 			f = &users.Factors{}

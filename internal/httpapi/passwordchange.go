@@ -112,7 +112,7 @@ func changePassword(log *slog.Logger, r *http.Request, tc tokenCheck, setter Pas
 	}
 	var cutoff time.Time
 	var generation uint64
-	err = tc.users.Update(r.Context(), username, func(x *users.User) error {
+	err = users.Update(r.Context(), tc.users, username, func(x *users.User) error {
 		// Only over the password current_password was checked against: of
 		// two changes racing with one token, the second finds another
 		// password generation; a rehash on login in between (another hash

@@ -25,7 +25,7 @@ type interposedDirectory struct {
 	between func()
 }
 
-func (d *interposedDirectory) Update(ctx context.Context, username string, change func(*users.User) error) error {
+func (d *interposedDirectory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error, opts ...users.WriteOption) (map[string]error, error) {
 	d.mu.Lock()
 	f := d.between
 	d.between = nil
@@ -33,7 +33,7 @@ func (d *interposedDirectory) Update(ctx context.Context, username string, chang
 	if f != nil {
 		f()
 	}
-	return d.Directory.Update(ctx, username, change)
+	return d.Directory.UpdateAll(ctx, changes, opts...)
 }
 
 // LookupConfirmed is the real directory's: a password check reads
@@ -144,7 +144,7 @@ func rehashAlice(t *testing.T, _ *testEnv, dir users.Directory, _ string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = dir.Update(context.Background(), "alice", func(x *users.User) error {
+	err = users.Update(context.Background(), dir, "alice", func(x *users.User) error {
 		x.PasswordHash = hash
 		return nil
 	})

@@ -179,7 +179,7 @@ func (sf SecondFactors) spend(ctx context.Context, username string, m codeMatch)
 		return sf.Store.UseTOTPCounter(ctx, username, m.counter, m.totp.LastT, sf.Now(), CounterUntil(*m.totp, m.counter))
 	}
 	spent := m.recovery
-	err := sf.Users.Update(ctx, username, func(x *users.User) error {
+	err := users.Update(ctx, sf.Users, username, func(x *users.User) error {
 		if !x.HasSecondFactor() {
 			return errFactorGone // removed since match read it
 		}

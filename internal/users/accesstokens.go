@@ -43,10 +43,10 @@ var (
 	// ErrNoAccessToken: no live token of that id (revoked, expired, never
 	// one of the user's).
 	ErrNoAccessToken = fmt.Errorf("no such personal access token: %w", ErrNotFound)
-	// ErrNoAccessTokenAtSource: AccessToken read the backing itself, in a
-	// read begun after it was called, and found no token of the digest,
-	// or such a read found none less than a second ago and no change has
-	// reached the instance since: RecheckAccessToken would say the same
+	// ErrNoAccessTokenAtSource: LookupKey of a KeyAccessToken read the
+	// backing itself, in a read begun after it was called, and found no
+	// token of the digest, or such a read found none less than a second
+	// ago and no change has reached the instance since: RecheckKey would say the same
 	// (but for a change on its way), and AccessTokenUser does not ask it
 	// (a made-up token costs one read, not two; repeated, one a second).
 	ErrNoAccessTokenAtSource = fmt.Errorf("no personal access token of that digest in the backing: %w", ErrNotFound)
@@ -182,7 +182,7 @@ func LiveAccessTokens(list []AccessToken, now time.Time) []AccessToken {
 // for ScopeAdmin) before: this checks what only the user's record, under
 // the directory's lock, can say.
 func CreateAccessToken(ctx context.Context, d Directory, username string, t AccessToken) error {
-	return d.Update(ctx, username, func(u *User) error {
+	return Update(ctx, d, username, func(u *User) error {
 		if u.Disabled {
 			return ErrDisabled
 		}
@@ -216,7 +216,7 @@ func (t *AccessToken) ScopesNeedAdmin() bool { return t.Has(ScopeAdmin) }
 // token, so nothing can bring it back.
 func RevokeAccessToken(ctx context.Context, d Directory, username, id string, now time.Time) (AccessToken, error) {
 	var gone AccessToken
-	err := d.Update(ctx, username, func(u *User) error {
+	err := Update(ctx, d, username, func(u *User) error {
 		i := slices.IndexFunc(u.AccessTokens, func(t AccessToken) bool { return t.ID == id && t.Live(now) })
 		if i < 0 {
 			return ErrNoAccessToken
@@ -282,13 +282,13 @@ func FindAccessToken(list []User, id string, now time.Time) (string, error) {
 // whose digest is digest at now, or nil when there is none: never made,
 // revoked, expired, or its user disabled or deleted. As SessionUser does,
 // it takes a token for dead only on a copy of the directory read after
-// the call began (RecheckAccessToken): Lookup's copy may be older than
-// the token (made on another instance a moment ago). A live token costs
-// one AccessToken lookup.
+// the call began (RecheckKey): Lookup's copy may be older than the token
+// (made on another instance a moment ago). A live token costs one
+// LookupKey.
 //
 // An error means the directory cannot say: the caller answers 503.
 func AccessTokenUser(ctx context.Context, d Directory, digest [sha256.Size]byte, now time.Time) (*Account, *AccessToken, error) {
-	u, t, err := d.AccessToken(ctx, digest)
+	u, t, err := LookupAccessToken(ctx, d, digest)
 	switch {
 	case err == nil && t.Live(now) && !u.Disabled():
 		return u, t, nil
@@ -299,7 +299,7 @@ func AccessTokenUser(ctx context.Context, d Directory, digest [sha256.Size]byte,
 	case err != nil && !errors.Is(err, ErrNotFound):
 		return nil, nil, err
 	}
-	u, t, err = d.RecheckAccessToken(ctx, digest)
+	u, t, err = RecheckAccessToken(ctx, d, digest)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, nil, nil

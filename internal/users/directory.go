@@ -3,13 +3,13 @@ package users
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -26,8 +26,8 @@ var (
 	// been for longer than what was loaded may be trusted. The caller
 	// fails closed and answers 503 unavailable.
 	ErrUnavailable = errors.New("user directory unavailable")
-	// ErrLastAdmin: UpdateKeepingAdmin or DeleteKeepingAdmin of the
-	// last enabled admin, which would leave none (KeepsAnAdmin).
+	// ErrLastAdmin: a write with KeepAnAdmin of the last enabled admin,
+	// which would leave none (KeepsAnAdmin).
 	ErrLastAdmin = errors.New("no other enabled admin would remain")
 )
 
@@ -51,14 +51,22 @@ var (
 //     the backing fails, nothing is written (but for a cut-off recorded
 //     just before a write that then failed: a token killed early, never
 //     one kept alive).
-//   - UpdateKeepingAdmin and DeleteKeepingAdmin are Update and Delete
-//     that never take the last enabled admin away (KeepsAnAdmin): when
-//     the user was an enabled admin and the write would leave no other,
-//     nothing is written and the error wraps ErrLastAdmin. The other
-//     admins are counted inside the write (under the users file's lock,
-//     in the transaction, ordered after every write committed before
-//     it), so that of two writes racing to take away the last two
-//     admins, from this process or another, one fails.
+//   - With the option KeepAnAdmin, a write of one user (UpdateAll of
+//     one change, Delete) never takes the last enabled admin away
+//     (KeepsAnAdmin): when the user was an enabled admin and the write
+//     would leave no other, nothing is written and the error wraps
+//     ErrLastAdmin. The other admins are counted inside the write (under
+//     the users file's lock, in the transaction, ordered after every
+//     write committed before it), so that of two writes racing to take
+//     away the last two admins, from this process or another, one fails.
+//     UpdateAll of several changes with it is an error, nothing written.
+//   - With the option ResetLinkOnly, UpdateAll of one change keeps only
+//     what the change leaves in the user's ResetLink and ResetMails: a
+//     reset request, which anyone may send, writes through it, and a
+//     backing may keep the two beside the record rather than rewrite it
+//     (the users file appends them to its resets file; PostgreSQL writes
+//     the two columns and moves no generation, so that no instance
+//     drops its cache for it).
 //   - A deleted user leaves its cut-off behind (a tombstone): a user
 //     added later under the same name, by Add or AddAll, has a cut-off no
 //     earlier than the deletion, so no token of the deleted user comes back.
@@ -69,8 +77,9 @@ var (
 //     returns the names that were taken (those users are left alone).
 //   - UpdateAll is Update of many users in one write, with Update's rules
 //     for each (cut-offs, validation, visibility); a change that fails, or
-//     makes a user that could not be stored, fails alone. Update is
-//     UpdateAll of one user, its failure returned as its error.
+//     makes a user that could not be stored, fails alone. Update (the
+//     package's function) is UpdateAll of one user, its failure returned
+//     as its error.
 //   - List returns every user from the backing, in its stored order.
 //   - Page returns the users f matches (Filter.Match) whose usernames sort
 //     after after in byte order, in that order, at most limit (1 to
@@ -108,27 +117,27 @@ var (
 //     be older than the token (docs/design/tokens.md). An error wrapping
 //     ErrUnavailable when the backing cannot answer, or when what it holds
 //     now could not be loaded (the caller answers 503, never 401).
-//   - AccessToken returns the personal access token whose digest (the
-//     SHA-256 of the token) is digest, with its user, as Lookup's copy
-//     has them: ErrNotFound when that copy holds none, or
-//     ErrNoAccessTokenAtSource (which wraps it) when, not finding it in
-//     memory, it read the backing for this call and found none there, or
-//     such a read found none less than a second ago and no change of the
-//     backing has reached this instance since (PostgreSQL's record of
-//     digests found absent: a flood of one made-up token). It
-//     answers from memory, as Lookup does: it is on the hot path. An expired token is
-//     returned (the caller judges expiry). The *AccessToken is shared:
-//     the caller must not change it.
-//   - RecheckAccessToken is AccessToken at a read of the backing that
-//     began after it was called, and brings Lookup up to that read (or a
-//     later one) for the token's user, as Recheck does: a token made on
-//     another instance a moment ago is found. An error wrapping
-//     ErrUnavailable when the backing cannot answer.
-//   - AccessTokens returns the personal access tokens the backing holds
-//     for username (User.AccessTokens, expired ones included), as the
-//     caller's own copy, never from a copy older than Lookup's:
-//     ErrNotFound for no such user, an error wrapping ErrUnavailable when
-//     the backing cannot answer.
+//   - LookupKey returns the users a Key finds (KeyKind: by username,
+//     by a personal access token's digest, by email address), in byte
+//     order of their usernames, as Matches: each user's Account, as
+//     Lookup has it, and their personal access tokens. ErrNotFound when
+//     none; ErrKeyKind for a kind the backend does not index. It never
+//     answers from a copy older than Lookup's. For a KeyAccessToken it
+//     answers from memory, as Lookup does, and allocates no more than
+//     the key: it is on the hot path. There, when it does not find the
+//     digest in memory and reads the backing for this call and finds
+//     none, or such a read found none less than a second ago and no
+//     change of the backing has reached this instance since
+//     (PostgreSQL's record of digests found absent: a flood of one
+//     made-up token), the error is ErrNoAccessTokenAtSource, which wraps
+//     ErrNotFound. An expired token is found (the caller judges expiry),
+//     and so is a disabled user. The Matches are shared: the caller must
+//     not change them.
+//   - RecheckKey is LookupKey at a read of the backing that began after
+//     it was called, and brings Lookup up to that read (or a later one)
+//     for the users it finds, as Recheck does: a token made on another
+//     instance a moment ago is found. An error wrapping ErrUnavailable
+//     when the backing cannot answer.
 //   - FactorKeys returns, for every key ID the directory's second factors
 //     need (Factors.KeyIDs: sealed authenticator secrets, active and
 //     pending, and recovery codes), how many users need it, each user
@@ -149,17 +158,14 @@ type Directory interface {
 	Add(ctx context.Context, u User) error
 	Bootstrap(ctx context.Context, admin User) (added bool, err error)
 	AddAll(ctx context.Context, users []User) (existing []string, err error)
-	Update(ctx context.Context, username string, change func(*User) error) error
 	// UpdateAll applies each change to its user, under one lock and in one
 	// write (the file: one atomic rewrite, its cut-off records appended in one
 	// synced append; PostgreSQL: one transaction). A change that returns an
 	// error leaves its user as it was and the others go on; UpdateAll returns
 	// those errors by username, with ErrNotFound for a username it does not hold.
 	// err is for the write itself: on err nothing was changed.
-	UpdateAll(ctx context.Context, changes map[string]func(*User) error) (failed map[string]error, err error)
-	Delete(ctx context.Context, username string) error
-	UpdateKeepingAdmin(ctx context.Context, username string, change func(*User) error) error
-	DeleteKeepingAdmin(ctx context.Context, username string) error
+	UpdateAll(ctx context.Context, changes map[string]func(*User) error, opts ...WriteOption) (failed map[string]error, err error)
+	Delete(ctx context.Context, username string, opts ...WriteOption) error
 	List(ctx context.Context) ([]User, error)
 	Page(ctx context.Context, after string, limit int, f Filter) ([]User, error)
 	Count(ctx context.Context, f Filter) (int, error)
@@ -169,15 +175,35 @@ type Directory interface {
 	Recheck(ctx context.Context, username string) (*Account, error)
 	Factors(ctx context.Context, username string) (*Factors, error)
 	FactorKeys(ctx context.Context) (map[string]int, error)
-	AccessToken(ctx context.Context, digest [sha256.Size]byte) (*Account, *AccessToken, error)
-	RecheckAccessToken(ctx context.Context, digest [sha256.Size]byte) (*Account, *AccessToken, error)
-	AccessTokens(ctx context.Context, username string) ([]AccessToken, error)
+	LookupKey(ctx context.Context, k Key) ([]Match, error)
+	RecheckKey(ctx context.Context, k Key) ([]Match, error)
 }
 
-// UpdateOne is Update as the contract defines it, UpdateAll of one user
-// with its failure returned as its error: the backends' Update calls it.
-func UpdateOne(ctx context.Context, d Directory, username string, change func(*User) error) error {
-	failed, err := d.UpdateAll(ctx, map[string]func(*User) error{username: change})
+// A WriteOption asks a write (Directory.UpdateAll, Delete) for more than
+// the contract's rules.
+type WriteOption uint8
+
+const (
+	// KeepAnAdmin refuses, with ErrLastAdmin, a write of one user that
+	// would leave no enabled admin (KeepsAnAdmin), decided inside it.
+	KeepAnAdmin WriteOption = iota + 1
+	// ResetLinkOnly says the change of one user writes only its ResetLink
+	// and ResetMails, which a backing may keep beside the record.
+	ResetLinkOnly
+)
+
+// HasOption reports whether opts holds o: how a backend reads its options.
+func HasOption(opts []WriteOption, o WriteOption) bool { return slices.Contains(opts, o) }
+
+// ErrOneUser: an option of a write of one user (KeepAnAdmin,
+// ResetLinkOnly) given to a write of several.
+var ErrOneUser = errors.New("a write of one user only")
+
+// Update changes the user named username: UpdateAll of one user, with
+// its failure returned as its error: ErrNotFound for a missing name, a
+// change's error as it returned it, with nothing written.
+func Update(ctx context.Context, d Directory, username string, change func(*User) error, opts ...WriteOption) error {
+	failed, err := d.UpdateAll(ctx, map[string]func(*User) error{username: change}, opts...)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // The operations an operator performs on one user, whatever asks for them
-// (the CLI and the admin API): each is one Directory.Update,
+// (the CLI and the admin API): each is one Update,
 // and each says which tokens it ends. A token dies by its user's record
 // alone (SessionUser; docs/design/tokens.md): disabled, issued before the
 // cut-off (TokensAfter), or stamped with another password generation. A
@@ -29,7 +29,7 @@ import (
 //
 // A user already disabled is left as it is: none of their tokens lives.
 func Disable(ctx context.Context, d Directory, username string) error {
-	return d.Update(ctx, username, func(u *User) error {
+	return Update(ctx, d, username, func(u *User) error {
 		if !u.Disabled {
 			disable(u)
 		}
@@ -48,7 +48,7 @@ func disable(u *User) {
 //
 // A user already enabled is left as it is, their tokens alive.
 func Enable(ctx context.Context, d Directory, username string) error {
-	return d.Update(ctx, username, func(u *User) error {
+	return Update(ctx, d, username, func(u *User) error {
 		if u.Disabled {
 			enable(u)
 		}
@@ -72,7 +72,7 @@ func enable(u *User) {
 // it ends the user's personal access tokens too (API.md); the user's own
 // change (POST /api/auth/password/) keeps them.
 func SetPassword(ctx context.Context, d Directory, username, hash string) error {
-	return d.Update(ctx, username, func(u *User) error {
+	return Update(ctx, d, username, func(u *User) error {
 		u.PasswordHash, u.TokensAfter, u.AccessTokens, u.ResetLink = hash, time.Now().UTC(), nil, nil
 		u.PasswordGeneration++
 		return nil
@@ -86,7 +86,7 @@ func SetPassword(ctx context.Context, d Directory, username, hash string) error 
 // password and second factors stay, so a login afterwards gets a live
 // token.
 func Logout(ctx context.Context, d Directory, username string) error {
-	return d.Update(ctx, username, func(u *User) error {
+	return Update(ctx, d, username, func(u *User) error {
 		u.TokensAfter, u.ResetLink = time.Now().UTC(), nil
 		return nil
 	})
@@ -96,7 +96,7 @@ func Logout(ctx context.Context, d Directory, username string) error {
 // (FailuresAfter) and the wrong second-factor codes (CodesAfter) before
 // now no longer count. It ends no token.
 func Unlock(ctx context.Context, d Directory, username string) error {
-	return d.Update(ctx, username, func(u *User) error {
+	return Update(ctx, d, username, func(u *User) error {
 		at := time.Now().UTC()
 		u.FailuresAfter, u.CodesAfter = at, at
 		return nil
@@ -116,7 +116,7 @@ var errNoFactors = errors.New("no second factor")
 // user without factors is left as it was, cut-off included: a reset run
 // twice, or on the wrong user, ends no one's sessions.
 func ResetFactors(ctx context.Context, d Directory, username string) (removed, pendingOnly bool, err error) {
-	err = d.Update(ctx, username, func(u *User) error {
+	err = Update(ctx, d, username, func(u *User) error {
 		f := u.MFA
 		if f == nil || f.TOTP == nil && f.PendingTOTP == nil && len(f.RecoveryCodes) == 0 {
 			return errNoFactors
@@ -197,7 +197,7 @@ type Change struct {
 	Admin, Disabled *bool
 	// KeepAdmin refuses, with ErrLastAdmin, a change that would leave no
 	// enabled admin (KeepsAnAdmin): the admin API's rule, decided inside
-	// the write (Directory.UpdateKeepingAdmin). The CLI, whose operator
+	// the write (the write option KeepAnAdmin). The CLI, whose operator
 	// can always add an admin again, does without it.
 	KeepAdmin bool
 }
@@ -230,7 +230,7 @@ func EnabledAdmin(u *User) bool { return u != nil && u.Admin && !u.Disabled }
 // user as the same write finds them, returns 0; the error of others when
 // it fails; nil otherwise. others is called only when the change takes an
 // enabled admin away. The directories decide it inside their write
-// (Directory.UpdateKeepingAdmin, DeleteKeepingAdmin), never from a read
+// (the write option KeepAnAdmin), never from a read
 // before it: two admins demoting each other at once would each find the
 // other still there.
 func KeepsAnAdmin(was, is *User, others func() (int, error)) error {
@@ -255,11 +255,11 @@ func KeepsAnAdmin(was, is *User, others func() (int, error)) error {
 // Sessions live on; each request judges them by the user as they are.
 func Edit(ctx context.Context, d Directory, username string, c Change) (User, error) {
 	var out User
-	update := d.Update
+	var opts []WriteOption
 	if c.KeepAdmin {
-		update = d.UpdateKeepingAdmin
+		opts = append(opts, KeepAnAdmin)
 	}
-	err := update(ctx, username, func(u *User) error {
+	err := Update(ctx, d, username, func(u *User) error {
 		name, email, groups := u.Name, u.Email, u.Groups
 		if c.Name != nil {
 			name = *c.Name
@@ -289,6 +289,6 @@ func Edit(ctx context.Context, d Directory, username string, c Change) (User, er
 		}
 		out = *u
 		return nil
-	})
+	}, opts...)
 	return out, err
 }

@@ -41,21 +41,6 @@ type ResetLink struct {
 	Mailed []time.Time `json:"mailed,omitempty"`
 }
 
-// A ResetLinkKeeper is a Directory that keeps its users' reset links and
-// reset mails beside their records rather than in them: a users file
-// appends them beside it (usersfile's resets file), so that a reset
-// request, which anyone may send, never rewrites the file (API.md). It is
-// not part of Directory: a backing that keeps them in the record (the row
-// of PostgreSQL) has Update do, and the interface stays small.
-type ResetLinkKeeper interface {
-	// UpdateResetLink calls change with the user named username as the
-	// backing holds them now, under its write lock, their ResetLink and
-	// ResetMails as kept, and keeps what change leaves in those two; it
-	// writes nothing else of u. ErrNotFound for no such user; an error of
-	// change is returned, with nothing kept.
-	UpdateResetLink(ctx context.Context, username string, change func(u *User) error) error
-}
-
 // MaxResetMails is how many reset links are mailed to one user an hour at
 // most, whatever the requests (API.md).
 const MaxResetMails = 3
@@ -163,43 +148,10 @@ func newResetLink(ctx context.Context, d Directory, username string, ttl time.Du
 		u.ResetMails = mails
 		return nil
 	}
-	if k, ok := d.(ResetLinkKeeper); ok {
-		err = k.UpdateResetLink(ctx, username, change)
-	} else {
-		err = d.Update(ctx, username, change)
-	}
-	if err != nil {
+	if err := Update(ctx, d, username, change, ResetLinkOnly); err != nil {
 		return "", "", err
 	}
 	return ResetUID(username), base64.RawURLEncoding.EncodeToString(raw[:]), nil
-}
-
-// UsersByEmail returns the names of the enabled users of d whose email
-// address is email, ignoring the case of its ASCII letters (as Django's
-// password reset finds them; Filter.Email), in byte order. It pages
-// through the directory (Directory.Page): a users file answers from the
-// users it has loaded, PostgreSQL in one statement a page, and neither
-// reads every user into memory, as List would for each request. Still a
-// scan of every user: a background job's, never a request's.
-func UsersByEmail(ctx context.Context, d Directory, email string) ([]string, error) {
-	if email == "" {
-		return nil, nil // no address: not every user without one
-	}
-	f := Filter{Email: email, Disabled: No}
-	var names []string
-	for after := ""; ; {
-		page, err := d.Page(ctx, after, MaxPage, f)
-		if err != nil {
-			return nil, err
-		}
-		for i := range page {
-			names = append(names, page[i].Username)
-		}
-		if len(page) < MaxPage {
-			return names, nil
-		}
-		after = page[len(page)-1].Username
-	}
 }
 
 // ConfirmReset sets the password hash of the user a reset link names, if
@@ -218,7 +170,7 @@ func ConfirmReset(ctx context.Context, d Directory, username, token, hash string
 	if err != nil {
 		return err
 	}
-	err = d.Update(ctx, username, func(u *User) error {
+	err = Update(ctx, d, username, func(u *User) error {
 		l := u.ResetLink
 		if u.Disabled || l == nil || !now.Before(l.ExpiresAt) {
 			return ErrBadResetLink

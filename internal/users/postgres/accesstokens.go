@@ -66,103 +66,111 @@ const pgAccessTokensSchema = `alter table authsvc_users add column access_tokens
 // has reached this instance, and a read of the user that finds the row
 // unchanged keeps the entries good.
 type tokenEntry struct {
-	username string
-	version  int64
-	token    *users.AccessToken // its own copy: holds no other token alive
+	version int64
+	// match is the token's user as that row held them, with that token
+	// alone (tokenMatch): LookupKey's answer, as it is.
+	match []users.Match
 }
 
-// AccessToken answers from memory while the database has answered within
-// pgTrustCache, as Lookup does, a token it has found before whose user
-// the cache still holds as it was then, and a digest a read found no
-// token of, no change having reached the instance since, within
+// lookupToken answers from memory while the database has answered
+// within pgTrustCache, as Lookup does, a token it has found before whose
+// user the cache still holds as it was then, and a digest a read found
+// no token of, no change having reached the instance since, within
 // pgAbsentTTL (ErrNoAccessTokenAtSource, as that read said: negcache.go);
 // any other digest, or any while the cache is not trusted, is looked up
-// in the database (RecheckAccessToken).
-func (d *Directory) AccessToken(ctx context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
+// in the database (readToken).
+func (d *Directory) lookupToken(ctx context.Context, digest [sha256.Size]byte) ([]users.Match, error) {
 	now := time.Now()
 	d.mu.Lock()
 	if e, ok := d.tokens.Get(digest); ok && d.trusted(now) {
-		if r, ok := d.cache.Get(e.username); ok && r.user != nil && r.version == e.version {
-			d.cache.Put(e.username, r) // most recently used, as a Lookup would
+		name := e.match[0].Account.Username()
+		if r, ok := d.cache.Get(name); ok && r.user != nil && r.version == e.version {
+			d.cache.Put(name, r) // most recently used, as a Lookup would
 			d.tokens.Put(digest, e)
 			d.mu.Unlock()
-			return r.user, e.token, nil
+			return e.match, nil
 		}
 	}
 	if d.trusted(now) && d.absent.has(digest, d.epoch, now) {
 		d.mu.Unlock()
-		return nil, nil, users.ErrNoAccessTokenAtSource
+		return nil, users.ErrNoAccessTokenAtSource
 	}
 	epoch := d.epoch
 	d.mu.Unlock()
 	return d.readToken(ctx, digest, epoch, now)
 }
 
-// RecheckAccessToken reads the token's user from the database, never from
-// the cache, and caches them, as Recheck does. It never answers from the
-// digests found absent (AccessToken does): a token made on another
-// instance a moment ago is found here, whether or not the change has
-// reached this instance.
-func (d *Directory) RecheckAccessToken(ctx context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
-	d.mu.Lock()
-	epoch := d.epoch
-	d.mu.Unlock()
-	return d.readToken(ctx, digest, epoch, time.Now())
-}
-
-// readToken reads the user holding the token of digest, and unless an
-// invalidation came after epoch caches the user and the token, or that
-// there is no token of digest. A read that fails caches nothing.
-func (d *Directory) readToken(ctx context.Context, digest [sha256.Size]byte, epoch uint64, now time.Time) (*users.Account, *users.AccessToken, error) {
-	var t *users.AccessToken
+// readToken reads the user holding the token of digest, never from the
+// cache, and unless an invalidation came after epoch caches the user and
+// the token, or that there is no token of digest. A read that fails
+// caches nothing. RecheckKey reads so: it never answers from the
+// digests found absent, and a token made on another instance a moment
+// ago is found, whether or not the change has reached this instance.
+func (d *Directory) readToken(ctx context.Context, digest [sha256.Size]byte, epoch uint64, now time.Time) ([]users.Match, error) {
+	var found []users.Match
 	u, x, err := d.readRow(ctx, "look up a personal access token", epoch, now,
 		`where username = (select username from authsvc_access_tokens where digest = $1)`, digest[:],
 		func(r row, x *users.User) {
-			t = findToken(x.AccessTokens, digest)
+			found = tokenMatch(r.user, x, digest)
 			switch {
-			case r.user != nil && t != nil:
+			case found != nil:
 				d.cache.Put(r.user.Username(), r)
-				d.tokens.Put(digest, tokenEntry{username: r.user.Username(), version: r.version, token: t})
+				d.tokens.Put(digest, tokenEntry{version: r.version, match: found})
 				d.absent.remove(digest)
-			case t == nil:
+			default:
 				d.absent.add(digest, epoch, now)
 			}
 		})
 	if err != nil {
-		return nil, nil, err
-	}
-	if t == nil && x != nil { // not cached: an invalidation came meanwhile
-		t = findToken(x.AccessTokens, digest)
-	}
-	if u == nil || t == nil {
-		return nil, nil, users.ErrNoAccessTokenAtSource // read for this call
-	}
-	return u, t, nil
-}
-
-// findToken returns a copy of the token of list whose digest is digest,
-// or nil.
-func findToken(list []users.AccessToken, digest [sha256.Size]byte) *users.AccessToken {
-	for i := range list {
-		if d, ok := list[i].DigestBytes(); ok && d == digest {
-			t := list[i]
-			return &t
-		}
-	}
-	return nil
-}
-
-// AccessTokens reads the user's tokens from the database, never from the
-// cache, as Factors reads second factors.
-func (d *Directory) AccessTokens(ctx context.Context, username string) ([]users.AccessToken, error) {
-	var list []users.AccessToken
-	if err := d.readColumn(ctx, "read a user's personal access tokens", "access_tokens", username, &list); err != nil {
 		return nil, err
 	}
-	if err := users.CheckAccessTokens(list); err != nil {
+	if found == nil { // not cached: an invalidation came meanwhile
+		found = tokenMatch(u, x, digest)
+	}
+	if found == nil {
+		return nil, users.ErrNoAccessTokenAtSource // read for this call
+	}
+	return found, nil
+}
+
+// tokenMatch returns u, read as x, as LookupKey finds them by digest: with
+// a copy of that token alone, so that the tokens cache holds no other
+// token alive; nil when u is nil or has no token of digest.
+func tokenMatch(u *users.Account, x *users.User, digest [sha256.Size]byte) []users.Match {
+	if u == nil {
+		return nil
+	}
+	m := users.Match{Account: u, AccessTokens: x.AccessTokens}
+	t := m.AccessToken(digest)
+	if t == nil {
+		return nil
+	}
+	return []users.Match{{Account: u, AccessTokens: []users.AccessToken{*t}}}
+}
+
+// readUser reads the user named username from the database, never the
+// cache, and caches them as Recheck does: KeyUsername's answer, their
+// tokens included, which the cache does not hold.
+func (d *Directory) readUser(ctx context.Context, username string) ([]users.Match, error) {
+	if users.CheckUsername(username) != nil {
+		return nil, users.ErrNotFound // no write stores such a name: spare the database
+	}
+	d.mu.Lock()
+	epoch := d.epoch
+	d.mu.Unlock()
+	u, x, err := d.readRow(ctx, "look up a user", epoch, time.Now(), `where username = $1`, username, func(r row, _ *users.User) {
+		d.cache.Put(username, r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if u == nil {
+		return nil, users.ErrNotFound
+	}
+	if err := users.CheckAccessTokens(x.AccessTokens); err != nil {
 		return nil, fmt.Errorf("user %q: %w", username, err) // a row written around authsvc
 	}
-	return list, nil
+	return []users.Match{{Account: u, AccessTokens: x.AccessTokens}}, nil
 }
 
 // pgAccessTokens is list as the access_tokens column's argument: NULL for

@@ -64,7 +64,7 @@ func addUser(t testing.TB, d users.Directory, name string, tokens ...users.Acces
 // holder returns the name of the user d finds holding the token of
 // digest, from memory or the database (AccessToken), or why none.
 func holder(d users.Directory, digest tokens.Digest) (string, error) {
-	u, _, err := d.AccessToken(context.Background(), digest)
+	u, _, err := users.LookupAccessToken(context.Background(), d, digest)
 	if err != nil {
 		return "", err
 	}
@@ -76,8 +76,8 @@ func holder(d users.Directory, digest tokens.Digest) (string, error) {
 // makes its own.
 func inMemory(d *Directory, digest tokens.Digest) bool {
 	ctx := context.Background()
-	_, t1, err1 := d.AccessToken(ctx, digest)
-	_, t2, err2 := d.AccessToken(ctx, digest)
+	_, t1, err1 := users.LookupAccessToken(ctx, d, digest)
+	_, t2, err2 := users.LookupAccessToken(ctx, d, digest)
 	return err1 == nil && err2 == nil && t1 == t2
 }
 
@@ -110,13 +110,13 @@ func TestPGAccessTokenTwoInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	digest, rec := newPAT("ci")
-	if u, _, err := b.AccessToken(ctx, digest); !errors.Is(err, users.ErrNotFound) {
+	if u, _, err := users.LookupAccessToken(ctx, b, digest); !errors.Is(err, users.ErrNotFound) {
 		t.Fatalf("b.AccessToken before the token = %v, %v; want users.ErrNotFound", who(u), err)
 	}
 	if err := users.CreateAccessToken(ctx, a, "alice", rec); err != nil {
 		t.Fatal(err)
 	}
-	if u, tok, err := b.RecheckAccessToken(ctx, digest); err != nil || u.Username() != "alice" || !sameJSON(tok, rec) {
+	if u, tok, err := users.RecheckAccessToken(ctx, b, digest); err != nil || u.Username() != "alice" || !sameJSON(tok, rec) {
 		t.Fatalf("b.RecheckAccessToken just after a created it = %v, %+v, %v; want alice's token", who(u), tok, err)
 	}
 	if u, tok, err := users.AccessTokenUser(ctx, b, digest, time.Now()); err != nil || u == nil || tok.ID != rec.ID {
@@ -128,7 +128,7 @@ func TestPGAccessTokenTwoInstances(t *testing.T) {
 	eventually(t, 5*time.Second, "the token in b's memory", func() bool { return inMemory(b, digest) })
 	start := time.Now()
 	for range 1000 {
-		if _, _, err := b.AccessToken(ctx, digest); err != nil {
+		if _, _, err := users.LookupAccessToken(ctx, b, digest); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,7 +145,7 @@ func TestPGAccessTokenTwoInstances(t *testing.T) {
 	if u, tok, err := users.AccessTokenUser(ctx, a, digest, time.Now()); err != nil || u != nil {
 		t.Errorf("AccessTokenUser(a) just after a revoked it = %v, %v, %v; want nil", who(u), tok, err)
 	}
-	if _, _, err := b.RecheckAccessToken(ctx, digest); !errors.Is(err, users.ErrNotFound) {
+	if _, _, err := users.RecheckAccessToken(ctx, b, digest); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("b.RecheckAccessToken just after a revoked it = %v; want users.ErrNotFound", err)
 	}
 	took := eventually(t, 5*time.Second, "the revoked token gone from b", func() bool {
@@ -177,7 +177,7 @@ func TestPGAccessTokenEndings(t *testing.T) {
 		{"logout", func(d users.Directory, n string) error { return users.Logout(ctx, d, n) }, false},
 		{"unlock", func(d users.Directory, n string) error { return users.Unlock(ctx, d, n) }, false},
 		{"own-password-change", func(d users.Directory, n string) error {
-			return d.Update(ctx, n, func(u *users.User) error { // POST /api/auth/password/
+			return users.Update(ctx, d, n, func(u *users.User) error { // POST /api/auth/password/
 				u.PasswordHash, u.TokensAfter = newHash, time.Now().UTC()
 				u.PasswordGeneration++
 				return nil
@@ -261,10 +261,10 @@ func TestPGAccessTokenWrites(t *testing.T) {
 	if err != nil || len(list) != 2 || !sameJSON(list[0].AccessTokens, alice.AccessTokens) || !sameJSON(list[1].AccessTokens, bob.AccessTokens) {
 		t.Errorf("List() = %+v, %v; want alice and bob with their tokens", list, err)
 	}
-	if got, err := d.AccessTokens(ctx, "alice"); err != nil || !sameJSON(got, alice.AccessTokens) {
+	if got, err := users.AccessTokens(ctx, d, "alice"); err != nil || !sameJSON(got, alice.AccessTokens) {
 		t.Errorf("AccessTokens(alice) = %+v, %v; want %+v", got, err, alice.AccessTokens)
 	}
-	if got, err := d.AccessTokens(ctx, "nobody"); !errors.Is(err, users.ErrNotFound) {
+	if got, err := users.AccessTokens(ctx, d, "nobody"); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("AccessTokens(nobody) = %v, %v; want users.ErrNotFound", got, err)
 	}
 
@@ -320,7 +320,7 @@ func TestPGAccessTokenWrites(t *testing.T) {
 	if err := users.TouchAccessTokens(ctx, d, map[string]map[string]time.Time{"carol": {t5.ID: used}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, tok, err := d.AccessToken(ctx, d5); err != nil || !tok.LastUsedAt.Equal(used) {
+	if _, tok, err := users.LookupAccessToken(ctx, d, d5); err != nil || !tok.LastUsedAt.Equal(used) {
 		t.Errorf("AccessToken(carol's token) after its use = %+v, %v; want last_used_at %v", tok, err, used)
 	}
 	if err := conn.QueryRow(ctx, rowVersion, d5[:]).Scan(&after); err != nil || after != before {
@@ -551,13 +551,13 @@ func TestPGAccessTokenFailsClosed(t *testing.T) {
 	stop()
 	stopped := time.Now()
 	for name, f := range map[string]func() error{
-		"AccessToken(a token never seen)": func() error { _, _, err := d.AccessToken(ctx, other); return err },
-		"AccessToken(a made-up token)":    func() error { _, _, err := d.AccessToken(ctx, madeUp); return err },
+		"AccessToken(a token never seen)": func() error { _, _, err := users.LookupAccessToken(ctx, d, other); return err },
+		"AccessToken(a made-up token)":    func() error { _, _, err := users.LookupAccessToken(ctx, d, madeUp); return err },
 		"RecheckAccessToken(a token seen)": func() error {
-			_, _, err := d.RecheckAccessToken(ctx, digest)
+			_, _, err := users.RecheckAccessToken(ctx, d, digest)
 			return err
 		},
-		"AccessTokens(alice)": func() error { _, err := d.AccessTokens(ctx, "alice"); return err },
+		"AccessTokens(alice)": func() error { _, err := users.AccessTokens(ctx, d, "alice"); return err },
 		"AccessTokenUser(a made-up token)": func() error {
 			_, _, err := users.AccessTokenUser(ctx, d, madeUp, time.Now())
 			return err
@@ -571,7 +571,7 @@ func TestPGAccessTokenFailsClosed(t *testing.T) {
 		u, _, err := users.AccessTokenUser(ctx, d, digest, time.Now())
 		return u != nil, err
 	})
-	if _, _, err := d.AccessToken(ctx, madeUp); !errors.Is(err, users.ErrUnavailable) {
+	if _, _, err := users.LookupAccessToken(ctx, d, madeUp); !errors.Is(err, users.ErrUnavailable) {
 		t.Errorf("AccessToken(a made-up token) after the grace = %v; want users.ErrUnavailable", err)
 	}
 
@@ -630,22 +630,22 @@ func TestPGAccessTokenNotFoundCost(t *testing.T) {
 	start = time.Now()
 	for range probes {
 		madeUp, _ := newPAT("made up")
-		if _, _, err := d.RecheckAccessToken(ctx, madeUp); !errors.Is(err, users.ErrNotFound) {
+		if _, _, err := users.RecheckAccessToken(ctx, d, madeUp); !errors.Is(err, users.ErrNotFound) {
 			t.Fatalf("RecheckAccessToken(a made-up token) = %v; want users.ErrNotFound", err)
 		}
 	}
 	t.Logf("a made-up token among %d: %v a recheck", n, time.Since(start)/probes)
 }
 
-// rechecks is a Directory whose RecheckAccessToken calls are counted.
+// rechecks is a Directory whose RecheckKey calls are counted.
 type rechecks struct {
 	users.Directory
 	n int
 }
 
-func (r *rechecks) RecheckAccessToken(ctx context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
+func (r *rechecks) RecheckKey(ctx context.Context, k users.Key) ([]users.Match, error) {
 	r.n++
-	return r.Directory.RecheckAccessToken(ctx, digest)
+	return r.Directory.RecheckKey(ctx, k)
 }
 
 // TestPGMadeUpTokenOneRead: a made-up token with a valid checksum, as a
@@ -660,7 +660,7 @@ func TestPGMadeUpTokenOneRead(t *testing.T) {
 	d := &rechecks{Directory: openPG(t, db, 100)}
 	ctx := context.Background()
 	madeUp, _ := newPAT("made up")
-	if _, _, err := d.AccessToken(ctx, madeUp); !errors.Is(err, users.ErrNoAccessTokenAtSource) || !errors.Is(err, users.ErrNotFound) {
+	if _, _, err := users.LookupAccessToken(ctx, d, madeUp); !errors.Is(err, users.ErrNoAccessTokenAtSource) || !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("AccessToken(a made-up token) = %v; want ErrNoAccessTokenAtSource, an ErrNotFound", err)
 	}
 	if u, tok, err := users.AccessTokenUser(ctx, d, madeUp, time.Now()); u != nil || tok != nil || err != nil {

@@ -206,11 +206,11 @@ func TestPGAbsentTokenNotOnError(t *testing.T) {
 	madeUp, _ := newPAT("made up")
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := d.AccessToken(gone, madeUp); err == nil || errors.Is(err, users.ErrNotFound) {
+	if _, _, err := users.LookupAccessToken(gone, d, madeUp); err == nil || errors.Is(err, users.ErrNotFound) {
 		t.Fatalf("AccessToken(a made-up token, a context done) = %v; want an error, not ErrNotFound", err)
 	}
 	start := queries(d)
-	if _, _, err := d.AccessToken(context.Background(), madeUp); !errors.Is(err, users.ErrNoAccessTokenAtSource) {
+	if _, _, err := users.LookupAccessToken(context.Background(), d, madeUp); !errors.Is(err, users.ErrNoAccessTokenAtSource) {
 		t.Errorf("AccessToken(a made-up token) after a failed look-up = %v; want ErrNoAccessTokenAtSource", err)
 	}
 	if got := queries(d) - start; got != 1 {
@@ -220,7 +220,7 @@ func TestPGAbsentTokenNotOnError(t *testing.T) {
 	// The database last answered longer ago than the cache is trusted.
 	d.lastOK.Store(time.Now().Add(-pgTrustCache - time.Second).UnixNano())
 	d.lastFail.Store(time.Now().UnixNano())
-	if _, _, err := d.AccessToken(context.Background(), madeUp); !errors.Is(err, users.ErrUnavailable) {
+	if _, _, err := users.LookupAccessToken(context.Background(), d, madeUp); !errors.Is(err, users.ErrUnavailable) {
 		t.Errorf("AccessToken(a made-up token recorded absent), the database silent for %v = %v; want ErrUnavailable", pgTrustCache, err)
 	}
 }

@@ -156,8 +156,8 @@ func (d *Directory) filterSQL(f users.Filter) (conditions, bool) {
 			return c, false
 		}
 		// ASCII letters alone, as users.SameEmail: lower() would follow
-		// the database's collation. No index: a background job's query.
-		c.where("translate(email, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = ", users.LowerASCII(f.Email))
+		// the database's collation. pgEmailIndex indexes it.
+		c.where(pgLowerEmail+" = ", users.LowerASCII(f.Email))
 	}
 	for _, w := range []struct {
 		want users.Want

@@ -48,19 +48,19 @@ func pgResetMails(at []time.Time) any {
 	return at
 }
 
-// UpdateResetLink is users.ResetLinkKeeper's: change sees the user as the
+// updateResetLink is UpdateAll's with users.ResetLinkOnly: change sees the user as the
 // row holds them now, locked, and the row keeps what change leaves in
 // ResetLink and ResetMails alone. A reset request, which anyone may send,
 // writes through it: it moves no generation and records no change, so no
 // other instance drops its cache or counts a reload for it (API.md: no
 // metric tells whether a user exists). Nothing cached elsewhere holds a
 // link (users.Account has none): a confirm, and the mail count, read the
-// row locked, through UpdateAll.
-func (d *Directory) UpdateResetLink(ctx context.Context, username string, change func(*users.User) error) error {
+// row locked, through UpdateAll. changeErr is change's error, or the
+// user's absence; err the write's.
+func (d *Directory) updateResetLink(ctx context.Context, username string, change func(*users.User) error) (changeErr, err error) {
 	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout)
 	defer cancel()
-	var changeErr error
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		found, err := fetchUsers(ctx, tx, []string{username}, " for update")
 		if err != nil {
 			return err
@@ -83,10 +83,10 @@ func (d *Directory) UpdateResetLink(ctx context.Context, username string, change
 	})
 	switch {
 	case changeErr != nil:
-		return changeErr
+		return changeErr, nil
 	case err != nil:
-		return d.fail(ctx, "keep a reset link", err)
+		return nil, d.fail(ctx, "keep a reset link", err)
 	}
 	d.contact()
-	return nil
+	return nil, nil
 }

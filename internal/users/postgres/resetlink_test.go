@@ -116,7 +116,7 @@ func TestPGResetLinkTwoInstances(t *testing.T) {
 	if len(got.AccessTokens) != 0 {
 		t.Errorf("alice's personal access tokens after the reset = %d; want none", len(got.AccessTokens))
 	}
-	if _, _, err := a.RecheckAccessToken(ctx, pat); !errors.Is(err, users.ErrNotFound) {
+	if _, _, err := users.RecheckAccessToken(ctx, a, pat); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("RecheckAccessToken(alice's token) after the reset = %v; want users.ErrNotFound", err)
 	}
 	if want := *pgTime(confirmed); !got.FailuresAfter.Equal(want) {

@@ -27,51 +27,53 @@ import (
 // those ids loads as absent from whatever file. What is left: a users file edited
 // by hand, or written by a tool other than authsvc, records nothing.
 
-// A tokenRef is where an index finds a personal access token: the name of
-// its user (the user's Account's own string) and the token, in the slice
-// the index keeps for that user.
+// A tokenRef is what an index finds by a personal access token's
+// digest: the name of its user and, in an index (not a check of a file),
+// the user as a Match of one, which every token of the user shares, so
+// that LookupKey answers with it as it is.
 type tokenRef struct {
 	username string
-	token    *users.AccessToken
+	match    []users.Match
 }
 
 // tokenDigests finds personal access tokens by digest.
 type tokenDigests map[[sha256.Size]byte]tokenRef
 
 // add adds the tokens of list, those of entry i, the user named username,
-// to *m, made when first needed. A digest that is already another token's
-// is an error naming the entry: the token would be two users', or one
-// user's twice, and no one can tell which is meant.
-func (m *tokenDigests) add(i int, username string, list []users.AccessToken) error {
+// to *x, made when first needed, each found as match. A digest that is
+// already another token's is an error naming the entry: the token would
+// be two users', or one user's twice, and no one can tell which is meant.
+func (x *tokenDigests) add(i int, username string, list []users.AccessToken, match []users.Match) error {
 	for k := range list {
 		d, ok := list[k].DigestBytes()
 		if !ok {
 			return fmt.Errorf("%s: access_tokens[%d]: digest: want the 64 hex characters of a SHA-256", entryAt(i, username), k)
 		}
-		if was, dup := (*m)[d]; dup {
+		if was, dup := (*x)[d]; dup {
 			return fmt.Errorf("%s: access_tokens[%d]: digest: also that of a token of %q", entryAt(i, username), k, was.username)
 		}
-		if *m == nil {
-			*m = make(tokenDigests)
+		if *x == nil {
+			*x = make(tokenDigests)
 		}
-		(*m)[d] = tokenRef{username: username, token: &list[k]}
+		(*x)[d] = tokenRef{username: username, match: match}
 	}
 	return nil
 }
 
-// remove removes the tokens of list from m.
-func (m tokenDigests) remove(list []users.AccessToken) {
+// remove removes the tokens of list from x.
+func (x tokenDigests) remove(list []users.AccessToken) {
 	for k := range list {
 		if d, ok := list[k].DigestBytes(); ok {
-			delete(m, d)
+			delete(x, d)
 		}
 	}
 }
 
 // putAccessTokens indexes list, the personal access tokens of entry i, the
-// user named username, in place of those of an earlier entry of the name.
-// The index keeps list itself: every decoder makes it afresh.
-func (x *userIndex) putAccessTokens(i int, username string, list []users.AccessToken) error {
+// user u, in place of those of an earlier entry of the name. The index
+// keeps list itself: every decoder makes it afresh.
+func (x *userIndex) putAccessTokens(i int, u *users.Account, list []users.AccessToken) error {
+	username := u.Username()
 	if was := x.accessTokens[username]; was != nil {
 		x.byDigest.remove(was)
 		delete(x.accessTokens, username)
@@ -79,7 +81,7 @@ func (x *userIndex) putAccessTokens(i int, username string, list []users.AccessT
 	if len(list) == 0 {
 		return nil
 	}
-	if err := x.byDigest.add(i, username, list); err != nil {
+	if err := x.byDigest.add(i, username, list, []users.Match{{Account: u, AccessTokens: list}}); err != nil {
 		return err
 	}
 	if x.accessTokens == nil {
@@ -89,42 +91,45 @@ func (x *userIndex) putAccessTokens(i int, username string, list []users.AccessT
 	return nil
 }
 
-// accessToken returns the token of digest and its user, or ErrNotFound:
-// two map lookups, no allocation.
-func (x *userIndex) accessToken(digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
-	ref, ok := x.byDigest[digest]
-	if !ok {
-		return nil, nil, users.ErrNotFound
-	}
-	u := x.byName[ref.username]
-	if u == nil { // never: both maps are of one load
-		return nil, nil, users.ErrNotFound
-	}
-	return u, ref.token, nil
+// LookupKey answers from the file as last loaded, as Lookup does: a
+// personal access token's digest from its index with no allocation, an
+// email address from the index of addresses (emails.go).
+func (s *Directory) LookupKey(_ context.Context, k users.Key) ([]users.Match, error) {
+	return s.index().lookupKey(k)
 }
 
-// AccessToken answers from the file as last loaded, as Lookup does.
-func (s *Directory) AccessToken(_ context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
-	return s.index().accessToken(digest)
-}
-
-// RecheckAccessToken loads the file again when it has changed since it
-// was last loaded or refused, then answers as AccessToken: see Recheck.
-func (s *Directory) RecheckAccessToken(_ context.Context, digest [sha256.Size]byte) (*users.Account, *users.AccessToken, error) {
+// RecheckKey loads the file again when it has changed since it was last
+// loaded or refused, then answers as LookupKey: see Recheck.
+func (s *Directory) RecheckKey(_ context.Context, k users.Key) ([]users.Match, error) {
 	if err := s.recheck(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return s.index().accessToken(digest)
+	return s.index().lookupKey(k)
 }
 
-// AccessTokens answers from the file as last loaded, as Lookup does: the
-// directory's own writes reload it before they return.
-func (s *Directory) AccessTokens(_ context.Context, username string) ([]users.AccessToken, error) {
-	x := s.index()
-	if x.byName[username] == nil {
+// lookupKey returns the users of x that k finds, or ErrNotFound.
+func (x *userIndex) lookupKey(k users.Key) ([]users.Match, error) {
+	switch k.Kind {
+	case users.KeyAccessToken:
+		if len(k.Value) != sha256.Size {
+			return nil, users.ErrNotFound
+		}
+		var d [sha256.Size]byte
+		copy(d[:], k.Value)
+		if ref, ok := x.byDigest[d]; ok {
+			return ref.match, nil
+		}
 		return nil, users.ErrNotFound
+	case users.KeyUsername:
+		u := x.byName[k.Value]
+		if u == nil {
+			return nil, users.ErrNotFound
+		}
+		return []users.Match{{Account: u, AccessTokens: x.accessTokens[k.Value]}}, nil
+	case users.KeyEmail:
+		return x.emails().find(k.Value, x.accessTokens)
 	}
-	return cloneAccessTokens(x.accessTokens[username]), nil
+	return nil, fmt.Errorf("key kind %d: %w", k.Kind, users.ErrKeyKind)
 }
 
 // cloneAccessTokens returns a deep copy of list; nil for none.

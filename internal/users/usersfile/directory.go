@@ -210,8 +210,9 @@ func (s *Directory) AddAll(ctx context.Context, add []users.User) ([]string, err
 	return existing, err
 }
 
-func (s *Directory) Update(ctx context.Context, username string, change func(*users.User) error) error {
-	return users.UpdateOne(ctx, s, username, change)
+// Update is users.Update of s, for a caller that holds a *Directory.
+func (s *Directory) Update(ctx context.Context, username string, change func(*users.User) error, opts ...users.WriteOption) error {
+	return users.Update(ctx, s, username, change, opts...)
 }
 
 // UpdateAll changes every user of changes in one rewrite of the file, and
@@ -220,23 +221,27 @@ func (s *Directory) Update(ctx context.Context, username string, change func(*us
 // pending until the file is in place (cutoffs.go). A
 // change that fails, or makes an entry that could not be loaded (its name,
 // its hash), leaves its entry byte for byte as it was; when every change
-// fails nothing is written.
-func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error) (map[string]error, error) {
-	return s.updateAll(changes, false)
-}
-
-// UpdateKeepingAdmin is Update, refused with ErrLastAdmin when it would
-// take away the last enabled admin: the other admins are counted in the
-// same pass, under the same lock, as the write.
-func (s *Directory) UpdateKeepingAdmin(ctx context.Context, username string, change func(*users.User) error) error {
-	failed, err := s.updateAll(map[string]func(*users.User) error{username: change}, true)
-	if err != nil {
-		return err
+// fails nothing is written. With KeepAnAdmin the other admins are
+// counted in the same pass, under the same lock, as the write; with
+// ResetLinkOnly the change goes to the resets file (updateResetLink),
+// the users file left as it is.
+func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error, opts ...users.WriteOption) (map[string]error, error) {
+	keepAdmin, linkOnly := users.HasOption(opts, users.KeepAnAdmin), users.HasOption(opts, users.ResetLinkOnly)
+	if (keepAdmin || linkOnly) && len(changes) != 1 {
+		return nil, users.ErrOneUser
 	}
-	return failed[username]
+	if linkOnly {
+		for name, change := range changes {
+			if err := s.updateResetLink(name, change); err != nil {
+				return map[string]error{name: err}, nil
+			}
+		}
+		return map[string]error{}, nil
+	}
+	return s.updateAll(changes, keepAdmin)
 }
 
-// updateAll is UpdateAll; with keepAdmin, of one user, UpdateKeepingAdmin.
+// updateAll is UpdateAll; with keepAdmin, of one user, with KeepAnAdmin.
 func (s *Directory) updateAll(changes map[string]func(*users.User) error, keepAdmin bool) (map[string]error, error) {
 	failed := make(map[string]error)
 	var adminWas, adminIs *users.User // keepAdmin's user, before and after its change
@@ -372,18 +377,14 @@ func checkEntry(u *users.User) error {
 	return nil
 }
 
-func (s *Directory) Delete(ctx context.Context, username string) error {
-	return s.delete(username, false)
+// Delete drops the user's entry and records its tombstone. With
+// KeepAnAdmin the other admins are counted in the same pass, under the
+// same lock, as the write.
+func (s *Directory) Delete(ctx context.Context, username string, opts ...users.WriteOption) error {
+	return s.delete(username, users.HasOption(opts, users.KeepAnAdmin))
 }
 
-// DeleteKeepingAdmin is Delete, refused with ErrLastAdmin when it would
-// take away the last enabled admin: the other admins are counted in the
-// same pass, under the same lock, as the write.
-func (s *Directory) DeleteKeepingAdmin(ctx context.Context, username string) error {
-	return s.delete(username, true)
-}
-
-// delete is Delete; with keepAdmin, DeleteKeepingAdmin.
+// delete is Delete; with keepAdmin, with KeepAnAdmin.
 func (s *Directory) delete(username string, keepAdmin bool) error {
 	var found *users.User
 	others := make(map[string]bool) // keepAdmin: the enabled admins besides the user

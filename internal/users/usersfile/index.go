@@ -136,7 +136,7 @@ func (b *indexBuilder) put(i int, e *rawEntry, old, u *users.Account, hashErr er
 		delete(b.x.resetLinks, u.Username())
 	}
 	// From the entry too: a reused Account says nothing of tokens.
-	if err := b.x.putAccessTokens(i, u.Username(), e.accessTokens); err != nil {
+	if err := b.x.putAccessTokens(i, u, e.accessTokens); err != nil {
 		return err
 	}
 	if w := u.Work(); w > 0 && (b.slowest == nil || w > b.slowest.Work()) {
@@ -243,6 +243,10 @@ type userIndex struct {
 	// order is the users in byte order of username, for Page and Count
 	// (page.go): sorted at the first of them, not at every load.
 	order userOrder
+	// byEmail is the users with an email address in the order of
+	// users.CompareEmails, for LookupKey (emails.go): sorted at the first
+	// look-up by email, not at every load.
+	byEmail emailOrder
 	// counts are Count's answers, by filter (countKey): an index never
 	// changes once built, so a filter is counted once per load, however
 	// often it is asked (the --require-mfa gauge asks every interval).

@@ -59,12 +59,12 @@ func TestKeepAdminCountsAsRecordsSay(t *testing.T) {
 				if err := d.Reload(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if err := d.DeleteKeepingAdmin(ctx, "ben"); !errors.Is(err, users.ErrLastAdmin) {
-					t.Errorf("DeleteKeepingAdmin(ben) with ann %s by the records = %v; want ErrLastAdmin", gone, err)
+				if err := d.Delete(ctx, "ben", users.KeepAnAdmin); !errors.Is(err, users.ErrLastAdmin) {
+					t.Errorf("Delete(ben, KeepAnAdmin) with ann %s by the records = %v; want ErrLastAdmin", gone, err)
 				}
 				demote := func(u *users.User) error { users.SetAdmin(u, false); return nil }
-				if err := d.UpdateKeepingAdmin(ctx, "ben", demote); !errors.Is(err, users.ErrLastAdmin) {
-					t.Errorf("UpdateKeepingAdmin(ben, demote) with ann %s by the records = %v; want ErrLastAdmin", gone, err)
+				if err := users.Update(ctx, d, "ben", demote, users.KeepAnAdmin); !errors.Is(err, users.ErrLastAdmin) {
+					t.Errorf("Update(ben, demote, KeepAnAdmin) with ann %s by the records = %v; want ErrLastAdmin", gone, err)
 				}
 				if u, err := d.Lookup(ctx, "ben"); err != nil || !u.Admin() {
 					t.Errorf("Lookup(ben) after the refusals = %v; want an admin still", err)

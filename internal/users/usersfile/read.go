@@ -67,7 +67,7 @@ func collectUsers(list *[]users.User) entrySink {
 		if _, err := password.ParseHash(u.PasswordHash); err != nil {
 			return fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
 		}
-		if err := digests.add(i, u.Username, u.AccessTokens); err != nil {
+		if err := digests.add(i, u.Username, u.AccessTokens, nil); err != nil {
 			return err
 		}
 		*list = append(*list, u)
@@ -112,7 +112,7 @@ func parseUsersStrict(data []byte) ([]users.User, error) {
 		if _, err := password.ParseHash(u.PasswordHash); err != nil {
 			return nil, fmt.Errorf("%s: password_hash: %v", entryAt(i, u.Username), err)
 		}
-		if err := digests.add(i, u.Username, u.AccessTokens); err != nil {
+		if err := digests.add(i, u.Username, u.AccessTokens, nil); err != nil {
 			return nil, err
 		}
 		if u.Groups == nil {

@@ -200,12 +200,12 @@ func FuzzParseUsers(f *testing.F) {
 				t.Fatalf("Lookup(%q) in %q = %+v, %v; want %+v", u.Username, data, du, err, want)
 			}
 			// Its personal access tokens are indexed, each found by its digest.
-			if got, err := d.AccessTokens(context.Background(), u.Username); err != nil || !reflect.DeepEqual(got, u.AccessTokens) {
+			if got, err := users.AccessTokens(context.Background(), d, u.Username); err != nil || !reflect.DeepEqual(got, u.AccessTokens) {
 				t.Fatalf("AccessTokens(%q) in %q = %+v, %v; want %+v", u.Username, data, got, err, u.AccessTokens)
 			}
 			for _, tok := range u.AccessTokens {
 				digest, _ := tok.DigestBytes()
-				if owner, got, err := d.AccessToken(context.Background(), digest); err != nil || owner != du || got.ID != tok.ID {
+				if owner, got, err := users.LookupAccessToken(context.Background(), d, digest); err != nil || owner != du || got.ID != tok.ID {
 					t.Fatalf("AccessToken(%s) in %q = %v, %+v, %v; want %q's %s", tok.Digest, data, owner, got, err, u.Username, tok.ID)
 				}
 			}

@@ -211,13 +211,13 @@ func replaceResets(usersPath, path string, data []byte) error {
 	return replaceUsersFile(tmp, path)
 }
 
-// UpdateResetLink is users.ResetLinkKeeper's: change sees the user as the
+// updateResetLink is UpdateAll's with users.ResetLinkOnly: change sees the user as the
 // users file, the cut-offs file and the resets file have them now, under
 // the users file's lock, and a new link it makes is appended to the resets
 // file, the users file left as it is. A link of the users file's own (an
 // older version's) that the new one supersedes is recorded dead in the
 // cut-offs file, so that no compaction of the resets file revives it.
-func (s *Directory) UpdateResetLink(ctx context.Context, username string, change func(u *users.User) error) error {
+func (s *Directory) updateResetLink(username string, change func(u *users.User) error) error {
 	unlock, err := lockUsersFile(s.path)
 	if err != nil {
 		return namedForUsers(s.path, err)

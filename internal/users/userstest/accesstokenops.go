@@ -131,7 +131,7 @@ func testAccessTokenUser(t *testing.T, fx fixture) {
 	create(t, d, "alice", old)
 	create(t, d, "bob", bobs)
 	// Disabled, his tokens kept: an older file put back, say.
-	if err := d.Update(ctx, "bob", func(u *users.User) error { u.Disabled = true; return nil }); err != nil {
+	if err := users.Update(ctx, d, "bob", func(u *users.User) error { u.Disabled = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	u, got, err := users.AccessTokenUser(ctx, d, ci.digest, time.Now())

@@ -16,7 +16,7 @@ import (
 )
 
 // runAccessTokens checks the personal access token part of the contract
-// (Directory.AccessToken, RecheckAccessToken, AccessTokens) through the
+// (Directory.LookupKey and RecheckKey of a token's digest, of a username) through the
 // users package's operations on them, against one backing.
 func runAccessTokens(t *testing.T, fx fixture) {
 	for _, tt := range []struct {
@@ -114,7 +114,7 @@ func create(t *testing.T, d users.Directory, username string, tok madeToken) {
 // wantFound checks that d's AccessToken finds tok, username's.
 func wantFound(t *testing.T, d users.Directory, when, username string, tok madeToken) {
 	t.Helper()
-	u, got, err := d.AccessToken(context.Background(), tok.digest)
+	u, got, err := users.LookupAccessToken(context.Background(), d, tok.digest)
 	if err != nil || u.Username() != username || !sameToken(*got, tok.AccessToken) {
 		t.Errorf("AccessToken(%q's digest) %s = %v, %s, %v; want %s's, as created", tok.Name, when, u, jsonOf(got), err, username)
 	}
@@ -123,7 +123,7 @@ func wantFound(t *testing.T, d users.Directory, when, username string, tok madeT
 // wantGone checks that d's AccessToken finds no token of tok's digest.
 func wantGone(t *testing.T, d users.Directory, when string, tok madeToken) {
 	t.Helper()
-	if u, got, err := d.AccessToken(context.Background(), tok.digest); !errors.Is(err, users.ErrNotFound) {
+	if u, got, err := users.LookupAccessToken(context.Background(), d, tok.digest); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("AccessToken(%q's digest) %s = %v, %s, %v; want users.ErrNotFound", tok.Name, when, u, jsonOf(got), err)
 	}
 }
@@ -135,7 +135,7 @@ func wantListed(t *testing.T, d users.Directory, when, username string, want ...
 	for _, w := range want {
 		stored = append(stored, w.AccessToken)
 	}
-	if got, err := d.AccessTokens(context.Background(), username); err != nil || !sameTokens(got, stored...) {
+	if got, err := users.AccessTokens(context.Background(), d, username); err != nil || !sameTokens(got, stored...) {
 		t.Errorf("AccessTokens(%s) %s = %s, %v; want %s", username, when, jsonOf(got), err, jsonOf(stored))
 	}
 }
@@ -161,10 +161,10 @@ func testAccessTokenCreated(t *testing.T, fx fixture) {
 	wantFound(t, d, "after it was created", "alice", deploy)
 	wantFound(t, d, "after it was created", "bob", bobs)
 	wantListed(t, d, "after two were created", "alice", ci, deploy)
-	if _, _, err := d.AccessToken(ctx, sha256.Sum256([]byte("authsvc_pat_unknown"))); !errors.Is(err, users.ErrNotFound) {
+	if _, _, err := users.LookupAccessToken(ctx, d, sha256.Sum256([]byte("authsvc_pat_unknown"))); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("AccessToken(an unknown digest) = %v; want users.ErrNotFound", err)
 	}
-	if got, err := d.AccessTokens(ctx, "nobody"); !errors.Is(err, users.ErrNotFound) {
+	if got, err := users.AccessTokens(ctx, d, "nobody"); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("AccessTokens(nobody) = %s, %v; want users.ErrNotFound", jsonOf(got), err)
 	}
 	list, err := d.List(ctx)
@@ -172,7 +172,7 @@ func testAccessTokenCreated(t *testing.T, fx fixture) {
 		t.Errorf("List() = %s, %v; want alice with her two tokens", jsonOf(list), err)
 	}
 	// The listing is a copy: changing it changes nothing stored.
-	got, _ := d.AccessTokens(ctx, "alice")
+	got, _ := users.AccessTokens(ctx, d, "alice")
 	for i := range got {
 		got[i].Name, got[i].Scopes[0] = "changed", "changed"
 	}
@@ -194,7 +194,7 @@ func testAccessTokenRecheck(t *testing.T, fx fixture) {
 	a, b := fx.aliceOnTwo(t)
 	ci := liveToken("ci")
 	create(t, a, "alice", ci)
-	u, got, err := b.RecheckAccessToken(ctx, ci.digest)
+	u, got, err := users.RecheckAccessToken(ctx, b, ci.digest)
 	if err != nil || u.Username() != "alice" || !sameToken(*got, ci.AccessToken) {
 		t.Fatalf("RecheckAccessToken(a token made on another handle) = %v, %s, %v; want alice's", u, jsonOf(got), err)
 	}
@@ -205,13 +205,13 @@ func testAccessTokenRecheck(t *testing.T, fx fixture) {
 	if u, got, err := users.AccessTokenUser(ctx, b, deploy.digest, time.Now()); err != nil || u == nil || got.ID != deploy.ID {
 		t.Errorf("AccessTokenUser(a token made on another handle) = %v, %s, %v; want alice's", u, jsonOf(got), err)
 	}
-	if _, _, err := b.RecheckAccessToken(ctx, sha256.Sum256([]byte("authsvc_pat_unknown"))); !errors.Is(err, users.ErrNotFound) {
+	if _, _, err := users.RecheckAccessToken(ctx, b, sha256.Sum256([]byte("authsvc_pat_unknown"))); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("RecheckAccessToken(an unknown digest) = %v; want users.ErrNotFound", err)
 	}
 	if _, err := users.RevokeAccessToken(ctx, a, "alice", ci.ID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if u, got, err := b.RecheckAccessToken(ctx, ci.digest); !errors.Is(err, users.ErrNotFound) {
+	if u, got, err := users.RecheckAccessToken(ctx, b, ci.digest); !errors.Is(err, users.ErrNotFound) {
 		t.Errorf("RecheckAccessToken(a token revoked on another handle) = %v, %s, %v; want users.ErrNotFound", u, jsonOf(got), err)
 	}
 }
@@ -292,7 +292,7 @@ func testAccessTokenLimit(t *testing.T, fx fixture) {
 		}
 		list = append(list, tok.AccessToken)
 	}
-	if err := d.Update(ctx, "alice", func(u *users.User) error { u.AccessTokens = list; return nil }); err != nil {
+	if err := users.Update(ctx, d, "alice", func(u *users.User) error { u.AccessTokens = list; return nil }); err != nil {
 		t.Fatalf("Update(alice, %d tokens) = %v", len(list), err)
 	}
 	last := liveToken("last")
@@ -300,7 +300,7 @@ func testAccessTokenLimit(t *testing.T, fx fixture) {
 	if err := users.CreateAccessToken(ctx, d, "alice", liveToken("more").AccessToken); !errors.Is(err, users.ErrTooManyAccessTokens) {
 		t.Errorf("CreateAccessToken beyond %d = %v; want users.ErrTooManyAccessTokens", users.MaxAccessTokens, err)
 	}
-	if got, err := d.AccessTokens(ctx, "alice"); err != nil || len(got) != users.MaxAccessTokens {
+	if got, err := users.AccessTokens(ctx, d, "alice"); err != nil || len(got) != users.MaxAccessTokens {
 		t.Errorf("AccessTokens(alice) = %d tokens, %v; want %d", len(got), err, users.MaxAccessTokens)
 	}
 	wantFound(t, d, "among the most a user may hold", "alice", last)

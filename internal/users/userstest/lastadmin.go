@@ -49,7 +49,7 @@ func enabledAdmins(t *testing.T, d users.Directory) []string {
 	return names
 }
 
-// testLastAdmin: UpdateKeepingAdmin and DeleteKeepingAdmin refuse, with
+// testLastAdmin: Update and Delete with KeepAnAdmin refuse, with
 // ErrLastAdmin and nothing written, the write that would take away the
 // last enabled admin (a disabled admin is none), and let every other
 // through; Update and Delete, the CLI's, do not refuse it.
@@ -62,12 +62,12 @@ func testLastAdmin(t *testing.T, fx fixture) {
 			t.Fatalf("%s = %v; want %v", what, err, want)
 		}
 	}
-	step("UpdateKeepingAdmin(alice, rename)", d.UpdateKeepingAdmin(ctx, "alice", rename), nil)
-	step("UpdateKeepingAdmin(ann, demote) with ben an admin", d.UpdateKeepingAdmin(ctx, "ann", demote), nil)
-	step("UpdateKeepingAdmin(ben, rename), the last admin", d.UpdateKeepingAdmin(ctx, "ben", rename), nil)
-	step("UpdateKeepingAdmin(ben, demote), the last admin", d.UpdateKeepingAdmin(ctx, "ben", demote), users.ErrLastAdmin)
-	step("UpdateKeepingAdmin(ben, disable), the last admin", d.UpdateKeepingAdmin(ctx, "ben", disable), users.ErrLastAdmin)
-	step("DeleteKeepingAdmin(ben), the last admin", d.DeleteKeepingAdmin(ctx, "ben"), users.ErrLastAdmin)
+	step("Update(alice, rename, KeepAnAdmin)", users.Update(ctx, d, "alice", rename, users.KeepAnAdmin), nil)
+	step("Update(ann, demote, KeepAnAdmin) with ben an admin", users.Update(ctx, d, "ann", demote, users.KeepAnAdmin), nil)
+	step("Update(ben, rename, KeepAnAdmin), the last admin", users.Update(ctx, d, "ben", rename, users.KeepAnAdmin), nil)
+	step("Update(ben, demote, KeepAnAdmin), the last admin", users.Update(ctx, d, "ben", demote, users.KeepAnAdmin), users.ErrLastAdmin)
+	step("Update(ben, disable, KeepAnAdmin), the last admin", users.Update(ctx, d, "ben", disable, users.KeepAnAdmin), users.ErrLastAdmin)
+	step("Delete(ben, KeepAnAdmin), the last admin", d.Delete(ctx, "ben", users.KeepAnAdmin), users.ErrLastAdmin)
 	if got := enabledAdmins(t, d); len(got) != 1 || got[0] != "ben" {
 		t.Fatalf("enabled admins after the refusals = %q; want [ben]", got)
 	}
@@ -75,20 +75,20 @@ func testLastAdmin(t *testing.T, fx fixture) {
 		t.Fatalf("Lookup(ben) after the refusals = %v; want an enabled admin", err)
 	}
 	// ann an admin again but disabled: she does not count.
-	step("Update(ann, admin, disabled)", d.Update(ctx, "ann", func(u *users.User) error { u.Admin, u.Disabled = true, true; return nil }), nil)
-	step("UpdateKeepingAdmin(ben, demote) with ann disabled", d.UpdateKeepingAdmin(ctx, "ben", demote), users.ErrLastAdmin)
-	step("UpdateKeepingAdmin(ann, restore)", d.UpdateKeepingAdmin(ctx, "ann", restore), nil)
-	step("DeleteKeepingAdmin(ben) with ann enabled again", d.DeleteKeepingAdmin(ctx, "ben"), nil)
+	step("Update(ann, admin, disabled)", users.Update(ctx, d, "ann", func(u *users.User) error { u.Admin, u.Disabled = true, true; return nil }), nil)
+	step("Update(ben, demote, KeepAnAdmin) with ann disabled", users.Update(ctx, d, "ben", demote, users.KeepAnAdmin), users.ErrLastAdmin)
+	step("Update(ann, restore, KeepAnAdmin)", users.Update(ctx, d, "ann", restore, users.KeepAnAdmin), nil)
+	step("Delete(ben, KeepAnAdmin) with ann enabled again", d.Delete(ctx, "ben", users.KeepAnAdmin), nil)
 	// Update and Delete do not keep an admin: the CLI's operator can.
-	step("Update(ann, demote), the last admin", d.Update(ctx, "ann", demote), nil)
+	step("Update(ann, demote), the last admin", users.Update(ctx, d, "ann", demote), nil)
 	if got := enabledAdmins(t, d); len(got) != 0 {
 		t.Fatalf("enabled admins after Update demoted the last = %q; want none", got)
 	}
 	// With no enabled admin left, a write that takes none away goes through.
-	step("UpdateKeepingAdmin(alice, rename) with no admin", d.UpdateKeepingAdmin(ctx, "alice", rename), nil)
-	step("DeleteKeepingAdmin(ann), no longer an admin", d.DeleteKeepingAdmin(ctx, "ann"), nil)
-	step("DeleteKeepingAdmin(nobody)", d.DeleteKeepingAdmin(ctx, "nobody"), users.ErrNotFound)
-	step("UpdateKeepingAdmin(nobody)", d.UpdateKeepingAdmin(ctx, "nobody", rename), users.ErrNotFound)
+	step("Update(alice, rename, KeepAnAdmin) with no admin", users.Update(ctx, d, "alice", rename, users.KeepAnAdmin), nil)
+	step("Delete(ann, KeepAnAdmin), no longer an admin", d.Delete(ctx, "ann", users.KeepAnAdmin), nil)
+	step("Delete(nobody, KeepAnAdmin)", d.Delete(ctx, "nobody", users.KeepAnAdmin), users.ErrNotFound)
+	step("Update(nobody, KeepAnAdmin)", users.Update(ctx, d, "nobody", rename, users.KeepAnAdmin), users.ErrNotFound)
 }
 
 // testLastAdminRace: two handles on one backing (two processes, two
@@ -103,13 +103,17 @@ func testLastAdminRace(t *testing.T, fx fixture) {
 		name string
 		op   func(d users.Directory, name string) error
 	}{
-		{"demote", func(d users.Directory, name string) error { return d.UpdateKeepingAdmin(ctx, name, demote) }},
-		{"disable", func(d users.Directory, name string) error { return d.UpdateKeepingAdmin(ctx, name, disable) }},
-		{"delete", func(d users.Directory, name string) error { return d.DeleteKeepingAdmin(ctx, name) }},
+		{"demote", func(d users.Directory, name string) error {
+			return users.Update(ctx, d, name, demote, users.KeepAnAdmin)
+		}},
+		{"disable", func(d users.Directory, name string) error {
+			return users.Update(ctx, d, name, disable, users.KeepAnAdmin)
+		}},
+		{"delete", func(d users.Directory, name string) error { return d.Delete(ctx, name, users.KeepAnAdmin) }},
 	} {
 		for round := range 20 {
 			for _, name := range []string{"ann", "ben"} {
-				if err := a.Update(ctx, name, restore); errors.Is(err, users.ErrNotFound) {
+				if err := users.Update(ctx, a, name, restore); errors.Is(err, users.ErrNotFound) {
 					u := fx.alice
 					u.Username, u.Admin = name, true
 					err = a.Add(ctx, u)

@@ -304,13 +304,13 @@ func testPageWrites(t *testing.T, fx fixture) {
 			t.Errorf("Count(%+v) = %d, %v; want 2, nil", admins, n, err)
 		}
 	}
-	if err := d.Update(ctx, "zed", func(u *users.User) error { u.Admin = true; return nil }); err != nil {
+	if err := users.Update(ctx, d, "zed", func(u *users.User) error { u.Admin = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := d.Count(ctx, admins); n != 3 || err != nil {
 		t.Errorf("after making zed an admin, Count(%+v) = %d, %v; want 3, nil", admins, n, err)
 	}
-	if err := d.Update(ctx, "zed", func(u *users.User) error { u.Admin = false; return nil }); err != nil {
+	if err := users.Update(ctx, d, "zed", func(u *users.User) error { u.Admin = false; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Add(ctx, users.User{Username: "bobby", PasswordHash: fx.hash, Groups: []string{"dev"}}); err != nil {
@@ -325,7 +325,7 @@ func testPageWrites(t *testing.T, fx fixture) {
 	if got, want := page(t, d, "Zed", 2, users.Filter{}), []string{"alice", "bob"}; !slices.Equal(got, want) {
 		t.Errorf("after Delete(alicia), Page(Zed, 2, {}) = %q; want %q", got, want)
 	}
-	if err := d.Update(ctx, "zed", func(u *users.User) error { u.Disabled = true; return nil }); err != nil {
+	if err := users.Update(ctx, d, "zed", func(u *users.User) error { u.Disabled = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := page(t, d, "", users.MaxPage, users.Filter{Disabled: users.Yes}), []string{"dave", "zed"}; !slices.Equal(got, want) {

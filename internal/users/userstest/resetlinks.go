@@ -49,7 +49,7 @@ func runResetLinks(t *testing.T, fx fixture) {
 			{"user passwd", func(d users.Directory) error { return users.SetPassword(ctx, d, "alice", newHash) }, now},
 			{"user logout", func(d users.Directory) error { return users.Logout(ctx, d, "alice") }, now},
 			{"a cut-off moved (reset-mfa, a second factor's confirm)", func(d users.Directory) error {
-				return d.Update(ctx, "alice", func(u *users.User) error { u.TokensAfter = time.Now().UTC(); return nil })
+				return users.Update(ctx, d, "alice", func(u *users.User) error { u.TokensAfter = time.Now().UTC(); return nil })
 			}, now},
 			{"disabled", func(d users.Directory) error { return users.Disable(ctx, d, "alice") }, now},
 			{"disabled, then enabled", func(d users.Directory) error {
@@ -113,7 +113,7 @@ func runResetLinks(t *testing.T, fx fixture) {
 			t.Errorf("after a reset, stamp %d and cut-off %v; want both moved from %d and %v: every session dies",
 				after.SessionGeneration(), after.TokensAfter(), before.SessionGeneration(), before.TokensAfter())
 		}
-		if list, err := d.AccessTokens(ctx, "alice"); err != nil || len(list) != 0 {
+		if list, err := users.AccessTokens(ctx, d, "alice"); err != nil || len(list) != 0 {
 			t.Errorf("AccessTokens after a reset = %d tokens, %v; want none", len(list), err)
 		}
 		if after.FailuresAfter().IsZero() {
@@ -122,13 +122,13 @@ func runResetLinks(t *testing.T, fx fixture) {
 	})
 	t.Run("mailed at most MaxResetMails an hour", func(t *testing.T) {
 		a, b := fx.aliceOnTwo(t)
-		if err := a.Update(ctx, "alice", func(u *users.User) error { u.Email = ""; return nil }); err != nil {
+		if err := users.Update(ctx, a, "alice", func(u *users.User) error { u.Email = ""; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := users.NewMailedResetLink(ctx, a, "alice", time.Hour, now); !errors.Is(err, users.ErrNoEmail) {
 			t.Errorf("NewMailedResetLink(a user without email) = %v; want ErrNoEmail", err)
 		}
-		if err := a.Update(ctx, "alice", func(u *users.User) error { u.Email = "Alice@Example.com"; return nil }); err != nil {
+		if err := users.Update(ctx, a, "alice", func(u *users.User) error { u.Email = "Alice@Example.com"; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		for i, d := range []users.Directory{a, b, a} { // counted on any handle
