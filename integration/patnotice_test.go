@@ -14,9 +14,12 @@ import (
 )
 
 // patNoticeBound is what this test allows for a revocation to reach the
-// other instance: API.md's bound is 100 ms, but the test runs on a loaded
-// machine with the race detector; it prints what it measured.
-const patNoticeBound = time.Second
+// other instance: API.md's bound is 100 ms (make bench's revocation row
+// holds the fleet to it), but a go test run is on a loaded machine with
+// the race detector, where 1 s has been exceeded; it prints what it
+// measured. Any bound far below the instances' hour between reloads
+// tells the notice apart from a reload.
+const patNoticeBound = 5 * time.Second
 
 // TestPATRevokeNotice: two instances on one users file and one Redis,
 // neither reloading the file on its own (--reload-interval 1h), B with its
