@@ -106,9 +106,6 @@ func (d *Directory) catchUp(ctx context.Context, cut func(users.Cut)) (bool, err
 	} else {
 		was = d.invalidate(names)
 	}
-	if err := d.refreshSlowest(ctx); err != nil {
-		return false, err
-	}
 	if cut != nil {
 		names = slicesCompactNames(names)
 		is, err := d.fetch(ctx, names)
@@ -118,6 +115,13 @@ func (d *Directory) catchUp(ctx context.Context, cut func(users.Cut)) (bool, err
 		for _, name := range names {
 			cutChange(name, was[name], is[name], now, cut)
 		}
+	}
+	// After the cuts: a new slowest check may cost a hash (the default
+	// policy's, once the last user is gone), and the tokens a change
+	// killed must not wait for it. Should it fail, seen stays and the
+	// next catch-up tries again; a cut told twice removes nothing twice.
+	if err := d.refreshSlowest(ctx); err != nil {
+		return false, err
 	}
 	d.seen = gen
 	return true, nil
