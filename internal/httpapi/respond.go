@@ -106,6 +106,36 @@ type errorBody struct {
 	MFAToken string `json:"mfa_token,omitempty"`
 }
 
+// errorKinds are the sentinel errors errorReply answers with a reply of
+// their own, first match first, and the warning the log gets for each
+// (none: the client's doing).
+var errorKinds = []struct {
+	err     error
+	reply   *apiError
+	warning string
+}{
+	{login.ErrInvalidCredentials, errInvalidCredentials, ""},
+	{login.ErrInvalidToken, errInvalidToken, ""},
+	{login.ErrCodeLocked, errCodeLocked, ""},
+	{login.ErrEnrolmentRequired, errMintEnrollmentRequired, ""},
+	{login.ErrUnavailable, errUnavailable, ""},
+	{users.ErrAccessTokenName, errTokenNameTaken, ""},
+	{users.ErrTooManyAccessTokens, errTooManyTokens, ""},
+	{users.ErrBadResetLink, errBadResetLink, ""},
+	{users.ErrAdminScope, errPermissionDenied, ""}, // demoted since the request was checked
+	{users.ErrDisabled, errInvalidToken, ""},       // disabled since its token was checked: the token is dead
+	{users.ErrNotFound, errNotFound, ""},
+	{users.ErrExists, errUserExists, ""},
+	// The password the login checked has been changed since (on an
+	// instance that has not seen the change yet): it is no longer the
+	// user's.
+	{tokens.ErrSuperseded, errInvalidCredentials, ""},
+	{users.ErrUnavailable, errUnavailable, "user directory unavailable"},
+	{tokens.ErrUnavailable, errUnavailable, "token store unavailable"},
+	{throttle.ErrUnavailable, errUnavailable, "login throttle unavailable"},
+	{login.ErrSecretKey, errUnavailable, "secret key cannot open a second factor"},
+}
+
 // errorReply returns the reply err gets, and what the log says of it: an
 // apiError as itself (nothing to log), a refusal of internal/login as its
 // API code, a dependency out of reach as 503 with a warning naming it,
@@ -123,48 +153,16 @@ func errorReply(err error) (e *apiError, warning string) {
 		return errCodeMissing, "" // the code goes beside the password
 	case errors.As(err, &secondFactor):
 		return mfaRequired(secondFactor.Token), ""
-	case errors.Is(err, login.ErrInvalidCredentials):
-		return errInvalidCredentials, ""
-	case errors.Is(err, login.ErrInvalidToken):
-		return errInvalidToken, ""
-	case errors.Is(err, login.ErrCodeLocked):
-		return errCodeLocked, ""
-	case errors.Is(err, login.ErrEnrolmentRequired):
-		return errMintEnrollmentRequired, ""
-	case errors.Is(err, login.ErrUnavailable):
-		return errUnavailable, ""
-	case errors.Is(err, users.ErrAccessTokenName):
-		return errTokenNameTaken, ""
-	case errors.Is(err, users.ErrTooManyAccessTokens):
-		return errTooManyTokens, ""
-	case errors.Is(err, users.ErrBadResetLink):
-		return errBadResetLink, ""
-	case errors.Is(err, users.ErrAdminScope):
-		return errPermissionDenied, "" // demoted since the request was checked
-	case errors.Is(err, users.ErrDisabled):
-		return errInvalidToken, "" // disabled since its token was checked: the token is dead
-	case errors.Is(err, users.ErrNotFound):
-		return errNotFound, ""
-	case errors.Is(err, users.ErrExists):
-		return errUserExists, ""
 	case errors.Is(err, users.ErrInvalid):
 		// The rule a username or profile field broke; it names the
 		// field (as the CLI's flag), never a password.
 		detail, _ := strings.CutPrefix(err.Error(), users.ErrInvalid.Error()+": ")
 		return &apiError{status: http.StatusBadRequest, code: "invalid_request", detail: strings.TrimPrefix(detail, "--") + "."}, ""
-	case errors.Is(err, tokens.ErrSuperseded):
-		// The password the login checked has been changed since (on an
-		// instance that has not seen the change yet): it is no longer the
-		// user's.
-		return errInvalidCredentials, ""
-	case errors.Is(err, users.ErrUnavailable):
-		return errUnavailable, "user directory unavailable"
-	case errors.Is(err, tokens.ErrUnavailable):
-		return errUnavailable, "token store unavailable"
-	case errors.Is(err, throttle.ErrUnavailable):
-		return errUnavailable, "login throttle unavailable"
-	case errors.Is(err, login.ErrSecretKey):
-		return errUnavailable, "secret key cannot open a second factor"
+	}
+	for _, k := range errorKinds {
+		if errors.Is(err, k.err) {
+			return k.reply, k.warning
+		}
 	}
 	return errInternal, "internal error"
 }
