@@ -28,12 +28,7 @@ const (
 )
 
 // patMaxTTL returns the longest a personal access token may live.
-func (p TokenPolicy) patMaxTTL() time.Duration {
-	if p.PATMaxTTL > 0 {
-		return p.PATMaxTTL
-	}
-	return DefaultPATMaxTTL
-}
+func (p TokenPolicy) patMaxTTL() time.Duration { return setOr(p.PATMaxTTL, DefaultPATMaxTTL) }
 
 // tokenCreateRequest is the body of POST /api/auth/tokens/. Scopes is
 // raw so that a wrong type gets its own message; nil: the default.

@@ -34,23 +34,13 @@ func (p ResetPolicy) url() string {
 }
 
 // ttl returns how long the links the admin API makes work.
-func (p ResetPolicy) ttl() time.Duration {
-	if p.TTL > 0 {
-		return p.TTL
-	}
-	return users.DefaultResetTTL
-}
+func (p ResetPolicy) ttl() time.Duration { return setOr(p.TTL, users.DefaultResetTTL) }
 
 // DefaultResetFloor is a confirm's least time unless told otherwise.
 const DefaultResetFloor = 250 * time.Millisecond
 
 // floor returns the least time of a confirm's answer.
-func (p ResetPolicy) floor() time.Duration {
-	if p.Floor > 0 {
-		return p.Floor
-	}
-	return DefaultResetFloor
-}
+func (p ResetPolicy) floor() time.Duration { return setOr(p.Floor, DefaultResetFloor) }
 
 // resetConfirmRequest is the body of POST /api/auth/password/reset/confirm/
 // (djoser's shape).

@@ -106,6 +106,15 @@ type errorBody struct {
 	MFAToken string `json:"mfa_token,omitempty"`
 }
 
+// setOr returns d if a policy sets it (positive), def otherwise: a
+// policy's zero value means the default.
+func setOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
 // errorKinds are the sentinel errors errorReply answers with a reply of
 // their own, first match first, and the warning the log gets for each
 // (none: the client's doing).
