@@ -43,7 +43,7 @@ func freshTokenFleets() []freshTokenFleet {
 		}},
 		{"postgres+redis", func(t *testing.T) []string {
 			dir := t.TempDir()
-			pgURL, _, _ := testservers.Postgres(t)
+			pgURL := testservers.SharedPostgres(t)
 			dbURL := testservers.NewDatabase(t, pgURL)
 			redisURL, _, _ := testservers.Redis(t)
 			harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))

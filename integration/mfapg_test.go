@@ -26,7 +26,7 @@ import (
 // sealed, where a second instance reads them.
 func TestTwoFactorPostgres(t *testing.T) {
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)
 	pw := "fay passphrase, long enough"
 	if code, _, stderr := harness.RunCLI(t, pw+"\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "fay"); code != 0 {

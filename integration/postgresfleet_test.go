@@ -126,7 +126,7 @@ func TestFleet(t *testing.T) {
 // hashes and cut-offs included, and its users log in against the database.
 func TestImportFileIntoPostgres(t *testing.T) {
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)
 	file := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(file, servertest.TestUsers(t)); err != nil {

@@ -34,7 +34,7 @@ func TestResetFleet(t *testing.T) {
 	}{
 		{"users file", func(_ *testing.T, dir string) (string, []string) { return filepath.Join(dir, "users.json"), nil }, false},
 		{"postgres+redis", func(t *testing.T, _ string) (string, []string) {
-			pgURL, _, _ := testservers.Postgres(t)
+			pgURL := testservers.SharedPostgres(t)
 			redisURL, _, _ := testservers.Redis(t)
 			return testservers.NewDatabase(t, pgURL), []string{"--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
 		}, true},

@@ -64,7 +64,7 @@ func TestDjangoHashFormsLogInFromFile(t *testing.T) {
 // PostgreSQL, where the rows never hold a fast hash either.
 func TestDjangoHashFormsLogInFromPostgres(t *testing.T) {
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, pgURL)
 	importDjango42(t, db)
 	conn, err := pgx.Connect(context.Background(), db)
