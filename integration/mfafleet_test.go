@@ -29,7 +29,7 @@ func TestTwoFactorFleet(t *testing.T) {
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
 		"--secret-key-file", filepath.Join(dir, "fleet.key"), "--reload-interval", "50ms",
 		"--login-failures", "100", "--user-failures", "100", "--login-burst", "1000", "--login-rate", "1000"}
 	// The key file must exist for --secret-key-file: the first instance
@@ -135,7 +135,7 @@ func startMFAFleet(t *testing.T, store string, extra ...string) *mfaFleet {
 		t.Fatal(err)
 	}
 	harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
-	args := append([]string{"--users", f.usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix(),
+	args := append([]string{"--cost", "4", "--users", f.usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix(),
 		"--secret-key-file", filepath.Join(dir, "fleet.key"), "--reload-interval", "50ms", "--refusal-delay", "0",
 		"--login-failures", "100", "--user-failures", "100", "--login-burst", "1000", "--login-rate", "1000"}, extra...)
 	var stopA, stopB func() error

@@ -26,7 +26,7 @@ func TestMultiInstanceCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	storeURL := "redis+cluster://" + strings.Join(addrs, ",")
-	args := []string{"--users", usersPath, "--store", storeURL, "--store-prefix", testservers.UniquePrefix()}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", storeURL, "--store-prefix", testservers.UniquePrefix()}
 	baseA, logA, stopA := harness.StartServer(t, nil, args...)
 	baseB, logB, stopB := harness.StartServer(t, nil, args...)
 	defer func() {
@@ -86,7 +86,7 @@ func TestImportDjangoTokensCluster(t *testing.T) {
 	}
 	harness.WantTokenTally(t, "user import --store redis+cluster://", stdout, false, harness.ImportTally{Imported: 15, Skipped: 1})
 
-	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", storeURL, "--store-prefix", prefix)
+	base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--store", storeURL, "--store-prefix", prefix)
 	defer stop()
 	ada := harness.Django42Tokens["ada"]
 	if r := harness.Do(t, "GET", base+"/api/auth/info", ada, ""); r.Status != 200 || !strings.Contains(r.Body, `"username":"ada"`) {

@@ -24,7 +24,7 @@ func TestMultiInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix := testservers.UniquePrefix()
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", prefix}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", prefix}
 	baseA, logA, stopA := harness.StartServer(t, nil, args...)
 	baseB, logB, stopB := harness.StartServer(t, nil, args...)
 	servers := []struct{ name, base string }{{"A", baseA}, {"B", baseB}}
@@ -154,7 +154,7 @@ func TestRedisStoreUnreachableAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := "redis://127.0.0.1:" + testservers.FreePort(t) + "/0" // closed: nothing listens there
-	base, log, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix())
+	base, log, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix())
 	defer func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", log)

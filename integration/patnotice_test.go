@@ -32,7 +32,7 @@ func TestPATRevokeNotice(t *testing.T) {
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
 	baseA, logA, stopA := harness.StartServer(t, nil, args...)
 	baseB, logB, stopB := harness.StartServer(t, nil, append(args, "--store-cache", "0")...)
 	defer func() {
@@ -166,7 +166,7 @@ func noticeFleet(t *testing.T) (usersPath, baseA, baseB string) {
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
 	baseA, _, stopA := harness.StartServer(t, nil, args...)
 	t.Cleanup(func() { stopA() })
 	baseB, _, stopB := harness.StartServer(t, nil, args...)

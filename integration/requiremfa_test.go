@@ -149,7 +149,7 @@ func newRequiredFleet(t *testing.T, store string) *requiredFleet {
 	harness.AddUser(t, f.usersPath, "erin", "erin-pw", "--admin")
 	harness.MustRunCLI(t, "", "user", "disable", "--users", f.usersPath, "erin")
 	harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
-	f.args = []string{"--users", f.usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix(),
+	f.args = []string{"--cost", "4", "--users", f.usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix(),
 		"--secret-key-file", filepath.Join(dir, "fleet.key"), "--reload-interval", "50ms", "--refusal-delay", "0",
 		"--login-failures", "100", "--user-failures", "100", "--login-burst", "1000", "--login-rate", "1000"}
 	return f

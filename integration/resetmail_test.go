@@ -29,7 +29,7 @@ func TestResetByEmail(t *testing.T) {
 	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil { // alice@example.com
 		t.Fatal(err)
 	}
-	args := []string{"--users", path, "--reload-interval", "100ms",
+	args := []string{"--cost", "4", "--users", path, "--reload-interval", "100ms",
 		"--smtp-url", "smtp://127.0.0.1:" + smtp.Port + "?starttls=false", "--mail-from", "authsvc <noreply@example.com>",
 		"--reset-url", "https://app.example.com/reset/{uid}/{token}"}
 	// A serves its metrics on a listener of their own, B on its API's.
@@ -126,7 +126,7 @@ func TestResetRequestWithoutMail(t *testing.T) {
 	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	base, _, stop := harness.StartServer(t, nil, "--users", path)
+	base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", path)
 	defer stop()
 	if r := harness.Do(t, "POST", base+"/api/auth/password/reset/", "", `{"email":"alice@example.com"}`); r.Status != 404 || r.Code() != "not_found" {
 		t.Errorf("reset request without mail = %s; want 404 not_found", r)

@@ -23,7 +23,7 @@ func TestSessionsAcrossInstances(t *testing.T) {
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
 	baseA, _, stopA := harness.StartServer(t, nil, args...)
 	defer stopA()
 	baseB, _, stopB := harness.StartServer(t, nil, args...)
@@ -56,7 +56,7 @@ func TestTokenIdleRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	const idle = 2 * time.Second // lag: a quarter, 500 ms
-	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String())
+	base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String())
 	defer stop()
 	// unused first: busy must not sit idle while another login runs, which
 	// on a loaded machine has taken longer than the limit.
@@ -86,7 +86,7 @@ func TestTokenIdleFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	const idle = time.Second // lag: a quarter, 250 ms
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String()}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String()}
 	baseA, _, stopA := harness.StartServer(t, nil, args...)
 	defer stopA()
 	baseB, _, stopB := harness.StartServer(t, nil, args...)
