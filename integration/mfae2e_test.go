@@ -22,6 +22,7 @@ import (
 // oathtool, nothing secret reaches the log, and a restart under another
 // key stops with one line unless the old key is given too (a rotation).
 func TestTwoFactorEndToEnd(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")

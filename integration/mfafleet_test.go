@@ -22,6 +22,7 @@ import (
 // mfa_token's 5 attempts hold across both even when 30 codes are sent at
 // once, and a logoutall on one ends an mfa_token the other handed out.
 func TestTwoFactorFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
@@ -212,6 +213,7 @@ func fleetStores(t *testing.T) map[string]string {
 // invalid_token, and the losers' recovery codes stay unused (issue 28,
 // point 8).
 func TestMFATokenSpentOnceFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	for name, store := range fleetStores(t) {
 		t.Run(name, func(t *testing.T) { testMFATokenSpentOnceFleet(t, store) })
@@ -280,6 +282,7 @@ func testMFATokenSpentOnceFleet(t *testing.T, store string) {
 // instances, is redisthrottle's TestRedisThrottleInstances; this one
 // costs some 20 s under -race.)
 func TestMFACodeLockFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	// The pair's and the user's windows out of the way: the lock alone

@@ -25,6 +25,7 @@ import (
 // with the key given, a user enrols and the factors land in the database,
 // sealed, where a second instance reads them.
 func TestTwoFactorPostgres(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	pgURL := testservers.SharedPostgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)

@@ -19,6 +19,7 @@ import (
 // cluster's PUBLISH reaches every node, so each instance hears the other's
 // invalidations whichever node it subscribed on.
 func TestMultiInstanceCluster(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	addrs, _ := testservers.RedisCluster(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
@@ -74,6 +75,7 @@ func TestMultiInstanceCluster(t *testing.T) {
 // finds them; importing again refreshes them, and a key logged out since
 // stays dead (an import never brings a dead token back).
 func TestImportDjangoTokensCluster(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	addrs, _ := testservers.RedisCluster(t)
 	storeURL := "redis+cluster://" + strings.Join(addrs, ",")

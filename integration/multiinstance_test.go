@@ -17,6 +17,7 @@ import (
 // tokens and revocations, fail closed while Redis is down, and resume when it
 // is back, without a restart.
 func TestMultiInstance(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, stopRedis, restartRedis := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
@@ -148,6 +149,7 @@ func TestMultiInstance(t *testing.T) {
 // anyway (the store connects lazily), is live but not ready, and answers
 // every request that needs the store with 503, never 500.
 func TestRedisStoreUnreachableAtStart(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {

@@ -26,6 +26,7 @@ import (
 // a Redis token store); a user with a second factor mints one only with a
 // code.
 func TestPATFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	harness.RequireBinary(t)
 	for _, tc := range []struct {

@@ -26,6 +26,7 @@ const patNoticeBound = time.Second
 // explain (API.md, "Personal access tokens": within Operations' 100 ms
 // bound where the instances share a token store).
 func TestPATRevokeNotice(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
@@ -92,6 +93,7 @@ func wantRefusedWithin(t *testing.T, what, base, token string, since time.Time) 
 // Supersede (the session) and its user notice (the personal access token)
 // through the store can explain it.
 func TestResetNotice(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	usersPath, baseA, baseB := noticeFleet(t)
 	session := harness.TokenOf(t, "alice on A", harness.Login(t, baseA, "alice"))
@@ -117,6 +119,7 @@ func TestResetNotice(t *testing.T) {
 // logout ends the user's sessions there and leaves their personal access
 // token; a password set ends both; a disable ends the new ones too.
 func TestAdminChangeNotice(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	_, baseA, baseB := noticeFleet(t)
 	admin := harness.TokenOf(t, "bob on B", harness.Login(t, baseB, "bob"))

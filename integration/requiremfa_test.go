@@ -33,6 +33,7 @@ const requiredBound = 5 * time.Second
 // and `authsvc user list --require-mfa` count and name the covered users
 // without a factor.
 func TestRequiredSecondFactorFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	f := newRequiredFleet(t, redisURL)

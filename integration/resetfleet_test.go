@@ -24,6 +24,7 @@ import (
 // old one no more; the used link is refused on both; a user with a second
 // factor still gets mfa_required after a reset.
 func TestResetFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	harness.RequireBinary(t)
 	for _, tc := range []struct {

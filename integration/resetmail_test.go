@@ -23,6 +23,7 @@ import (
 // again on both instances. A request for no one mails nothing and is
 // answered the same.
 func TestResetByEmail(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	smtp := testservers.SMTP(t, testservers.SMTPOptions{})
 	path := filepath.Join(t.TempDir(), "users.json")
@@ -121,6 +122,7 @@ func TestResetByEmail(t *testing.T) {
 // TestResetRequestWithoutMail: without --smtp-url, asking for a link by
 // email is 404, as API.md has it; the confirm is served all the same.
 func TestResetRequestWithoutMail(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {

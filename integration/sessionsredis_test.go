@@ -17,6 +17,7 @@ import (
 // TestSessionsAcrossInstances: two instances on one Redis. An admin on A
 // lists and ends one of alice's sessions; that token is dead on B at once.
 func TestSessionsAcrossInstances(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
@@ -49,6 +50,7 @@ func TestSessionsAcrossInstances(t *testing.T) {
 // TestTokenIdleRedis: with the Redis store, a token in use stays alive
 // past the idle limit, and an unused one dies within the limit plus its lag.
 func TestTokenIdleRedis(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
@@ -79,6 +81,7 @@ func TestTokenIdleRedis(t *testing.T) {
 // A re-reads the store before it refuses (and revokes) a token for
 // idleness. Without that, A would end a token in use everywhere.
 func TestTokenIdleFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")

@@ -20,6 +20,7 @@ import (
 // expiring --token-ttl after the import, listed among the user's
 // sessions. The memory store skips them, reported; a dry run writes no key.
 func TestImportDjangoTokens(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	prefix := testservers.UniquePrefix()
@@ -115,6 +116,7 @@ func mustParseRedisURL(t *testing.T, url string) *redis.Options {
 // Each import that lists a key sets its expiry anew: --token-ttl D after
 // that import, or never.
 func TestImportedTokensNeverExpire(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	prefix := testservers.UniquePrefix()

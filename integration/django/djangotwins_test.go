@@ -30,6 +30,7 @@ var (
 // its devices are not on the kept user, however the dump names them
 // (natural or primary keys) and whichever comes first.
 func TestImportDjangoTwins(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	for _, tt := range []struct {

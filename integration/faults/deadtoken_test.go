@@ -27,6 +27,7 @@ func stillDead(t *testing.T, base, token, why string) {
 // brings it back: not enable, not a re-add, not an older users file put
 // back; and user logout ends every token of a user.
 func TestDeadStaysDead(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
@@ -97,6 +98,7 @@ func TestDeadStaysDead(t *testing.T) {
 // disabled in A's file, then enabled again) is refused by B at once,
 // though B's file never changed.
 func TestDeadStaysDeadAcrossInstances(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()

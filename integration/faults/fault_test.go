@@ -398,6 +398,7 @@ func fileLog(path string) func() string {
 // audit line, with the reply's outcome, in the killed process's stderr
 // file (API.md, Operations: "Faults" and "Audit").
 func TestFaultKillServerRedis(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	bin := buildAuthsvc(t)

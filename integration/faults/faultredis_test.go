@@ -79,6 +79,7 @@ func waitHealed(load *faultLoad, base, user, password, token string) {
 // issued more than twice the fsync interval before the stop is lost
 // (API.md, Operations).
 func TestFaultRedisRestart(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	const lossWindow = 2 * time.Second // twice everysec's interval
 	redisURL, stopRedis, restartRedis := testservers.RedisWith(t, "--appendonly", "yes", "--appendfsync", "everysec")

@@ -49,6 +49,7 @@ func firstOK(replies []faultReply, kind string, from time.Time) (time.Time, bool
 // still works. The time to heal is logged ("sentinel time to heal"), as
 // make bench prints it.
 func TestFaultSentinelFailover(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	g := testservers.Sentinel(t)
 	args := []string{"--users", harness.WriteTestUsers(t), "--store", g.URL, "--store-prefix", testservers.UniquePrefix(),

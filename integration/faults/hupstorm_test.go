@@ -19,6 +19,7 @@ import (
 // and no request sees a half-loaded directory (issue 19, point 11, one of
 // the fault cases).
 func TestSIGHUPStorm(t *testing.T) {
+	harness.Long(t)
 	path := harness.WriteTestUsers(t)
 	base, log, stop := harness.StartServer(t, nil, "--users", path, "--cost", "4", "--login-rate", "1000", "--login-burst", "1000")
 	defer stop()

@@ -17,6 +17,7 @@ import (
 // error (exit 2) of serve and of user import alike, one line naming what
 // is wrong, quoting neither password.
 func TestStoreSentinelURLUsage(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	const pw, sentPW = "Store-Secret-3", "Sentinel-Secret-4"
 	usersPath := harness.WriteTestUsers(t)
@@ -58,6 +59,7 @@ func TestStoreSentinelURLUsage(t *testing.T) {
 // server on the same URL finds them; and, the primary killed and its
 // replica promoted, it still does.
 func TestImportDjangoTokensSentinel(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	g := testservers.Sentinel(t)
 	prefix := testservers.UniquePrefix()
@@ -100,6 +102,7 @@ func TestImportDjangoTokensSentinel(t *testing.T) {
 // serve stops at once with one line naming it, instead of waiting with
 // /readyz 503 for a primary that will never come.
 func TestServeStopsOnUnknownSentinelMaster(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	g := testservers.Sentinel(t)
 	url := strings.Replace(g.URL, "/"+testservers.SentinelMaster+"/", "/nosuchmaster/", 1)
