@@ -56,7 +56,7 @@ func TestImportDjangoTwins(t *testing.T) {
 				}
 			}
 
-			base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
+			base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
 			defer stop()
 			if r := harness.Do(t, "GET", base+"/api/auth/info", tt.kept.drf, ""); r.Status != 200 || !strings.Contains(r.Body, `"username":"mallory"`) {
 				t.Errorf("info with the kept user's DRF key = %v; want 200 as mallory", r)

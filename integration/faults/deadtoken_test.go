@@ -33,7 +33,7 @@ func TestDeadStaysDead(t *testing.T) {
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--reload-interval", "20ms")
+	base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--reload-interval", "20ms")
 	defer stop()
 	cli := func(stdin string, args ...string) {
 		t.Helper()
@@ -110,9 +110,9 @@ func TestDeadStaysDeadAcrossInstances(t *testing.T) {
 		}
 	}
 	prefix := testservers.UniquePrefix()
-	baseA, _, stopA := harness.StartServer(t, nil, "--users", pathA, "--store", redisURL, "--store-prefix", prefix, "--reload-interval", "20ms")
+	baseA, _, stopA := harness.StartServer(t, nil, "--cost", "4", "--users", pathA, "--store", redisURL, "--store-prefix", prefix, "--reload-interval", "20ms")
 	defer stopA()
-	baseB, _, stopB := harness.StartServer(t, nil, "--users", pathB, "--store", redisURL, "--store-prefix", prefix, "--reload-interval", "20ms")
+	baseB, _, stopB := harness.StartServer(t, nil, "--cost", "4", "--users", pathB, "--store", redisURL, "--store-prefix", prefix, "--reload-interval", "20ms")
 	defer stopB()
 	tok := servertest.LoginToken(t, baseA, "alice", "alice-pw")
 	harness.WaitInfo(t, baseB, tok, 200, "B, before anything happened")

@@ -86,7 +86,7 @@ func TestFaultRedisRestart(t *testing.T) {
 	if stopRedis == nil {
 		t.Skip("AUTHSVC_TEST_REDIS names a Redis this test cannot restart")
 	}
-	base, log, stopServer := harness.StartServer(t, nil, "--users", harness.WriteTestUsers(t), "--store", redisURL,
+	base, log, stopServer := harness.StartServer(t, nil, "--cost", "4", "--users", harness.WriteTestUsers(t), "--store", redisURL,
 		"--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--max-tokens-per-user", "0",
 		"--login-rate", "1000", "--login-burst", "1000")
 	defer stopServer()

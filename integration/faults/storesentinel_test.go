@@ -70,7 +70,7 @@ func TestImportDjangoTokensSentinel(t *testing.T) {
 	}
 	harness.WantTokenTally(t, "user import --store redis+sentinel://", stdout, false, harness.ImportTally{Imported: 15, Skipped: 1})
 
-	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", g.URL, "--store-prefix", prefix)
+	base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--store", g.URL, "--store-prefix", prefix)
 	defer stop()
 	ada := harness.Django42Tokens["ada"]
 	if r := harness.Do(t, "GET", base+"/api/auth/info", ada, ""); r.Status != 200 || !strings.Contains(r.Body, `"username":"ada"`) {
