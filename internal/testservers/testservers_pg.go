@@ -27,6 +27,7 @@ import (
 // never stops its server takes SharedPostgres instead, which is faster.
 func Postgres(t testing.TB) (url string, stop, restart func()) {
 	t.Helper()
+	skipShort(t, "PostgreSQL")
 	if url := os.Getenv("AUTHSVC_TEST_POSTGRES"); url != "" {
 		return url, nil, nil
 	}

@@ -25,6 +25,7 @@ import (
 // or kills backends filters by current_database().
 func SharedPostgres(t testing.TB) string {
 	t.Helper()
+	skipShort(t, "PostgreSQL")
 	if url := os.Getenv("AUTHSVC_TEST_POSTGRES"); url != "" {
 		return NewDatabase(t, url)
 	}

@@ -48,6 +48,7 @@ func TestSharedPostgres(t *testing.T) {
 // cluster (and a cluster of its own) exits, without stopping either,
 // their servers stop and their directory goes.
 func TestSharedPostgresReaped(t *testing.T) {
+	skipShort(t, "PostgreSQL")
 	if os.Getenv("AUTHSVC_TEST_POSTGRES") != "" {
 		t.Skip("AUTHSVC_TEST_POSTGRES: no cluster of the tests' own")
 	}
