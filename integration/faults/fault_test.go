@@ -123,6 +123,24 @@ func (l *faultLoad) info(kind, base, user, token string) faultReply {
 	return l.do(kind, "GET", base+"/api/auth/info", user, token, "")
 }
 
+// waitLogins waits until n logins have answered 200, or within has
+// passed (the test's checks of the replies then fail it).
+func (l *faultLoad) waitLogins(n int, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for {
+		l.mu.Lock()
+		ok := len(successfulLogins(l.replies)) >= n
+		l.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // run starts n workers, each calling step(w) in a loop until stop is
 // closed, and returns a function that waits for them.
 func (l *faultLoad) run(n int, stop <-chan struct{}, step func(w int)) (wait func()) {
@@ -434,6 +452,9 @@ func TestFaultKillServerRedis(t *testing.T) {
 		}
 	})
 	time.Sleep(1500 * time.Millisecond)
+	// and until the server has answered a few logins: under -race on a
+	// loaded machine its first ones may take longer than that.
+	load.waitLogins(4, harness.HealBound())
 	killedAt := time.Now()
 	first.Kill()
 	close(stop)
