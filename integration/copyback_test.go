@@ -20,6 +20,7 @@ import (
 // the deletion's cut-off is kept outside the file, and the reload applies it
 // (issue 19, point 7).
 func TestCopyBackAfterUserDel(t *testing.T) {
+	harness.Long(t)
 	for _, cmd := range []string{"del", "disable", "logout"} {
 		t.Run(cmd, func(t *testing.T) {
 			path := harness.WriteTestUsers(t)
@@ -62,6 +63,7 @@ func TestCopyBackAfterUserDel(t *testing.T) {
 // Tokens: deletions and disables are kept outside the users file too).
 // Before, the copy brought both logins back: only the cut-off was applied.
 func TestCopyBackKeepsDeletionsAndDisables(t *testing.T) {
+	harness.Long(t)
 	path := harness.WriteTestUsers(t)
 	base, log, stop := harness.StartServer(t, nil, "--users", path, "--cost", "4", "--reload-interval", "1h")
 	defer stop()

@@ -35,6 +35,7 @@ import (
 // TestDocs runs every marked session of docFiles and compares each
 // command's output with the output pasted under it.
 func TestDocs(t *testing.T) {
+	harness.Long(t)
 	// The documents whose marked blocks run, relative to the module root,
 	// and the sessions they must hold, so that a marker lost in an edit
 	// cannot quietly drop a session.

@@ -187,6 +187,7 @@ func accessLines(log *servertest.LineLog, method, path string) []string {
 // CORS off, the browser refuses the page at the preflight and authsvc
 // never sees the login or the info request.
 func TestBrowserCORS(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	requireChromium(t)
 	users := harness.WriteTestUsers(t)

@@ -112,7 +112,7 @@ var topologies = []topology{
 		name: "postgres+redis",
 		prepare: func(t *testing.T) func(*testing.T, string) (string, []string) {
 			redisURL, _, _ := testservers.Redis(t)
-			pgURL, _, _ := testservers.Postgres(t)
+			pgURL := testservers.SharedPostgres(t)
 			return func(t *testing.T, dir string) (string, []string) {
 				return testservers.NewDatabase(t, pgURL), []string{"--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
 			}

@@ -43,7 +43,7 @@ func freshTokenFleets() []freshTokenFleet {
 		}},
 		{"postgres+redis", func(t *testing.T) []string {
 			dir := t.TempDir()
-			pgURL, _, _ := testservers.Postgres(t)
+			pgURL := testservers.SharedPostgres(t)
 			dbURL := testservers.NewDatabase(t, pgURL)
 			redisURL, _, _ := testservers.Redis(t)
 			harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
@@ -71,6 +71,7 @@ func freshTokenFleets() []freshTokenFleet {
 // the rule, the lagging instance took the newer stamp for a dead one and
 // revoked the token for the whole fleet.
 func TestFreshTokenLivesEverywhere(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	for _, fleet := range freshTokenFleets() {
 		t.Run(fleet.name, func(t *testing.T) {
@@ -135,6 +136,7 @@ func TestFreshTokenLivesEverywhere(t *testing.T) {
 // the instance answers from the directory as it is now instead of 401
 // invalid_credentials, which neither the old state nor the new one gives.
 func TestLaggingInstanceLogsIn(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
@@ -177,6 +179,7 @@ func TestLaggingInstanceLogsIn(t *testing.T) {
 // (found by the model-based test: reset-mfa, then a login on a lagging
 // instance).
 func TestLaggingInstanceFollowsFactors(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()

@@ -22,11 +22,12 @@ import (
 // oathtool, nothing secret reaches the log, and a restart under another
 // key stops with one line unless the old key is given too (a rotation).
 func TestTwoFactorEndToEnd(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	dir := t.TempDir()
 	usersPath := filepath.Join(dir, "users.json")
 	env := map[string]string{"AUTHSVC_USERS": usersPath}
-	base, log, stop := harness.StartServer(t, env)
+	base, log, stop := harness.StartServer(t, env, "--cost", "4")
 	m := log.WaitFor(t, regexp.MustCompile(`password: (\S+)$`))
 	adminPW := m[1]
 
@@ -103,7 +104,7 @@ func TestTwoFactorEndToEnd(t *testing.T) {
 		t.Fatalf("serve under another key = %v; want one line saying whose second factors it cannot open", err)
 	}
 	// With the old key beside it, the factors open: a rotation in progress.
-	base, _, stop = harness.StartServer(t, nil, "--users", usersPath, "--secret-key-file", newKey, "--old-secret-key-file", keyPath)
+	base, _, stop = harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--secret-key-file", newKey, "--old-secret-key-file", keyPath)
 	// The authenticator opens (a wrong TOTP code is 401, not 503), and a
 	// recovery code hashed under the old key matches.
 	status, body = harness.MFACall(t, "POST", base+"/api/auth/login/", "", fmt.Sprintf(`{"username":"admin","password":%q,"otp":"000000"}`, adminPW))

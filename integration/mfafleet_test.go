@@ -22,6 +22,7 @@ import (
 // mfa_token's 5 attempts hold across both even when 30 codes are sent at
 // once, and a logoutall on one ends an mfa_token the other handed out.
 func TestTwoFactorFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
@@ -29,7 +30,7 @@ func TestTwoFactorFleet(t *testing.T) {
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(),
 		"--secret-key-file", filepath.Join(dir, "fleet.key"), "--reload-interval", "50ms",
 		"--login-failures", "100", "--user-failures", "100", "--login-burst", "1000", "--login-rate", "1000"}
 	// The key file must exist for --secret-key-file: the first instance
@@ -135,7 +136,7 @@ func startMFAFleet(t *testing.T, store string, extra ...string) *mfaFleet {
 		t.Fatal(err)
 	}
 	harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
-	args := append([]string{"--users", f.usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix(),
+	args := append([]string{"--cost", "4", "--users", f.usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix(),
 		"--secret-key-file", filepath.Join(dir, "fleet.key"), "--reload-interval", "50ms", "--refusal-delay", "0",
 		"--login-failures", "100", "--user-failures", "100", "--login-burst", "1000", "--login-rate", "1000"}, extra...)
 	var stopA, stopB func() error
@@ -212,6 +213,7 @@ func fleetStores(t *testing.T) map[string]string {
 // invalid_token, and the losers' recovery codes stay unused (issue 28,
 // point 8).
 func TestMFATokenSpentOnceFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	for name, store := range fleetStores(t) {
 		t.Run(name, func(t *testing.T) { testMFATokenSpentOnceFleet(t, store) })
@@ -280,6 +282,7 @@ func testMFATokenSpentOnceFleet(t *testing.T, store string) {
 // instances, is redisthrottle's TestRedisThrottleInstances; this one
 // costs some 20 s under -race.)
 func TestMFACodeLockFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	// The pair's and the user's windows out of the way: the lock alone

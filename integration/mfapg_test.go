@@ -25,8 +25,9 @@ import (
 // with the key given, a user enrols and the factors land in the database,
 // sealed, where a second instance reads them.
 func TestTwoFactorPostgres(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)
 	pw := "fay passphrase, long enough"
 	if code, _, stderr := harness.RunCLI(t, pw+"\n", nil, "user", "add", "--users", dbURL, "--cost", "4", "fay"); code != 0 {

@@ -19,6 +19,7 @@ import (
 // cluster's PUBLISH reaches every node, so each instance hears the other's
 // invalidations whichever node it subscribed on.
 func TestMultiInstanceCluster(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	addrs, _ := testservers.RedisCluster(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
@@ -26,7 +27,7 @@ func TestMultiInstanceCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	storeURL := "redis+cluster://" + strings.Join(addrs, ",")
-	args := []string{"--users", usersPath, "--store", storeURL, "--store-prefix", testservers.UniquePrefix()}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", storeURL, "--store-prefix", testservers.UniquePrefix()}
 	baseA, logA, stopA := harness.StartServer(t, nil, args...)
 	baseB, logB, stopB := harness.StartServer(t, nil, args...)
 	defer func() {
@@ -74,6 +75,7 @@ func TestMultiInstanceCluster(t *testing.T) {
 // finds them; importing again refreshes them, and a key logged out since
 // stays dead (an import never brings a dead token back).
 func TestImportDjangoTokensCluster(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	addrs, _ := testservers.RedisCluster(t)
 	storeURL := "redis+cluster://" + strings.Join(addrs, ",")
@@ -86,7 +88,7 @@ func TestImportDjangoTokensCluster(t *testing.T) {
 	}
 	harness.WantTokenTally(t, "user import --store redis+cluster://", stdout, false, harness.ImportTally{Imported: 15, Skipped: 1})
 
-	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", storeURL, "--store-prefix", prefix)
+	base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--store", storeURL, "--store-prefix", prefix)
 	defer stop()
 	ada := harness.Django42Tokens["ada"]
 	if r := harness.Do(t, "GET", base+"/api/auth/info", ada, ""); r.Status != 200 || !strings.Contains(r.Body, `"username":"ada"`) {

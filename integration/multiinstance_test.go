@@ -17,6 +17,7 @@ import (
 // tokens and revocations, fail closed while Redis is down, and resume when it
 // is back, without a restart.
 func TestMultiInstance(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, stopRedis, restartRedis := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
@@ -24,7 +25,7 @@ func TestMultiInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix := testservers.UniquePrefix()
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", prefix}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", prefix}
 	baseA, logA, stopA := harness.StartServer(t, nil, args...)
 	baseB, logB, stopB := harness.StartServer(t, nil, args...)
 	servers := []struct{ name, base string }{{"A", baseA}, {"B", baseB}}
@@ -148,13 +149,14 @@ func TestMultiInstance(t *testing.T) {
 // anyway (the store connects lazily), is live but not ready, and answers
 // every request that needs the store with 503, never 500.
 func TestRedisStoreUnreachableAtStart(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
 	store := "redis://127.0.0.1:" + testservers.FreePort(t) + "/0" // closed: nothing listens there
-	base, log, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix())
+	base, log, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix())
 	defer func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", log)

@@ -351,6 +351,7 @@ type parityRow struct {
 }
 
 func TestCLIAPIParity(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	harness.RequireBinary(t)
 	f := newParityFixture(t)

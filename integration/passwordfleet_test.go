@@ -122,6 +122,7 @@ func issuedBefore(logins []raceLogin, at time.Time) (before, all int) {
 // tokens of logins that checked the old password during the change, and
 // took new logins on it, until it reloaded.
 func TestPasswordChangeEndsRacingLoginsFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := harness.WriteTestUsers(t)
@@ -192,6 +193,7 @@ func TestPasswordChangeEndsRacingLoginsFleet(t *testing.T) {
 // within 5 s of passwd's exit (issue 19, point 1). Before, B went on
 // issuing and accepting them until its own reload.
 func TestCLIPasswdEndsRacingLoginsFleet(t *testing.T) {
+	harness.Long(t)
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := harness.WriteTestUsers(t)
 	prefix := testservers.UniquePrefix()
@@ -262,6 +264,7 @@ func hupAndWait(t *testing.T, log *servertest.LineLog) {
 // generation starts over) logs in, whether the server sees the deletion
 // and the addition apart or in one reload.
 func TestUserAddedAgainLogsIn(t *testing.T) {
+	harness.Long(t)
 	redisURL, _, _ := testservers.Redis(t)
 	for _, apart := range []bool{true, false} {
 		t.Run(fmt.Sprint("apart=", apart), func(t *testing.T) {
@@ -292,6 +295,7 @@ func TestUserAddedAgainLogsIn(t *testing.T) {
 // generation that moved back, the store kept refusing the restored
 // password's logins.
 func TestCopyBackAfterPasswordChange(t *testing.T) {
+	harness.Long(t)
 	redisURL, _, _ := testservers.Redis(t)
 	path := harness.WriteTestUsers(t)
 	base, log, stop := harness.StartServer(t, nil, "--users", path, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--reload-interval", "1h")

@@ -12,6 +12,7 @@ import (
 // and keep their own tokens; a password change on one is in force on the
 // other within 5 s, and the other's earlier tokens die.
 func TestPasswordChangeReachesOtherInstance(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	usersPath := t.TempDir() + "/users.json"
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {

@@ -12,6 +12,7 @@ import (
 // old hash until it reloads the file) is refused within 5 s and never
 // accepted again (issue 19, point 1: 15 such tokens survived).
 func TestCLIPasswdEndsRacingLogins(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	path := harness.WriteTestUsers(t)
 	base, _, stop := harness.StartServer(t, nil, "--users", path, "--reload-interval", "200ms", "--login-failures", "1000", "--user-failures", "1000", "--login-rate", "1000", "--login-burst", "1000", "--password-slots", "4", "--cost", "4")

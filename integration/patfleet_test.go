@@ -26,6 +26,7 @@ import (
 // a Redis token store); a user with a second factor mints one only with a
 // code.
 func TestPATFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	harness.RequireBinary(t)
 	for _, tc := range []struct {
@@ -37,7 +38,7 @@ func TestPATFleet(t *testing.T) {
 	}{
 		{"users file", func(_ *testing.T, dir string) (string, []string) { return filepath.Join(dir, "users.json"), nil }, true, false},
 		{"postgres+redis", func(t *testing.T, _ string) (string, []string) {
-			pgURL, _, _ := testservers.Postgres(t)
+			pgURL := testservers.SharedPostgres(t)
 			redisURL, _, _ := testservers.Redis(t)
 			return testservers.NewDatabase(t, pgURL), []string{"--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
 		}, false, true},

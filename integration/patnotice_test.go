@@ -29,13 +29,14 @@ const patNoticeBound = 5 * time.Second
 // explain (API.md, "Personal access tokens": within Operations' 100 ms
 // bound where the instances share a token store).
 func TestPATRevokeNotice(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
 	baseA, logA, stopA := harness.StartServer(t, nil, args...)
 	baseB, logB, stopB := harness.StartServer(t, nil, append(args, "--store-cache", "0")...)
 	defer func() {
@@ -95,6 +96,7 @@ func wantRefusedWithin(t *testing.T, what, base, token string, since time.Time) 
 // Supersede (the session) and its user notice (the personal access token)
 // through the store can explain it.
 func TestResetNotice(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	usersPath, baseA, baseB := noticeFleet(t)
 	session := harness.TokenOf(t, "alice on A", harness.Login(t, baseA, "alice"))
@@ -120,6 +122,7 @@ func TestResetNotice(t *testing.T) {
 // logout ends the user's sessions there and leaves their personal access
 // token; a password set ends both; a disable ends the new ones too.
 func TestAdminChangeNotice(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	_, baseA, baseB := noticeFleet(t)
 	admin := harness.TokenOf(t, "bob on B", harness.Login(t, baseB, "bob"))
@@ -169,7 +172,7 @@ func noticeFleet(t *testing.T) (usersPath, baseA, baseB string) {
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--reload-interval", "1h"}
 	baseA, _, stopA := harness.StartServer(t, nil, args...)
 	t.Cleanup(func() { stopA() })
 	baseB, _, stopB := harness.StartServer(t, nil, args...)

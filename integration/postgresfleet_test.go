@@ -16,6 +16,7 @@ import (
 // failures split across them count together, so the pair's sixth attempt
 // is refused on either, the right password included.
 func TestFleetThrottleShared(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
@@ -47,6 +48,7 @@ func TestFleetThrottleShared(t *testing.T) {
 // across them throttle as one; PostgreSQL stopped gives 503 on both within
 // API.md's bounds, and its return heals both without a restart.
 func TestFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	pgURL, stopPG, restartPG := testservers.Postgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)
@@ -125,8 +127,9 @@ func TestFleet(t *testing.T) {
 // TestImportFileIntoPostgres: a users file moves into PostgreSQL whole,
 // hashes and cut-offs included, and its users log in against the database.
 func TestImportFileIntoPostgres(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	dbURL := testservers.NewDatabase(t, pgURL)
 	file := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(file, servertest.TestUsers(t)); err != nil {

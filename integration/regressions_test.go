@@ -37,6 +37,7 @@ var modelRegressions = []struct {
 
 // TestModelRegressions replays modelRegressions against the model.
 func TestModelRegressions(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	harness.RequireBinary(t)
 	for _, reg := range modelRegressions {

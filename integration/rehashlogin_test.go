@@ -24,6 +24,7 @@ import (
 // compared the stored hash strings, not the password, and answered 401
 // invalid_credentials to the right password.
 func TestLoginAfterRehashElsewhere(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	harness.RequireBinary(t)
 	redisURL, _, _ := testservers.Redis(t)

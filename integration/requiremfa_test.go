@@ -33,6 +33,7 @@ const requiredBound = 5 * time.Second
 // and `authsvc user list --require-mfa` count and name the covered users
 // without a factor.
 func TestRequiredSecondFactorFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	f := newRequiredFleet(t, redisURL)
@@ -149,7 +150,7 @@ func newRequiredFleet(t *testing.T, store string) *requiredFleet {
 	harness.AddUser(t, f.usersPath, "erin", "erin-pw", "--admin")
 	harness.MustRunCLI(t, "", "user", "disable", "--users", f.usersPath, "erin")
 	harness.WriteKeyFile(t, filepath.Join(dir, "fleet.key"))
-	f.args = []string{"--users", f.usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix(),
+	f.args = []string{"--cost", "4", "--users", f.usersPath, "--store", store, "--store-prefix", testservers.UniquePrefix(),
 		"--secret-key-file", filepath.Join(dir, "fleet.key"), "--reload-interval", "50ms", "--refusal-delay", "0",
 		"--login-failures", "100", "--user-failures", "100", "--login-burst", "1000", "--login-rate", "1000"}
 	return f

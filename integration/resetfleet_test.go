@@ -24,6 +24,7 @@ import (
 // old one no more; the used link is refused on both; a user with a second
 // factor still gets mfa_required after a reset.
 func TestResetFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	harness.RequireBinary(t)
 	for _, tc := range []struct {
@@ -34,7 +35,7 @@ func TestResetFleet(t *testing.T) {
 	}{
 		{"users file", func(_ *testing.T, dir string) (string, []string) { return filepath.Join(dir, "users.json"), nil }, false},
 		{"postgres+redis", func(t *testing.T, _ string) (string, []string) {
-			pgURL, _, _ := testservers.Postgres(t)
+			pgURL := testservers.SharedPostgres(t)
 			redisURL, _, _ := testservers.Redis(t)
 			return testservers.NewDatabase(t, pgURL), []string{"--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
 		}, true},

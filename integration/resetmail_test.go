@@ -23,13 +23,14 @@ import (
 // again on both instances. A request for no one mails nothing and is
 // answered the same.
 func TestResetByEmail(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	smtp := testservers.SMTP(t, testservers.SMTPOptions{})
 	path := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil { // alice@example.com
 		t.Fatal(err)
 	}
-	args := []string{"--users", path, "--reload-interval", "100ms",
+	args := []string{"--cost", "4", "--users", path, "--reload-interval", "100ms",
 		"--smtp-url", "smtp://127.0.0.1:" + smtp.Port + "?starttls=false", "--mail-from", "authsvc <noreply@example.com>",
 		"--reset-url", "https://app.example.com/reset/{uid}/{token}"}
 	// A serves its metrics on a listener of their own, B on its API's.
@@ -121,12 +122,13 @@ func TestResetByEmail(t *testing.T) {
 // TestResetRequestWithoutMail: without --smtp-url, asking for a link by
 // email is 404, as API.md has it; the confirm is served all the same.
 func TestResetRequestWithoutMail(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(path, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	base, _, stop := harness.StartServer(t, nil, "--users", path)
+	base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", path)
 	defer stop()
 	if r := harness.Do(t, "POST", base+"/api/auth/password/reset/", "", `{"email":"alice@example.com"}`); r.Status != 404 || r.Code() != "not_found" {
 		t.Errorf("reset request without mail = %s; want 404 not_found", r)

@@ -17,13 +17,14 @@ import (
 // TestSessionsAcrossInstances: two instances on one Redis. An admin on A
 // lists and ends one of alice's sessions; that token is dead on B at once.
 func TestSessionsAcrossInstances(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix()}
 	baseA, _, stopA := harness.StartServer(t, nil, args...)
 	defer stopA()
 	baseB, _, stopB := harness.StartServer(t, nil, args...)
@@ -49,6 +50,7 @@ func TestSessionsAcrossInstances(t *testing.T) {
 // TestTokenIdleRedis: with the Redis store, a token in use stays alive
 // past the idle limit, and an unused one dies within the limit plus its lag.
 func TestTokenIdleRedis(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
@@ -56,7 +58,7 @@ func TestTokenIdleRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	const idle = 2 * time.Second // lag: a quarter, 500 ms
-	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String())
+	base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String())
 	defer stop()
 	// unused first: busy must not sit idle while another login runs, which
 	// on a loaded machine has taken longer than the limit.
@@ -79,6 +81,7 @@ func TestTokenIdleRedis(t *testing.T) {
 // A re-reads the store before it refuses (and revokes) a token for
 // idleness. Without that, A would end a token in use everywhere.
 func TestTokenIdleFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
@@ -86,7 +89,7 @@ func TestTokenIdleFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	const idle = time.Second // lag: a quarter, 250 ms
-	args := []string{"--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String()}
+	args := []string{"--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", testservers.UniquePrefix(), "--token-idle", idle.String()}
 	baseA, _, stopA := harness.StartServer(t, nil, args...)
 	defer stopA()
 	baseB, _, stopB := harness.StartServer(t, nil, args...)

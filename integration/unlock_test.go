@@ -17,6 +17,7 @@ import (
 // 5 s; the throttle counts afresh after it, and other users stay locked
 // (issue 19, point 10).
 func TestUserUnlock(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	for _, tt := range []struct {
 		name   string

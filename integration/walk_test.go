@@ -38,6 +38,7 @@ import (
 // and AUTHSVC_MODEL_WITHOUT (operations never drawn, comma-separated: to
 // look past a known bug).
 func TestModelFleet(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	harness.RequireBinary(t)
 	cfg := readConfig(t)

@@ -17,6 +17,7 @@ import (
 // TestCLIConcurrentAdd runs 20 user add processes at once on one file: the
 // lock must keep every entry.
 func TestCLIConcurrentAdd(t *testing.T) {
+	harness.Long(t)
 	if testing.Short() {
 		t.Skip("runs 20 processes")
 	}

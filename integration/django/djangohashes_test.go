@@ -43,6 +43,7 @@ var djangoNewForms = []struct{ username, scheme, password, digest string }{
 // the other forms, among them Django's 100 MiB argon2, would make every
 // failed login here as slow as theirs: seconds each under -race.)
 func TestDjangoHashFormsLogInFromFile(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	importDjango42(t, usersPath)
@@ -63,8 +64,9 @@ func TestDjangoHashFormsLogInFromFile(t *testing.T) {
 // TestDjangoHashFormsLogInFromPostgres: the same with the users in
 // PostgreSQL, where the rows never hold a fast hash either.
 func TestDjangoHashFormsLogInFromPostgres(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, pgURL)
 	importDjango42(t, db)
 	conn, err := pgx.Connect(context.Background(), db)

@@ -20,6 +20,7 @@ var djangoFixture = harness.FromRoot("testdata/django/dumpdata.json")
 // API.md maps it, logs in with their Django password, is rehashed under
 // the policy on that first login, and keeps the token they got.
 func TestImportDjangoFixture(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", djangoFixture)

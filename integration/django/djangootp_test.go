@@ -17,6 +17,7 @@ import (
 // drift is kept, ralph's 60-second 8-digit device works, whitfield's
 // static tokens are recovery codes, and adi's unconfirmed device is none.
 func TestDjangoOTPLogin(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	code, stdout, stderr := harness.RunCLI(t, "", nil, "user", "import", "--users", usersPath, "--from", "django", harness.Django42Fixture)

@@ -20,6 +20,7 @@ import (
 // expiring --token-ttl after the import, listed among the user's
 // sessions. The memory store skips them, reported; a dry run writes no key.
 func TestImportDjangoTokens(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	prefix := testservers.UniquePrefix()
@@ -38,7 +39,7 @@ func TestImportDjangoTokens(t *testing.T) {
 	harness.WantTokenTally(t, "user import", stdout, false, harness.ImportTally{Imported: 15, Skipped: 1})
 	imported := time.Now()
 
-	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
+	base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
 	defer stop()
 	for name, key := range harness.Django42Tokens {
 		want := 200
@@ -115,6 +116,7 @@ func mustParseRedisURL(t *testing.T, url string) *redis.Options {
 // Each import that lists a key sets its expiry anew: --token-ttl D after
 // that import, or never.
 func TestImportedTokensNeverExpire(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	prefix := testservers.UniquePrefix()
@@ -146,7 +148,7 @@ func TestImportedTokensNeverExpire(t *testing.T) {
 	}
 
 	importKey()
-	base, _, stop := harness.StartServer(t, serveEnv, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
+	base, _, stop := harness.StartServer(t, serveEnv, "--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
 	defer stop()
 	if e := expiry("after an import without --token-ttl"); e != nil {
 		t.Errorf("imported without --token-ttl, under AUTHSVC_TOKEN_TTL=1h: expires_at %v; want null, never", e)

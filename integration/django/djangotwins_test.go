@@ -30,6 +30,7 @@ var (
 // its devices are not on the kept user, however the dump names them
 // (natural or primary keys) and whichever comes first.
 func TestImportDjangoTwins(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	for _, tt := range []struct {
@@ -55,7 +56,7 @@ func TestImportDjangoTwins(t *testing.T) {
 				}
 			}
 
-			base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
+			base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--store", redisURL, "--store-prefix", prefix)
 			defer stop()
 			if r := harness.Do(t, "GET", base+"/api/auth/info", tt.kept.drf, ""); r.Status != 200 || !strings.Contains(r.Body, `"username":"mallory"`) {
 				t.Errorf("info with the kept user's DRF key = %v; want 200 as mallory", r)

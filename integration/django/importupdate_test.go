@@ -62,6 +62,7 @@ func waitStatus(t *testing.T, what string, want int, do func() harness.Reply) {
 //   - without the secret key the users were imported under, it refuses to
 //     run, and writes nothing.
 func TestImportUpdate(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	prefix := testservers.UniquePrefix()

@@ -37,6 +37,7 @@ const (
 // TestPythonDjangoClientREADME: docs/django.md and clients/django/README.md show
 // the install TestPythonDjangoClient runs.
 func TestPythonDjangoClientREADME(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	for _, name := range []string{"docs/django.md", "clients/django/README.md"} {
 		data, err := os.ReadFile(harness.FromRoot(name))
@@ -55,6 +56,7 @@ func TestPythonDjangoClientREADME(t *testing.T) {
 // (readmeVenv, readmePip) into a temporary virtual environment and runs its
 // Python tests against that installed copy and the authsvc TestMain built.
 func TestPythonDjangoClient(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	required := requirePython()
 	skip := func(format string, args ...any) {

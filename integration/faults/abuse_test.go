@@ -217,6 +217,7 @@ func readUntilClosed(conn net.Conn, deadline time.Time) ([]*http.Response, error
 // than 503 (or an RFC-mandated 501/505), and afterwards the server still
 // serves health, login and info.
 func TestAbuseConnections(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	// Generous limits: the malformed requests that reach the login handler
 	// must get their real answer, not 429, and never wait for a bcrypt slot
@@ -651,6 +652,7 @@ func abbreviate(raw string) string {
 // can against one bcrypt slot and a queue of two get only 401, 503 with
 // Retry-After, or 429; meanwhile every info call with a valid token gets 200.
 func TestAbuseLoginFlood(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	s := startAbuseServer(t,
 		"--password-slots", "1", "--password-queue", "2",
@@ -743,6 +745,7 @@ func TestAbuseLoginFlood(t *testing.T) {
 // the TCP peer, or with --trusted-proxy the X-Forwarded-For client — so one
 // client's guessing does not lock out another.
 func TestAbusePerClientThrottle(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	t.Run("source-address", func(t *testing.T) {
 		s := startAbuseServer(t)

@@ -27,12 +27,13 @@ func stillDead(t *testing.T, base, token, why string) {
 // brings it back: not enable, not a re-add, not an older users file put
 // back; and user logout ends every token of a user.
 func TestDeadStaysDead(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {
 		t.Fatal(err)
 	}
-	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--reload-interval", "20ms")
+	base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--reload-interval", "20ms")
 	defer stop()
 	cli := func(stdin string, args ...string) {
 		t.Helper()
@@ -97,6 +98,7 @@ func TestDeadStaysDead(t *testing.T) {
 // disabled in A's file, then enabled again) is refused by B at once,
 // though B's file never changed.
 func TestDeadStaysDeadAcrossInstances(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	dir := t.TempDir()
@@ -108,9 +110,9 @@ func TestDeadStaysDeadAcrossInstances(t *testing.T) {
 		}
 	}
 	prefix := testservers.UniquePrefix()
-	baseA, _, stopA := harness.StartServer(t, nil, "--users", pathA, "--store", redisURL, "--store-prefix", prefix, "--reload-interval", "20ms")
+	baseA, _, stopA := harness.StartServer(t, nil, "--cost", "4", "--users", pathA, "--store", redisURL, "--store-prefix", prefix, "--reload-interval", "20ms")
 	defer stopA()
-	baseB, _, stopB := harness.StartServer(t, nil, "--users", pathB, "--store", redisURL, "--store-prefix", prefix, "--reload-interval", "20ms")
+	baseB, _, stopB := harness.StartServer(t, nil, "--cost", "4", "--users", pathB, "--store", redisURL, "--store-prefix", prefix, "--reload-interval", "20ms")
 	defer stopB()
 	tok := servertest.LoginToken(t, baseA, "alice", "alice-pw")
 	harness.WaitInfo(t, baseB, tok, 200, "B, before anything happened")

@@ -123,6 +123,24 @@ func (l *faultLoad) info(kind, base, user, token string) faultReply {
 	return l.do(kind, "GET", base+"/api/auth/info", user, token, "")
 }
 
+// waitLogins waits until n logins have answered 200, or within has
+// passed (the test's checks of the replies then fail it).
+func (l *faultLoad) waitLogins(n int, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for {
+		l.mu.Lock()
+		ok := len(successfulLogins(l.replies)) >= n
+		l.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // run starts n workers, each calling step(w) in a loop until stop is
 // closed, and returns a function that waits for them.
 func (l *faultLoad) run(n int, stop <-chan struct{}, step func(w int)) (wait func()) {
@@ -398,6 +416,7 @@ func fileLog(path string) func() string {
 // audit line, with the reply's outcome, in the killed process's stderr
 // file (API.md, Operations: "Faults" and "Audit").
 func TestFaultKillServerRedis(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	redisURL, _, _ := testservers.Redis(t)
 	bin := buildAuthsvc(t)
@@ -435,9 +454,7 @@ func TestFaultKillServerRedis(t *testing.T) {
 	// Kill once some logins have answered: on a loaded machine under
 	// -race the first may take seconds (its hasher's worker starting).
 	time.Sleep(1500 * time.Millisecond)
-	for deadline := time.Now().Add(harness.HealBound()); len(successfulLogins(load.all())) < 4 && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-	}
+	load.waitLogins(4, harness.HealBound())
 	killedAt := time.Now()
 	first.Kill()
 	close(stop)

@@ -158,6 +158,7 @@ func fsizeDisk(t *testing.T) *fullDisk {
 // both write. On a small tmpfs where one can be mounted (root), and with
 // RLIMIT_FSIZE always, which also stands in where no tmpfs can be mounted.
 func TestFaultDiskFull(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	bin := buildAuthsvc(t)
 	ran := 0

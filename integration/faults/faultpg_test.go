@@ -24,6 +24,7 @@ func faultPassword(user string) string { return user + " passphrase, long enough
 // 200 for a dead one, and service is back within 5 s of the start, no
 // restart (API.md, Operations).
 func TestFaultPostgresRestart(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	pgURL, stopPG, startPG := testservers.Postgres(t)
 	if stopPG == nil {
@@ -176,6 +177,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 // wrong one, while an uncached name got 503: a verdict nobody could
 // confirm, which also told who had logged in recently.
 func TestPostgresOutageChecksNoPassword(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	pgURL, stopPG, startPG := testservers.Postgres(t)
 	if stopPG == nil {

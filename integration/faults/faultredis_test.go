@@ -86,13 +86,14 @@ func waitHealed(load *faultLoad, base, user, password, token string) {
 // issued more than twice the fsync interval before the stop is lost
 // (API.md, Operations).
 func TestFaultRedisRestart(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	const lossWindow = 2 * time.Second // twice everysec's interval
 	redisURL, stopRedis, restartRedis := testservers.RedisWith(t, "--appendonly", "yes", "--appendfsync", "everysec")
 	if stopRedis == nil {
 		t.Skip("AUTHSVC_TEST_REDIS names a Redis this test cannot restart")
 	}
-	base, log, stopServer := harness.StartServer(t, nil, "--users", harness.WriteTestUsers(t), "--store", redisURL,
+	base, log, stopServer := harness.StartServer(t, nil, "--cost", "4", "--users", harness.WriteTestUsers(t), "--store", redisURL,
 		"--store-prefix", testservers.UniquePrefix(), "--cost", "4", "--max-tokens-per-user", "0",
 		"--login-rate", "1000", "--login-burst", "1000")
 	defer stopServer()

@@ -49,9 +49,10 @@ func firstOK(replies []faultReply, kind string, from time.Time) (time.Time, bool
 // still works. The time to heal is logged ("sentinel time to heal"), as
 // make bench prints it.
 func TestFaultSentinelFailover(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	g := testservers.Sentinel(t)
-	args := []string{"--users", harness.WriteTestUsers(t), "--store", g.URL, "--store-prefix", testservers.UniquePrefix(),
+	args := []string{"--cost", "4", "--users", harness.WriteTestUsers(t), "--store", g.URL, "--store-prefix", testservers.UniquePrefix(),
 		"--cost", "4", "--max-tokens-per-user", "0", "--login-rate", "1000", "--login-burst", "1000"}
 	baseA, logA, stopA := harness.StartServer(t, nil, args...)
 	defer stopA()

@@ -25,6 +25,7 @@ const nobody = 65534
 // TestCLIKeepsOwner: root editing the server's users file must leave it the
 // server's, or the server can no longer read it.
 func TestCLIKeepsOwner(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	harness.AddUser(t, path, "alice", "pw")
@@ -70,6 +71,7 @@ func TestCLIKeepsOwner(t *testing.T) {
 // old one's owner writes nothing. Only root can set up a file another user
 // edits but does not own, so it runs the CLI as nobody.
 func TestCLIRefusesOwnerChange(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("not root: cannot run the CLI as another user")
@@ -147,6 +149,7 @@ func TestCLIRefusesOwnerChange(t *testing.T) {
 // TestHashCostMaximum: a hash too costly to check is refused at load, naming
 // the entry, and the CLI makes none.
 func TestHashCostMaximum(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	for _, cost := range []string{"15", "31"} {
 		doc := servertest.UsersJSON(servertest.OKAlice, servertest.Entry("bob", servertest.HashField("$2a$"+cost+passwordtest.Hash[6:])))
@@ -187,6 +190,7 @@ func TestHashCostMaximum(t *testing.T) {
 // TestCLIUserListEscapes: a hand-edited users file must not be able to run
 // terminal escapes or forge rows in user list.
 func TestCLIUserListEscapes(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	list := []users.User{
@@ -222,6 +226,7 @@ func TestCLIUserListEscapes(t *testing.T) {
 // TestCLIUserAddProfileLimits: --name, --email and --group take printable
 // UTF-8 of a sane length; anything else is a usage error that writes nothing.
 func TestCLIUserAddProfileLimits(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	groups := func(n int) []string {
 		var args []string
@@ -284,6 +289,7 @@ func TestCLIUserAddProfileLimits(t *testing.T) {
 
 // TestCLIPasswordNotUTF8: a password no JSON login can send is refused.
 func TestCLIPasswordNotUTF8(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.json")
 	harness.AddUser(t, path, "alice", "pw")
@@ -310,6 +316,7 @@ func TestCLIPasswordNotUTF8(t *testing.T) {
 // TestCLILockSymlink: a symbolic link planted as the lock file is not
 // followed, so it cannot make the CLI create or truncate another file.
 func TestCLILockSymlink(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
@@ -338,6 +345,7 @@ func TestCLILockSymlink(t *testing.T) {
 // TestCLIRemovesStaleTemp: the temporary files of a killed CLI are removed
 // by the next edit, and nothing else is.
 func TestCLIRemovesStaleTemp(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.json")
@@ -371,6 +379,7 @@ func TestCLIRemovesStaleTemp(t *testing.T) {
 // case, but the users file's names are exact: "ADMIN" is a typo or a trick,
 // not admin.
 func TestUsersFieldNamesExact(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	for _, tt := range []struct{ doc, want string }{
 		{servertest.UsersJSON(servertest.Entry("alice", servertest.HashField(passwordtest.Hash), `"ADMIN": true`)), `users[0] ("alice"): unknown field "ADMIN"`},

@@ -34,6 +34,7 @@ import (
 // `make bench`'s "revocation p99" row, which holds it to 100 ms, and
 // reads its log line.
 func TestRevocationP99(t *testing.T) {
+	harness.Long(t)
 	redisURL, _, _ := testservers.Redis(t)
 	usersPath := filepath.Join(t.TempDir(), "users.json")
 	if err := usersfile.Write(usersPath, servertest.TestUsers(t)); err != nil {

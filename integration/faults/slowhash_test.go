@@ -19,6 +19,7 @@ import (
 // dummy as slow as its slowest hash, a second's work that the race
 // detector makes a minute.
 func TestCLIWarnsOfSlowHashes(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	dir := t.TempDir()
 	slow := filepath.Join(dir, "slow.json")

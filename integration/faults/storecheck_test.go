@@ -20,6 +20,7 @@ import (
 // does not quote the password (issue 19, point 9); before, serve started
 // and answered 503 to every request.
 func TestServeStopsOnRefusedStore(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	url, _, _ := testservers.RedisWith(t, "--requirepass", "the-password")
 	host := strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")
@@ -48,6 +49,7 @@ func TestServeStopsOnRefusedStore(t *testing.T) {
 // /readyz answers 503 until Redis answers, then 200, and logins work, with
 // no restart.
 func TestServeWaitsForStore(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	url, stop, restart := testservers.Redis(t)
 	if stop == nil {

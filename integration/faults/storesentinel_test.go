@@ -17,6 +17,7 @@ import (
 // error (exit 2) of serve and of user import alike, one line naming what
 // is wrong, quoting neither password.
 func TestStoreSentinelURLUsage(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	const pw, sentPW = "Store-Secret-3", "Sentinel-Secret-4"
 	usersPath := harness.WriteTestUsers(t)
@@ -58,6 +59,7 @@ func TestStoreSentinelURLUsage(t *testing.T) {
 // server on the same URL finds them; and, the primary killed and its
 // replica promoted, it still does.
 func TestImportDjangoTokensSentinel(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	g := testservers.Sentinel(t)
 	prefix := testservers.UniquePrefix()
@@ -68,7 +70,7 @@ func TestImportDjangoTokensSentinel(t *testing.T) {
 	}
 	harness.WantTokenTally(t, "user import --store redis+sentinel://", stdout, false, harness.ImportTally{Imported: 15, Skipped: 1})
 
-	base, _, stop := harness.StartServer(t, nil, "--users", usersPath, "--store", g.URL, "--store-prefix", prefix)
+	base, _, stop := harness.StartServer(t, nil, "--cost", "4", "--users", usersPath, "--store", g.URL, "--store-prefix", prefix)
 	defer stop()
 	ada := harness.Django42Tokens["ada"]
 	if r := harness.Do(t, "GET", base+"/api/auth/info", ada, ""); r.Status != 200 || !strings.Contains(r.Body, `"username":"ada"`) {
@@ -100,6 +102,7 @@ func TestImportDjangoTokensSentinel(t *testing.T) {
 // serve stops at once with one line naming it, instead of waiting with
 // /readyz 503 for a primary that will never come.
 func TestServeStopsOnUnknownSentinelMaster(t *testing.T) {
+	harness.Long(t)
 	t.Parallel()
 	g := testservers.Sentinel(t)
 	url := strings.Replace(g.URL, "/"+testservers.SentinelMaster+"/", "/nosuchmaster/", 1)

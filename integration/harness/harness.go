@@ -58,7 +58,20 @@ func setParallel() {
 	}
 }
 
+// Long skips t under go test -short: the process-level tests take
+// minutes together, go test -short is for the edit-and-test loop, and
+// make test (which .ci/run runs) never passes -short.
+func Long(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("process-level: make test runs it")
+	}
+}
+
 func run(m *testing.M) int {
+	if testing.Short() {
+		return m.Run() // every test skips (Long): nothing to build
+	}
 	dir, err := os.MkdirTemp("", "authsvc-integration-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -16,7 +16,7 @@ import (
 // point 5: user add and user del printed the whole URL).
 func TestCLIPostgresNeverPrintsPassword(t *testing.T) {
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, pgURL)
 	// The test server trusts local connections: a password in the URL is
 	// sent only if asked for, and must never be printed.
@@ -57,7 +57,7 @@ func TestCLIPostgresNeverPrintsPassword(t *testing.T) {
 // command that writes sets it up.
 func TestCLIPostgresReadOnlyCommandsDoNotMigrate(t *testing.T) {
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, pgURL)
 	tables := func() int {
 		t.Helper()

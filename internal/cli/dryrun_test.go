@@ -60,7 +60,7 @@ func TestImportDryRun(t *testing.T) {
 		}
 	})
 	t.Run("a database no authsvc has set up", func(t *testing.T) {
-		pgURL, _, _ := testservers.Postgres(t)
+		pgURL := testservers.SharedPostgres(t)
 		url := testservers.NewDatabase(t, pgURL)
 		keyPath := filepath.Join(t.TempDir(), "authsvc.key")
 		code, stdout, stderr := importFixture(url, true, "--secret-key-file", keyPath)

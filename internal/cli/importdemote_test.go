@@ -48,7 +48,7 @@ func TestImportUpdateDemotionEndsAdminTokens(t *testing.T) {
 			spec := filepath.Join(dir, "users.json")
 			keyFlags := []string{}
 			if backend == "postgres" {
-				pgURL, _, _ := testservers.Postgres(t)
+				pgURL := testservers.SharedPostgres(t)
 				spec = testservers.NewDatabase(t, pgURL)
 				keyFlags = []string{"--secret-key-file", filepath.Join(dir, "fleet.key")}
 			}

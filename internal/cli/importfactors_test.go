@@ -94,7 +94,7 @@ func TestImportFileFactorsKey(t *testing.T) {
 		accepted(t, "a users file with the source's key beside it", dest, nil, nil)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		pgURL, _, _ := testservers.Postgres(t)
+		pgURL := testservers.SharedPostgres(t)
 		dest := testservers.NewDatabase(t, pgURL)
 		refused(t, "PostgreSQL without --secret-key-file", dest, "--secret-key-file")
 		refused(t, "PostgreSQL under another key", dest, "key "+b.ID(), "--secret-key-file", bPath)

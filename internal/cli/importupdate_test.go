@@ -73,7 +73,7 @@ func writeDjangoDump(t *testing.T, dir, name string, records ...djangoUserRecord
 // without --secret-key-file the import is a usage error.
 func TestImportUpdatePostgres(t *testing.T) {
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, pgURL)
 	dir := t.TempDir()
 	keyPath := filepath.Join(dir, "fleet.key")

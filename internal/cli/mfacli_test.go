@@ -205,7 +205,7 @@ func TestCLIUserResetMFA(t *testing.T) {
 
 func TestCLIUserResetMFAPostgres(t *testing.T) {
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	testResetMFA(t, testservers.NewDatabase(t, pgURL))
 }
 
@@ -447,7 +447,7 @@ func TestCLIUserRekeyNewKeyFile(t *testing.T) {
 
 func TestCLIUserRekeyPostgres(t *testing.T) {
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, pgURL)
 	x := newRekeyFixture(t, db)
 	code, stdout, stderr := runCLI(t, "", nil, "user", "rekey", "--users", db, "--secret-key-file", x.bPath, "--old-secret-key-file", x.aPath, "--dry-run")
@@ -504,7 +504,7 @@ func TestUserCheckSecretKey(t *testing.T) {
 		testUserCheckSecretKey(t, spec, filepath.Join(dir, defaultKeyFile))
 	})
 	t.Run("postgres", func(t *testing.T) {
-		pgURL, _, _ := testservers.Postgres(t)
+		pgURL := testservers.SharedPostgres(t)
 		spec := testservers.NewDatabase(t, pgURL)
 		for _, name := range []string{"alice", "bob"} {
 			mustRunCLI(t, "a long enough passphrase\n", "user", "add", "--users", spec, "--cost", "4", name)

@@ -10,6 +10,6 @@ import (
 // count, on PostgreSQL as on a users file.
 func TestCLITokenPostgres(t *testing.T) {
 	t.Parallel()
-	pgURL, _, _ := testservers.Postgres(t)
+	pgURL := testservers.SharedPostgres(t)
 	testTokenLifecycle(t, testservers.NewDatabase(t, pgURL))
 }

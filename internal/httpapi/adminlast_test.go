@@ -103,7 +103,7 @@ func sharedBackings() map[string]func(t *testing.T, list []users.User) func() us
 			}
 		},
 		"postgres": func(t *testing.T, list []users.User) func() users.Directory {
-			pgURL, _, _ := testservers.Postgres(t)
+			pgURL := testservers.SharedPostgres(t)
 			db := testservers.NewDatabase(t, pgURL)
 			open := func() users.Directory {
 				d, err := postgres.Open(context.Background(), db, 16, log)

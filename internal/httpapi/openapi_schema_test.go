@@ -57,6 +57,7 @@ func validateOAS(t *testing.T, path string) (string, bool) {
 // the OpenAPI Initiative's schema, and every Schema Object in it is valid
 // under the OAS dialect (schema-base).
 func TestOpenAPISchema(t *testing.T) {
+	t.Parallel()
 	needJSONSchema(t)
 	if out, ok := validateOAS(t, "openapi.json"); !ok {
 		t.Errorf("openapi.json is not a valid OpenAPI 3.1 document:\n%s", out)
@@ -66,6 +67,7 @@ func TestOpenAPISchema(t *testing.T) {
 // TestOpenAPISchemaCanFail: the validator rejects a copy of the document
 // broken one way of each kind, and names the place.
 func TestOpenAPISchemaCanFail(t *testing.T) {
+	t.Parallel()
 	needJSONSchema(t)
 	for _, c := range []struct {
 		name   string

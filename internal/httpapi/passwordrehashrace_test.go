@@ -58,7 +58,7 @@ func raceDirectories(t *testing.T) map[string]func(t *testing.T) users.Directory
 			return dir
 		},
 		"postgres": func(t *testing.T) users.Directory {
-			pgURL, _, _ := testservers.Postgres(t)
+			pgURL := testservers.SharedPostgres(t)
 			dir, err := postgres.Open(context.Background(), testservers.NewDatabase(t, pgURL), 16, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)

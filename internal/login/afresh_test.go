@@ -19,6 +19,7 @@ import (
 // on another stamp than the store's, the store is told the directory's
 // state and then takes a session on it.
 func TestAfresh(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hash := passwordtest.MustHash(t, "alice-pw", passwordtest.Cost)
 	other := passwordtest.MustHash(t, "another-pw", passwordtest.Cost)

@@ -33,6 +33,7 @@ const clusterBusOffset = 10000
 // when AUTHSVC_REQUIRE_REDIS=1.
 func RedisCluster(t testing.TB) (addrs []string, stop func()) {
 	t.Helper()
+	skipShort(t, "a Redis Cluster")
 	var bins [2]string
 	for i, name := range []string{"redis-server", "redis-cli"} {
 		bin, err := exec.LookPath(name)

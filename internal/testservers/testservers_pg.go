@@ -23,23 +23,45 @@ import (
 // this test's to stop). Otherwise it is a throwaway cluster of the
 // PostgreSQL installed in /usr/lib/postgresql, removed when the test ends;
 // without one the test is skipped, or fails when AUTHSVC_REQUIRE_POSTGRES=1
-// (CI, so that a missing package cannot pass for a green run).
+// (CI, so that a missing package cannot pass for a green run). A test that
+// never stops its server takes SharedPostgres instead, which is faster.
 func Postgres(t testing.TB) (url string, stop, restart func()) {
 	t.Helper()
+	skipShort(t, "PostgreSQL")
 	if url := os.Getenv("AUTHSVC_TEST_POSTGRES"); url != "" {
 		return url, nil, nil
 	}
-	pg := &pgServer{t: t, bin: postgresBin(t), cred: postgresCred(t)}
-	pg.makeDir()
-	pg.data = filepath.Join(pg.dir, "data")
-	if out, err := pg.command("initdb", "-D", pg.data, "--auth=trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+	pg := newCluster(t, "cluster-")
+	if err := pg.start(); err != nil {
+		t.Fatal(err)
 	}
-	pg.port = FreePort(t) // redisstore_test.go's
-	pg.logPath = filepath.Join(pg.dir, "postgres.log")
-	pg.start()
 	t.Cleanup(pg.stop)
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres?sslmode=disable", pg.port), pg.stop, pg.restart
+	stop = pg.stop
+	restart = func() {
+		t.Helper()
+		pg.stop()
+		if err := pg.start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pg.url(), stop, restart
+}
+
+// newCluster returns a cluster of its own for t, not started yet: a copy
+// of the test binary's initdb template (pgTemplate) in a directory of
+// pgHome's, removed when t ends.
+func newCluster(t testing.TB, prefix string) *pgServer {
+	t.Helper()
+	home, err := pgHome(postgresBin(t), postgresCred(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := home.cluster(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pg.dir) })
+	return pg
 }
 
 // postgresBin returns the directory of the newest PostgreSQL installed in
@@ -74,11 +96,10 @@ func postgresCred(t testing.TB) *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
-// A pgServer is Postgres's throwaway cluster: where its binaries are, who
-// it runs as (cred, nil for this process's user), its files, its port,
-// and its server process while it runs.
+// A pgServer is a throwaway cluster: where its binaries are, who it runs
+// as (cred, nil for this process's user), its files, its port, and its
+// server process while it runs.
 type pgServer struct {
-	t                  testing.TB
 	bin                string
 	cred               *syscall.Credential
 	dir, data, logPath string
@@ -87,26 +108,9 @@ type pgServer struct {
 	server             *exec.Cmd
 }
 
-// makeDir makes the cluster's directory, removed when the test ends: one
-// of its own, readable by cred's user (t.TempDir's parents may be root's,
-// 0700).
-func (pg *pgServer) makeDir() {
-	t := pg.t
-	t.Helper()
-	dir, err := os.MkdirTemp("", "authsvc-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if pg.cred != nil {
-		if err := os.Chown(dir, int(pg.cred.Uid), int(pg.cred.Gid)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pg.dir = dir
+// url is the URL of the cluster's postgres database.
+func (pg *pgServer) url() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres?sslmode=disable", pg.port)
 }
 
 // command returns the PostgreSQL program name with args, to run in the
@@ -120,24 +124,23 @@ func (pg *pgServer) command(name string, args ...string) *exec.Cmd {
 }
 
 // start starts the server and waits until it accepts connections.
-func (pg *pgServer) start() {
-	t := pg.t
+func (pg *pgServer) start() error {
 	log, err := os.OpenFile(pg.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer log.Close()
 	cmd := pg.command("postgres", "-D", pg.data, "-p", pg.port, "-k", pg.dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off", "-c", "max_connections=200")
+		"-c", "full_page_writes=off", "-c", "max_connections=400")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start postgres: %v", err)
+		return fmt.Errorf("start postgres: %v", err)
 	}
 	pg.mu.Lock()
 	pg.server = cmd
 	pg.mu.Unlock()
-	waitForPostgres(t, pg.port, pg.logPath)
+	return waitForPostgres(pg.port, pg.logPath)
 }
 
 // stop stops the server, if it runs.
@@ -154,15 +157,8 @@ func (pg *pgServer) stop() {
 	pg.server = nil
 }
 
-// restart stops the server and starts it again.
-func (pg *pgServer) restart() {
-	pg.stop()
-	pg.start()
-}
-
 // waitForPostgres waits until the server on port accepts connections.
-func waitForPostgres(t testing.TB, port string, logPath string) {
-	t.Helper()
+func waitForPostgres(port string, logPath string) error {
 	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres?sslmode=disable&connect_timeout=1", port)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -174,11 +170,11 @@ func waitForPostgres(t testing.TB, port string, logPath string) {
 		}
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(logPath)
-			t.Fatalf("postgres on port %s not accepting connections after 15 s: %v\n%s", port, err, log)
+			return fmt.Errorf("postgres on port %s not accepting connections after 15 s: %v\n%s", port, err, log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

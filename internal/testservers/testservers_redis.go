@@ -24,6 +24,7 @@ func Redis(t testing.TB) (url string, stop, restart func()) {
 // "--requirepass", "pw"); with AUTHSVC_TEST_REDIS set it ignores them.
 func RedisWith(t testing.TB, extra ...string) (url string, stop, restart func()) {
 	t.Helper()
+	skipShort(t, "redis-server")
 	if url := os.Getenv("AUTHSVC_TEST_REDIS"); url != "" {
 		return url, nil, nil
 	}

@@ -50,6 +50,7 @@ type SentinelGroup struct {
 // what Debian's redis-sentinel package does: redis-server alone is enough.
 func Sentinel(t testing.TB) *SentinelGroup {
 	t.Helper()
+	skipShort(t, "a Redis Sentinel group")
 	g := &SentinelGroup{t: t, nd: map[string]*exec.Cmd{}}
 	procs := &redisProcs{t: t, bin: redisServerBin(t)}
 	t.Cleanup(procs.killAll)

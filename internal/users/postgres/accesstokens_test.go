@@ -24,7 +24,7 @@ import (
 // watching with a poll an hour away: what reaches it comes by the change
 // feed (NOTIFY).
 func twoInstances(t testing.TB) (a, b *Directory) {
-	url, _, _ := testservers.Postgres(t)
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	a, b = openPG(t, db, 100), openPG(t, db, 100)
 	watch(t, b, time.Hour, users.WatchHooks{})
@@ -103,6 +103,7 @@ func sameJSON(got, want any) bool {
 // memory; revoked, it is refused at once where it was revoked, and within
 // 5 s on the other, whose memory held it.
 func TestPGAccessTokenTwoInstances(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	ctx := context.Background()
 	addUser(t, a, "alice")
@@ -163,6 +164,7 @@ func TestPGAccessTokenTwoInstances(t *testing.T) {
 // wrote it and within 5 s on another that held them in memory; what ends
 // sessions only (logout, unlock, the user's own password change) keeps them.
 func TestPGAccessTokenEndings(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	ctx := context.Background()
 	newHash := passwordtest.MustHash(t, "new-pw", passwordtest.Cost)
@@ -234,7 +236,8 @@ func TestPGAccessTokenEndings(t *testing.T) {
 // them as written. A digest already another user's is refused, and a
 // recorded use leaves the index's rows as they were.
 func TestPGAccessTokenWrites(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	d := openPG(t, db, 100)
@@ -348,7 +351,8 @@ func TestPGAccessTokenWrites(t *testing.T) {
 // around the change log, is gone at the next SIGHUP, even after its user
 // is read again from the row, whose version a hand edit does not move.
 func TestPGAccessTokenHandEdit(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	d := openPG(t, db, 100)
@@ -420,7 +424,7 @@ func checkIndex(t testing.TB, conn *pgx.Conn) {
 // "pw", nothing else), and a connection to it.
 func databaseAt(t testing.TB, version int) (string, *pgx.Conn) {
 	t.Helper()
-	url, _, _ := testservers.Postgres(t)
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	conn := connect(t, db)
@@ -463,6 +467,7 @@ func schemaVersion(t testing.TB, conn *pgx.Conn) int {
 // user stays, and tokens can be created for them and found by digest, on
 // another instance too.
 func TestPGAccessTokenMigration(t *testing.T) {
+	t.Parallel()
 	db, conn := databaseAt(t, 6)
 	ctx := context.Background()
 	a, b := openPG(t, db, 10), openPG(t, db, 10)
@@ -484,7 +489,8 @@ func TestPGAccessTokenMigration(t *testing.T) {
 // live token is its user's; an expired one, a disabled user's (a record
 // that kept it), a made-up one and a revoked one are no one's.
 func TestPGAccessTokenUserVerdicts(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	d := openPG(t, testservers.NewDatabase(t, url), 100)
 	ctx := context.Background()
 	live, liveRec := newPAT("live")
@@ -532,6 +538,7 @@ func TestPGAccessTokenUserVerdicts(t *testing.T) {
 // then, like every token not in memory at once, is ErrUnavailable (503),
 // never ErrNotFound (401); back, it is found again.
 func TestPGAccessTokenFailsClosed(t *testing.T) {
+	t.Parallel()
 	url, stop, restart := testservers.Postgres(t)
 	if stop == nil {
 		t.Skip("AUTHSVC_TEST_POSTGRES: not this test's server to stop")
@@ -586,7 +593,8 @@ func TestPGAccessTokenFailsClosed(t *testing.T) {
 // made-up tokens with valid checksums asks for, costs one probe of the
 // index whatever the number of tokens, never a scan.
 func TestPGAccessTokenNotFoundCost(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	d := openPG(t, db, 100)
 	ctx := context.Background()
@@ -655,7 +663,8 @@ func (r *rechecks) RecheckKey(ctx context.Context, k users.Key) ([]users.Match, 
 // A token made on another instance a moment ago is still found
 // (TestPGAccessTokenTwoInstances).
 func TestPGMadeUpTokenOneRead(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	d := &rechecks{Directory: openPG(t, db, 100)}
 	ctx := context.Background()

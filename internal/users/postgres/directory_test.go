@@ -82,7 +82,8 @@ func eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 }
 
 func TestPGDirectoryConformance(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	userstest.Run(t, func(t *testing.T) func() users.Directory {
 		db := testservers.NewDatabase(t, url)
 		return func() users.Directory { return openPG(t, db, 100) }
@@ -115,7 +116,7 @@ func (c *cuts) get(username string) (users.Cut, bool) {
 // Lookup within 5 s by NOTIFY alone (its poll is an hour away), and the
 // changes that kill tokens reach its cut hook.
 func TestPGDirectoryTwoInstances(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	a, b := openPG(t, db, 100), openPG(t, db, 100)
@@ -206,7 +207,8 @@ func TestPGDirectoryTwoInstances(t *testing.T) {
 // (no LISTEN at all), the poll of the change log still brings changes, and
 // their cuts, within 5 s.
 func TestPGDirectoryPollWithoutNotifications(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	a, b := openPG(t, db, 100), openPG(t, db, 100)
@@ -239,7 +241,8 @@ func TestPGDirectoryPollWithoutNotifications(t *testing.T) {
 // killed by the server), the watch connects again and catches up with the
 // changes made meanwhile from the change log, with no poll to help.
 func TestPGDirectoryListenReconnects(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	a, b := openPG(t, db, 100), openPG(t, db, 100)
@@ -271,7 +274,8 @@ func TestPGDirectoryListenReconnects(t *testing.T) {
 // TestPGDirectoryHUPDropsCache: a change made by hand in the database,
 // around the change log, reaches Lookup at the next SIGHUP, with its cut.
 func TestPGDirectoryHUPDropsCache(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	d := openPG(t, db, 100)
@@ -316,6 +320,7 @@ func TestPGDirectoryHUPDropsCache(t *testing.T) {
 // ErrUnavailable at once. No error and no log line
 // quotes the URL's password.
 func TestPGDirectoryFailsClosed(t *testing.T) {
+	t.Parallel()
 	url, stop, restart := testservers.Postgres(t)
 	if stop == nil {
 		t.Skip("AUTHSVC_TEST_POSTGRES: not this test's server to stop")
@@ -438,7 +443,8 @@ func TestPGDirectoryFailsClosed(t *testing.T) {
 // another at once, before any notification reaches it, and a user deleted
 // there is ErrNotFound though its cached Account is still served.
 func TestPGDirectoryFactorsNotCached(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	a, b := openPG(t, db, 100), openPG(t, db, 100) // b does not watch: its cache stays as filled
@@ -479,7 +485,8 @@ func TestPGDirectoryFactorsNotCached(t *testing.T) {
 // is seen at once, before any notification reaches this one, and what it
 // read is cached.
 func TestPGDirectoryLookupConfirmed(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	ctx := context.Background()
 	a, b := openPG(t, db, 100), openPG(t, db, 100) // b does not watch: its cache stays as filled
@@ -559,6 +566,7 @@ func (b *lockedBuffer) String() string {
 // TestPGDirectoryURLPasswordNeverQuoted: URLs that do not parse, and
 // servers that cannot be reached, make errors that do not quote the password.
 func TestPGDirectoryURLPasswordNeverQuoted(t *testing.T) {
+	t.Parallel()
 	const password = "s3cr3t-Pw"
 	port := testservers.FreePort(t) // nothing listens there
 	for _, url := range []string{
@@ -590,7 +598,8 @@ func TestPGDirectoryURLPasswordNeverQuoted(t *testing.T) {
 // once all succeed, the schema ends at the last version, and opening again
 // changes nothing.
 func TestPGDirectoryMigrations(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
@@ -641,7 +650,8 @@ func TestPGDirectoryMigrations(t *testing.T) {
 // TestPGDirectoryCacheBounded: the cache holds at most cacheSize users,
 // however many are looked up, and every look-up still answers right.
 func TestPGDirectoryCacheBounded(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	d := openPG(t, testservers.NewDatabase(t, url), 3)
 	ctx := context.Background()
 	hash := passwordtest.MustHash(t, "pw", passwordtest.Cost)
@@ -675,7 +685,8 @@ func TestPGDirectoryCacheBounded(t *testing.T) {
 // database at once, one creates admin and prints its password, the other
 // neither; the password printed logs admin in.
 func TestPGDirectoryBootstrapOnce(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	a, b := openPG(t, db, 10), openPG(t, db, 10)
 	policy := password.HashPolicy{Scheme: "bcrypt", BcryptCost: passwordtest.Cost}
@@ -718,7 +729,7 @@ func TestPGDirectory100kUsers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	url, _, _ := testservers.Postgres(t)
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	openPG(t, db, 10).Close() // create the tables
 	ctx := context.Background()

@@ -37,7 +37,8 @@ func lookUp(t testing.TB, d *Directory, digest tokens.Digest) string {
 // record expires or a change reaches the instance; another made-up token
 // costs its own.
 func TestPGMadeUpTokenQueries(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	const n = 50
 	for _, tc := range []struct {
 		name string
@@ -95,7 +96,7 @@ func TestPGMadeUpTokenQueries(t *testing.T) {
 // poll when notifications are lost), not when the record expires (an
 // hour here); on the instance that minted it, at once.
 func TestPGAbsentTokenMintedElsewhere(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	url := testservers.SharedPostgres(t)
 	for _, tc := range []struct {
 		name     string
 		noListen bool
@@ -142,7 +143,8 @@ func TestPGAbsentTokenMintedElsewhere(t *testing.T) {
 // soon as the change reaches it, and asked for again it costs at most a
 // query.
 func TestPGAbsentTokenEndings(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -200,7 +202,8 @@ func TestPGAbsentTokenEndings(t *testing.T) {
 // once the database has not answered for pgTrustCache (503, as every
 // look-up then).
 func TestPGAbsentTokenNotOnError(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	d := openPG(t, testservers.NewDatabase(t, url), 100)
 	d.absent.ttl = time.Hour
 	madeUp, _ := newPAT("made up")

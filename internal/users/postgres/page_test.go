@@ -25,6 +25,7 @@ import (
 // starts with a valid prefix p exactly when it sorts from p to
 // prefixEnd(p).
 func TestPageAfterBound(t *testing.T) {
+	t.Parallel()
 	alphabet := []string{"a", "A", "_", "é", "\u07ff", "\u0800", "\ud7ff", "\ue000", "\uffff", "\U00010000", "\U0010ffff"}
 	bytes := []byte{0x00, 0x01, 'a', 0x7f, 0x80, 0xbf, 0xc0, 0xc2, 0xdf, 0xe2, 0xed, 0xee, 0xef, 0xf0, 0xf4, 0x8f, 0x90, 0xf5, 0xff}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -61,7 +62,7 @@ func TestPageAfterBound(t *testing.T) {
 // is ICU's root, which sorts "a" before "B" and "_" before letters.
 func pageDatabase(t testing.TB, icu bool) string {
 	t.Helper()
-	url, _, _ := testservers.Postgres(t)
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	if !icu {
 		return db
@@ -120,6 +121,7 @@ func pageUsers(t testing.TB) []users.User {
 // database's default collation; and paging through with a small limit
 // returns the reference's users, whole, in byte order.
 func TestPageMatchesReference(t *testing.T) {
+	t.Parallel()
 	forEachCollation(t, func(t *testing.T, db string) {
 		d := openPG(t, db, 10)
 		ctx := context.Background()
@@ -193,6 +195,7 @@ func names(list []users.User) []string {
 // collation is not byte order, and a page there is read from it rather
 // than sorted.
 func TestPageMigration(t *testing.T) {
+	t.Parallel()
 	db, conn := databaseAt(t, 8)
 	openPG(t, db, 10)
 	if v := schemaVersion(t, conn); v != len(pgMigrations) || v < 9 {
@@ -244,6 +247,7 @@ func insertUsers(t testing.TB, db string, n int, hash string) *Directory {
 // username twice, in strictly increasing byte order; and the page's
 // statement reads the index in order, without a sort.
 func TestPageUnderChange(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short")
 	}

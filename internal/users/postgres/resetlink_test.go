@@ -76,6 +76,7 @@ func newLink(t testing.TB, d users.Directory, username string, ttl time.Duration
 // personal access tokens gone, the lockout lifted, the second factors
 // kept.
 func TestPGResetLinkTwoInstances(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	ctx := context.Background()
 	key, err := secret.Generate()
@@ -144,7 +145,8 @@ func TestPGResetLinkTwoInstances(t *testing.T) {
 // and after its expiry (to the nanosecond), and when its user is
 // disabled or unknown; a disabled user gets no link at all.
 func TestPGResetLinkDeadLinks(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	d := openPG(t, testservers.NewDatabase(t, url), 100)
 	ctx := context.Background()
 	for _, name := range []string{"alice", "bob", "carol", "dave"} {
@@ -213,7 +215,8 @@ func TestPGResetLinkDeadLinks(t *testing.T) {
 // Update setting, replacing and clearing it (SQL NULL); a malformed link
 // is refused with nothing written.
 func TestPGResetLinkWrites(t *testing.T) {
-	url, _, _ := testservers.Postgres(t)
+	t.Parallel()
+	url := testservers.SharedPostgres(t)
 	db := testservers.NewDatabase(t, url)
 	a, b := openPG(t, db, 100), openPG(t, db, 100)
 	ctx := context.Background()
@@ -285,6 +288,7 @@ func TestPGResetLinkWrites(t *testing.T) {
 // without a link, and a link made on one instance is confirmed on
 // another.
 func TestPGResetLinkMigration(t *testing.T) {
+	t.Parallel()
 	db, conn := databaseAt(t, 7)
 	a, b := openPG(t, db, 10), openPG(t, db, 10)
 	if v := schemaVersion(t, conn); v != len(pgMigrations) {
@@ -310,6 +314,7 @@ func TestPGResetLinkMigration(t *testing.T) {
 // too, so it is not copied) and the link's mails still count, on another
 // instance too.
 func TestPGCodesAndMailsMigration(t *testing.T) {
+	t.Parallel()
 	db, conn := databaseAt(t, 9)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	old := `{"digest":"` + strings.Repeat("ab", 32) + `","expires_at":"` + now.Add(time.Hour).Format(time.RFC3339Nano) + `","mailed":["` +
@@ -348,6 +353,7 @@ func TestPGCodesAndMailsMigration(t *testing.T) {
 // The other instance still confirms the link, and the hourly mail count
 // still holds.
 func TestPGResetRequestRecordsNoChange(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	ctx := context.Background()
 	alice := users.User{Username: "alice", Email: "alice@example.com", PasswordHash: passwordtest.MustHash(t, "old-pw", passwordtest.Cost), Groups: []string{}}

@@ -12,6 +12,7 @@ import (
 )
 
 func TestFileDirectoryConformance(t *testing.T) {
+	t.Parallel()
 	userstest.Run(t, func(t *testing.T) func() users.Directory {
 		path := filepath.Join(t.TempDir(), "users.json")
 		if err := usersfile.Write(path, nil); err != nil {

@@ -132,6 +132,7 @@ func BenchmarkPageHeap(b *testing.B) {
 // of the pages and behind them, gives every user that existed throughout
 // exactly once, in strictly increasing order (issue 32, point 3).
 func TestPageUnderChange(t *testing.T) {
+	t.Parallel()
 	const n, writes = 100_000, 8 // each write rewrites and reloads the file: about 0.3 s (3 s under -race)
 	d := openMany(t, n)
 	ctx := context.Background()
