@@ -100,11 +100,7 @@ func handleResetConfirm(log *slog.Logger, tc tokenCheck, gt gate, setter Passwor
 			tc.notifyUser(r.Context(), log, username)
 		}
 		gt.auditAttempt(r.Context(), gt.client(w, r), event, username, err)
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		writeEmpty(w, r, log, err)
 	})
 }
 

@@ -73,11 +73,7 @@ func handleResetRequest(log *slog.Logger, tc tokenCheck, gt gate, requester Rese
 		} else {
 			gt.audit(r.Context(), gt.client(w, r), event, "", err)
 		}
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		writeEmpty(w, r, log, err)
 	})
 }
 

@@ -200,6 +200,16 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	encode(w, e.status, errorBody{Detail: e.detail, Code: e.code, MFAToken: e.mfaToken})
 }
 
+// writeEmpty writes err's reply (writeError), or 204 No Content when err
+// is nil: the end of a handler whose success has no body.
+func writeEmpty(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	if err != nil {
+		writeError(w, r, log, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // encode writes v as the JSON reply with status. "&", "<" and ">" stay as
 // they are: a reply is JSON, never HTML, and an otpauth:// URL must read
 // as one when a person copies it.
