@@ -50,18 +50,24 @@ func (d *Directory) Page(ctx context.Context, after string, limit int, f users.F
 	if !ok {
 		return nil, nil
 	}
+	return d.scanUsers(ctx, "page through users", sql, args...)
+}
+
+// scanUsers returns the users the query sql selects (pgUserColumns),
+// within scanTimeout; what names the read in errors.
+func (d *Directory) scanUsers(ctx context.Context, what, sql string, args ...any) ([]users.User, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.scanTimeout())
 	defer cancel()
 	rows, err := d.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, d.fail(ctx, "page through users", err)
+		return nil, d.fail(ctx, what, err)
 	}
-	page, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (users.User, error) { return scanUser(row) })
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (users.User, error) { return scanUser(row) })
 	if err != nil {
-		return nil, d.fail(ctx, "page through users", err)
+		return nil, d.fail(ctx, what, err)
 	}
 	d.contact()
-	return page, nil
+	return list, nil
 }
 
 // pageSQL returns Page's statement and its arguments, and false when the

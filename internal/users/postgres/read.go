@@ -261,16 +261,5 @@ func fetchUsers(ctx context.Context, q querier, names []string, suffix string) (
 
 // List returns every user in the order they were added.
 func (d *Directory) List(ctx context.Context) ([]users.User, error) {
-	ctx, cancel := context.WithTimeout(ctx, pgQueryTimeout+time.Duration(d.Len())*10*time.Microsecond)
-	defer cancel()
-	rows, err := d.pool.Query(ctx, `select `+pgUserColumns+` from authsvc_users order by id`)
-	if err != nil {
-		return nil, d.fail(ctx, "list users", err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (users.User, error) { return scanUser(row) })
-	if err != nil {
-		return nil, d.fail(ctx, "list users", err)
-	}
-	d.contact()
-	return list, nil
+	return d.scanUsers(ctx, "list users", `select `+pgUserColumns+` from authsvc_users order by id`)
 }
