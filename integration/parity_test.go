@@ -516,7 +516,8 @@ func testParityRow(t *testing.T, f parityFixture, row parityRow) {
 const paritySettle = 300 * time.Millisecond
 
 // waitReload waits, up to API.md's 5 s, until s's server has reloaded
-// its file since it had reloaded it before times.
+// its file since it had reloaded it before times, and then until its
+// reloads have stopped for paritySettle.
 func waitReload(t *testing.T, s *paritySide, before int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -525,6 +526,19 @@ func waitReload(t *testing.T, s *paritySide, before int) {
 			t.Fatalf("%s: the server did not reload its users file within 5 s of the command", s.name)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// Then until the reloads stop: a reload that began while the command
+	// held the file's lock left its pending cut-off records out (an
+	// enable's, say: the user still disabled), and the command's last
+	// append brings one more within --reload-interval.
+	for n := s.reloads(); ; n = s.reloads() {
+		time.Sleep(paritySettle)
+		if s.reloads() == n {
+			return
+		}
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatalf("%s: the server still reloads its users file 10 s after the command", s.name)
+		}
 	}
 }
 
