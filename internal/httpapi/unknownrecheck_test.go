@@ -74,6 +74,38 @@ func TestLoginRightAfterUserAdd(t *testing.T) {
 	}
 }
 
+// TestLoginRightAfterUserEnable: a user the loaded copy holds disabled,
+// enabled in the file since (by another process, before any reload),
+// logs in at once: a login of a disabled user rechecks the file as an
+// unknown one's does, at most once per client per 100 ms.
+func TestLoginRightAfterUserEnable(t *testing.T) {
+	t.Parallel()
+	e := newTestEnvConfig(t, nil, nil)
+	ctx := context.Background()
+	hash := passwordtest.MustHash(t, "zoe-pw", servertest.TestCost)
+	if err := e.users.Add(ctx, users.User{Username: "zoe", PasswordHash: hash, Groups: []string{}, Disabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	login := func() int {
+		req := httptest.NewRequest("POST", "/api/auth/login/", strings.NewReader(`{"username":"zoe","password":"zoe-pw"}`))
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		e.handler.ServeHTTP(w, req)
+		return w.Code
+	}
+	if code := login(); code != http.StatusUnauthorized {
+		t.Fatalf("login(zoe) while disabled = %d; want 401", code)
+	}
+	other := usersfile.New(e.usersPath, nil) // another process: user enable
+	if err := users.Update(ctx, other, "zoe", func(u *users.User) error { u.Disabled = false; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(100 * time.Millisecond) // the client's next turn to recheck
+	if code := login(); code != http.StatusOK {
+		t.Fatalf("login(zoe) right after her enable = %d; want 200, the file rechecked", code)
+	}
+}
+
 // BenchmarkUnknownUserFlood: logins of made-up names from one client, as
 // fast as the hasher takes them, on the real clock. Reports the users
 // file's rechecks per login ("rechecks/op"); `make bench` holds it under

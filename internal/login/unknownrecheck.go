@@ -10,10 +10,10 @@ import (
 	"authsvc/internal/users"
 )
 
-// A login that names a user the loaded copy of a users file does not hold
-// may name one added a moment ago (user add, then a login within the
-// reload interval): such a login first checks whether the file changed, a
-// stat, as Recheck does. A flood of unknown names must not cost a stat a
+// A login that names a user the loaded copy of a users file does not hold,
+// or holds disabled, may name one added or enabled a moment ago (user add,
+// then a login within the reload interval): such a login first checks
+// whether the file changed, a stat, as Recheck does. A flood of unknown names must not cost a stat a
 // request, so a client gets one such check per unknownRecheckEvery at
 // most; the others are answered from the copy, in the same time as ever.
 const (
@@ -50,10 +50,15 @@ func (u *unknownRechecks) allow(client string, now time.Time) bool {
 }
 
 // lookupAnew looks username up in r: from its loaded copy, and when that
-// does not hold the user and the client may, again in the backing.
+// does not hold the user, or holds them disabled, and the client may,
+// again in the backing. A disabled user may have been enabled a moment
+// ago: user enable, then a login before the next reload, or a reload
+// that ran while the enable held the file's lock and so left its
+// pending cut-off record out (usersfile). Either answer is the one a
+// wrong password gets, so the recheck tells no one which it was.
 func (g *Guard) lookupAnew(ctx context.Context, r users.Reader, username, client string) (*users.Account, error) {
 	u, err := r.Lookup(ctx, username)
-	if u != nil || err != nil && !errors.Is(err, users.ErrNotFound) {
+	if u != nil && !u.Disabled() || err != nil && !errors.Is(err, users.ErrNotFound) {
 		return u, err
 	}
 	rc, ok := r.(rechecker)
