@@ -199,6 +199,17 @@ func HasOption(opts []WriteOption, o WriteOption) bool { return slices.Contains(
 // ResetLinkOnly) given to a write of several.
 var ErrOneUser = errors.New("a write of one user only")
 
+// UpdateOptions reads the options of an UpdateAll of n users, as every
+// backend does: ErrOneUser when one that asks for a write of one user
+// comes with several.
+func UpdateOptions(opts []WriteOption, n int) (keepAdmin, linkOnly bool, err error) {
+	keepAdmin, linkOnly = HasOption(opts, KeepAnAdmin), HasOption(opts, ResetLinkOnly)
+	if (keepAdmin || linkOnly) && n != 1 {
+		return false, false, ErrOneUser
+	}
+	return keepAdmin, linkOnly, nil
+}
+
 // Update changes the user named username: UpdateAll of one user, with
 // its failure returned as its error: ErrNotFound for a missing name, a
 // change's error as it returned it, with nothing written.

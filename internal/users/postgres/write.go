@@ -234,9 +234,9 @@ const updateUser = `update authsvc_users set username = $2, password_hash = $3, 
 // other admins are counted in the write's transaction (otherAdmins); with
 // ResetLinkOnly the change writes two columns alone (updateResetLink).
 func (d *Directory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error, opts ...users.WriteOption) (map[string]error, error) {
-	keepAdmin, linkOnly := users.HasOption(opts, users.KeepAnAdmin), users.HasOption(opts, users.ResetLinkOnly)
-	if (keepAdmin || linkOnly) && len(changes) != 1 {
-		return nil, users.ErrOneUser
+	keepAdmin, linkOnly, err := users.UpdateOptions(opts, len(changes))
+	if err != nil {
+		return nil, err
 	}
 	if linkOnly {
 		for name, change := range changes {

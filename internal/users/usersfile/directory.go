@@ -226,9 +226,9 @@ func (s *Directory) Update(ctx context.Context, username string, change func(*us
 // ResetLinkOnly the change goes to the resets file (updateResetLink),
 // the users file left as it is.
 func (s *Directory) UpdateAll(ctx context.Context, changes map[string]func(*users.User) error, opts ...users.WriteOption) (map[string]error, error) {
-	keepAdmin, linkOnly := users.HasOption(opts, users.KeepAnAdmin), users.HasOption(opts, users.ResetLinkOnly)
-	if (keepAdmin || linkOnly) && len(changes) != 1 {
-		return nil, users.ErrOneUser
+	keepAdmin, linkOnly, err := users.UpdateOptions(opts, len(changes))
+	if err != nil {
+		return nil, err
 	}
 	if linkOnly {
 		for name, change := range changes {
