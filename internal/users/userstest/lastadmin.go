@@ -68,6 +68,10 @@ func testLastAdmin(t *testing.T, fx fixture) {
 	step("Update(ben, demote, KeepAnAdmin), the last admin", users.Update(ctx, d, "ben", demote, users.KeepAnAdmin), users.ErrLastAdmin)
 	step("Update(ben, disable, KeepAnAdmin), the last admin", users.Update(ctx, d, "ben", disable, users.KeepAnAdmin), users.ErrLastAdmin)
 	step("Delete(ben, KeepAnAdmin), the last admin", d.Delete(ctx, "ben", users.KeepAnAdmin), users.ErrLastAdmin)
+	// KeepAnAdmin decides for one user: a write of several with it is
+	// refused whole, never applied without the rule.
+	_, err := d.UpdateAll(ctx, map[string]func(*users.User) error{"ben": demote, "ann": demote}, users.KeepAnAdmin)
+	step("UpdateAll(ben and ann, demote, KeepAnAdmin)", err, users.ErrOneUser)
 	if got := enabledAdmins(t, d); len(got) != 1 || got[0] != "ben" {
 		t.Fatalf("enabled admins after the refusals = %q; want [ben]", got)
 	}
